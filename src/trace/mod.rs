@@ -1,0 +1,11 @@
+//! Trace ingestion and attribution: files and directories in, one [`attribute::Attribution`] out.
+
+pub mod attribute;
+pub mod classify;
+pub mod events;
+pub mod intervals;
+pub mod kineto;
+pub mod load;
+pub mod model;
+pub mod reader;
+pub mod synth;

@@ -1,0 +1,113 @@
+//! What the parsers keep of a trace: a compact, owned, per-rank record of the events attribution
+//! needs (kernels, their launches, communication ops, step markers). Times are integer
+//! nanoseconds, exactly as written in the trace (µs with up to three decimals).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// Integer nanoseconds.
+pub type Ns = i64;
+
+/// Metadata PyTorch attaches to communication (on kernels since 2.2, on `record_param_comms`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommMeta {
+    /// Raw `Collective name` (e.g. `allreduce`, `_allgather_base`).
+    pub collective: Option<String>,
+    pub in_nelems: Option<u64>,
+    pub out_nelems: Option<u64>,
+    pub dtype: Option<String>,
+    pub pg_name: Option<String>,
+    /// `Seq` of the collective in its process group, when the trace has it.
+    pub seq: Option<u64>,
+    /// Size in bytes from `Input Dims` × `Input type` (the shapes fallback), when present.
+    pub shapes_bytes: Option<u64>,
+}
+
+/// A GPU activity: `cat` kernel, gpu_memcpy or gpu_memset, complete events only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kernel {
+    pub ts: Ns,
+    pub dur: Ns,
+    /// Index into [`RankTrace::names`].
+    pub name: u32,
+    pub cat: KernelCat,
+    /// The stream (the event's `tid` on the GPU track).
+    pub stream: i64,
+    pub correlation: Option<u64>,
+    pub meta: Option<Box<CommMeta>>,
+}
+
+impl Kernel {
+    pub fn end(&self) -> Ns {
+        self.ts + self.dur
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelCat {
+    Kernel,
+    Memcpy,
+    Memset,
+}
+
+/// A CPU runtime event that launched GPU work (`cudaLaunchKernel`, …), keyed by correlation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Launch {
+    pub ts: Ns,
+    pub pid: i64,
+    pub tid: i64,
+}
+
+/// A CPU-side communication op: `record_param_comms` or a `nccl:<op>` annotation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommOp {
+    pub ts: Ns,
+    pub end: Ns,
+    pub pid: i64,
+    pub tid: i64,
+    /// `None` for `record_param_comms`; the op after `nccl:` for annotations.
+    pub annotation: Option<String>,
+    pub meta: CommMeta,
+}
+
+/// A `nccl:<op>` annotation on a GPU stream (`gpu_user_annotation`); never a kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuAnnotation {
+    pub ts: Ns,
+    pub end: Ns,
+    pub stream: i64,
+    pub op: String,
+}
+
+/// A `ProfilerStep#N` marker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub name: String,
+    pub ts: Ns,
+}
+
+/// One rank's trace, as parsed.
+#[derive(Debug, Clone, Default)]
+pub struct RankTrace {
+    pub file: PathBuf,
+    /// From `distributedInfo.rank`, else the file name; resolved by the loader.
+    pub rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub base_time_ns: Option<i64>,
+    pub names: Vec<String>,
+    pub kernels: Vec<Kernel>,
+    pub launches: HashMap<u64, Launch>,
+    pub comm_ops: Vec<CommOp>,
+    pub gpu_annotations: Vec<GpuAnnotation>,
+    pub steps: Vec<Step>,
+    /// Whether any timestamp had a fractional microsecond (HTA then rounds inward).
+    pub fractional_ts: bool,
+    /// All events in `traceEvents`, of any kind.
+    pub num_events: u64,
+}
+
+impl RankTrace {
+    pub fn kernel_name(&self, k: &Kernel) -> &str {
+        self.names.get(k.name as usize).map(String::as_str).unwrap_or("")
+    }
+}
