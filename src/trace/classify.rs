@@ -1,1 +1,209 @@
-//! (in progress)
+//! Names to meanings: which kernels are communication, compute or memory traffic; which
+//! collective a name denotes; how many bytes an element of a PyTorch dtype takes. The rules are
+//! attribution.md's, with HTA's own name rules kept apart for `--compat hta`.
+
+use super::model::KernelCat;
+
+/// What a GPU activity counts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelKind {
+    Comm,
+    Compute,
+    /// Copies and fills: neither communication nor compute (or, under HTA, "non-compute").
+    Other,
+}
+
+/// commgate's rule: NCCL kernels by name (plus user patterns), memory by category or name,
+/// every other kernel is compute.
+pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[String]) -> KernelKind {
+    if cat != KernelCat::Kernel {
+        return KernelKind::Other;
+    }
+    if name.starts_with("nccl") || name.contains("ncclKernel") || comm_patterns.iter().any(|p| name.contains(p.as_str()))
+    {
+        return KernelKind::Comm;
+    }
+    if name.starts_with("Memcpy") || name.starts_with("Memset") || name.starts_with("dma") {
+        return KernelKind::Other;
+    }
+    KernelKind::Compute
+}
+
+/// HTA's rule (`hta/analyzers/breakdown_analysis.py`): communication `^nccl|^hip|^hccl` or
+/// `ncclKernel` anywhere, over kernels, copies and fills alike; compute is any GPU activity whose
+/// name matches none of the non-compute patterns.
+pub fn kind_hta(name: &str, comm_patterns: &[String]) -> KernelKind {
+    if name.starts_with("nccl")
+        || name.starts_with("hip")
+        || name.starts_with("hccl")
+        || name.contains("ncclKernel")
+        || comm_patterns.iter().any(|p| name.contains(p.as_str()))
+    {
+        return KernelKind::Comm;
+    }
+    let non_compute = name.contains("Memcpy")
+        || name.contains("Memset")
+        || name.contains("dma")
+        || name.contains("Sync")
+        || name.starts_with("Stream Wait Event")
+        || (name.contains("cuda") && name.contains("LaunchKernel") && cuda_launch_kernel(name));
+    if non_compute || name.starts_with("runFunction") {
+        KernelKind::Other
+    } else {
+        KernelKind::Compute
+    }
+}
+
+/// HTA's `cuda.*LaunchKernel` (a regex search: `cuda` somewhere before `LaunchKernel`).
+fn cuda_launch_kernel(name: &str) -> bool {
+    match (name.find("cuda"), name.rfind("LaunchKernel")) {
+        (Some(a), Some(b)) => a < b,
+        _ => false,
+    }
+}
+
+/// Normalises a collective name from metadata or an annotation (`allreduce`, `_allgather_base`,
+/// `all_to_allv`, `nccl:_reduce_scatter_base`, …) to commgate's vocabulary. Returns `None` for
+/// names that are not collectives (`wait`, `init`, `barrier`, empty).
+pub fn normalize_collective(raw: &str) -> Option<String> {
+    let lower = raw.trim().trim_start_matches("nccl:").to_ascii_lowercase();
+    let n = lower.trim_start_matches('_');
+    let canonical = if n.starts_with("allreduce") || n.starts_with("all_reduce") {
+        "all_reduce"
+    } else if n.contains("allgather") || n.contains("all_gather") {
+        "all_gather"
+    } else if n.contains("reduce_scatter") || n.contains("reducescatter") {
+        "reduce_scatter"
+    } else if n.starts_with("all_to_all") || n.starts_with("alltoall") {
+        "all_to_all"
+    } else if n.starts_with("broadcast") {
+        "broadcast"
+    } else if n.starts_with("reduce") {
+        "reduce"
+    } else if n == "send" || n == "recv" || n == "sendrecv" || n == "send_recv" {
+        "send_recv"
+    } else if n.is_empty() || n == "wait" || n == "init" || n == "barrier" || n.starts_with("coalesced") {
+        return None;
+    } else {
+        return Some(n.to_string());
+    };
+    Some(canonical.to_string())
+}
+
+/// The collective a kernel name denotes (`ncclDevKernel_AllReduce_Sum_bf16_RING_LL` →
+/// `all_reduce`), the last resort when no metadata names it.
+pub fn collective_from_kernel_name(name: &str) -> String {
+    const BY_NAME: [(&str, &str); 7] = [
+        ("AllReduce", "all_reduce"),
+        ("AllGather", "all_gather"),
+        ("ReduceScatter", "reduce_scatter"),
+        ("AllToAll", "all_to_all"),
+        ("Broadcast", "broadcast"),
+        ("SendRecv", "send_recv"),
+        ("Reduce", "reduce"),
+    ];
+    for (needle, collective) in BY_NAME {
+        if name.contains(needle) {
+            return collective.to_string();
+        }
+    }
+    if name.contains("Send") || name.contains("Recv") {
+        return "send_recv".to_string();
+    }
+    "unknown_collective".to_string()
+}
+
+/// Bytes per element of a dtype as PyTorch's profiler writes it (`Float`, `c10::BFloat16`,
+/// `float`, `long int`, …). `None` when unknown, so that a payload is never guessed.
+pub fn dtype_size(dtype: &str) -> Option<u64> {
+    let d = dtype.trim().trim_start_matches("c10::").to_ascii_lowercase();
+    let size = match d.as_str() {
+        "float" | "float32" | "int" | "int32" | "unsigned int" | "uint32" | "complexhalf" => 4,
+        "double" | "float64" | "long" | "long int" | "int64" | "long long" | "unsigned long" | "uint64"
+        | "complexfloat" => 8,
+        "half" | "float16" | "bfloat16" | "short" | "short int" | "int16" | "uint16" => 2,
+        "byte" | "char" | "bool" | "unsigned char" | "signed char" | "uint8" | "int8" | "float8_e4m3fn"
+        | "float8_e5m2" | "float8_e4m3fnuz" | "float8_e5m2fnuz" => 1,
+        "complexdouble" => 16,
+        _ => return None,
+    };
+    Some(size)
+}
+
+/// `ProfilerStep#12` → true.
+pub fn is_profiler_step(name: &str) -> bool {
+    name.starts_with("ProfilerStep#")
+}
+
+/// The rank in a file name: `rank[-_]?(\d+)` (`rank-3.json.gz`, `trace_rank7.pt.trace.json`).
+pub fn rank_from_file_name(name: &str) -> Option<u32> {
+    let lower = name.to_ascii_lowercase();
+    let mut search = lower.as_str();
+    while let Some(i) = search.find("rank") {
+        let rest = &search[i + 4..];
+        let rest = rest.strip_prefix(['-', '_']).unwrap_or(rest);
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+        if let Ok(r) = digits.parse() {
+            return Some(r);
+        }
+        search = &search[i + 4..];
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds() {
+        let none: [String; 0] = [];
+        let k = |n| kind_default(KernelCat::Kernel, n, &none);
+        assert_eq!(k("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)"), KernelKind::Comm);
+        assert_eq!(k("ncclDevKernel_AllGather_RING_LL"), KernelKind::Comm);
+        assert_eq!(k("ncclSymkDevKernel_AllReduce"), KernelKind::Comm);
+        assert_eq!(k("void foo<ncclKernel_x>"), KernelKind::Comm);
+        assert_eq!(k("ampere_bf16_s16816gemm"), KernelKind::Compute);
+        assert_eq!(k("Memcpy DtoD (Device -> Device)"), KernelKind::Other);
+        assert_eq!(kind_default(KernelCat::Memcpy, "Memcpy HtoD", &none), KernelKind::Other);
+        let custom = ["cross_device_reduce".to_string()];
+        assert_eq!(kind_default(KernelCat::Kernel, "void cross_device_reduce_1stage<bf16>", &custom), KernelKind::Comm);
+        assert_eq!(kind_hta("Memset (Device)", &none), KernelKind::Other);
+        assert_eq!(kind_hta("cudaLaunchKernel", &none), KernelKind::Other);
+        assert_eq!(kind_hta("cudaStreamSynchronize", &none), KernelKind::Other);
+        assert_eq!(kind_hta("void at::native::elementwise", &none), KernelKind::Compute);
+    }
+
+    #[test]
+    fn collective_names() {
+        let n = |s| normalize_collective(s);
+        assert_eq!(n("allreduce").as_deref(), Some("all_reduce"));
+        assert_eq!(n("allreduce_coalesced").as_deref(), Some("all_reduce"));
+        assert_eq!(n("_allgather_base").as_deref(), Some("all_gather"));
+        assert_eq!(n("all_gather_into_tensor_coalesced").as_deref(), Some("all_gather"));
+        assert_eq!(n("nccl:_reduce_scatter_base").as_deref(), Some("reduce_scatter"));
+        assert_eq!(n("all_to_allv").as_deref(), Some("all_to_all"));
+        assert_eq!(n("alltoall_base").as_deref(), Some("all_to_all"));
+        assert_eq!(n("broadcast").as_deref(), Some("broadcast"));
+        assert_eq!(n("send").as_deref(), Some("send_recv"));
+        assert_eq!(n("barrier"), None);
+        assert_eq!(n("wait"), None);
+        assert_eq!(collective_from_kernel_name("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"), "send_recv");
+        assert_eq!(collective_from_kernel_name("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"), "reduce_scatter");
+        assert_eq!(collective_from_kernel_name("ncclDevKernel_Reduce_Sum"), "reduce");
+    }
+
+    #[test]
+    fn dtypes_and_ranks() {
+        assert_eq!(dtype_size("Float"), Some(4));
+        assert_eq!(dtype_size("c10::BFloat16"), Some(2));
+        assert_eq!(dtype_size("long int"), Some(8));
+        assert_eq!(dtype_size("unsigned char"), Some(1));
+        assert_eq!(dtype_size("Scalar"), None);
+        assert_eq!(rank_from_file_name("rank-3.json.gz"), Some(3));
+        assert_eq!(rank_from_file_name("trace_rank7.pt.trace.json"), Some(7));
+        assert_eq!(rank_from_file_name("Rank_12.json"), Some(12));
+        assert_eq!(rank_from_file_name("ranking-rank-2.json"), Some(2));
+        assert_eq!(rank_from_file_name("trace.json"), None);
+    }
+}

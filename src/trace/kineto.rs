@@ -1,1 +1,490 @@
-//! (in progress)
+//! The PyTorch profiler (Kineto) Chrome-trace reader: walks the top-level object of one rank's
+//! trace and keeps, per event, only what attribution needs ([`RankTrace`]). Events may come in
+//! any order; times are kept as exact integer nanoseconds.
+//!
+//! The same walker recognises the seed's aggregated-events shape (a top-level `events` array,
+//! or a bare array whose elements carry `collective`), so one entry point reads any input file.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::Read;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::classify::{dtype_size, is_profiler_step};
+use super::events::{self, RawSeedEvent};
+use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
+use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError};
+use crate::hotspots::CommEvent;
+
+/// A parsed input file.
+#[derive(Debug)]
+pub enum Document {
+    Kineto(Box<RankTrace>),
+    Events(Vec<CommEvent>),
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow, default)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dur: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    args: Option<RawArgs<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawArgs<'a> {
+    #[serde(borrow, default)]
+    correlation: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stream: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Collective name")]
+    collective: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "In msg nelems")]
+    in_nelems: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Out msg nelems")]
+    out_nelems: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dtype: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "Process Group Name")]
+    pg_name: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Seq")]
+    seq: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Input Dims")]
+    input_dims: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Input type")]
+    input_type: Option<&'a RawValue>,
+}
+
+struct EventOf;
+impl<'de> BorrowedDeserialize<'de> for EventOf {
+    type Out = RawEvent<'de>;
+}
+
+struct KeyOf;
+impl<'de> BorrowedDeserialize<'de> for KeyOf {
+    type Out = Cow<'de, str>;
+}
+
+struct SeedOf;
+impl<'de> BorrowedDeserialize<'de> for SeedOf {
+    type Out = RawSeedEvent;
+}
+
+#[derive(Deserialize, Default)]
+struct DistributedInfo {
+    #[serde(default)]
+    rank: Option<serde_json::Value>,
+    #[serde(default)]
+    world_size: Option<serde_json::Value>,
+}
+
+/// Just enough of an array element to tell the two formats apart.
+#[derive(Deserialize)]
+struct Sniff {
+    #[serde(default)]
+    collective: Option<serde::de::IgnoredAny>,
+}
+
+/// Reads one input document.
+pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
+    let mut s = JsonStream::new(input);
+    match s.peek()? {
+        Some(b'{') => parse_object(&mut s),
+        Some(b'[') => {
+            s.expect(b'[', "an array")?;
+            if s.peek()? == Some(b']') {
+                return Err(syntax(&s, "the event array is empty: no trace events to attribute"));
+            }
+            let seed = s.with_value::<Owned<Sniff>, _, _>(false, |v| v.collective.is_some())?;
+            if seed {
+                Ok(Document::Events(seed_elements(&mut s)?))
+            } else {
+                let mut b = Builder::default();
+                trace_elements(&mut s, &mut b)?;
+                Ok(Document::Kineto(Box::new(b.finish())))
+            }
+        }
+        Some(other) => Err(syntax(
+            &s,
+            &format!("expected a JSON object or array, found '{}' (is this a trace?)", char::from(other).escape_default()),
+        )),
+        None => Err(ReadError::Syntax { offset: 0, message: "the file is empty".to_string() }),
+    }
+}
+
+fn syntax<R: Read>(s: &JsonStream<R>, message: &str) -> ReadError {
+    ReadError::Syntax { offset: s.offset(), message: message.to_string() }
+}
+
+fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
+    s.expect(b'{', "an object")?;
+    let mut b = Builder::default();
+    let mut saw_trace = false;
+    let mut seed: Option<Vec<CommEvent>> = None;
+    if s.peek()? == Some(b'}') {
+        return Err(syntax(s, "the object has no `traceEvents` array (not a PyTorch profiler trace)"));
+    }
+    loop {
+        let key = s.with_value::<KeyOf, _, _>(true, |k| k.into_owned())?;
+        s.expect(b':', "':' after a key")?;
+        match key.as_str() {
+            "traceEvents" => {
+                expect_array(s, "traceEvents")?;
+                trace_elements(s, &mut b)?;
+                saw_trace = true;
+            }
+            "events" => {
+                expect_array(s, "events")?;
+                seed = Some(seed_elements(s)?);
+            }
+            "distributedInfo" => {
+                let info = s.with_value::<Owned<DistributedInfo>, _, _>(true, |d| d)?;
+                b.trace.rank = info.rank.as_ref().and_then(json_u32);
+                b.trace.world_size = info.world_size.as_ref().and_then(json_u32);
+            }
+            "baseTimeNanoseconds" => {
+                let v = s.with_value::<Owned<serde_json::Value>, _, _>(true, |v| v)?;
+                b.trace.base_time_ns = v.as_i64();
+            }
+            _ => s.skip_value()?,
+        }
+        if !s.next_in_object()? {
+            break;
+        }
+    }
+    if saw_trace {
+        return Ok(Document::Kineto(Box::new(b.finish())));
+    }
+    match seed {
+        Some(events) => Ok(Document::Events(events)),
+        None => Err(ReadError::Syntax {
+            offset: 0,
+            message: "no `traceEvents` array (and no seed `events` array): not a PyTorch profiler trace".to_string(),
+        }),
+    }
+}
+
+fn expect_array<R: Read>(s: &mut JsonStream<R>, key: &str) -> Result<(), ReadError> {
+    match s.peek()? {
+        Some(b'[') => s.expect(b'[', "an array"),
+        Some(_) => Err(syntax(s, &format!("`{key}` is not an array"))),
+        None => Err(ReadError::Truncated { offset: s.offset() }),
+    }
+}
+
+fn json_u32(v: &serde_json::Value) -> Option<u32> {
+    match v {
+        serde_json::Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn trace_elements<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) -> Result<(), ReadError> {
+    if s.peek()? == Some(b']') {
+        return s.expect(b']', "']'");
+    }
+    loop {
+        let offset = s.offset();
+        let index = b.trace.num_events;
+        s.with_value::<EventOf, _, _>(true, |e| b.push(e))?
+            .map_err(|message| ReadError::Syntax { offset, message: format!("traceEvents[{index}]: {message}") })?;
+        if !s.next_in_array()? {
+            return Ok(());
+        }
+    }
+}
+
+fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadError> {
+    let mut out = Vec::new();
+    if s.peek()? == Some(b']') {
+        s.expect(b']', "']'")?;
+        return Ok(out);
+    }
+    loop {
+        let offset = s.offset();
+        let index = out.len();
+        let event = s
+            .with_value::<SeedOf, _, _>(true, |raw| events::validate(raw))?
+            .map_err(|message| ReadError::Syntax { offset, message: format!("events[{index}]: {message}") })?;
+        out.push(event);
+        if !s.next_in_array()? {
+            return Ok(out);
+        }
+    }
+}
+
+/// Accumulates one rank's events.
+#[derive(Default)]
+struct Builder {
+    trace: RankTrace,
+    name_ids: HashMap<String, u32>,
+}
+
+impl Builder {
+    fn finish(self) -> RankTrace {
+        self.trace
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        let id = self.trace.names.len() as u32;
+        self.trace.names.push(name.to_string());
+        self.name_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// Keeps what attribution needs of one event; `Err` names the bad field.
+    fn push(&mut self, e: RawEvent<'_>) -> Result<(), String> {
+        self.trace.num_events += 1;
+        if e.ph.as_deref() != Some("X") {
+            return Ok(());
+        }
+        let ts_raw = e.ts.ok_or("a complete event (ph \"X\") has no `ts`")?;
+        let dur_raw = e.dur.ok_or("a complete event (ph \"X\") has no `dur`")?;
+        let (ts, ts_frac) = parse_micros(ts_raw.get()).map_err(|m| format!("`ts` {m}"))?;
+        let (dur, dur_frac) = parse_micros(dur_raw.get()).map_err(|m| format!("`dur` {m}"))?;
+        if dur < 0 {
+            return Err(format!("`dur` is negative ({}); durations must be ≥ 0", dur_raw.get()));
+        }
+        self.trace.fractional_ts |= ts_frac || dur_frac;
+        let name = e.name.as_deref().unwrap_or("");
+        let cat = e.cat.as_deref().unwrap_or("");
+        let args = e.args.unwrap_or_default();
+        let pid = e.pid.map(id_of).unwrap_or(0);
+        let tid = e.tid.map(id_of).unwrap_or(0);
+        match cat {
+            "kernel" | "gpu_memcpy" | "gpu_memset" => {
+                let kcat = match cat {
+                    "kernel" => KernelCat::Kernel,
+                    "gpu_memcpy" => KernelCat::Memcpy,
+                    _ => KernelCat::Memset,
+                };
+                let meta = comm_meta(&args, false);
+                let kernel = Kernel {
+                    ts,
+                    dur,
+                    name: self.intern(name),
+                    cat: kcat,
+                    stream: args.stream.and_then(|v| lenient_i64(v.get())).unwrap_or(tid),
+                    correlation: args.correlation.and_then(|v| lenient_u64(v.get())),
+                    meta: (meta != CommMeta::default()).then(|| Box::new(meta)),
+                };
+                self.trace.kernels.push(kernel);
+            }
+            "gpu_user_annotation" => {
+                if let Some(op) = name.strip_prefix("nccl:") {
+                    self.trace.gpu_annotations.push(GpuAnnotation { ts, end: ts + dur, stream: tid, op: op.to_string() });
+                }
+            }
+            "cuda_runtime" | "cuda_driver" | "runtime" => {
+                if let Some(c) = args.correlation.and_then(|v| lenient_u64(v.get())) {
+                    self.trace.launches.insert(c, Launch { ts, pid, tid });
+                }
+            }
+            _ => {
+                if name == "record_param_comms" || name.starts_with("nccl:") {
+                    let annotation = name.strip_prefix("nccl:").map(str::to_string);
+                    let meta = comm_meta(&args, annotation.is_some());
+                    self.trace.comm_ops.push(CommOp { ts, end: ts + dur, pid, tid, annotation, meta });
+                } else if is_profiler_step(name) {
+                    self.trace.steps.push(Step { name: name.to_string(), ts });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn comm_meta(args: &RawArgs<'_>, with_shapes: bool) -> CommMeta {
+    CommMeta {
+        collective: args.collective.as_deref().map(str::to_string),
+        in_nelems: args.in_nelems.and_then(|v| lenient_u64(v.get())),
+        out_nelems: args.out_nelems.and_then(|v| lenient_u64(v.get())),
+        dtype: args.dtype.as_deref().map(str::to_string),
+        pg_name: args.pg_name.map(|v| v.get().trim_matches('"').to_string()),
+        seq: args.seq.and_then(|v| lenient_u64(v.get())),
+        shapes_bytes: if with_shapes { shapes_bytes(args.input_dims, args.input_type) } else { None },
+    }
+}
+
+/// Σ over inputs of ∏ dims × dtype size, for the inputs whose dtype is known; `None` when no
+/// input has a known size.
+fn shapes_bytes(dims: Option<&RawValue>, types: Option<&RawValue>) -> Option<u64> {
+    let dims: Vec<serde_json::Value> = serde_json::from_str(dims?.get()).ok()?;
+    let types: Vec<serde_json::Value> = serde_json::from_str(types?.get()).ok()?;
+    let mut total: Option<u64> = None;
+    for (d, t) in dims.iter().zip(&types) {
+        let (Some(d), Some(size)) = (d.as_array(), t.as_str().and_then(dtype_size)) else {
+            continue;
+        };
+        let mut n: u64 = 1;
+        for x in d {
+            n = n.saturating_mul(x.as_u64()?);
+        }
+        total = Some(total.unwrap_or(0).saturating_add(n.saturating_mul(size)));
+    }
+    total
+}
+
+/// A pid or tid: integers as they are, strings (some tools write names) hashed to a stable id.
+fn id_of(v: &RawValue) -> i64 {
+    let raw = v.get();
+    if let Some(n) = lenient_i64(raw) {
+        return n;
+    }
+    // FNV-1a: stable across runs and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in raw.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h >> 2) as i64 | (1 << 61)
+}
+
+fn lenient_u64(raw: &str) -> Option<u64> {
+    raw.trim_matches('"').parse().ok()
+}
+
+fn lenient_i64(raw: &str) -> Option<i64> {
+    raw.trim_matches('"').parse().ok()
+}
+
+/// Parses a JSON number of microseconds into exact nanoseconds: up to three decimals are exact,
+/// further digits round half up; exponents go through f64. Returns whether a fraction was
+/// present. Strings, `null` and non-finite values are errors.
+pub fn parse_micros(raw: &str) -> Result<(Ns, bool), String> {
+    let bytes = raw.as_bytes();
+    match bytes.first() {
+        Some(b'"') => return Err(format!("is a string ({raw}); expected a number of microseconds")),
+        Some(b'-' | b'0'..=b'9') => {}
+        _ => return Err(format!("is not a number ({raw})")),
+    }
+    if raw.contains(['e', 'E']) {
+        let v: f64 = raw.parse().map_err(|_| format!("is not a number ({raw})"))?;
+        let ns = v * 1000.0;
+        if !ns.is_finite() || ns.abs() > 9.0e18 {
+            return Err(format!("is out of range ({raw})"));
+        }
+        return Ok((ns.round() as Ns, ns.fract() != 0.0 || (v.fract() != 0.0)));
+    }
+    let (negative, digits) = match raw.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, raw),
+    };
+    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
+    let whole: i64 = int_part.parse().map_err(|_| format!("is not a number ({raw})"))?;
+    let mut frac: i64 = 0;
+    for (i, c) in frac_part.bytes().take(3).enumerate() {
+        frac += i64::from(c - b'0') * [100, 10, 1][i];
+    }
+    if frac_part.as_bytes().get(3).is_some_and(|&c| c >= b'5') {
+        frac += 1;
+    }
+    let ns = whole
+        .checked_mul(1000)
+        .and_then(|w| w.checked_add(frac))
+        .ok_or_else(|| format!("is out of range ({raw})"))?;
+    let fractional = frac_part.bytes().any(|c| c != b'0');
+    Ok((if negative { -ns } else { ns }, fractional))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(doc: &str) -> Result<Document, ReadError> {
+        parse_document(doc.as_bytes())
+    }
+
+    fn rank(doc: &str) -> RankTrace {
+        match parse(doc) {
+            Ok(Document::Kineto(t)) => *t,
+            other => panic!("expected a trace, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn micros_are_exact_nanoseconds() {
+        assert_eq!(parse_micros("4458677009853.422"), Ok((4_458_677_009_853_422, true)));
+        assert_eq!(parse_micros("12"), Ok((12_000, false)));
+        assert_eq!(parse_micros("12.0"), Ok((12_000, false)));
+        assert_eq!(parse_micros("0.0005"), Ok((1, true)));
+        assert_eq!(parse_micros("-3.5"), Ok((-3_500, true)));
+        assert_eq!(parse_micros("1.5e3"), Ok((1_500_000, false)));
+        assert!(parse_micros("\"12\"").unwrap_err().contains("string"));
+        assert!(parse_micros("null").is_err());
+    }
+
+    #[test]
+    fn keeps_kernels_launches_ops_and_steps_in_any_order() {
+        let t = rank(
+            r#"{"traceEvents": [
+            {"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce","pid":0,"tid":20,"ts":110.5,"dur":20,
+             "args":{"correlation":7,"stream":20,"Collective name":"allreduce","In msg nelems":4,"Out msg nelems":4,"dtype":"Float","Process Group Name":"0","Seq":3}},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":2,"ts":101,"dur":1,"args":{"correlation":7}},
+            {"ph":"X","cat":"user_annotation","name":"nccl:all_reduce","pid":1,"tid":2,"ts":100,"dur":5,"args":{"Input Dims":[[4]],"Input type":["float"]}},
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#3","pid":1,"tid":1,"ts":50,"dur":500},
+            {"ph":"X","cat":"gpu_user_annotation","name":"nccl:all_reduce","pid":0,"tid":20,"ts":110,"dur":30},
+            {"ph":"M","name":"process_name","pid":0,"args":{"name":"GPU 0"}},
+            {"ph":"f","id":7,"pid":0,"tid":20,"ts":110,"cat":"ac2g","name":"ac2g"}
+            ], "distributedInfo": {"rank": 3, "world_size": 8}, "baseTimeNanoseconds": 1700000000000000000}"#,
+        );
+        assert_eq!(t.rank, Some(3));
+        assert_eq!(t.world_size, Some(8));
+        assert_eq!(t.base_time_ns, Some(1_700_000_000_000_000_000));
+        assert_eq!(t.num_events, 7);
+        assert!(t.fractional_ts);
+        assert_eq!(t.kernels.len(), 1);
+        let k = &t.kernels[0];
+        assert_eq!((k.ts, k.dur, k.stream, k.correlation), (110_500, 20_000, 20, Some(7)));
+        let meta = k.meta.as_deref().expect("metadata");
+        assert_eq!(meta.seq, Some(3));
+        assert_eq!(meta.pg_name.as_deref(), Some("0"));
+        assert_eq!(t.launches[&7].ts, 101_000);
+        assert_eq!(t.comm_ops.len(), 1);
+        assert_eq!(t.comm_ops[0].meta.shapes_bytes, Some(16));
+        assert_eq!(t.gpu_annotations.len(), 1);
+        assert_eq!(t.steps, vec![Step { name: "ProfilerStep#3".into(), ts: 50_000 }]);
+    }
+
+    #[test]
+    fn seed_documents_are_recognised() {
+        let doc = r#"[{"collective":"all_reduce","exposed_comm_ms":8.0,"payload_bytes":1024,"overlap_ratio":0.6}]"#;
+        assert!(matches!(parse(doc), Ok(Document::Events(e)) if e.len() == 1));
+        let doc = r#"{"events":[{"collective":"broadcast","exposed_comm_ms":2.0,"payload_bytes":512,"overlap_ratio":0.9}]}"#;
+        assert!(matches!(parse(doc), Ok(Document::Events(e)) if e[0].collective == "broadcast"));
+    }
+
+    #[test]
+    fn bad_fields_name_the_event_and_field() {
+        let err = |doc: &str| match parse(doc) {
+            Err(e) => e.to_string(),
+            Ok(d) => panic!("expected an error, got {d:?}"),
+        };
+        let e = err(r#"{"traceEvents":[{"ph":"X","ts":1,"dur":"5"}]}"#);
+        assert!(e.contains("traceEvents[0]") && e.contains("`dur` is a string"), "{e}");
+        let e = err(r#"{"traceEvents":[{"ph":"X","ts":1,"dur":1},{"ph":"X","ts":1,"dur":-5}]}"#);
+        assert!(e.contains("traceEvents[1]") && e.contains("negative"), "{e}");
+        assert!(err(r#"{"schemaVersion":1}"#).contains("traceEvents"));
+        assert!(err("").contains("empty"));
+        assert!(err(r#"{"traceEvents":[{"ph":"X","ts":1,"dur":1}"#).contains("truncated"));
+        assert!(err("\u{1}\u{2}garbage").contains("expected a JSON object"));
+    }
+}
