@@ -5,10 +5,13 @@
 //! sweep, cross-rank matching and the clock-free imbalance ratio, and HTA's parity rules under
 //! [`Compat::Hta`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::classify::{collective_from_kernel_name, dtype_size, kind_default, kind_hta, normalize_collective, KernelKind};
+use super::intervals::{intersection, length, sweep, union, Span};
+use super::model::{CommMeta, CommOp, Kernel, Launch, Ns, RankTrace};
 use crate::hotspots::{self, CommEvent, Followup, Hotspot, Mitigation, Thresholds};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -115,4 +118,447 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds
         compat: Compat::Default,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64, t)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kineto traces: per rank, then across ranks.
+
+/// How one communication kernel was identified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommKernel {
+    pub ts: Ns,
+    pub end: Ns,
+    pub collective: String,
+    /// Bytes of this call, `None` when no metadata says.
+    pub payload: Option<u64>,
+    pub key: MatchKey,
+}
+
+/// How instances of a collective are matched across ranks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MatchKey {
+    /// (`Process Group Name`, `Seq`), written by PyTorch.
+    Seq { pg: String, seq: u64 },
+    /// (process group, collective, ordinal of the kernel on its rank).
+    Ordinal { pg: String, collective: String, ordinal: u64 },
+}
+
+/// One collective on one rank, over the whole window.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RankCollective {
+    pub kernels: u64,
+    /// Swept shares, nanoseconds.
+    pub total_ns: f64,
+    pub exposed_ns: f64,
+    pub payload_bytes: u64,
+    pub payload_known: bool,
+}
+
+/// Everything measured on one rank, over its window (not yet per step).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankAnalysis {
+    pub rank: u32,
+    pub file: String,
+    /// The divisor for per-step figures.
+    pub steps: u64,
+    pub window: &'static str,
+    pub comm_ns: Ns,
+    pub compute_ns: Ns,
+    pub overlapped_ns: Ns,
+    pub comm_kernels: Vec<CommKernel>,
+    pub by_collective: BTreeMap<String, RankCollective>,
+    pub base_time_ns: Option<i64>,
+}
+
+impl RankAnalysis {
+    pub fn exposed_ns(&self) -> Ns {
+        self.comm_ns - self.overlapped_ns
+    }
+
+    /// `100 · overlapped / comm`, HTA's `comp_comm_overlap_pctg`.
+    pub fn overlap_pct(&self) -> f64 {
+        if self.comm_ns == 0 {
+            0.0
+        } else {
+            100.0 * self.overlapped_ns as f64 / self.comm_ns as f64
+        }
+    }
+}
+
+/// Attribution of per-rank Kineto traces.
+pub fn attribute_ranks(traces: &[RankTrace], opts: &AttributeOptions) -> Attribution {
+    let multi_step_names = distinct_step_names(traces) >= 2;
+    let ranks: Vec<RankAnalysis> = traces.iter().map(|t| analyze_rank(t, opts, multi_step_names)).collect();
+    let by_collective = combine_ranks(&ranks);
+    let summaries = ranks.iter().map(rank_summary).collect();
+    let source = Source {
+        format: "kineto".to_string(),
+        files: ranks.iter().map(|r| r.file.clone()).collect(),
+        ranks: ranks.iter().map(|r| r.rank).collect(),
+        world_size: traces.iter().find_map(|t| t.world_size).unwrap_or(traces.len() as u32),
+        steps: ranks.iter().map(|r| r.steps).min().unwrap_or(1),
+        window: ranks.first().map(|r| r.window).unwrap_or("trace").to_string(),
+        compat: opts.compat,
+    };
+    let num_events = traces.iter().map(|t| t.num_events).sum();
+    conclude(source, by_collective, summaries, num_events, &opts.thresholds)
+}
+
+/// HTA decides on a step window from the step names of all ranks together (its symbol table).
+fn distinct_step_names(traces: &[RankTrace]) -> usize {
+    let mut names: Vec<&str> = traces.iter().flat_map(|t| t.steps.iter().map(|s| s.name.as_str())).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
+}
+
+/// The window on one rank: which kernels count, and how many steps they span.
+struct Window {
+    /// Launch (or kernel) start must lie in `[start, end)`.
+    start: Ns,
+    end: Ns,
+    /// Kernels without a launch event are kept (default) or dropped (HTA's inner join).
+    keep_unlaunched: bool,
+    steps: u64,
+    name: &'static str,
+}
+
+fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Window {
+    // First start of each distinct step, in time order.
+    let mut firsts: Vec<(&str, Ns)> = Vec::new();
+    for s in &t.steps {
+        match firsts.iter_mut().find(|(n, _)| *n == s.name) {
+            Some(entry) => entry.1 = entry.1.min(s.ts),
+            None => firsts.push((&s.name, s.ts)),
+        }
+    }
+    firsts.sort_by_key(|&(_, ts)| ts);
+    let counted_steps = (firsts.len() as u64).saturating_sub(1).max(1);
+    let w = match opts.compat {
+        Compat::Hta if multi_step_names => {
+            let last = t.steps.iter().map(|s| s.ts).max().unwrap_or(Ns::MAX);
+            Window { start: Ns::MIN, end: hta_round(t, last).0, keep_unlaunched: false, steps: counted_steps, name: "hta" }
+        }
+        Compat::Hta => Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace" },
+        Compat::Default if firsts.len() >= 2 => Window {
+            start: firsts[0].1,
+            end: firsts[firsts.len() - 1].1,
+            keep_unlaunched: true,
+            steps: counted_steps,
+            name: "steps",
+        },
+        Compat::Default => Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace" },
+    };
+    Window { steps: opts.steps.unwrap_or(w.steps).max(1), ..w }
+}
+
+/// HTA rounds inward to whole microseconds when any timestamp has a fraction.
+fn hta_round(t: &RankTrace, ts: Ns) -> (Ns, bool) {
+    if t.fractional_ts {
+        (ts.div_euclid(1000) * 1000 + if ts.rem_euclid(1000) > 0 { 1000 } else { 0 }, true)
+    } else {
+        (ts, false)
+    }
+}
+
+fn hta_span(t: &RankTrace, k: &Kernel) -> Span {
+    if t.fractional_ts {
+        let start = hta_round(t, k.ts).0;
+        let end = k.end().div_euclid(1000) * 1000;
+        (start, end)
+    } else {
+        (k.ts, k.end())
+    }
+}
+
+/// Measures one rank: unions, overlap, the per-collective sweep, and each comm kernel's identity.
+pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> RankAnalysis {
+    let w = window(t, opts, multi_step_names);
+    let hta = opts.compat == Compat::Hta;
+    let ops = OpIndex::new(&t.comm_ops);
+    let mut comm: Vec<(Span, &Kernel)> = Vec::new();
+    let mut compute: Vec<Span> = Vec::new();
+    for k in &t.kernels {
+        let anchor = match k.correlation.and_then(|c| t.launches.get(&c)) {
+            Some(l) if hta => hta_round(t, l.ts).0,
+            Some(l) => l.ts,
+            None if !w.keep_unlaunched => continue,
+            None => k.ts,
+        };
+        if anchor < w.start || anchor >= w.end {
+            continue;
+        }
+        let name = t.kernel_name(k);
+        let kind = if hta { kind_hta(name, &opts.comm_patterns) } else { kind_default(k.cat, name, &opts.comm_patterns) };
+        let span = if hta { hta_span(t, k) } else { (k.ts, k.end()) };
+        match kind {
+            KernelKind::Comm => comm.push((span, k)),
+            KernelKind::Compute => compute.push(span),
+            KernelKind::Other => {}
+        }
+    }
+    comm.sort_by_key(|&(span, _)| span);
+    let comm_kernels = identify(t, &ops, &comm);
+    let comm_union = union(comm.iter().map(|&(s, _)| s).collect());
+    let compute_union = union(compute);
+    let overlapped = intersection(&comm_union, &compute_union);
+
+    let mut labels: Vec<String> = comm_kernels.iter().map(|c| c.collective.clone()).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    let labelled: Vec<(Span, usize)> = comm
+        .iter()
+        .zip(&comm_kernels)
+        .map(|(&(span, _), c)| (span, labels.binary_search(&c.collective).unwrap_or(0)))
+        .collect();
+    let shares = sweep(&labelled, &compute_union, labels.len());
+    let mut by_collective: BTreeMap<String, RankCollective> = BTreeMap::new();
+    for (i, label) in labels.iter().enumerate() {
+        by_collective.insert(
+            label.clone(),
+            RankCollective { total_ns: shares.total[i], exposed_ns: shares.exposed[i], ..RankCollective::default() },
+        );
+    }
+    for c in &comm_kernels {
+        if let Some(rc) = by_collective.get_mut(&c.collective) {
+            rc.kernels += 1;
+            if let Some(p) = c.payload {
+                rc.payload_bytes += p;
+                rc.payload_known = true;
+            }
+        }
+    }
+    RankAnalysis {
+        rank: t.rank.unwrap_or(0),
+        file: t.file.display().to_string(),
+        steps: w.steps,
+        window: w.name,
+        comm_ns: length(&comm_union),
+        compute_ns: length(&compute_union),
+        overlapped_ns: overlapped,
+        comm_kernels,
+        by_collective,
+        base_time_ns: t.base_time_ns,
+    }
+}
+
+/// CPU communication ops by thread, sorted by start, for "which op encloses this launch".
+struct OpIndex<'a> {
+    ops: Vec<&'a CommOp>,
+}
+
+impl<'a> OpIndex<'a> {
+    fn new(ops: &'a [CommOp]) -> Self {
+        let mut ops: Vec<&CommOp> = ops.iter().collect();
+        ops.sort_by_key(|o| (o.pid, o.tid, o.ts));
+        OpIndex { ops }
+    }
+
+    /// The innermost `record_param_comms` and `nccl:*` ops enclosing `launch` on its thread.
+    fn enclosing(&self, launch: &Launch) -> (Option<&'a CommOp>, Option<&'a CommOp>) {
+        let key = (launch.pid, launch.tid, launch.ts);
+        let upto = self.ops.partition_point(|o| (o.pid, o.tid, o.ts) <= key);
+        let (mut record, mut annotation) = (None, None);
+        // Ops nest shallowly; looking back a few dozen ops on the same thread is enough.
+        for o in self.ops[..upto].iter().rev().take(64) {
+            if o.pid != launch.pid || o.tid != launch.tid {
+                break;
+            }
+            if o.end < launch.ts {
+                continue;
+            }
+            if o.annotation.is_some() {
+                annotation = annotation.or(Some(*o));
+            } else {
+                record = record.or(Some(*o));
+            }
+        }
+        (record, annotation)
+    }
+}
+
+/// Names each comm kernel's collective and payload, and gives it a cross-rank match key.
+fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)]) -> Vec<CommKernel> {
+    let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
+    comm.iter()
+        .map(|&(span, k)| {
+            let (record, annotation) = match k.correlation.and_then(|c| t.launches.get(&c)) {
+                Some(l) => ops.enclosing(l),
+                None => (None, None),
+            };
+            let kernel_meta = k.meta.as_deref();
+            let record_meta = record.map(|o| &o.meta);
+            let collective = kernel_meta
+                .and_then(|m| m.collective.as_deref())
+                .and_then(normalize_collective)
+                .or_else(|| record_meta.and_then(|m| m.collective.as_deref()).and_then(normalize_collective))
+                .or_else(|| annotation.and_then(|a| a.annotation.as_deref()).and_then(normalize_collective))
+                .or_else(|| gpu_annotation(t, k).and_then(normalize_collective))
+                .unwrap_or_else(|| collective_from_kernel_name(t.kernel_name(k)));
+            let payload = kernel_meta
+                .and_then(message_bytes)
+                .or_else(|| record_meta.and_then(message_bytes))
+                .or_else(|| annotation.and_then(|a| a.meta.shapes_bytes));
+            let pg = kernel_meta.and_then(|m| m.pg_name.clone()).or_else(|| record_meta.and_then(|m| m.pg_name.clone()));
+            let seq = kernel_meta.and_then(|m| m.seq).or_else(|| record_meta.and_then(|m| m.seq));
+            let pg = pg.unwrap_or_default();
+            let key = match seq {
+                Some(seq) => MatchKey::Seq { pg, seq },
+                None => {
+                    let n = ordinals.entry((pg.clone(), collective.clone())).or_insert(0);
+                    *n += 1;
+                    MatchKey::Ordinal { pg, collective: collective.clone(), ordinal: *n - 1 }
+                }
+            };
+            CommKernel { ts: span.0, end: span.1, collective, payload, key }
+        })
+        .collect()
+}
+
+/// `max(In msg nelems, Out msg nelems) × dtype size`, the full buffer as nccl-tests counts it.
+fn message_bytes(m: &CommMeta) -> Option<u64> {
+    let n = m.in_nelems.max(m.out_nelems)?;
+    Some(n.saturating_mul(dtype_size(m.dtype.as_deref()?)?))
+}
+
+/// The `nccl:<op>` GPU annotation on the kernel's stream that encloses it.
+fn gpu_annotation<'a>(t: &'a RankTrace, k: &Kernel) -> Option<&'a str> {
+    t.gpu_annotations
+        .iter()
+        .find(|a| a.stream == k.stream && a.ts <= k.ts && k.end() <= a.end)
+        .map(|a| a.op.as_str())
+}
+
+fn ms(ns: f64) -> f64 {
+    ns / 1e6
+}
+
+fn rank_summary(r: &RankAnalysis) -> RankSummary {
+    let per_step = |ns: Ns| ms(ns as f64) / r.steps as f64;
+    RankSummary {
+        rank: r.rank,
+        file: r.file.clone(),
+        steps: r.steps,
+        comm_ms: per_step(r.comm_ns),
+        compute_ms: per_step(r.compute_ns),
+        overlapped_ms: per_step(r.overlapped_ns),
+        exposed_ms: per_step(r.exposed_ns()),
+        overlap_pct: r.overlap_pct(),
+        comm_kernels: r.comm_kernels.len() as u64,
+    }
+}
+
+/// Per collective over ranks: means per step, the worst rank, and imbalance from matched
+/// instances.
+fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot> {
+    let mut names: Vec<&String> = ranks.iter().flat_map(|r| r.by_collective.keys()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let n = ranks.len().max(1) as f64;
+    names
+        .into_iter()
+        .map(|name| {
+            let mut h = Hotspot {
+                collective: name.clone(),
+                count: 0,
+                sync_count: 0.0,
+                total_comm_ms: 0.0,
+                exposed_comm_ms: 0.0,
+                exposed_comm_ms_max_rank: 0.0,
+                payload_bytes: None,
+                payload_known: false,
+                overlap_ratio: 1.0,
+                rank_imbalance_ratio: None,
+                rank_imbalance_observed: false,
+                straggler_rank: None,
+                start_skew_ms: None,
+                unmatched: 0,
+            };
+            let mut payload_sum = 0.0;
+            for r in ranks {
+                let Some(c) = r.by_collective.get(name) else { continue };
+                let steps = r.steps as f64;
+                h.count += c.kernels;
+                h.sync_count += c.kernels as f64 / steps / n;
+                h.total_comm_ms += ms(c.total_ns) / steps / n;
+                let exposed = ms(c.exposed_ns) / steps;
+                h.exposed_comm_ms += exposed / n;
+                h.exposed_comm_ms_max_rank = h.exposed_comm_ms_max_rank.max(exposed);
+                if c.total_ns > 0.0 {
+                    h.overlap_ratio = h.overlap_ratio.min(1.0 - c.exposed_ns / c.total_ns);
+                }
+                if c.payload_known {
+                    h.payload_known = true;
+                    payload_sum += c.payload_bytes as f64 / steps / n;
+                }
+            }
+            if h.payload_known {
+                h.payload_bytes = Some(payload_sum.round() as u64);
+            }
+            imbalance(ranks, name, &mut h);
+            (name.clone(), h)
+        })
+        .collect()
+}
+
+/// The clock-free imbalance ratio Σ wait / Σ span over instances matched on every
+/// participating rank, the straggler (the rank that arrived last, weighted by the wait it
+/// caused), and the mean start skew.
+fn imbalance(ranks: &[RankAnalysis], collective: &str, h: &mut Hotspot) {
+    // instance key → per participating rank: (summed duration, earliest start).
+    let mut instances: BTreeMap<&MatchKey, Vec<(usize, Ns, Ns)>> = BTreeMap::new();
+    let mut participants: Vec<usize> = Vec::new();
+    for (i, r) in ranks.iter().enumerate() {
+        for c in r.comm_kernels.iter().filter(|c| c.collective == collective) {
+            let entry = instances.entry(&c.key).or_default();
+            match entry.iter_mut().find(|(rank, _, _)| *rank == i) {
+                Some(e) => {
+                    e.1 += c.end - c.ts;
+                    e.2 = e.2.min(c.ts);
+                }
+                None => entry.push((i, c.end - c.ts, c.ts)),
+            }
+            if participants.last() != Some(&i) {
+                participants.push(i);
+            }
+        }
+    }
+    if participants.len() < 2 {
+        return;
+    }
+    let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some()) || ranks.iter().all(|r| r.base_time_ns.is_none());
+    let (mut wait, mut span, mut skew_sum, mut matched) = (0i128, 0i128, 0i128, 0u64);
+    let mut caused: Vec<i128> = vec![0; ranks.len()];
+    for per_rank in instances.values() {
+        if per_rank.len() != participants.len() {
+            h.unmatched += 1;
+            continue;
+        }
+        matched += 1;
+        let min = per_rank.iter().map(|&(_, d, _)| d).min().unwrap_or(0);
+        let instance_wait: i128 = per_rank.iter().map(|&(_, d, _)| i128::from(d - min)).sum();
+        wait += instance_wait;
+        span += per_rank.iter().map(|&(_, d, _)| i128::from(d)).sum::<i128>();
+        if let Some(&(last, _, _)) = per_rank.iter().min_by_key(|&&(i, d, _)| (d, i)) {
+            caused[last] += instance_wait;
+        }
+        let starts = per_rank.iter().map(|&(i, _, ts)| i128::from(ts) + i128::from(ranks[i].base_time_ns.unwrap_or(0)));
+        let (lo, hi) = starts.fold((i128::MAX, i128::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
+        skew_sum += hi - lo;
+    }
+    if matched == 0 || span == 0 {
+        return;
+    }
+    h.rank_imbalance_observed = true;
+    h.rank_imbalance_ratio = Some(wait as f64 / span as f64);
+    if wait > 0 {
+        h.straggler_rank = caused
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))
+            .map(|(i, _)| ranks[i].rank);
+    }
+    if clocks_comparable {
+        h.start_skew_ms = Some(skew_sum as f64 / matched as f64 / 1e6);
+    }
 }
