@@ -120,7 +120,9 @@ impl Strategy {
         match self {
             Strategy::RebalanceRanksOrExperts => &["rank_elapsed_ms", "expert_load_skew", "cross_rank_token_ratio"],
             Strategy::IncreaseOverlapOrDelaySync => &["exposed_comm_ms", "overlap_ratio", "step_time_ms"],
-            Strategy::ReduceRoutingTraffic => &["dispatch_payload_bytes", "cross_rank_token_ratio", "throughput_tokens_per_s"],
+            Strategy::ReduceRoutingTraffic => {
+                &["dispatch_payload_bytes", "cross_rank_token_ratio", "throughput_tokens_per_s"]
+            }
             Strategy::InspectCollectivePayloadAndSchedule => &["payload_bytes", "exposed_comm_ms", "rank_elapsed_ms"],
             Strategy::CollectTrace => &["rank_elapsed_ms", "payload_bytes"],
         }

@@ -1,8 +1,13 @@
 //! commgate: gate merges on communication performance.
 //!
 //! The pipeline reads one way: `Cli → Config → inputs → trace::attribute → Attribution →
-//! report::render → stdout / file`, and the outcome maps to an exit code in `main`.
+//! report::render → stdout / file`, and the [`run::Outcome`] maps to an exit code in `main`.
 
+pub mod cli;
+pub mod config;
 pub mod hotspots;
 pub mod report;
+pub mod run;
 pub mod trace;
+
+pub use run::{run, Outcome};

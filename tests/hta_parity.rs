@@ -55,7 +55,11 @@ fn hta_overlap_and_per_collective_shares_match_reference() {
             let (mut total, mut exposed) = (0.0, 0.0);
             for (coll, want) in per {
                 let got = &r.by_collective[coll];
-                assert!((got.total_ns / 1e3 - num(want, "comm_share_us")).abs() < 1e-6, "{ctx} {coll}: share {}", got.total_ns);
+                assert!(
+                    (got.total_ns / 1e3 - num(want, "comm_share_us")).abs() < 1e-6,
+                    "{ctx} {coll}: share {}",
+                    got.total_ns
+                );
                 assert!((got.exposed_ns / 1e3 - num(want, "exposed_share_us")).abs() < 1e-6, "{ctx} {coll}: exposed");
                 assert_eq!(got.kernels as f64, num(want, "sync_count"), "{ctx} {coll}: sync");
                 assert_eq!(got.payload_bytes as f64, num(want, "payload_bytes"), "{ctx} {coll}: payload");
@@ -84,7 +88,11 @@ fn hta_no_filter_matches_whole_trace_numbers() {
             // Without a step window (as HTA without ProfilerStep names).
             let r = analyze_rank(t, &opts, false);
             let want = &dataset["per_rank"][r.rank.to_string()]["no_filter"];
-            assert!((r.overlap_pct() - num(want, "comp_comm_overlap_pctg")).abs() <= 0.01, "{name}: {}", r.overlap_pct());
+            assert!(
+                (r.overlap_pct() - num(want, "comp_comm_overlap_pctg")).abs() <= 0.01,
+                "{name}: {}",
+                r.overlap_pct()
+            );
             assert_eq!(r.comm_ns as f64 / 1e3, num(want, "comm_merged_us"), "{name}: comm");
             assert_eq!(r.overlapped_ns as f64 / 1e3, num(want, "overlap_us"), "{name}: overlap");
         }

@@ -1,1 +1,386 @@
 //! Renderers: data in, `String` out. No file or network I/O here; the caller writes.
+//!
+//! This module owns the output [`Format`], the dispatch [`render_attribution`], and the cell
+//! formatting that the text and Markdown renderers share (so a payload or a ratio reads the same
+//! in a terminal and in a PR comment). Renderers display the decisions an [`Attribution`]
+//! carries; they never recompute them.
+
+pub mod json;
+pub mod markdown;
+pub mod text;
+
+use crate::hotspots::Hotspot;
+use crate::trace::attribute::{Attribution, Compat};
+
+/// How a report is written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// An aligned plain-ASCII table for a terminal.
+    Text,
+    /// The schema of `shared/docs/formats.md`, pretty-printed.
+    Json,
+    /// GitHub-flavoured Markdown for a PR comment or a job summary.
+    Markdown,
+}
+
+/// Renders an attribution in the chosen format.
+pub fn render_attribution(a: &Attribution, format: Format) -> String {
+    match format {
+        Format::Text => text::attribution(a),
+        Format::Json => json::attribution(a),
+        Format::Markdown => markdown::attribution(a),
+    }
+}
+
+/// Column alignment in the text and Markdown tables: names left, numbers right.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Align {
+    Left,
+    Right,
+}
+
+/// The collectives in report order: most exposed time per step first, ties by name.
+pub(crate) fn by_exposed_desc(a: &Attribution) -> Vec<&Hotspot> {
+    let mut hotspots: Vec<&Hotspot> = a.by_collective.values().collect();
+    hotspots
+        .sort_by(|x, y| y.exposed_comm_ms.total_cmp(&x.exposed_comm_ms).then_with(|| x.collective.cmp(&y.collective)));
+    hotspots
+}
+
+/// `v` with `decimals` digits; a value that rounds to zero prints without a sign, so a
+/// subtraction's `-1e-12` never shows as `-0.000`.
+pub(crate) fn fixed(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => s,
+    }
+}
+
+/// Milliseconds: three decimals (microsecond resolution).
+pub(crate) fn ms(v: f64) -> String {
+    fixed(v, 3)
+}
+
+/// Ratios, per-step call counts and percentages: two decimals.
+pub(crate) fn two(v: f64) -> String {
+    fixed(v, 2)
+}
+
+/// Bytes in binary units with one decimal (`512 B`, `8.0 MiB`), as nccl-tests sizes read.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    for (i, unit) in UNITS.iter().enumerate() {
+        // Move up a unit when one decimal would round to 1024 (1048575 B is "1.0 MiB").
+        if value < 1023.95 || i == UNITS.len() - 1 {
+            return format!("{value:.1} {unit}");
+        }
+        value /= 1024.0;
+    }
+    format!("{bytes} B")
+}
+
+/// The payload cell: human units, or `unknown` when no trace field said (never 0).
+pub(crate) fn payload(h: &Hotspot) -> String {
+    match h.payload_bytes {
+        Some(bytes) if h.payload_known => human_bytes(bytes),
+        _ => "unknown".to_string(),
+    }
+}
+
+/// The imbalance cell: the ratio, or `n/a` when fewer than two ranks let it be observed.
+pub(crate) fn imbalance(h: &Hotspot) -> String {
+    match h.rank_imbalance_ratio {
+        Some(r) if h.rank_imbalance_observed => two(r),
+        _ => "n/a".to_string(),
+    }
+}
+
+/// The straggler cell: a rank, or `-` when none was identified.
+pub(crate) fn straggler(h: &Hotspot) -> String {
+    h.straggler_rank.map_or_else(|| "-".to_string(), |r| r.to_string())
+}
+
+/// Ranks as sorted runs (`0-3, 6, 8-9`), or `none`, so 512 ranks stay one short line.
+pub(crate) fn rank_list(ranks: &[u32]) -> String {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for r in sorted {
+        match runs.last_mut() {
+            Some((_, end)) if end.checked_add(1) == Some(r) => *end = r,
+            _ => runs.push((r, r)),
+        }
+    }
+    if runs.is_empty() {
+        return "none".to_string();
+    }
+    let parts: Vec<String> = runs
+        .iter()
+        .map(|&(start, end)| if start == end { start.to_string() } else { format!("{start}-{end}") })
+        .collect();
+    parts.join(", ")
+}
+
+/// `1 file`, `2 files`.
+pub(crate) fn counted(n: usize, singular: &str, plural: &str) -> String {
+    format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
+/// The compat mode as the JSON spells it.
+pub(crate) fn compat_name(c: Compat) -> &'static str {
+    match c {
+        Compat::Default => "default",
+        Compat::Hta => "hta",
+    }
+}
+
+/// The attributions the renderers' tests share: the seed's fixture, a two-rank Kineto-like
+/// result and an empty one.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::collections::BTreeMap;
+
+    use crate::hotspots::{CommEvent, Hotspot, Thresholds};
+    use crate::trace::attribute::{attribute_events, conclude, Attribution, Compat, RankSummary, Source};
+
+    /// The seed's fixture through the events path, with its exact values.
+    pub fn seed() -> Attribution {
+        let events = vec![
+            CommEvent::new("all_reduce", 8.0, 1024.0, 0.60).with_imbalance(0.00),
+            CommEvent::new("all_reduce", 6.0, 2048.0, 0.45).with_imbalance(0.05),
+            CommEvent::new("all_to_all", 20.0, 65536.0, 0.60).with_imbalance(0.05),
+            CommEvent::new("broadcast", 5.0, 512.0, 0.90).with_imbalance(0.00),
+        ];
+        attribute_events(vec!["seed.json".into()], &events, &Thresholds::default())
+    }
+
+    fn hotspot(collective: &str) -> Hotspot {
+        Hotspot {
+            collective: collective.to_string(),
+            count: 0,
+            sync_count: 0.0,
+            total_comm_ms: 0.0,
+            exposed_comm_ms: 0.0,
+            exposed_comm_ms_max_rank: 0.0,
+            payload_bytes: None,
+            payload_known: false,
+            overlap_ratio: 0.0,
+            rank_imbalance_ratio: None,
+            rank_imbalance_observed: false,
+            straggler_rank: None,
+            start_skew_ms: None,
+            unmatched: 0,
+        }
+    }
+
+    fn kineto_source(files: &[&str], ranks: Vec<u32>) -> Source {
+        Source {
+            format: "kineto".to_string(),
+            files: files.iter().map(|f| f.to_string()).collect(),
+            world_size: ranks.len() as u32,
+            ranks,
+            steps: 4,
+            window: "steps".to_string(),
+            compat: Compat::Default,
+        }
+    }
+
+    fn rank(rank: u32, comm: f64, compute: f64, overlapped: f64, kernels: u64) -> RankSummary {
+        RankSummary {
+            rank,
+            file: format!("rank-{rank}.json.gz"),
+            steps: 4,
+            comm_ms: comm,
+            compute_ms: compute,
+            overlapped_ms: overlapped,
+            exposed_ms: comm - overlapped,
+            overlap_pct: 100.0 * overlapped / comm,
+            comm_kernels: kernels,
+        }
+    }
+
+    /// Two ranks over four steps: an imbalanced all_reduce with rank 1 as straggler (the
+    /// priority, so `rebalance_ranks_or_experts` and `tune`), an all_gather whose payload no
+    /// trace field gave, and a send_recv that matched on no instance (imbalance not observed).
+    pub fn multi_rank() -> Attribution {
+        let all_reduce = Hotspot {
+            count: 48,
+            sync_count: 6.0,
+            total_comm_ms: 12.5,
+            exposed_comm_ms: 7.25,
+            exposed_comm_ms_max_rank: 8.125,
+            payload_bytes: Some(8 * 1024 * 1024),
+            payload_known: true,
+            overlap_ratio: 0.35,
+            rank_imbalance_ratio: Some(0.27),
+            rank_imbalance_observed: true,
+            straggler_rank: Some(1),
+            start_skew_ms: Some(0.042),
+            ..hotspot("all_reduce")
+        };
+        let all_gather = Hotspot {
+            count: 16,
+            sync_count: 2.0,
+            total_comm_ms: 3.25,
+            exposed_comm_ms: 1.125,
+            exposed_comm_ms_max_rank: 1.375,
+            overlap_ratio: 0.5769,
+            rank_imbalance_ratio: Some(0.04),
+            rank_imbalance_observed: true,
+            straggler_rank: Some(0),
+            unmatched: 2,
+            ..hotspot("all_gather")
+        };
+        let send_recv = Hotspot {
+            count: 6,
+            sync_count: 0.75,
+            total_comm_ms: 0.5,
+            exposed_comm_ms: 0.5,
+            exposed_comm_ms_max_rank: 0.625,
+            payload_bytes: Some(1_572_864),
+            payload_known: true,
+            unmatched: 6,
+            ..hotspot("send_recv")
+        };
+        let by_collective: BTreeMap<String, Hotspot> =
+            [all_reduce, all_gather, send_recv].into_iter().map(|h| (h.collective.clone(), h)).collect();
+        // Rank means add up to the collectives' sums (16.25 ms comm, 8.875 ms exposed), as the
+        // sweep guarantees; rank 0 waits for the straggler, so its kernels run longer.
+        let ranks = vec![rank(0, 17.0, 41.875, 7.5, 35), rank(1, 15.5, 40.5, 7.25, 35)];
+        let source = kineto_source(&["rank-0.json.gz", "rank-1.json.gz"], vec![0, 1]);
+        conclude(source, by_collective, ranks, 70, &Thresholds::default())
+    }
+
+    /// One rank whose trace held no communication kernel.
+    pub fn empty() -> Attribution {
+        let ranks = vec![RankSummary {
+            steps: 1,
+            comm_ms: 0.0,
+            overlapped_ms: 0.0,
+            exposed_ms: 0.0,
+            overlap_pct: 0.0,
+            file: "train.pt.trace.json.gz".to_string(),
+            ..rank(0, 1.0, 25.5, 0.0, 0)
+        }];
+        let source =
+            Source { steps: 1, window: "trace".to_string(), ..kineto_source(&["train.pt.trace.json.gz"], vec![0]) };
+        conclude(source, BTreeMap::new(), ranks, 0, &Thresholds::default())
+    }
+
+    /// A collective named to break out of a table and inject HTML, from a file named likewise.
+    pub fn hostile() -> Attribution {
+        let h = Hotspot {
+            count: 1,
+            sync_count: 1.0,
+            exposed_comm_ms: 9.0,
+            total_comm_ms: 9.0,
+            ..hotspot("<script>|**x**")
+        };
+        let by_collective = BTreeMap::from([(h.collective.clone(), h)]);
+        let source = kineto_source(&["[x](javascript:alert(1)).json"], vec![0]);
+        conclude(source, by_collective, Vec::new(), 1, &Thresholds::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{empty, multi_rank, seed};
+    use super::*;
+
+    #[test]
+    fn human_bytes_picks_the_unit_that_keeps_the_number_below_1024() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.0 KiB");
+        assert_eq!(human_bytes(3072), "3.0 KiB");
+        assert_eq!(human_bytes(8 * 1024 * 1024), "8.0 MiB");
+        assert_eq!(human_bytes(1024 * 1024 - 1), "1.0 MiB");
+        assert_eq!(human_bytes(u64::MAX), "16.0 EiB");
+    }
+
+    #[test]
+    fn fixed_never_prints_negative_zero() {
+        assert_eq!(fixed(-1e-12, 3), "0.000");
+        assert_eq!(fixed(-0.0, 2), "0.00");
+        assert_eq!(fixed(-0.004, 2), "0.00");
+        assert_eq!(fixed(-0.006, 2), "-0.01");
+        assert_eq!(fixed(1.23456, 3), "1.235");
+        assert_eq!(ms(20.0), "20.000");
+        assert_eq!(two(0.6), "0.60");
+    }
+
+    #[test]
+    fn rank_list_compresses_runs() {
+        assert_eq!(rank_list(&[]), "none");
+        assert_eq!(rank_list(&[0]), "0");
+        assert_eq!(rank_list(&[1, 0]), "0-1");
+        assert_eq!(rank_list(&[9, 0, 1, 2, 3, 6, 8, 3]), "0-3, 6, 8-9");
+        assert_eq!(rank_list(&[u32::MAX - 1, u32::MAX]), format!("{}-{}", u32::MAX - 1, u32::MAX));
+    }
+
+    #[test]
+    fn cells_say_unknown_and_not_applicable_instead_of_zero() {
+        let a = multi_rank();
+        let gather = &a.by_collective["all_gather"];
+        assert_eq!(payload(gather), "unknown");
+        let send_recv = &a.by_collective["send_recv"];
+        assert_eq!(imbalance(send_recv), "n/a");
+        assert_eq!(straggler(send_recv), "-");
+        let reduce = &a.by_collective["all_reduce"];
+        assert_eq!(payload(reduce), "8.0 MiB");
+        assert_eq!(imbalance(reduce), "0.27");
+        assert_eq!(straggler(reduce), "1");
+    }
+
+    #[test]
+    fn collectives_sort_by_exposed_time_then_name() {
+        let order: Vec<String> = by_exposed_desc(&seed()).iter().map(|h| h.collective.clone()).collect();
+        assert_eq!(order, ["all_to_all", "all_reduce", "broadcast"]);
+
+        let mut a = seed();
+        for h in a.by_collective.values_mut() {
+            h.exposed_comm_ms = 1.0;
+        }
+        let order: Vec<String> = by_exposed_desc(&a).iter().map(|h| h.collective.clone()).collect();
+        assert_eq!(order, ["all_reduce", "all_to_all", "broadcast"]);
+    }
+
+    #[test]
+    fn render_attribution_dispatches_on_format() {
+        let a = seed();
+        assert_eq!(render_attribution(&a, Format::Text), text::attribution(&a));
+        assert_eq!(render_attribution(&a, Format::Json), json::attribution(&a));
+        assert_eq!(render_attribution(&a, Format::Markdown), markdown::attribution(&a));
+    }
+
+    #[test]
+    fn snapshot_seed_events() {
+        let a = seed();
+        insta::assert_snapshot!("seed_text", text::attribution(&a));
+        insta::assert_snapshot!("seed_markdown", markdown::attribution(&a));
+        insta::assert_snapshot!("seed_json", json::attribution(&a));
+    }
+
+    #[test]
+    fn snapshot_multi_rank_kineto() {
+        let a = multi_rank();
+        insta::assert_snapshot!("multi_rank_text", text::attribution(&a));
+        insta::assert_snapshot!("multi_rank_markdown", markdown::attribution(&a));
+        insta::assert_snapshot!("multi_rank_json", json::attribution(&a));
+    }
+
+    #[test]
+    fn snapshot_empty_asks_for_more_evidence() {
+        let a = empty();
+        insta::assert_snapshot!("empty_text", text::attribution(&a));
+        insta::assert_snapshot!("empty_markdown", markdown::attribution(&a));
+        insta::assert_snapshot!("empty_json", json::attribution(&a));
+    }
+}

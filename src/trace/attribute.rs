@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::classify::{collective_from_kernel_name, dtype_size, kind_default, kind_hta, normalize_collective, KernelKind};
+use super::classify::{
+    collective_from_kernel_name, dtype_size, kind_default, kind_hta, normalize_collective, KernelKind,
+};
 use super::intervals::{intersection, length, sweep, union, Span};
 use super::model::{CommMeta, CommOp, Kernel, Launch, Ns, RankTrace};
 use crate::hotspots::{self, CommEvent, Followup, Hotspot, Mitigation, Thresholds};
@@ -237,7 +239,13 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
     let w = match opts.compat {
         Compat::Hta if multi_step_names => {
             let last = t.steps.iter().map(|s| s.ts).max().unwrap_or(Ns::MAX);
-            Window { start: Ns::MIN, end: hta_round(t, last).0, keep_unlaunched: false, steps: counted_steps, name: "hta" }
+            Window {
+                start: Ns::MIN,
+                end: hta_round(t, last).0,
+                keep_unlaunched: false,
+                steps: counted_steps,
+                name: "hta",
+            }
         }
         Compat::Hta => Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace" },
         Compat::Default if firsts.len() >= 2 => Window {
@@ -289,7 +297,8 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
             continue;
         }
         let name = t.kernel_name(k);
-        let kind = if hta { kind_hta(name, &opts.comm_patterns) } else { kind_default(k.cat, name, &opts.comm_patterns) };
+        let kind =
+            if hta { kind_hta(name, &opts.comm_patterns) } else { kind_default(k.cat, name, &opts.comm_patterns) };
         let span = if hta { hta_span(t, k) } else { (k.ts, k.end()) };
         match kind {
             KernelKind::Comm => comm.push((span, k)),
@@ -399,7 +408,8 @@ fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)]) -> Vec<C
                 .and_then(message_bytes)
                 .or_else(|| record_meta.and_then(message_bytes))
                 .or_else(|| annotation.and_then(|a| a.meta.shapes_bytes));
-            let pg = kernel_meta.and_then(|m| m.pg_name.clone()).or_else(|| record_meta.and_then(|m| m.pg_name.clone()));
+            let pg =
+                kernel_meta.and_then(|m| m.pg_name.clone()).or_else(|| record_meta.and_then(|m| m.pg_name.clone()));
             let seq = kernel_meta.and_then(|m| m.seq).or_else(|| record_meta.and_then(|m| m.seq));
             let pg = pg.unwrap_or_default();
             let key = match seq {
@@ -423,10 +433,7 @@ fn message_bytes(m: &CommMeta) -> Option<u64> {
 
 /// The `nccl:<op>` GPU annotation on the kernel's stream that encloses it.
 fn gpu_annotation<'a>(t: &'a RankTrace, k: &Kernel) -> Option<&'a str> {
-    t.gpu_annotations
-        .iter()
-        .find(|a| a.stream == k.stream && a.ts <= k.ts && k.end() <= a.end)
-        .map(|a| a.op.as_str())
+    t.gpu_annotations.iter().find(|a| a.stream == k.stream && a.ts <= k.ts && k.end() <= a.end).map(|a| a.op.as_str())
 }
 
 fn ms(ns: f64) -> f64 {
@@ -526,7 +533,8 @@ fn imbalance(ranks: &[RankAnalysis], collective: &str, h: &mut Hotspot) {
     if participants.len() < 2 {
         return;
     }
-    let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some()) || ranks.iter().all(|r| r.base_time_ns.is_none());
+    // Start times compare only when every rank says where its clock starts.
+    let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some());
     let (mut wait, mut span, mut skew_sum, mut matched) = (0i128, 0i128, 0i128, 0u64);
     let mut caused: Vec<i128> = vec![0; ranks.len()];
     for per_rank in instances.values() {
@@ -552,11 +560,8 @@ fn imbalance(ranks: &[RankAnalysis], collective: &str, h: &mut Hotspot) {
     h.rank_imbalance_observed = true;
     h.rank_imbalance_ratio = Some(wait as f64 / span as f64);
     if wait > 0 {
-        h.straggler_rank = caused
-            .iter()
-            .enumerate()
-            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))
-            .map(|(i, _)| ranks[i].rank);
+        h.straggler_rank =
+            caused.iter().enumerate().max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i))).map(|(i, _)| ranks[i].rank);
     }
     if clocks_comparable {
         h.start_skew_ms = Some(skew_sum as f64 / matched as f64 / 1e6);

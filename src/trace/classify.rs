@@ -19,7 +19,9 @@ pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[String]) -> Ker
     if cat != KernelCat::Kernel {
         return KernelKind::Other;
     }
-    if name.starts_with("nccl") || name.contains("ncclKernel") || comm_patterns.iter().any(|p| name.contains(p.as_str()))
+    if name.starts_with("nccl")
+        || name.contains("ncclKernel")
+        || comm_patterns.iter().any(|p| name.contains(p.as_str()))
     {
         return KernelKind::Comm;
     }

@@ -120,7 +120,10 @@ pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
         }
         Some(other) => Err(syntax(
             &s,
-            &format!("expected a JSON object or array, found '{}' (is this a trace?)", char::from(other).escape_default()),
+            &format!(
+                "expected a JSON object or array, found '{}' (is this a trace?)",
+                char::from(other).escape_default()
+            ),
         )),
         None => Err(ReadError::Syntax { offset: 0, message: "the file is empty".to_string() }),
     }
@@ -219,7 +222,7 @@ fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadE
         let offset = s.offset();
         let index = out.len();
         let event = s
-            .with_value::<SeedOf, _, _>(true, |raw| events::validate(raw))?
+            .with_value::<SeedOf, _, _>(true, events::validate)?
             .map_err(|message| ReadError::Syntax { offset, message: format!("events[{index}]: {message}") })?;
         out.push(event);
         if !s.next_in_array()? {
@@ -290,7 +293,12 @@ impl Builder {
             }
             "gpu_user_annotation" => {
                 if let Some(op) = name.strip_prefix("nccl:") {
-                    self.trace.gpu_annotations.push(GpuAnnotation { ts, end: ts + dur, stream: tid, op: op.to_string() });
+                    self.trace.gpu_annotations.push(GpuAnnotation {
+                        ts,
+                        end: ts + dur,
+                        stream: tid,
+                        op: op.to_string(),
+                    });
                 }
             }
             "cuda_runtime" | "cuda_driver" | "runtime" => {
@@ -397,10 +405,8 @@ pub fn parse_micros(raw: &str) -> Result<(Ns, bool), String> {
     if frac_part.as_bytes().get(3).is_some_and(|&c| c >= b'5') {
         frac += 1;
     }
-    let ns = whole
-        .checked_mul(1000)
-        .and_then(|w| w.checked_add(frac))
-        .ok_or_else(|| format!("is out of range ({raw})"))?;
+    let ns =
+        whole.checked_mul(1000).and_then(|w| w.checked_add(frac)).ok_or_else(|| format!("is out of range ({raw})"))?;
     let fractional = frac_part.bytes().any(|c| c != b'0');
     Ok((if negative { -ns } else { ns }, fractional))
 }
@@ -468,7 +474,8 @@ mod tests {
     fn seed_documents_are_recognised() {
         let doc = r#"[{"collective":"all_reduce","exposed_comm_ms":8.0,"payload_bytes":1024,"overlap_ratio":0.6}]"#;
         assert!(matches!(parse(doc), Ok(Document::Events(e)) if e.len() == 1));
-        let doc = r#"{"events":[{"collective":"broadcast","exposed_comm_ms":2.0,"payload_bytes":512,"overlap_ratio":0.9}]}"#;
+        let doc =
+            r#"{"events":[{"collective":"broadcast","exposed_comm_ms":2.0,"payload_bytes":512,"overlap_ratio":0.9}]}"#;
         assert!(matches!(parse(doc), Ok(Document::Events(e)) if e[0].collective == "broadcast"));
     }
 

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use flate2::read::MultiGzDecoder;
 
-use super::attribute::{self, Attribution, AttributeOptions};
+use super::attribute::{self, AttributeOptions, Attribution};
 use super::classify::rank_from_file_name;
 use super::kineto::{parse_document, Document};
 use super::model::RankTrace;
@@ -57,7 +57,9 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => LoadError::new(path, "does not exist; pass trace files or a directory of them"),
+            std::io::ErrorKind::NotFound => {
+                LoadError::new(path, "does not exist; pass trace files or a directory of them")
+            }
             _ => LoadError::new(path, format!("cannot be read: {e}")),
         })?;
         if !meta.is_dir() {
@@ -70,7 +72,10 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
             .filter(|p| p.is_file() && is_trace_name(p))
             .collect();
         if found.is_empty() {
-            return Err(LoadError::new(path, "holds no trace files (*.json, *.json.gz); point at the profiler's output"));
+            return Err(LoadError::new(
+                path,
+                "holds no trace files (*.json, *.json.gz); point at the profiler's output",
+            ));
         }
         found.sort();
         files.extend(found);
@@ -149,8 +154,7 @@ fn resolve_ranks(traces: &mut [RankTrace]) -> Result<(), LoadError> {
 fn parse_parallel(files: &[PathBuf]) -> Result<Vec<Document>, LoadError> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(files.len()).max(1);
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Document, LoadError>>>> =
-        Mutex::new((0..files.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<Document, LoadError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {

@@ -19,9 +19,14 @@ pub enum ReadError {
     Io(io::Error),
     /// Malformed JSON or an unexpected value; `offset` is the byte offset in the (decompressed)
     /// document where the offending value starts.
-    Syntax { offset: u64, message: String },
+    Syntax {
+        offset: u64,
+        message: String,
+    },
     /// The document ended before it was complete.
-    Truncated { offset: u64 },
+    Truncated {
+        offset: u64,
+    },
 }
 
 impl std::fmt::Display for ReadError {

@@ -1,0 +1,182 @@
+//! Typed, validated settings, resolved once: flags > `COMMGATE_*` environment (both through
+//! clap) > `commgate.toml` > defaults. Everything after this module sees only domain types.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::cli::{AttributeArgs, CompatArg, FormatArg};
+use crate::hotspots::Thresholds;
+use crate::report::Format;
+use crate::trace::attribute::{AttributeOptions, Compat};
+
+pub const DEFAULT_FILE: &str = "commgate.toml";
+
+/// `commgate.toml`, as written. Unknown keys are errors so that typos do not pass silently.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub attribute: AttributeFile,
+    #[serde(default)]
+    pub thresholds: ThresholdsFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttributeFile {
+    pub format: Option<String>,
+    pub compat: Option<String>,
+    pub steps: Option<u64>,
+    #[serde(default)]
+    pub comm_patterns: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThresholdsFile {
+    pub imbalance_ratio: Option<f64>,
+    pub low_overlap_ratio: Option<f64>,
+    pub accept_exposed_ms: Option<f64>,
+}
+
+/// Reads the settings file: the explicit one (which must exist), else `./commgate.toml` if present.
+pub fn load_file(explicit: Option<&Path>) -> Result<FileConfig> {
+    let path: PathBuf = match explicit {
+        Some(p) => p.to_path_buf(),
+        None if Path::new(DEFAULT_FILE).exists() => PathBuf::from(DEFAULT_FILE),
+        None => return Ok(FileConfig::default()),
+    };
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("{}: cannot read the settings file", path.display()))?;
+    parse_file(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// Parses `commgate.toml` text.
+pub fn parse_file(text: &str) -> Result<FileConfig> {
+    toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.message().trim()).context(toml_place(&e, text)))
+}
+
+fn toml_place(e: &toml::de::Error, text: &str) -> String {
+    match e.span() {
+        Some(span) => format!("line {}", text[..span.start.min(text.len())].lines().count().max(1)),
+        None => "settings".to_string(),
+    }
+}
+
+/// Settings for `commgate attribute`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttributeConfig {
+    pub paths: Vec<PathBuf>,
+    pub format: Format,
+    pub output: Option<PathBuf>,
+    pub options: AttributeOptions,
+}
+
+pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConfig> {
+    let format = match (args.format, file.attribute.format.as_deref()) {
+        (Some(f), _) => format_of(f),
+        (None, Some(s)) => parse_format(s)?,
+        (None, None) => Format::Text,
+    };
+    let compat = match (args.compat, file.attribute.compat.as_deref()) {
+        (Some(CompatArg::Hta), _) => Compat::Hta,
+        (Some(CompatArg::Default), _) => Compat::Default,
+        (None, Some("hta")) => Compat::Hta,
+        (None, Some("default")) | (None, None) => Compat::Default,
+        (None, Some(other)) => bail!("commgate.toml: attribute.compat = \"{other}\"; use \"default\" or \"hta\""),
+    };
+    let defaults = Thresholds::default();
+    let t = &file.thresholds;
+    let thresholds = Thresholds {
+        imbalance_ratio: args.imbalance_ratio.or(t.imbalance_ratio).unwrap_or(defaults.imbalance_ratio),
+        low_overlap_ratio: args.low_overlap_ratio.or(t.low_overlap_ratio).unwrap_or(defaults.low_overlap_ratio),
+        accept_exposed_ms: args.accept_exposed_ms.or(t.accept_exposed_ms).unwrap_or(defaults.accept_exposed_ms),
+    };
+    validate_thresholds(&thresholds)?;
+    let steps = args.steps.or(file.attribute.steps);
+    if steps == Some(0) {
+        bail!("attribute.steps is 0; give the number of steps the traces hold (≥ 1)");
+    }
+    let mut comm_patterns = file.attribute.comm_patterns.clone();
+    comm_patterns.extend(args.comm_patterns);
+    comm_patterns.retain(|p| !p.is_empty());
+    Ok(AttributeConfig {
+        paths: args.paths,
+        format,
+        output: args.output,
+        options: AttributeOptions { compat, steps, comm_patterns, thresholds },
+    })
+}
+
+fn format_of(f: FormatArg) -> Format {
+    match f {
+        FormatArg::Text => Format::Text,
+        FormatArg::Json => Format::Json,
+        FormatArg::Markdown => Format::Markdown,
+    }
+}
+
+fn parse_format(s: &str) -> Result<Format> {
+    Ok(match s {
+        "text" => Format::Text,
+        "json" => Format::Json,
+        "markdown" => Format::Markdown,
+        other => bail!("commgate.toml: attribute.format = \"{other}\"; use \"text\", \"json\" or \"markdown\""),
+    })
+}
+
+fn validate_thresholds(t: &Thresholds) -> Result<()> {
+    for (name, v) in [("imbalance_ratio", t.imbalance_ratio), ("low_overlap_ratio", t.low_overlap_ratio)] {
+        if !(0.0..=1.0).contains(&v) {
+            bail!("threshold {name} = {v}; it must be a ratio in 0..=1");
+        }
+    }
+    if !t.accept_exposed_ms.is_finite() || t.accept_exposed_ms < 0.0 {
+        bail!("threshold accept_exposed_ms = {}; it must be a finite number of ms ≥ 0", t.accept_exposed_ms);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(line: &[&str]) -> AttributeArgs {
+        let mut full = vec!["commgate", "attribute"];
+        full.extend_from_slice(line);
+        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
+            crate::cli::Command::Attribute(a) => a,
+        }
+    }
+
+    #[test]
+    fn flags_beat_file_beats_defaults() {
+        let file = parse_file(
+            "[attribute]\nformat = \"json\"\ncompat = \"hta\"\ncomm_patterns = [\"cross_device_reduce\"]\n\
+             [thresholds]\naccept_exposed_ms = 2.5\nimbalance_ratio = 0.1\n",
+        )
+        .expect("valid");
+        let c = attribute(args(&["t.json", "--format", "markdown", "--imbalance-ratio", "0.3"]), &file).expect("ok");
+        assert_eq!(c.format, Format::Markdown);
+        assert_eq!(c.options.compat, Compat::Hta);
+        assert_eq!(c.options.thresholds.imbalance_ratio, 0.3);
+        assert_eq!(c.options.thresholds.accept_exposed_ms, 2.5);
+        assert_eq!(c.options.thresholds.low_overlap_ratio, 0.30);
+        assert_eq!(c.options.comm_patterns, ["cross_device_reduce"]);
+        let c = attribute(args(&["t.json"]), &FileConfig::default()).expect("ok");
+        assert_eq!((c.format, c.options.compat), (Format::Text, Compat::Default));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = parse_file("[thresholds]\naccept_exposed = 1\n").unwrap_err();
+        assert!(format!("{e:#}").contains("accept_exposed"), "{e:#}");
+        let e = attribute(args(&["t.json", "--low-overlap-ratio", "1.5"]), &FileConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("low_overlap_ratio"), "{e}");
+        let file = parse_file("[attribute]\nformat = \"html\"\n").expect("parses");
+        assert!(attribute(args(&["t.json"]), &file).unwrap_err().to_string().contains("html"));
+    }
+}

@@ -1,0 +1,55 @@
+//! The JSON rendering: the [`Attribution`] exactly as its serde derives shape it (the schema of
+//! `shared/docs/formats.md`, "Attribution JSON"), pretty-printed, with a trailing newline.
+//! Field names live on the types; nothing is renamed here.
+
+use crate::trace::attribute::Attribution;
+
+/// Renders an attribution as pretty JSON ending in a newline.
+pub fn attribution(a: &Attribution) -> String {
+    // Cannot fail: every map key is a `String`, every Serialize impl is derived, and serde_json
+    // writes non-finite floats as `null` rather than erroring.
+    let mut out = serde_json::to_string_pretty(a).expect("an Attribution always serialises to JSON");
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{empty, multi_rank, seed};
+    use super::*;
+
+    #[test]
+    fn round_trips_and_ends_with_a_newline() {
+        for a in [seed(), multi_rank(), empty()] {
+            let out = attribution(&a);
+            assert!(out.ends_with("}\n"), "{out}");
+            let back: Attribution = serde_json::from_str(&out).expect("valid JSON");
+            assert_eq!(back, a);
+        }
+    }
+
+    #[test]
+    fn unknown_payload_and_unobserved_imbalance_are_null_not_zero() {
+        let v: serde_json::Value = serde_json::from_str(&attribution(&multi_rank())).expect("valid JSON");
+        assert_eq!(v["schema_version"], 1);
+        let gather = &v["by_collective"]["all_gather"];
+        assert!(gather["payload_bytes"].is_null());
+        assert_eq!(gather["payload_known"], false);
+        let send_recv = &v["by_collective"]["send_recv"];
+        assert!(send_recv["rank_imbalance_ratio"].is_null());
+        assert_eq!(send_recv["rank_imbalance_observed"], false);
+        assert_eq!(v["priority"]["collective"], "all_reduce");
+        assert_eq!(v["followup"]["decision"], "tune");
+        assert_eq!(v["mitigation"]["strategy"], "rebalance_ranks_or_experts");
+    }
+
+    #[test]
+    fn non_finite_numbers_become_null() {
+        let mut a = seed();
+        if let Some(h) = a.by_collective.get_mut("broadcast") {
+            h.overlap_ratio = f64::NAN;
+        }
+        let v: serde_json::Value = serde_json::from_str(&attribution(&a)).expect("valid JSON");
+        assert!(v["by_collective"]["broadcast"]["overlap_ratio"].is_null());
+    }
+}

@@ -1,0 +1,236 @@
+//! The GitHub-flavoured Markdown rendering, embedded later in the PR comment and the job
+//! summary: the follow-up decision first, then the per-collective table, the per-rank table
+//! folded in a `<details>` block, the mitigation and the next measurements.
+//!
+//! Every string that comes from a trace or a file (collective names, file names, reasons) goes
+//! through [`escape_md`]: a trace is untrusted input, and a PR comment renders HTML and links.
+//! Strings this crate owns (strategy and decision names, formatted numbers) are written as-is.
+
+use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
+use crate::hotspots::Hotspot;
+use crate::trace::attribute::{Attribution, RankSummary};
+
+/// Renders an attribution as Markdown.
+pub fn attribution(a: &Attribution) -> String {
+    let f = &a.followup;
+    let mut out = format!("**commgate attribute: `{}`** — {}\n\n", f.decision.as_str(), escape_md(&f.reason));
+    out.push_str(&source_line(a));
+    out.push_str("\n\n");
+    if a.by_collective.is_empty() {
+        out.push_str("_No communication kernels found._\n");
+    } else {
+        let rows: Vec<Vec<String>> = by_exposed_desc(a).into_iter().map(collective_row).collect();
+        out.push_str(&table(&COLLECTIVE_COLUMNS, &rows));
+    }
+    if !a.ranks.is_empty() {
+        let rows: Vec<Vec<String>> = a.ranks.iter().map(rank_row).collect();
+        out.push_str("\n<details><summary>Per rank</summary>\n\n");
+        out.push_str(&table(&RANK_COLUMNS, &rows));
+        out.push_str("\n</details>\n");
+    }
+    out.push('\n');
+    out.push_str(&decision_lines(a));
+    out
+}
+
+/// Escapes a string for Markdown and HTML so it renders as the literal text: every
+/// Markdown-significant ASCII punctuation mark gets a backslash (CommonMark lets any ASCII
+/// punctuation be escaped), `<`, `>` and `&` become HTML entities (a backslash does not stop
+/// an HTML tag in every renderer), and line breaks become spaces so one value stays on one line
+/// of a table or a paragraph.
+pub fn escape_md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.' | '!' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\r' | '\n' => out.push(' '),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
+    ("collective", Align::Left),
+    ("count", Align::Right),
+    ("sync/step", Align::Right),
+    ("comm ms/step", Align::Right),
+    ("exposed ms/step", Align::Right),
+    ("worst-rank exposed", Align::Right),
+    ("payload/step", Align::Right),
+    ("overlap", Align::Right),
+    ("imbalance", Align::Right),
+    ("straggler", Align::Right),
+    ("unmatched", Align::Right),
+];
+
+const RANK_COLUMNS: [(&str, Align); 8] = [
+    ("rank", Align::Right),
+    ("steps", Align::Right),
+    ("comm ms", Align::Right),
+    ("compute ms", Align::Right),
+    ("overlapped ms", Align::Right),
+    ("exposed ms", Align::Right),
+    ("overlap %", Align::Right),
+    ("comm kernels", Align::Right),
+];
+
+/// The source, with the file names since a reviewer wants to know which traces.
+fn source_line(a: &Attribution) -> String {
+    let s = &a.source;
+    format!(
+        "Source: {}, {} ({}), ranks {}, world size {}, steps {}, window {}, compat {}",
+        escape_md(&s.format),
+        counted(s.files.len(), "file", "files"),
+        file_list(&s.files),
+        rank_list(&s.ranks),
+        s.world_size,
+        s.steps,
+        escape_md(&s.window),
+        compat_name(s.compat)
+    )
+}
+
+/// The first few file names, escaped, then how many more: one trace per rank would otherwise
+/// turn a 512-rank job's comment into a wall of names.
+fn file_list(files: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut names: Vec<String> = files.iter().take(SHOWN).map(|f| escape_md(f)).collect();
+    if files.len() > SHOWN {
+        names.push(format!("and {} more", files.len() - SHOWN));
+    }
+    names.join(", ")
+}
+
+fn collective_row(h: &Hotspot) -> Vec<String> {
+    vec![
+        escape_md(&h.collective),
+        h.count.to_string(),
+        two(h.sync_count),
+        ms(h.total_comm_ms),
+        ms(h.exposed_comm_ms),
+        ms(h.exposed_comm_ms_max_rank),
+        payload(h),
+        two(h.overlap_ratio),
+        imbalance(h),
+        straggler(h),
+        h.unmatched.to_string(),
+    ]
+}
+
+fn rank_row(r: &RankSummary) -> Vec<String> {
+    vec![
+        r.rank.to_string(),
+        r.steps.to_string(),
+        ms(r.comm_ms),
+        ms(r.compute_ms),
+        ms(r.overlapped_ms),
+        ms(r.exposed_ms),
+        two(r.overlap_pct),
+        r.comm_kernels.to_string(),
+    ]
+}
+
+/// Priority, mitigation and next measurements, as a list.
+fn decision_lines(a: &Attribution) -> String {
+    let priority = match &a.priority {
+        Some(h) => format!("{} ({} ms exposed per step)", escape_md(&h.collective), ms(h.exposed_comm_ms)),
+        None => "none".to_string(),
+    };
+    let m = &a.mitigation;
+    let mitigation = match &m.target {
+        Some(target) => format!("`{}` on {}", m.strategy.as_str(), escape_md(target)),
+        None => format!("`{}`", m.strategy.as_str()),
+    };
+    let next = if m.next_measurements.is_empty() {
+        "none".to_string()
+    } else {
+        m.next_measurements.iter().map(|s| escape_md(s)).collect::<Vec<_>>().join(", ")
+    };
+    format!("- **Priority:** {priority}\n- **Mitigation:** {mitigation}\n- **Next measurements:** {next}\n")
+}
+
+/// A GFM table; cells must already be escaped.
+fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+    let header: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    let rule: Vec<&str> = columns
+        .iter()
+        .map(|(_, align)| match align {
+            Align::Left => "---",
+            Align::Right => "---:",
+        })
+        .collect();
+    let mut out = format!("| {} |\n|{}|\n", header.join(" | "), rule.join("|"));
+    for row in rows {
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{empty, hostile, multi_rank, seed};
+    use super::*;
+
+    #[test]
+    fn escape_md_escapes_every_significant_character() {
+        assert_eq!(escape_md("all_reduce"), "all\\_reduce");
+        assert_eq!(escape_md("\\`*_{}[]()#+-.!|~"), "\\\\\\`\\*\\_\\{\\}\\[\\]\\(\\)\\#\\+\\-\\.\\!\\|\\~");
+        assert_eq!(escape_md("a<b>&c"), "a&lt;b&gt;&amp;c");
+        assert_eq!(escape_md("one\ntwo\r\nthree"), "one two  three");
+        assert_eq!(escape_md("plain text 42"), "plain text 42");
+        assert_eq!(escape_md("ünïcode"), "ünïcode");
+    }
+
+    #[test]
+    fn hostile_collective_and_file_names_render_inert() {
+        let out = attribution(&hostile());
+        assert!(!out.contains("<script>"), "{out}");
+        assert!(!out.contains("**x**"), "{out}");
+        assert!(!out.contains("](javascript"), "{out}");
+        assert!(out.contains("| &lt;script&gt;\\|\\*\\*x\\*\\* |"), "{out}");
+        assert!(out.contains("\\[x\\]\\(javascript:alert\\(1\\)\\)\\.json"), "{out}");
+        // The row keeps its 11 cells: the name's pipe is escaped, so it splits nothing.
+        let row = out.lines().find(|l| l.starts_with("| &lt;script&gt;")).expect("the hostile row");
+        assert_eq!(row.matches(" | ").count(), 10, "{row}");
+    }
+
+    #[test]
+    fn decision_comes_first_and_reason_is_escaped() {
+        let out = attribution(&seed());
+        let first = out.lines().next().expect("a heading line");
+        assert!(first.starts_with("**commgate attribute: `tune`** — all\\_to\\_all exposes 20\\.000 ms"), "{first}");
+        assert!(out.contains("- **Mitigation:** `reduce_routing_traffic` on all\\_to\\_all"), "{out}");
+        assert!(!out.contains("<details>"), "{out}");
+    }
+
+    #[test]
+    fn ranks_fold_into_details_with_blank_lines_around_the_table() {
+        let out = attribution(&multi_rank());
+        assert!(out.contains("<details><summary>Per rank</summary>\n\n| rank |"), "{out}");
+        assert!(out.contains("|\n\n</details>\n"), "{out}");
+        assert!(out.contains("| all\\_gather | 16 |"), "{out}");
+    }
+
+    #[test]
+    fn file_list_shows_four_names_then_a_count() {
+        let files: Vec<String> = (0..6).map(|r| format!("rank_{r}.json")).collect();
+        assert_eq!(file_list(&files[..1]), "rank\\_0\\.json");
+        assert_eq!(file_list(&files), "rank\\_0\\.json, rank\\_1\\.json, rank\\_2\\.json, rank\\_3\\.json, and 2 more");
+    }
+
+    #[test]
+    fn empty_asks_for_more_evidence() {
+        let out = attribution(&empty());
+        assert!(out.starts_with("**commgate attribute: `collect_more_evidence`**"), "{out}");
+        assert!(out.contains("_No communication kernels found._"), "{out}");
+        assert!(out.contains("- **Priority:** none"), "{out}");
+    }
+}

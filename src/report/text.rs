@@ -1,0 +1,239 @@
+//! The terminal rendering: a source line, aligned plain-ASCII tables (per collective, per rank)
+//! and the decision lines. No color, so it reads the same in a pipe, a log and a CI console.
+//! The one non-ASCII character is the em dash of `Follow-up: <decision> — <reason>`.
+//!
+//! Strings that come from traces (collective names) pass through `plain`, so a control
+//! character in a kernel's metadata cannot move the cursor or recolor the terminal.
+
+use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
+use crate::hotspots::Hotspot;
+use crate::trace::attribute::{Attribution, RankSummary};
+
+/// Renders an attribution for a terminal.
+pub fn attribution(a: &Attribution) -> String {
+    let mut out = String::new();
+    out.push_str(&source_line(a));
+    out.push_str("\n\n");
+    if a.by_collective.is_empty() {
+        out.push_str("No communication kernels found.\n");
+    } else {
+        let rows: Vec<Vec<String>> = by_exposed_desc(a).into_iter().map(collective_row).collect();
+        out.push_str(&table(&COLLECTIVE_COLUMNS, &rows));
+    }
+    if !a.ranks.is_empty() {
+        out.push_str("\nPer rank (ms per step):\n");
+        let rows: Vec<Vec<String>> = a.ranks.iter().map(rank_row).collect();
+        out.push_str(&table(&RANK_COLUMNS, &rows));
+    }
+    out.push('\n');
+    for line in decision_lines(a) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The per-collective table's columns; every figure is per step except `count` and `unmatched`.
+const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
+    ("collective", Align::Left),
+    ("count", Align::Right),
+    ("sync/step", Align::Right),
+    ("comm ms/step", Align::Right),
+    ("exposed ms/step", Align::Right),
+    ("worst-rank exposed", Align::Right),
+    ("payload/step", Align::Right),
+    ("overlap", Align::Right),
+    ("imbalance", Align::Right),
+    ("straggler", Align::Right),
+    ("unmatched", Align::Right),
+];
+
+const RANK_COLUMNS: [(&str, Align); 8] = [
+    ("rank", Align::Right),
+    ("steps", Align::Right),
+    ("comm", Align::Right),
+    ("compute", Align::Right),
+    ("overlapped", Align::Right),
+    ("exposed", Align::Right),
+    ("overlap %", Align::Right),
+    ("comm kernels", Align::Right),
+];
+
+/// `Source: kineto, 2 files, ranks 0-1, world size 2, steps 4, window steps, compat default`.
+fn source_line(a: &Attribution) -> String {
+    let s = &a.source;
+    format!(
+        "Source: {}, {}, ranks {}, world size {}, steps {}, window {}, compat {}",
+        plain(&s.format),
+        counted(s.files.len(), "file", "files"),
+        rank_list(&s.ranks),
+        s.world_size,
+        s.steps,
+        plain(&s.window),
+        compat_name(s.compat)
+    )
+}
+
+fn collective_row(h: &Hotspot) -> Vec<String> {
+    vec![
+        plain(&h.collective),
+        h.count.to_string(),
+        two(h.sync_count),
+        ms(h.total_comm_ms),
+        ms(h.exposed_comm_ms),
+        ms(h.exposed_comm_ms_max_rank),
+        payload(h),
+        two(h.overlap_ratio),
+        imbalance(h),
+        straggler(h),
+        h.unmatched.to_string(),
+    ]
+}
+
+fn rank_row(r: &RankSummary) -> Vec<String> {
+    vec![
+        r.rank.to_string(),
+        r.steps.to_string(),
+        ms(r.comm_ms),
+        ms(r.compute_ms),
+        ms(r.overlapped_ms),
+        ms(r.exposed_ms),
+        two(r.overlap_pct),
+        r.comm_kernels.to_string(),
+    ]
+}
+
+/// Priority, mitigation, next measurements and follow-up, one line each.
+fn decision_lines(a: &Attribution) -> [String; 4] {
+    let priority = match &a.priority {
+        Some(h) => format!("Priority: {} ({} ms exposed per step)", plain(&h.collective), ms(h.exposed_comm_ms)),
+        None => "Priority: none".to_string(),
+    };
+    let m = &a.mitigation;
+    let mitigation = match &m.target {
+        Some(target) => format!("Mitigation: {} on {}", m.strategy.as_str(), plain(target)),
+        None => format!("Mitigation: {}", m.strategy.as_str()),
+    };
+    let next = if m.next_measurements.is_empty() {
+        "none".to_string()
+    } else {
+        m.next_measurements.iter().map(|s| plain(s)).collect::<Vec<_>>().join(", ")
+    };
+    let f = &a.followup;
+    [
+        priority,
+        mitigation,
+        format!("Next measurements: {next}"),
+        format!("Follow-up: {} — {}", f.decision.as_str(), plain(&f.reason)),
+    ]
+}
+
+/// An aligned table: a header, a dashed rule, then the rows; two spaces between columns and no
+/// trailing whitespace. Widths count characters, so non-ASCII names stay aligned.
+fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (header, _))| {
+            let cells = rows.iter().filter_map(|row| row.get(i)).map(|c| c.chars().count());
+            cells.fold(header.chars().count(), usize::max)
+        })
+        .collect();
+    let header: Vec<String> = columns.iter().map(|(h, _)| h.to_string()).collect();
+    let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+    let mut out = String::new();
+    for row in [&header, &rule].into_iter().chain(rows) {
+        out.push_str(&table_line(columns, &widths, row));
+        out.push('\n');
+    }
+    out
+}
+
+fn table_line(columns: &[(&str, Align)], widths: &[usize], row: &[String]) -> String {
+    let cells: Vec<String> = columns
+        .iter()
+        .zip(widths)
+        .enumerate()
+        .map(|(i, ((_, align), &width))| {
+            let cell = row.get(i).map_or("", String::as_str);
+            match align {
+                Align::Left => format!("{cell:<width$}"),
+                Align::Right => format!("{cell:>width$}"),
+            }
+        })
+        .collect();
+    cells.join("  ").trim_end().to_string()
+}
+
+/// A trace-supplied string made safe for a terminal: control characters (escape sequences,
+/// newlines, carriage returns) are written as Rust escapes (`\u{1b}`, `\n`) instead of acting.
+pub(crate) fn plain(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{empty, hostile, multi_rank, seed};
+    use super::*;
+
+    #[test]
+    fn table_aligns_text_left_and_numbers_right_without_trailing_spaces() {
+        let rows = vec![
+            vec!["a".to_string(), "1.5".to_string(), "x".to_string()],
+            vec!["longer".to_string(), "10.25".to_string(), "".to_string()],
+        ];
+        let cols = [("name", Align::Left), ("ms", Align::Right), ("note", Align::Left)];
+        assert_eq!(table(&cols, &rows), "name       ms  note\n------  -----  ----\na         1.5  x\nlonger  10.25\n");
+    }
+
+    #[test]
+    fn plain_defuses_control_characters() {
+        assert_eq!(plain("all_reduce"), "all_reduce");
+        assert_eq!(plain("a\u{1b}[31mb\nc"), "a\\u{1b}[31mb\\nc");
+        assert_eq!(plain("élan"), "élan");
+    }
+
+    #[test]
+    fn seed_lists_priority_mitigation_and_tune() {
+        let out = attribution(&seed());
+        assert!(out.starts_with("Source: events, 1 file, ranks none, world size 0, steps 1"), "{out}");
+        assert!(out.contains("Priority: all_to_all (20.000 ms exposed per step)"), "{out}");
+        assert!(out.contains("Mitigation: reduce_routing_traffic on all_to_all"), "{out}");
+        assert!(out.contains("Next measurements: dispatch_payload_bytes, cross_rank_token_ratio"), "{out}");
+        assert!(out.contains("Follow-up: tune — all_to_all exposes 20.000 ms"), "{out}");
+        assert!(out.contains("64.0 KiB"), "{out}");
+        assert!(!out.contains("Per rank"), "{out}");
+        assert!(out.chars().all(|c| c.is_ascii() || c == '—'), "{out}");
+    }
+
+    #[test]
+    fn multi_rank_shows_unknown_payload_imbalance_and_ranks() {
+        let out = attribution(&multi_rank());
+        let gather = out.lines().find(|l| l.starts_with("all_gather")).expect("an all_gather row");
+        assert!(gather.contains("unknown"), "{gather}");
+        let send_recv = out.lines().find(|l| l.starts_with("send_recv")).expect("a send_recv row");
+        assert!(send_recv.contains("n/a"), "{send_recv}");
+        assert!(out.contains("Per rank (ms per step):"), "{out}");
+        assert!(out.contains("Mitigation: rebalance_ranks_or_experts on all_reduce"), "{out}");
+    }
+
+    #[test]
+    fn empty_says_none_and_collect_more_evidence() {
+        let out = attribution(&empty());
+        assert!(out.contains("No communication kernels found."), "{out}");
+        assert!(out.contains("Priority: none"), "{out}");
+        assert!(out.contains("Mitigation: collect_trace\n"), "{out}");
+        assert!(out.contains("Follow-up: collect_more_evidence — "), "{out}");
+    }
+
+    #[test]
+    fn hostile_names_are_printed_verbatim_but_without_control_characters() {
+        let mut a = hostile();
+        let mut h = a.by_collective.pop_first().expect("one collective").1;
+        h.collective = "evil\u{1b}]0;title\u{7}".to_string();
+        a.by_collective.insert(h.collective.clone(), h);
+        let out = attribution(&a);
+        assert!(!out.contains('\u{1b}'), "{out}");
+        assert!(out.contains("evil\\u{1b}]0;title\\u{7}"), "{out}");
+    }
+}

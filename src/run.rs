@@ -1,0 +1,64 @@
+//! Runs a parsed command line: resolve settings, do the work, write the output. Returns the
+//! exit status; errors travel up to `main`, which prints them once.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::cli::{Cli, Command};
+use crate::config;
+use crate::report;
+use crate::trace::load::attribute_paths;
+
+/// How a successful run ended; `main` maps it to an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Passed,
+    /// Exit 1: the verdict is one the user asked to block on.
+    Blocked,
+}
+
+pub fn run(cli: Cli) -> Result<Outcome> {
+    let file = config::load_file(cli.config.as_deref())?;
+    match cli.command {
+        Command::Attribute(args) => {
+            let cfg = config::attribute(args, &file)?;
+            let attribution = attribute_paths(&cfg.paths, &cfg.options)?;
+            let rendered = report::render_attribution(&attribution, cfg.format);
+            emit(&rendered, cfg.output.as_deref())?;
+            Ok(Outcome::Passed)
+        }
+    }
+}
+
+/// Writes a report to stdout, or atomically to a file (temporary file, then rename), so that a
+/// failure never leaves a half-written report behind.
+pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
+    match output {
+        None => {
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`| head`) is not an error worth a message.
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                other => other.context("cannot write to stdout"),
+            }
+        }
+        Some(path) => write_atomic(path, text.as_bytes()),
+    }
+}
+
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("{}: cannot write the report (does the directory exist?)", path.display()))
+}
