@@ -1,0 +1,120 @@
+//! The project's own two-rank trace (`tests/fixtures/hand_checked`), with every figure worked
+//! out by hand (µs; two steps in the window [0, 2000)):
+//!
+//! rank 0: compute [100,400] [1100,1300]; all_reduce Seq 1 [300,600], Seq 2 [1200,1500];
+//!         all_to_all (only a `nccl:all_to_all` annotation, 1024×256 float) [1500,1700];
+//!         an all_reduce launched after the last step start (excluded); a memcpy (neither).
+//!         comm 800, compute 500, overlapped 200 → per step 0.4 / 0.25 / 0.1 ms, 25 %.
+//! rank 1: the same, but all_reduce Seq 1 [350,600] (it arrives last) and all_to_all
+//!         [1450,1700] (rank 0 arrives last), so [1450,1500] is shared equally by two kernels:
+//!         all_reduce total 525, exposed 375; all_to_all total 225, exposed 225.
+//! all_reduce: per step total (300 + 262.5)/2 = 0.28125 ms, exposed (200 + 187.5)/2 = 0.19375,
+//!   worst rank 0.2; overlap on the worst rank 1 − 375/525; wait 50 over span 1150; payload
+//!   2 MiB per call × 2 calls / 2 steps.
+//! all_to_all: exposed (100 + 112.5)/2 = 0.10625; wait 50 over span 450; 1 MiB / 2 steps.
+
+use std::path::PathBuf;
+
+use approx::assert_relative_eq;
+use commgate::hotspots::{Decision, Strategy, Thresholds};
+use commgate::trace::attribute::{AttributeOptions, Compat};
+use commgate::trace::load::attribute_paths;
+
+fn fixture() -> Vec<PathBuf> {
+    vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hand_checked")]
+}
+
+#[test]
+fn per_rank_overlap_matches_hand_computation() {
+    let a = attribute_paths(&fixture(), &AttributeOptions::default()).expect("attributes");
+    assert_eq!(a.source.ranks, vec![0, 1]);
+    assert_eq!((a.source.steps, a.source.window.as_str()), (2, "steps"));
+    let r0 = &a.ranks[0];
+    assert_relative_eq!(r0.comm_ms, 0.4);
+    assert_relative_eq!(r0.compute_ms, 0.25);
+    assert_relative_eq!(r0.overlapped_ms, 0.1);
+    assert_relative_eq!(r0.exposed_ms, 0.3);
+    assert_relative_eq!(r0.overlap_pct, 25.0);
+    assert_eq!(r0.comm_kernels, 3);
+    let r1 = &a.ranks[1];
+    assert_relative_eq!(r1.comm_ms, 0.375);
+    assert_relative_eq!(r1.overlapped_ms, 0.075);
+    assert_relative_eq!(r1.overlap_pct, 20.0);
+}
+
+#[test]
+fn per_collective_figures_match_hand_computation() {
+    let a = attribute_paths(&fixture(), &AttributeOptions::default()).expect("attributes");
+    let ar = &a.by_collective["all_reduce"];
+    assert_eq!(ar.count, 4);
+    assert_relative_eq!(ar.sync_count, 1.0);
+    assert_relative_eq!(ar.total_comm_ms, 0.28125);
+    assert_relative_eq!(ar.exposed_comm_ms, 0.19375);
+    assert_relative_eq!(ar.exposed_comm_ms_max_rank, 0.2);
+    assert_relative_eq!(ar.overlap_ratio, 1.0 - 375.0 / 525.0);
+    assert_eq!(ar.payload_bytes, Some(2 * 1024 * 1024));
+    assert_relative_eq!(ar.rank_imbalance_ratio.expect("observed"), 50.0 / 1150.0);
+    assert_eq!(ar.straggler_rank, Some(1));
+    assert_relative_eq!(ar.start_skew_ms.expect("clocks known"), 0.025);
+    assert_eq!(ar.unmatched, 0);
+
+    let a2a = &a.by_collective["all_to_all"];
+    assert_eq!(a2a.count, 2);
+    assert_relative_eq!(a2a.exposed_comm_ms, 0.10625);
+    assert_relative_eq!(a2a.overlap_ratio, 0.0);
+    assert_eq!(a2a.payload_bytes, Some(512 * 1024));
+    assert_relative_eq!(a2a.rank_imbalance_ratio.expect("observed"), 50.0 / 450.0);
+    assert_eq!(a2a.straggler_rank, Some(0));
+
+    // The shares add up to each rank's union.
+    let total: f64 = a.by_collective.values().map(|h| h.total_comm_ms).sum();
+    let mean_comm = (a.ranks[0].comm_ms + a.ranks[1].comm_ms) / 2.0;
+    assert_relative_eq!(total, mean_comm, epsilon = 1e-12);
+}
+
+#[test]
+fn priority_mitigation_and_followup_follow_the_seed_rules() {
+    let a = attribute_paths(&fixture(), &AttributeOptions::default()).expect("attributes");
+    assert_eq!(a.priority.as_ref().map(|p| p.collective.as_str()), Some("all_reduce"));
+    assert_eq!(a.mitigation.strategy, Strategy::IncreaseOverlapOrDelaySync);
+    assert_eq!(a.followup.decision, Decision::Accept);
+
+    let strict = AttributeOptions {
+        thresholds: Thresholds { accept_exposed_ms: 0.1, ..Thresholds::default() },
+        ..AttributeOptions::default()
+    };
+    let a = attribute_paths(&fixture(), &strict).expect("attributes");
+    assert_eq!(a.followup.decision, Decision::Tune);
+    assert_eq!(a.followup.next_measurements, ["exposed_comm_ms", "overlap_ratio", "step_time_ms"]);
+
+    let imbalance = AttributeOptions {
+        thresholds: Thresholds { imbalance_ratio: 0.04, ..Thresholds::default() },
+        ..AttributeOptions::default()
+    };
+    let a = attribute_paths(&fixture(), &imbalance).expect("attributes");
+    assert_eq!(a.mitigation.strategy, Strategy::RebalanceRanksOrExperts);
+}
+
+#[test]
+fn steps_override_and_hta_window() {
+    let opts = AttributeOptions { steps: Some(4), ..AttributeOptions::default() };
+    let a = attribute_paths(&fixture(), &opts).expect("attributes");
+    assert_relative_eq!(a.ranks[0].comm_ms, 0.2);
+
+    // HTA keeps everything launched before the last step start: the same kernels here.
+    let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
+    let a = attribute_paths(&fixture(), &opts).expect("attributes");
+    assert_eq!(a.source.window, "hta");
+    assert_relative_eq!(a.ranks[0].overlap_pct, 25.0);
+    assert_relative_eq!(a.ranks[1].overlap_pct, 20.0);
+}
+
+#[test]
+fn a_single_rank_observes_no_imbalance() {
+    let file = fixture()[0].join("rank-0.json");
+    let a = attribute_paths(&[file], &AttributeOptions::default()).expect("attributes");
+    let ar = &a.by_collective["all_reduce"];
+    assert!(!ar.rank_imbalance_observed);
+    assert_eq!(ar.rank_imbalance_ratio, None);
+    assert_eq!(ar.straggler_rank, None);
+}
