@@ -37,7 +37,9 @@ fn markdown_report_snapshot() {
 fn json_report_snapshot_and_shape() {
     let out = stdout_of(&["attribute", "tests/fixtures/hand_checked", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    for key in ["schema_version", "source", "by_collective", "priority", "num_events", "ranks", "mitigation", "followup"] {
+    for key in
+        ["schema_version", "source", "by_collective", "priority", "num_events", "ranks", "mitigation", "followup"]
+    {
         assert!(v.get(key).is_some(), "missing {key}");
     }
     assert_eq!(v["schema_version"], 1);
@@ -75,7 +77,11 @@ fn thresholds_come_from_flags_env_and_commgate_toml() {
     };
     assert_eq!(run(&[], None), "tune", "the file lowers the budget");
     assert_eq!(run(&[], Some(("COMMGATE_ACCEPT_EXPOSED_MS", "1.0"))), "accept", "env beats the file");
-    assert_eq!(run(&["--accept-exposed-ms", "0.05"], Some(("COMMGATE_ACCEPT_EXPOSED_MS", "1.0"))), "tune", "flag beats env");
+    assert_eq!(
+        run(&["--accept-exposed-ms", "0.05"], Some(("COMMGATE_ACCEPT_EXPOSED_MS", "1.0"))),
+        "tune",
+        "flag beats env"
+    );
 }
 
 #[test]

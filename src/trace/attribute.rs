@@ -332,7 +332,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         if let Some(rc) = by_collective.get_mut(&c.collective) {
             rc.kernels += 1;
             if let Some(p) = c.payload {
-                rc.payload_bytes += p;
+                rc.payload_bytes = rc.payload_bytes.saturating_add(p);
                 rc.payload_known = true;
             }
         }

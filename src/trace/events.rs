@@ -34,7 +34,7 @@ pub fn validate(raw: RawSeedEvent) -> Result<CommEvent, String> {
     let collective = match raw.collective {
         Some(Value::String(s)) if !s.trim().is_empty() => s,
         Some(Value::String(_)) => return Err("`collective` is empty".to_string()),
-        Some(other) => return Err(format!("`collective` must be a string, found {other}")),
+        Some(other) => return Err(format!("`collective` must be a string, found {}", shown(&other))),
         None => return Err("`collective` is missing".to_string()),
     };
     let exposed = required(raw.exposed_comm_ms, "exposed_comm_ms")?;
@@ -49,7 +49,7 @@ pub fn validate(raw: RawSeedEvent) -> Result<CommEvent, String> {
     let observed = match raw.rank_imbalance_observed {
         None | Some(Value::Null) => imbalance.is_some(),
         Some(Value::Bool(b)) => b,
-        Some(other) => return Err(format!("`rank_imbalance_observed` must be true or false, found {other}")),
+        Some(other) => return Err(format!("`rank_imbalance_observed` must be true or false, found {}", shown(&other))),
     };
     Ok(CommEvent {
         collective,
@@ -75,7 +75,17 @@ fn optional(v: Option<Value>, field: &str) -> Result<Option<f64>, String> {
             Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
             _ => Err(format!("`{field}` is {n}; it must be a finite number ≥ 0")),
         },
-        Some(other) => Err(format!("`{field}` must be a number, found {other}")),
+        Some(other) => Err(format!("`{field}` must be a number, found {}", shown(&other))),
+    }
+}
+
+/// A value as compact JSON (always one line), cut after 40 characters so a big object cannot
+/// flood the error line.
+fn shown(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
     }
 }
 

@@ -28,11 +28,11 @@ pub enum Document {
 #[derive(Deserialize)]
 struct RawEvent<'a> {
     #[serde(borrow, default)]
-    ph: Option<Cow<'a, str>>,
+    ph: Option<Text<'a>>,
     #[serde(borrow, default)]
-    cat: Option<Cow<'a, str>>,
+    cat: Option<Text<'a>>,
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+    name: Option<Text<'a>>,
     #[serde(borrow, default)]
     ts: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -41,8 +41,10 @@ struct RawEvent<'a> {
     pid: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tid: Option<&'a RawValue>,
+    /// Kept raw: only the few events attribution uses have their `args` parsed (see `args_of`),
+    /// which keeps the per-event struct small and skips the rest in one scan.
     #[serde(borrow, default)]
-    args: Option<RawArgs<'a>>,
+    args: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -52,13 +54,13 @@ struct RawArgs<'a> {
     #[serde(borrow, default)]
     stream: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Collective name")]
-    collective: Option<Cow<'a, str>>,
+    collective: Option<Text<'a>>,
     #[serde(borrow, default, rename = "In msg nelems")]
     in_nelems: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Out msg nelems")]
     out_nelems: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    dtype: Option<Cow<'a, str>>,
+    dtype: Option<Text<'a>>,
     #[serde(borrow, default, rename = "Process Group Name")]
     pg_name: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Seq")]
@@ -67,6 +69,37 @@ struct RawArgs<'a> {
     input_dims: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Input type")]
     input_type: Option<&'a RawValue>,
+}
+
+/// A string that borrows from the input unless it holds escapes. (serde's own `Cow<str>`
+/// borrows only as a bare field with `#[serde(borrow)]`, never inside an `Option`, and the
+/// allocation per field cost a third of the parse time.)
+struct Text<'a>(Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 struct EventOf;
@@ -99,27 +132,42 @@ struct Sniff {
     collective: Option<serde::de::IgnoredAny>,
 }
 
-/// Reads one input document.
+/// Reads one input document: one JSON value and nothing after it.
 pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
     let mut s = JsonStream::new(input);
+    let doc = parse_value(&mut s)?;
+    // Data after the document is a sign of two files run together, or of garbage appended.
     match s.peek()? {
-        Some(b'{') => parse_object(&mut s),
+        None => Ok(doc),
+        Some(b) => Err(syntax(
+            &s,
+            &format!(
+                "unexpected '{}' after the end of the JSON document (two traces in one file?)",
+                char::from(b).escape_default()
+            ),
+        )),
+    }
+}
+
+fn parse_value<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
+    match s.peek()? {
+        Some(b'{') => parse_object(s),
         Some(b'[') => {
             s.expect(b'[', "an array")?;
             if s.peek()? == Some(b']') {
-                return Err(syntax(&s, "the event array is empty: no trace events to attribute"));
+                return Err(syntax(s, "the event array is empty: no trace events to attribute"));
             }
             let seed = s.with_value::<Owned<Sniff>, _, _>(false, |v| v.collective.is_some())?;
             if seed {
-                Ok(Document::Events(seed_elements(&mut s)?))
+                Ok(Document::Events(seed_elements(s)?))
             } else {
                 let mut b = Builder::default();
-                trace_elements(&mut s, &mut b)?;
+                trace_elements(s, &mut b)?;
                 Ok(Document::Kineto(Box::new(b.finish())))
             }
         }
         Some(other) => Err(syntax(
-            &s,
+            s,
             &format!(
                 "expected a JSON object or array, found '{}' (is this a trace?)",
                 char::from(other).escape_default()
@@ -231,6 +279,11 @@ fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadE
     }
 }
 
+/// The largest |`ts`| and `dur` accepted, 2^61 ns (73 years): far beyond any real trace, even
+/// one stamped in microseconds since 1970, and small enough that `ts + dur` and the difference
+/// of any two such ends fit in an `i64`, so attribution never overflows.
+const MAX_ABS_NS: Ns = 1 << 61;
+
 /// Accumulates one rank's events.
 #[derive(Default)]
 struct Builder {
@@ -264,12 +317,27 @@ impl Builder {
         let (ts, ts_frac) = parse_micros(ts_raw.get()).map_err(|m| format!("`ts` {m}"))?;
         let (dur, dur_frac) = parse_micros(dur_raw.get()).map_err(|m| format!("`dur` {m}"))?;
         if dur < 0 {
-            return Err(format!("`dur` is negative ({}); durations must be ≥ 0", dur_raw.get()));
+            return Err(format!("`dur` is negative ({}); durations must be ≥ 0", excerpt(dur_raw.get())));
+        }
+        if !(-MAX_ABS_NS..=MAX_ABS_NS).contains(&ts) {
+            return Err(format!(
+                "`ts` is out of range ({}); timestamps must lie within ±2^61 ns",
+                excerpt(ts_raw.get())
+            ));
+        }
+        if dur > MAX_ABS_NS {
+            return Err(format!(
+                "`dur` is out of range ({}); durations must be at most 2^61 ns",
+                excerpt(dur_raw.get())
+            ));
         }
         self.trace.fractional_ts |= ts_frac || dur_frac;
         let name = e.name.as_deref().unwrap_or("");
         let cat = e.cat.as_deref().unwrap_or("");
-        let args = e.args.unwrap_or_default();
+        let wanted = matches!(cat, "kernel" | "gpu_memcpy" | "gpu_memset" | "cuda_runtime" | "cuda_driver" | "runtime")
+            || name == "record_param_comms"
+            || name.starts_with("nccl:");
+        let args = if wanted { args_of(e.args)? } else { RawArgs::default() };
         let pid = e.pid.map(id_of).unwrap_or(0);
         let tid = e.tid.map(id_of).unwrap_or(0);
         match cat {
@@ -317,6 +385,22 @@ impl Builder {
             }
         }
         Ok(())
+    }
+}
+
+fn args_of(raw: Option<&RawValue>) -> Result<RawArgs<'_>, String> {
+    match raw {
+        None => Ok(RawArgs::default()),
+        Some(raw) if raw.get() == "null" => Ok(RawArgs::default()),
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| format!("`args`: {}", strip_json_position(&e))),
+    }
+}
+
+fn strip_json_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message,
     }
 }
 
@@ -374,30 +458,49 @@ fn lenient_i64(raw: &str) -> Option<i64> {
     raw.trim_matches('"').parse().ok()
 }
 
+/// Raw JSON text fit for a one-line message: whitespace runs (newlines included) become one
+/// space, and anything past 40 characters becomes `…`.
+fn excerpt(raw: &str) -> String {
+    let flat = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}
+
 /// Parses a JSON number of microseconds into exact nanoseconds: up to three decimals are exact,
 /// further digits round half up; exponents go through f64. Returns whether a fraction was
 /// present. Strings, `null` and non-finite values are errors.
-pub fn parse_micros(raw: &str) -> Result<(Ns, bool), String> {
-    let bytes = raw.as_bytes();
+pub fn parse_micros(raw_text: &str) -> Result<(Ns, bool), String> {
+    // `raw` is only for messages: an object or a long string must not flood the one error line.
+    let raw = || excerpt(raw_text);
+    let raw_text = raw_text.trim();
+    let bytes = raw_text.as_bytes();
     match bytes.first() {
-        Some(b'"') => return Err(format!("is a string ({raw}); expected a number of microseconds")),
+        Some(b'"') => return Err(format!("is a string ({}); expected a number of microseconds", raw())),
         Some(b'-' | b'0'..=b'9') => {}
-        _ => return Err(format!("is not a number ({raw})")),
+        _ => return Err(format!("is not a number ({})", raw())),
     }
-    if raw.contains(['e', 'E']) {
-        let v: f64 = raw.parse().map_err(|_| format!("is not a number ({raw})"))?;
+    if raw_text.contains(['e', 'E']) {
+        let v: f64 = raw_text.parse().map_err(|_| format!("is not a number ({})", raw()))?;
         let ns = v * 1000.0;
         if !ns.is_finite() || ns.abs() > 9.0e18 {
-            return Err(format!("is out of range ({raw})"));
+            return Err(format!("is out of range ({})", raw()));
         }
         return Ok((ns.round() as Ns, ns.fract() != 0.0 || (v.fract() != 0.0)));
     }
-    let (negative, digits) = match raw.strip_prefix('-') {
+    let (negative, digits) = match raw_text.strip_prefix('-') {
         Some(rest) => (true, rest),
-        None => (false, raw),
+        None => (false, raw_text),
     };
     let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
-    let whole: i64 = int_part.parse().map_err(|_| format!("is not a number ({raw})"))?;
+    if int_part.is_empty()
+        || !int_part.bytes().all(|c| c.is_ascii_digit())
+        || !frac_part.bytes().all(|c| c.is_ascii_digit())
+    {
+        return Err(format!("is not a number ({})", raw()));
+    }
+    let whole: i64 = int_part.parse().map_err(|_| format!("is out of range ({})", raw()))?;
     let mut frac: i64 = 0;
     for (i, c) in frac_part.bytes().take(3).enumerate() {
         frac += i64::from(c - b'0') * [100, 10, 1][i];
@@ -405,8 +508,10 @@ pub fn parse_micros(raw: &str) -> Result<(Ns, bool), String> {
     if frac_part.as_bytes().get(3).is_some_and(|&c| c >= b'5') {
         frac += 1;
     }
-    let ns =
-        whole.checked_mul(1000).and_then(|w| w.checked_add(frac)).ok_or_else(|| format!("is out of range ({raw})"))?;
+    let ns = whole
+        .checked_mul(1000)
+        .and_then(|w| w.checked_add(frac))
+        .ok_or_else(|| format!("is out of range ({})", raw()))?;
     let fractional = frac_part.bytes().any(|c| c != b'0');
     Ok((if negative { -ns } else { ns }, fractional))
 }
@@ -436,6 +541,10 @@ mod tests {
         assert_eq!(parse_micros("1.5e3"), Ok((1_500_000, false)));
         assert!(parse_micros("\"12\"").unwrap_err().contains("string"));
         assert!(parse_micros("null").is_err());
+        assert!(parse_micros("99999999999999999999").unwrap_err().contains("out of range"));
+        let e =
+            parse_micros("{\n\"a\": 1,\n\"b\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}").unwrap_err();
+        assert!(!e.contains('\n') && e.contains("{ \"a\": 1,") && e.contains('…'), "{e}");
     }
 
     #[test]
@@ -493,5 +602,9 @@ mod tests {
         assert!(err("").contains("empty"));
         assert!(err(r#"{"traceEvents":[{"ph":"X","ts":1,"dur":1}"#).contains("truncated"));
         assert!(err("\u{1}\u{2}garbage").contains("expected a JSON object"));
+        assert!(err(r#"{"traceEvents":[]} {"traceEvents":[]}"#).contains("after the end"));
+        let e = err(r#"{"traceEvents":[{"ph":"X","ts":9000000000000000,"dur":9000000000000000}]}"#);
+        assert!(e.contains("`ts` is out of range"), "{e}");
+        assert!(err(r#"{"traceEvents":[{"ph":"X","ts":1,"dur":3e15}]}"#).contains("`dur` is out of range"));
     }
 }

@@ -211,10 +211,10 @@ fn read_prefix(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 fn describe(e: &ReadError, gzip: bool) -> String {
     let place = if gzip { "decompressed byte" } else { "byte" };
     match e {
-        ReadError::Io(io) if gzip => {
-            format!("the gzip data is corrupt or truncated ({io}); re-copy or re-export the trace")
-        }
-        ReadError::Io(io) => format!("cannot be read: {io}"),
+        ReadError::Io { offset, source } if gzip => format!(
+            "the gzip data is corrupt or truncated after {place} {offset} ({source}); re-copy or re-export the trace"
+        ),
+        ReadError::Io { offset, source } => format!("cannot be read after {place} {offset}: {source}"),
         ReadError::Syntax { offset, message } => format!("{place} {offset}: {message}"),
         ReadError::Truncated { offset } => {
             format!("the JSON ends early at {place} {offset}: the file is truncated; re-export the trace")

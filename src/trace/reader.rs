@@ -16,23 +16,20 @@ const INITIAL_CAPACITY: usize = 1 << 20;
 /// What can go wrong while reading: the stream itself, or the JSON at a byte offset.
 #[derive(Debug)]
 pub enum ReadError {
-    Io(io::Error),
+    /// The stream failed (for gzip input: corrupt or truncated compressed data) after `offset`
+    /// bytes of the document had been read.
+    Io { offset: u64, source: io::Error },
     /// Malformed JSON or an unexpected value; `offset` is the byte offset in the (decompressed)
     /// document where the offending value starts.
-    Syntax {
-        offset: u64,
-        message: String,
-    },
+    Syntax { offset: u64, message: String },
     /// The document ended before it was complete.
-    Truncated {
-        offset: u64,
-    },
+    Truncated { offset: u64 },
 }
 
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::Io { offset, source } => write!(f, "at byte {offset}: {source}"),
             ReadError::Syntax { offset, message } => write!(f, "at byte {offset}: {message}"),
             ReadError::Truncated { offset } => write!(f, "the JSON ends early at byte {offset} (truncated file?)"),
         }
@@ -87,7 +84,7 @@ impl<R: Read> JsonStream<R> {
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ReadError::Io(e)),
+                Err(source) => return Err(ReadError::Io { offset: self.base + self.end as u64, source }),
             }
         }
     }
@@ -100,8 +97,14 @@ impl<R: Read> JsonStream<R> {
                 if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
                     self.start += 1;
                 } else if self.offset() == 0 && b == 0xEF {
-                    // A UTF-8 byte order mark.
-                    self.start = (self.start + 3).min(self.end);
+                    // Perhaps a UTF-8 byte order mark: skip it only when all three bytes are
+                    // there (a reader may hand them out one at a time).
+                    while self.end - self.start < 3 && self.refill()? {}
+                    if self.buf[self.start..self.end].starts_with(&[0xEF, 0xBB, 0xBF]) {
+                        self.start += 3;
+                    } else {
+                        return Ok(Some(b));
+                    }
                 } else {
                     return Ok(Some(b));
                 }
@@ -178,10 +181,14 @@ impl<R: Read> JsonStream<R> {
         }
         enum Step<O> {
             Done(O, usize),
+            /// The value is cut off: read more, or it is truncated.
             NeedMore,
+            /// The answer may change with more input: read more, or parse again at the end.
+            MaybeMore,
             Fail(String),
         }
         loop {
+            let at_eof = self.eof;
             let step = {
                 let slice = &self.buf[self.start..self.end];
                 let mut stream =
@@ -189,9 +196,19 @@ impl<R: Read> JsonStream<R> {
                 match stream.next() {
                     Some(Ok(value)) => {
                         let used = stream.byte_offset();
-                        Step::Done(f(value), used)
+                        // A number that ends exactly where the buffer does may go on in the
+                        // next read (`12` of `1234`): read more and parse it again.
+                        if used == slice.len() && !at_eof {
+                            Step::MaybeMore
+                        } else {
+                            Step::Done(f(value), used)
+                        }
                     }
                     Some(Err(e)) if e.is_eof() => Step::NeedMore,
+                    // serde_json calls a number cut at the end of its input (`8.`, `1e`)
+                    // invalid rather than incomplete: an error at the very end of the buffer
+                    // may vanish with more input.
+                    Some(Err(e)) if !at_eof && error_position(slice, &e) + 4 >= slice.len() => Step::MaybeMore,
                     None => Step::NeedMore,
                     Some(Err(e)) => Step::Fail(strip_position(&e.to_string())),
                 }
@@ -208,6 +225,10 @@ impl<R: Read> JsonStream<R> {
                         return Err(ReadError::Truncated { offset: self.base + self.end as u64 });
                     }
                 }
+                // At the end of input `at_eof` is now true, so the next pass decides.
+                Step::MaybeMore => {
+                    self.refill()?;
+                }
                 Step::Fail(message) => return Err(ReadError::Syntax { offset: self.offset(), message }),
             }
         }
@@ -217,6 +238,17 @@ impl<R: Read> JsonStream<R> {
     pub fn skip_value(&mut self) -> Result<(), ReadError> {
         self.with_value::<Ignored, _, _>(true, |_| ())
     }
+}
+
+/// Where in `slice` serde_json detected `e`, from its one-based line and column.
+fn error_position(slice: &[u8], e: &serde_json::Error) -> usize {
+    let line_start = match e.line() {
+        0 | 1 => 0,
+        line => {
+            slice.iter().enumerate().filter(|&(_, &b)| b == b'\n').nth(line - 2).map_or(slice.len(), |(i, _)| i + 1)
+        }
+    };
+    (line_start + e.column().saturating_sub(1)).min(slice.len())
 }
 
 /// serde_json appends "at line L column C" relative to our slice; the caller reports the
@@ -292,6 +324,44 @@ mod tests {
     }
 
     #[test]
+    fn numbers_split_across_reads_are_read_whole() {
+        let mut s = JsonStream::new(Trickle(b"[12345, -6.5e2]"));
+        s.expect(b'[', "an array").expect("array");
+        assert_eq!(s.with_value::<Owned<f64>, _, _>(true, |v| v).expect("first"), 12345.0);
+        assert!(s.next_in_array().expect("comma"));
+        assert_eq!(s.with_value::<Owned<f64>, _, _>(true, |v| v).expect("second"), -650.0);
+        assert!(!s.next_in_array().expect("end"));
+    }
+
+    #[test]
+    fn numbers_cut_by_a_read_after_the_point_or_exponent_are_read_whole() {
+        for doc in [&b"[8.5]"[..], b"[\n 8.5]", b"[1e3]", b"[-2]"] {
+            for chunk_end in 1..doc.len() {
+                let reader = doc[..chunk_end].chain(&doc[chunk_end..]);
+                let mut s = JsonStream::new(Trickle2(reader));
+                s.expect(b'[', "an array").expect("array");
+                let v = s.with_value::<Owned<f64>, _, _>(true, |v| v);
+                assert!(v.is_ok(), "{doc:?} split at {chunk_end}: {v:?}");
+            }
+        }
+    }
+
+    /// Hands out whatever the inner reader gives in one call (a `Chain` splits at its seam).
+    struct Trickle2<R>(R);
+    impl<R: Read> Read for Trickle2<R> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_even_one_byte_at_a_time() {
+        let strings_of = |doc: &[u8]| strings(doc).map_err(|e| e.to_string());
+        assert_eq!(strings_of(b"\xEF\xBB\xBF[\"a\"]"), Ok(vec!["a".to_string()]));
+        assert!(strings_of(b"\xEF[\"a\"]").is_err());
+    }
+
+    #[test]
     fn large_values_grow_the_buffer() {
         let big = "x".repeat(3 * INITIAL_CAPACITY);
         let doc = format!("[\"{big}\", \"y\"]");
@@ -306,6 +376,7 @@ mod tests {
     #[test]
     fn truncation_and_syntax_errors_carry_offsets() {
         assert!(matches!(strings(br#"["a", "b"#), Err(ReadError::Truncated { .. })));
+        assert!(matches!(strings(b"[1]"), Err(ReadError::Syntax { offset: 1, .. })));
         assert!(matches!(strings(br#"["a" "b"]"#), Err(ReadError::Syntax { offset: 5, .. })));
         match strings(br#"["a", tru]"#) {
             Err(ReadError::Syntax { offset, .. }) => assert_eq!(offset, 6),

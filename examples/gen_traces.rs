@@ -1,0 +1,118 @@
+//! Writes synthetic multi-rank Kineto traces (see `commgate::trace::synth`) for benchmarks,
+//! demos and by-hand checks of `commgate attribute`.
+//!
+//! ```text
+//! cargo run --release --example gen_traces -- --out DIR [--ranks N] [--mb-per-rank X]
+//!     [--gzip] [--seed S] [--imbalance F] [--straggler R]
+//! ```
+//! Without `--mb-per-rank` it writes the small spec (a few hundred KB per rank).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use commgate::trace::synth::{write_all_ranks, SynthSpec};
+
+const USAGE: &str = "usage: gen_traces --out DIR [--ranks N] [--mb-per-rank X] [--gzip] \
+                     [--seed S] [--imbalance F] [--straggler R]";
+
+struct Opts {
+    out: PathBuf,
+    gzip: bool,
+    spec: SynthSpec,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match parse(&args) {
+        Ok(opts) => opts,
+        Err(msg) => {
+            eprintln!("gen_traces: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match generate(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gen_traces: writing {}: {e}", opts.out.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn generate(opts: &Opts) -> std::io::Result<()> {
+    let start = Instant::now();
+    let paths = write_all_ranks(&opts.spec, &opts.out, opts.gzip)?;
+    let secs = start.elapsed().as_secs_f64();
+    let mut total = 0u64;
+    for path in &paths {
+        let len = std::fs::metadata(path)?.len();
+        total += len;
+        println!("{:>12} bytes  {}", len, path.display());
+    }
+    let s = &opts.spec;
+    println!(
+        "{} ranks, {} steps (+1 cut short) x {} layers, seed {}, imbalance {}, straggler {}, \
+         all_to_all {}: {:.1} MB in {:.2} s ({:.0} MB/s written)",
+        s.world_size,
+        s.steps,
+        s.layers,
+        s.seed,
+        s.imbalance,
+        s.straggler_rank,
+        s.all_to_all,
+        total as f64 / 1e6,
+        secs,
+        total as f64 / 1e6 / secs.max(1e-9),
+    );
+    Ok(())
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let mut out = None;
+    let mut gzip = false;
+    let mut ranks = None;
+    let mut mb = None;
+    let mut seed = None;
+    let mut imbalance = None;
+    let mut straggler = None;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--out" => out = Some(PathBuf::from(value()?)),
+            "--gzip" => gzip = true,
+            "--ranks" => ranks = Some(number::<u32>(flag, &value()?)?),
+            "--mb-per-rank" => mb = Some(number::<f64>(flag, &value()?)?),
+            "--seed" => seed = Some(number::<u64>(flag, &value()?)?),
+            "--imbalance" => imbalance = Some(number::<f64>(flag, &value()?)?),
+            "--straggler" => straggler = Some(number::<u32>(flag, &value()?)?),
+            "-h" | "--help" => return Err("help requested".into()),
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    let out = out.ok_or("--out DIR is required")?;
+    let mut spec = match mb {
+        Some(mb) if mb > 0.0 => SynthSpec::with_target_bytes((mb * 1e6) as u64),
+        Some(mb) => return Err(format!("--mb-per-rank must be positive, got {mb}")),
+        None => SynthSpec::small(),
+    };
+    if let Some(ranks) = ranks {
+        if ranks == 0 {
+            return Err("--ranks must be at least 1".into());
+        }
+        spec.world_size = ranks;
+    }
+    spec.seed = seed.unwrap_or(spec.seed);
+    spec.imbalance = imbalance.unwrap_or(spec.imbalance);
+    // Without --straggler, keep the spec's default straggler inside a smaller world.
+    spec.straggler_rank = straggler.unwrap_or(spec.straggler_rank % spec.world_size);
+    if spec.straggler_rank >= spec.world_size {
+        return Err(format!("--straggler {} is not a rank of {} ranks", spec.straggler_rank, spec.world_size));
+    }
+    Ok(Opts { out, gzip, spec })
+}
+
+fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
+    text.parse().map_err(|_| format!("{flag} expects a number, got '{text}'"))
+}
