@@ -170,6 +170,8 @@ pub struct RankAnalysis {
     pub comm_kernels: Vec<CommKernel>,
     pub by_collective: BTreeMap<String, RankCollective>,
     pub base_time_ns: Option<i64>,
+    pub world_size: Option<u32>,
+    pub num_events: u64,
 }
 
 impl RankAnalysis {
@@ -190,19 +192,24 @@ impl RankAnalysis {
 /// Attribution of per-rank Kineto traces.
 pub fn attribute_ranks(traces: &[RankTrace], opts: &AttributeOptions) -> Attribution {
     let multi_step_names = distinct_step_names(traces) >= 2;
-    let ranks: Vec<RankAnalysis> = traces.iter().map(|t| analyze_rank(t, opts, multi_step_names)).collect();
+    let ranks = traces.iter().map(|t| analyze_rank(t, opts, multi_step_names)).collect();
+    attribute_analyses(ranks, opts)
+}
+
+/// Attribution from ranks already analysed (sorted by rank).
+pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> Attribution {
     let by_collective = combine_ranks(&ranks);
     let summaries = ranks.iter().map(rank_summary).collect();
     let source = Source {
         format: "kineto".to_string(),
         files: ranks.iter().map(|r| r.file.clone()).collect(),
         ranks: ranks.iter().map(|r| r.rank).collect(),
-        world_size: traces.iter().find_map(|t| t.world_size).unwrap_or(traces.len() as u32),
+        world_size: ranks.iter().find_map(|r| r.world_size).unwrap_or(ranks.len() as u32),
         steps: ranks.iter().map(|r| r.steps).min().unwrap_or(1),
         window: ranks.first().map(|r| r.window).unwrap_or("trace").to_string(),
         compat: opts.compat,
     };
-    let num_events = traces.iter().map(|t| t.num_events).sum();
+    let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events, &opts.thresholds)
 }
 
@@ -348,6 +355,8 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         comm_kernels,
         by_collective,
         base_time_ns: t.base_time_ns,
+        world_size: t.world_size,
+        num_events: t.num_events,
     }
 }
 

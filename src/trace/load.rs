@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use flate2::read::MultiGzDecoder;
 
-use super::attribute::{self, AttributeOptions, Attribution};
+use super::attribute::{self, AttributeOptions, Attribution, Compat, RankAnalysis};
 use super::classify::rank_from_file_name;
 use super::kineto::{parse_document, Document};
 use super::model::RankTrace;
@@ -41,15 +41,79 @@ pub enum Inputs {
 }
 
 /// Loads `paths` and attributes them: the whole `commgate attribute` computation.
+///
+/// Each worker parses a rank and reduces it to its [`RankAnalysis`] at once, so only one raw
+/// trace per core is alive at a time: peak memory is a few MB per core plus the small analyses.
 pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Attribution, LoadError> {
     let files = collect_files(paths)?;
-    Ok(match load_files(&files)? {
-        Inputs::Kineto(ranks) => attribute::attribute_ranks(&ranks, opts),
-        Inputs::Events { files, events } => {
-            let names = files.iter().map(|f| f.display().to_string()).collect();
-            attribute::attribute_events(names, &events, &opts.thresholds)
+    let single = files.len() == 1;
+    let loaded = map_parallel(&files, |path| {
+        Ok(match read_file(path)? {
+            Document::Kineto(mut t) => {
+                t.rank = Some(resolve_rank(&t, single)?);
+                let names = step_names(&t);
+                let analysis = attribute::analyze_rank(&t, opts, names.len() >= 2);
+                Loaded::Rank(Box::new(analysis), names)
+            }
+            Document::Events(events) => Loaded::Events(events),
+        })
+    })?;
+    let mut analyses = Vec::new();
+    let mut all_steps: Vec<String> = Vec::new();
+    let mut events = Vec::new();
+    let mut event_files = Vec::new();
+    for (path, l) in files.iter().zip(loaded) {
+        match l {
+            Loaded::Rank(a, names) => {
+                all_steps.extend(names.iter().cloned());
+                analyses.push((*a, names.len()));
+            }
+            Loaded::Events(e) => {
+                events.extend(e);
+                event_files.push(path.clone());
+            }
         }
-    })
+    }
+    check_one_format(!analyses.is_empty(), &event_files)?;
+    if analyses.is_empty() {
+        let names = event_files.iter().map(|f| f.display().to_string()).collect();
+        return Ok(attribute::attribute_events(names, &events, &opts.thresholds));
+    }
+    check_unique_ranks(analyses.iter().map(|(a, _)| (a.rank, Path::new(a.file.as_str()))))?;
+    // HTA picks its window from the step names of all ranks together; a rank whose own names
+    // disagree with that choice is analysed again (rare: it needs ranks with different steps).
+    all_steps.sort_unstable();
+    all_steps.dedup();
+    let global = all_steps.len() >= 2;
+    let mut ranks = Vec::with_capacity(analyses.len());
+    for (a, local) in analyses {
+        if opts.compat == Compat::Hta && (local >= 2) != global {
+            let path = PathBuf::from(&a.file);
+            let Document::Kineto(mut t) = read_file(&path)? else {
+                return Err(LoadError::new(&path, "changed while being read; run again"));
+            };
+            t.rank = Some(a.rank);
+            ranks.push(attribute::analyze_rank(&t, opts, global));
+        } else {
+            ranks.push(a);
+        }
+    }
+    ranks.sort_by_key(|r| r.rank);
+    Ok(attribute::attribute_analyses(ranks, opts))
+}
+
+/// What a worker hands back for one file.
+enum Loaded {
+    Rank(Box<RankAnalysis>, Vec<String>),
+    Events(Vec<CommEvent>),
+}
+
+/// The distinct `ProfilerStep#` names of a rank.
+fn step_names(t: &RankTrace) -> Vec<String> {
+    let mut names: Vec<String> = t.steps.iter().map(|s| s.name.clone()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// Expands directories (their `*.json` and `*.gz` files, sorted) and checks that files exist.
@@ -93,7 +157,7 @@ fn is_trace_name(p: &Path) -> bool {
 
 /// Parses files in parallel and checks they form one input: a single format, one file per rank.
 pub fn load_files(files: &[PathBuf]) -> Result<Inputs, LoadError> {
-    let docs = parse_parallel(files)?;
+    let docs = map_parallel(files, read_file)?;
     let mut traces = Vec::new();
     let mut events = Vec::new();
     let mut event_files = Vec::new();
@@ -106,61 +170,72 @@ pub fn load_files(files: &[PathBuf]) -> Result<Inputs, LoadError> {
             }
         }
     }
-    if !traces.is_empty() && !event_files.is_empty() {
-        return Err(LoadError::new(
-            &event_files[0],
-            "holds seed events while other inputs are profiler traces; attribute them separately",
-        ));
-    }
+    check_one_format(!traces.is_empty(), &event_files)?;
     if traces.is_empty() {
         return Ok(Inputs::Events { files: event_files, events });
     }
-    resolve_ranks(&mut traces)?;
+    let single = traces.len() == 1;
+    for t in traces.iter_mut() {
+        t.rank = Some(resolve_rank(t, single)?);
+    }
+    check_unique_ranks(traces.iter().map(|t| (t.rank.unwrap_or(0), t.file.as_path())))?;
     traces.sort_by_key(|t| t.rank);
     Ok(Inputs::Kineto(traces))
 }
 
-/// Rank from `distributedInfo.rank`, else from the file name; a lone trace without either is
-/// rank 0. Two files of one rank are an error.
-fn resolve_ranks(traces: &mut [RankTrace]) -> Result<(), LoadError> {
-    let single = traces.len() == 1;
-    for t in traces.iter_mut() {
-        if t.rank.is_none() {
-            let name = t.file.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            t.rank = rank_from_file_name(name).or(single.then_some(0));
-        }
-        if t.rank.is_none() {
-            return Err(LoadError::new(
-                &t.file,
-                "has no distributedInfo.rank and no rank in its name; rename it rank-N.json (N = its rank)",
-            ));
-        }
+fn check_one_format(traces: bool, event_files: &[PathBuf]) -> Result<(), LoadError> {
+    match event_files.first() {
+        Some(first) if traces => Err(LoadError::new(
+            first,
+            "holds seed events while other inputs are profiler traces; attribute them separately",
+        )),
+        _ => Ok(()),
     }
+}
+
+/// Rank from `distributedInfo.rank`, else from the file name; a lone trace without either is
+/// rank 0.
+fn resolve_rank(t: &RankTrace, single: bool) -> Result<u32, LoadError> {
+    let name = t.file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    t.rank.or_else(|| rank_from_file_name(name)).or(single.then_some(0)).ok_or_else(|| {
+        LoadError::new(
+            &t.file,
+            "has no distributedInfo.rank and no rank in its name; rename it rank-N.json (N = its rank)",
+        )
+    })
+}
+
+/// Two files of one rank are an error.
+fn check_unique_ranks<'a>(ranks: impl Iterator<Item = (u32, &'a Path)>) -> Result<(), LoadError> {
     let mut seen: Vec<(u32, &Path)> = Vec::new();
-    for t in traces.iter() {
-        let rank = t.rank.unwrap_or(0);
+    for (rank, path) in ranks {
         if let Some((_, other)) = seen.iter().find(|(r, _)| *r == rank) {
             return Err(LoadError::new(
-                &t.file,
+                path,
                 format!("holds rank {rank}, like {}; pass one trace per rank", other.display()),
             ));
         }
-        seen.push((rank, &t.file));
+        seen.push((rank, path));
     }
     Ok(())
 }
 
-/// One thread per core pulls files off a shared index; the first error wins.
-fn parse_parallel(files: &[PathBuf]) -> Result<Vec<Document>, LoadError> {
+/// One thread per core pulls files off a shared index and applies `f`; results keep the file
+/// order, and the first error (in file order) wins.
+fn map_parallel<T, F>(files: &[PathBuf], f: F) -> Result<Vec<T>, LoadError>
+where
+    T: Send,
+    F: Fn(&Path) -> Result<T, LoadError> + Sync,
+{
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(files.len()).max(1);
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Document, LoadError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<T, LoadError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(path) = files.get(i) else { break };
-                let result = read_file(path);
+                let result = f(path);
                 if let Ok(mut slots) = results.lock() {
                     slots[i] = Some(result);
                 }
@@ -168,14 +243,14 @@ fn parse_parallel(files: &[PathBuf]) -> Result<Vec<Document>, LoadError> {
         }
     });
     let slots = results.into_inner().unwrap_or_default();
-    let mut docs = Vec::with_capacity(files.len());
+    let mut out = Vec::with_capacity(files.len());
     for (path, slot) in files.iter().zip(slots) {
         match slot {
-            Some(r) => docs.push(r?),
+            Some(r) => out.push(r?),
             None => return Err(LoadError::new(path, "was not read (internal error: a parser thread stopped)")),
         }
     }
-    Ok(docs)
+    Ok(out)
 }
 
 /// Reads one file, plain or gzip.
