@@ -98,3 +98,20 @@ fn hta_no_filter_matches_whole_trace_numbers() {
         }
     }
 }
+
+#[test]
+fn hta_parity_holds_through_the_streaming_entry_point() {
+    let Some(dir) = shared_dir() else { return };
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).expect("reference")).expect("json");
+    let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
+    for (name, dataset) in reference["datasets"].as_object().expect("datasets") {
+        let files: Vec<PathBuf> =
+            dataset["files"].as_array().expect("files").iter().map(|f| dir.join(f.as_str().expect("file"))).collect();
+        let a = commgate::trace::load::attribute_paths(&files, &opts).expect("attributes");
+        for r in &a.ranks {
+            let want = num(&dataset["per_rank"][r.rank.to_string()]["hta"], "comp_comm_overlap_pctg");
+            assert!((r.overlap_pct - want).abs() <= 0.01, "{name} rank {}: {} vs {want}", r.rank, r.overlap_pct);
+        }
+    }
+}

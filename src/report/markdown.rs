@@ -33,19 +33,24 @@ pub fn attribution(a: &Attribution) -> String {
     out
 }
 
-/// Escapes a string for Markdown and HTML so it renders as the literal text: every
-/// Markdown-significant ASCII punctuation mark gets a backslash (CommonMark lets any ASCII
-/// punctuation be escaped), `<`, `>` and `&` become HTML entities (a backslash does not stop
-/// an HTML tag in every renderer), and line breaks become spaces so one value stays on one line
-/// of a table or a paragraph.
+/// Escapes a string for Markdown and HTML so it renders as the literal text: inline-significant
+/// punctuation gets a backslash (CommonMark lets any ASCII punctuation be escaped), `-`, `+`,
+/// `.` and `!` only where they could open a block (the start of the value: list markers,
+/// `1.`), so that numbers and file names stay readable in the raw comment; `<`, `>` and `&`
+/// become HTML entities (a backslash does not stop an HTML tag in every renderer), and line
+/// breaks become spaces so one value stays on one line of a table or a paragraph.
 pub fn escape_md(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    for (i, c) in s.chars().enumerate() {
         match c {
+            '+' | '-' | '.' | '!' if i == 0 => {
+                out.push('\\');
+                out.push(c);
+            }
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '-' | '.' | '!' | '|' | '~' => {
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '|' | '~' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -182,7 +187,9 @@ mod tests {
     #[test]
     fn escape_md_escapes_every_significant_character() {
         assert_eq!(escape_md("all_reduce"), "all\\_reduce");
-        assert_eq!(escape_md("\\`*_{}[]()#+-.!|~"), "\\\\\\`\\*\\_\\{\\}\\[\\]\\(\\)\\#\\+\\-\\.\\!\\|\\~");
+        assert_eq!(escape_md("\\`*_{}[]()#|~"), "\\\\\\`\\*\\_\\{\\}\\[\\]\\(\\)\\#\\|\\~");
+        assert_eq!(escape_md("- 1.5 ms +2 !"), "\\- 1.5 ms +2 !");
+        assert_eq!(escape_md("+x"), "\\+x");
         assert_eq!(escape_md("a<b>&c"), "a&lt;b&gt;&amp;c");
         assert_eq!(escape_md("one\ntwo\r\nthree"), "one two  three");
         assert_eq!(escape_md("plain text 42"), "plain text 42");
@@ -196,7 +203,7 @@ mod tests {
         assert!(!out.contains("**x**"), "{out}");
         assert!(!out.contains("](javascript"), "{out}");
         assert!(out.contains("| &lt;script&gt;\\|\\*\\*x\\*\\* |"), "{out}");
-        assert!(out.contains("\\[x\\]\\(javascript:alert\\(1\\)\\)\\.json"), "{out}");
+        assert!(out.contains("\\[x\\]\\(javascript:alert\\(1\\)\\).json"), "{out}");
         // The row keeps its 11 cells: the name's pipe is escaped, so it splits nothing.
         let row = out.lines().find(|l| l.starts_with("| &lt;script&gt;")).expect("the hostile row");
         assert_eq!(row.matches(" | ").count(), 10, "{row}");
@@ -206,7 +213,7 @@ mod tests {
     fn decision_comes_first_and_reason_is_escaped() {
         let out = attribution(&seed());
         let first = out.lines().next().expect("a heading line");
-        assert!(first.starts_with("**commgate attribute: `tune`** — all\\_to\\_all exposes 20\\.000 ms"), "{first}");
+        assert!(first.starts_with("**commgate attribute: `tune`** — all\\_to\\_all exposes 20.000 ms"), "{first}");
         assert!(out.contains("- **Mitigation:** `reduce_routing_traffic` on all\\_to\\_all"), "{out}");
         assert!(!out.contains("<details>"), "{out}");
     }
@@ -222,8 +229,8 @@ mod tests {
     #[test]
     fn file_list_shows_four_names_then_a_count() {
         let files: Vec<String> = (0..6).map(|r| format!("rank_{r}.json")).collect();
-        assert_eq!(file_list(&files[..1]), "rank\\_0\\.json");
-        assert_eq!(file_list(&files), "rank\\_0\\.json, rank\\_1\\.json, rank\\_2\\.json, rank\\_3\\.json, and 2 more");
+        assert_eq!(file_list(&files[..1]), "rank\\_0.json");
+        assert_eq!(file_list(&files), "rank\\_0.json, rank\\_1.json, rank\\_2.json, rank\\_3.json, and 2 more");
     }
 
     #[test]
