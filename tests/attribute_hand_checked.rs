@@ -118,3 +118,26 @@ fn a_single_rank_observes_no_imbalance() {
     assert_eq!(ar.rank_imbalance_ratio, None);
     assert_eq!(ar.straggler_rank, None);
 }
+
+#[test]
+fn custom_communication_kernels_are_named_by_their_pattern() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doc = r#"{"traceEvents":[
+        {"ph":"X","cat":"kernel","name":"void cross_device_reduce_1stage<bf16>","pid":0,"tid":7,"ts":0,"dur":100,"args":{}},
+        {"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":8,"ts":50,"dur":100,"args":{}}
+    ]}"#;
+    let file = dir.path().join("rank-0.json");
+    std::fs::write(&file, doc).expect("write");
+    let opts =
+        AttributeOptions { comm_patterns: vec!["cross_device_reduce".to_string()], ..AttributeOptions::default() };
+    let a = attribute_paths(&[file.clone()], &opts).expect("attributes");
+    let h = &a.by_collective["cross_device_reduce"];
+    assert_relative_eq!(h.total_comm_ms, 0.1);
+    assert_relative_eq!(h.exposed_comm_ms, 0.05);
+    assert!(!h.payload_known);
+    assert_eq!(h.payload_bytes, None);
+    // Without the pattern it is compute.
+    let a = attribute_paths(&[file], &AttributeOptions::default()).expect("attributes");
+    assert!(a.by_collective.is_empty());
+    assert_eq!(a.followup.decision, Decision::CollectMoreEvidence);
+}

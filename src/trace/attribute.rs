@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::classify::{
     collective_from_kernel_name, dtype_size, kind_default, kind_hta, normalize_collective, KernelKind,
+    UNKNOWN_COLLECTIVE,
 };
 use super::intervals::{intersection, length, sweep, union, Span};
 use super::model::{CommMeta, CommOp, Kernel, Launch, Ns, RankTrace};
@@ -314,7 +315,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         }
     }
     comm.sort_by_key(|&(span, _)| span);
-    let comm_kernels = identify(t, &ops, &comm);
+    let comm_kernels = identify(t, &ops, &comm, &opts.comm_patterns);
     let comm_union = union(comm.iter().map(|&(s, _)| s).collect());
     let compute_union = union(compute);
     let overlapped = intersection(&comm_union, &compute_union);
@@ -396,7 +397,7 @@ impl<'a> OpIndex<'a> {
 }
 
 /// Names each comm kernel's collective and payload, and gives it a cross-rank match key.
-fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)]) -> Vec<CommKernel> {
+fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns: &[String]) -> Vec<CommKernel> {
     let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
     comm.iter()
         .map(|&(span, k)| {
@@ -412,7 +413,7 @@ fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)]) -> Vec<C
                 .or_else(|| record_meta.and_then(|m| m.collective.as_deref()).and_then(normalize_collective))
                 .or_else(|| annotation.and_then(|a| a.annotation.as_deref()).and_then(normalize_collective))
                 .or_else(|| gpu_annotation(t, k).and_then(normalize_collective))
-                .unwrap_or_else(|| collective_from_kernel_name(t.kernel_name(k)));
+                .unwrap_or_else(|| fallback_name(t.kernel_name(k), patterns));
             let payload = kernel_meta
                 .and_then(message_bytes)
                 .or_else(|| record_meta.and_then(message_bytes))
@@ -432,6 +433,16 @@ fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)]) -> Vec<C
             CommKernel { ts: span.0, end: span.1, collective, payload, key }
         })
         .collect()
+}
+
+/// The last resort: the collective the kernel name denotes, else the user pattern that made it
+/// communication (a custom collective such as `cross_device_reduce` is reported by that name).
+fn fallback_name(name: &str, patterns: &[String]) -> String {
+    let from_name = collective_from_kernel_name(name);
+    match patterns.iter().find(|p| name.contains(p.as_str())) {
+        Some(p) if from_name == UNKNOWN_COLLECTIVE => p.clone(),
+        _ => from_name,
+    }
 }
 
 /// `max(In msg nelems, Out msg nelems) × dtype size`, the full buffer as nccl-tests counts it.

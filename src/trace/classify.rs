@@ -112,8 +112,11 @@ pub fn collective_from_kernel_name(name: &str) -> String {
     if name.contains("Send") || name.contains("Recv") {
         return "send_recv".to_string();
     }
-    "unknown_collective".to_string()
+    UNKNOWN_COLLECTIVE.to_string()
 }
+
+/// What a communication kernel is called when nothing names its collective.
+pub const UNKNOWN_COLLECTIVE: &str = "unknown_collective";
 
 /// Bytes per element of a dtype as PyTorch's profiler writes it (`Float`, `c10::BFloat16`,
 /// `float`, `long int`, …). `None` when unknown, so that a payload is never guessed.
