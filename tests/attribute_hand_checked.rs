@@ -130,7 +130,7 @@ fn custom_communication_kernels_are_named_by_their_pattern() {
     std::fs::write(&file, doc).expect("write");
     let opts =
         AttributeOptions { comm_patterns: vec!["cross_device_reduce".to_string()], ..AttributeOptions::default() };
-    let a = attribute_paths(&[file.clone()], &opts).expect("attributes");
+    let a = attribute_paths(std::slice::from_ref(&file), &opts).expect("attributes");
     let h = &a.by_collective["cross_device_reduce"];
     assert_relative_eq!(h.total_comm_ms, 0.1);
     assert_relative_eq!(h.exposed_comm_ms, 0.05);
