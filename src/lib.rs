@@ -8,6 +8,7 @@ pub mod config;
 pub mod hotspots;
 pub mod report;
 pub mod run;
+pub mod stats;
 pub mod trace;
 
 pub use run::{run, Outcome};
