@@ -3,10 +3,12 @@
 //! The pipeline reads one way: `Cli → Config → inputs → trace::attribute → Attribution →
 //! report::render → stdout / file`, and the [`run::Outcome`] maps to an exit code in `main`.
 
+pub mod baseline;
 pub mod cli;
 pub mod config;
 pub mod hotspots;
 pub mod report;
+pub mod result;
 pub mod run;
 pub mod stats;
 pub mod trace;

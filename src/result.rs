@@ -1,0 +1,369 @@
+//! The result file that `commgate bench` writes and every later command reads
+//! (`shared/docs/formats.md`, "Result file"): typed, versioned, all samples kept.
+//!
+//! Loading is strict where a wrong value would corrupt a verdict (schema version, samples that
+//! are empty, negative or missing, rows that are absent) and every error names the file and the
+//! field path (`rows[2].samples_ms[5]`).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hotspots::Decision;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub run_label: String,
+    pub environment_profile: String,
+    pub created_at: String,
+    pub workload: Workload,
+    pub hardware: Hardware,
+    pub evidence_level: EvidenceLevel,
+    pub failure: Option<Failure>,
+    #[serde(default)]
+    pub rows: Vec<Row>,
+    pub metrics: Metrics,
+    pub comparison: RunComparison,
+    pub decision: RunDecision,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+/// What was measured; two results compare only when these agree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub id: String,
+    pub collective: String,
+    pub world_size: u32,
+    pub dtype: String,
+    pub payload_elements: u64,
+    pub payload_bytes_per_rank: u64,
+    pub compute_dim: u64,
+    pub warmup: u32,
+    pub repeats: u32,
+    pub backend: String,
+}
+
+impl Workload {
+    /// The first field in which two workloads differ in what they measure (not in how often:
+    /// warm-up and repeats may change between runs), as `(field, self, other)`.
+    pub fn difference(&self, other: &Workload) -> Option<(&'static str, String, String)> {
+        let pairs: [(&'static str, String, String); 7] = [
+            ("id", self.id.clone(), other.id.clone()),
+            ("collective", self.collective.clone(), other.collective.clone()),
+            ("world_size", self.world_size.to_string(), other.world_size.to_string()),
+            ("dtype", self.dtype.clone(), other.dtype.clone()),
+            ("payload_elements", self.payload_elements.to_string(), other.payload_elements.to_string()),
+            ("compute_dim", self.compute_dim.to_string(), other.compute_dim.to_string()),
+            ("backend", self.backend.clone(), other.backend.clone()),
+        ];
+        pairs.into_iter().find(|(_, a, b)| a != b)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hardware {
+    #[serde(default)]
+    pub gpu_name: Option<String>,
+    #[serde(default)]
+    pub gpu_count: u32,
+    #[serde(default)]
+    pub driver: Option<String>,
+    #[serde(default)]
+    pub cuda: Option<String>,
+    #[serde(default)]
+    pub nccl: Option<String>,
+    #[serde(default)]
+    pub host_cpu: Option<String>,
+    /// A stable hash of the fields above; runs compare only on matching hardware.
+    pub fingerprint: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceLevel {
+    GpuNccl,
+    CpuMechanism,
+    Mock,
+    DryRun,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: String,
+    pub message: String,
+    #[serde(default)]
+    pub rank: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Schedule {
+    CommOnly,
+    ComputeOnly,
+    Serial,
+    Overlap,
+}
+
+impl Schedule {
+    pub const ALL: [Schedule; 4] = [Schedule::CommOnly, Schedule::ComputeOnly, Schedule::Serial, Schedule::Overlap];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Schedule::CommOnly => "comm_only",
+            Schedule::ComputeOnly => "compute_only",
+            Schedule::Serial => "serial",
+            Schedule::Overlap => "overlap",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub schedule: Schedule,
+    pub collective: String,
+    pub payload_bytes_per_rank: u64,
+    /// Repeat i's step time on the slowest rank (max over ranks), ms.
+    pub samples_ms: Vec<f64>,
+    pub median_max_rank_ms: f64,
+    pub p95_max_rank_ms: f64,
+    /// Each rank's mean step time, ms.
+    #[serde(default)]
+    pub rank_mean_ms: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub exposed_comm_ms: f64,
+    pub overlap_ratio: f64,
+    pub busbw_gbps: f64,
+    pub matmul_tflops: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunComparison {
+    pub saved_ms: f64,
+    pub overlap_gain_ratio: f64,
+    pub overlap_efficiency: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDecision {
+    pub verdict: Decision,
+    pub reason: String,
+}
+
+impl RunResult {
+    pub fn row(&self, schedule: Schedule) -> Option<&Row> {
+        self.rows.iter().find(|r| r.schedule == schedule)
+    }
+
+    /// Whether this run can serve as evidence (it finished and measured something).
+    pub fn is_usable(&self) -> bool {
+        self.failure.is_none() && self.evidence_level != EvidenceLevel::DryRun
+    }
+}
+
+/// A result or baseline file that cannot be used; the message names the field and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct FileError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FileError {
+    pub fn new(path: &Path, message: impl Into<String>) -> Self {
+        FileError { path: path.display().to_string(), message: message.into() }
+    }
+}
+
+/// Reads a JSON file into `T`, checking `schema_version` first; errors carry the field path.
+pub fn read_versioned<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, FileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => FileError::new(path, format!("does not exist; pass an existing {what}")),
+        _ => FileError::new(path, format!("cannot be read: {e}")),
+    })?;
+    parse_versioned(&text, what).map_err(|m| FileError::new(path, m))
+}
+
+/// Parses JSON text into `T` after checking `schema_version`.
+pub fn parse_versioned<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, String> {
+    #[derive(Deserialize)]
+    struct Version {
+        schema_version: Option<serde_json::Value>,
+    }
+    if text.trim().is_empty() {
+        return Err(format!("is empty; expected a {what}"));
+    }
+    let version: Version = serde_json::from_str(text).map_err(|e| format!("is not a JSON object: {}", one_line(&e)))?;
+    match version.schema_version {
+        None => return Err(format!("has no `schema_version`; is it a {what}?")),
+        Some(v) if v.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
+        Some(v) => {
+            return Err(format!(
+                "`schema_version` is {v}, this commgate reads {SCHEMA_VERSION}; use the commgate version that wrote it, or re-run it"
+            ))
+        }
+    }
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = one_line(e.inner());
+        if path == "." {
+            inner
+        } else {
+            format!("`{path}`: {inner}")
+        }
+    })
+}
+
+fn one_line(e: &serde_json::Error) -> String {
+    let m = e.to_string();
+    match m.rfind(" at line ") {
+        Some(i) => m[..i].to_string(),
+        None => m,
+    }
+}
+
+/// Loads a result file and checks what a comparison relies on.
+pub fn load_result(path: &Path) -> Result<RunResult, FileError> {
+    let r: RunResult = read_versioned(path, "commgate result file")?;
+    validate(&r).map_err(|m| FileError::new(path, m))?;
+    Ok(r)
+}
+
+/// Samples must be finite and non-negative; a usable run needs non-empty overlap, serial and
+/// compute_only rows.
+pub fn validate(r: &RunResult) -> Result<(), String> {
+    for (i, row) in r.rows.iter().enumerate() {
+        for (j, &x) in row.samples_ms.iter().enumerate() {
+            if !x.is_finite() || x < 0.0 {
+                return Err(format!(
+                    "`rows[{i}].samples_ms[{j}]` ({}) is {x}; step times must be finite and ≥ 0",
+                    row.schedule.as_str()
+                ));
+            }
+        }
+    }
+    if !r.is_usable() {
+        return Ok(());
+    }
+    for schedule in [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly] {
+        match r.row(schedule) {
+            None => {
+                return Err(format!(
+                    "has no `{}` row; a finished run needs overlap, serial and compute_only rows",
+                    schedule.as_str()
+                ))
+            }
+            Some(row) if row.samples_ms.is_empty() => {
+                return Err(format!("the `{}` row has empty `samples_ms`; re-run the benchmark", schedule.as_str()))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub mod fixtures {
+    //! Result files for tests, built in code.
+    use super::*;
+
+    /// A finished mock run whose rows hold `samples` (overlap), scaled for the other schedules.
+    pub fn run(samples: &[f64]) -> RunResult {
+        let row = |schedule: Schedule, scale: f64| Row {
+            schedule,
+            collective: "all_reduce".to_string(),
+            payload_bytes_per_rank: 8_388_608,
+            samples_ms: samples.iter().map(|s| s * scale).collect(),
+            median_max_rank_ms: 0.0,
+            p95_max_rank_ms: 0.0,
+            rank_mean_ms: vec![0.0, 0.0],
+        };
+        RunResult {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool { name: "commgate".into(), version: "0.1.0".into() },
+            run_label: "test".into(),
+            environment_profile: "PAR-MOCK".into(),
+            created_at: "2026-11-30T00:00:00Z".into(),
+            workload: Workload {
+                id: "par-overlap-allreduce-matmul".into(),
+                collective: "all_reduce".into(),
+                world_size: 2,
+                dtype: "bfloat16".into(),
+                payload_elements: 4_194_304,
+                payload_bytes_per_rank: 8_388_608,
+                compute_dim: 2048,
+                warmup: 10,
+                repeats: samples.len() as u32,
+                backend: "mock".into(),
+            },
+            hardware: Hardware {
+                gpu_name: None,
+                gpu_count: 0,
+                driver: None,
+                cuda: None,
+                nccl: None,
+                host_cpu: Some("mock".into()),
+                fingerprint: "mock-0000".into(),
+            },
+            evidence_level: EvidenceLevel::Mock,
+            failure: None,
+            rows: vec![
+                row(Schedule::CommOnly, 0.5),
+                row(Schedule::ComputeOnly, 0.7),
+                row(Schedule::Serial, 1.2),
+                row(Schedule::Overlap, 1.0),
+            ],
+            metrics: Metrics { exposed_comm_ms: 0.0, overlap_ratio: 0.0, busbw_gbps: 0.0, matmul_tflops: 0.0 },
+            comparison: RunComparison { saved_ms: 0.0, overlap_gain_ratio: 0.0, overlap_efficiency: 0.0 },
+            decision: RunDecision { verdict: Decision::Accept, reason: "test".into() },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_validates() {
+        let r = fixtures::run(&[1.0, 2.0, 3.0]);
+        let text = serde_json::to_string(&r).expect("serialises");
+        let back: RunResult = parse_versioned(&text, "result").expect("parses");
+        assert_eq!(back, r);
+        assert_eq!(validate(&back), Ok(()));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let mut v = serde_json::to_value(fixtures::run(&[1.0])).expect("value");
+        v["schema_version"] = 2.into();
+        assert!(parse_versioned::<RunResult>(&v.to_string(), "result").unwrap_err().contains("`schema_version` is 2"));
+        let mut v = serde_json::to_value(fixtures::run(&[1.0])).expect("value");
+        v["rows"][3]["samples_ms"][0] = "NaN".into();
+        let e = parse_versioned::<RunResult>(&v.to_string(), "result").unwrap_err();
+        assert!(e.contains("rows[3].samples_ms[0]"), "{e}");
+        let mut r = fixtures::run(&[1.0, 2.0]);
+        r.rows[3].samples_ms[1] = -1.0;
+        assert!(validate(&r).unwrap_err().contains("rows[3].samples_ms[1]"));
+        let mut r = fixtures::run(&[1.0]);
+        r.rows.retain(|row| row.schedule != Schedule::Serial);
+        assert!(validate(&r).unwrap_err().contains("`serial`"));
+        let mut r = fixtures::run(&[1.0]);
+        r.rows[3].samples_ms.clear();
+        assert!(validate(&r).unwrap_err().contains("empty"));
+        assert!(parse_versioned::<RunResult>("", "result").unwrap_err().contains("empty"));
+        assert!(parse_versioned::<RunResult>("{}", "result").unwrap_err().contains("schema_version"));
+    }
+}
