@@ -54,8 +54,7 @@ pub fn load(path: &Path) -> Result<Baseline, FileError> {
         let run = load_result(path)?;
         return Ok(Baseline { path: path.to_path_buf(), runs: vec![run] });
     }
-    let file: BaselineFile =
-        result::parse_versioned(&text, "baseline file").map_err(|m| FileError::new(path, m))?;
+    let file: BaselineFile = result::parse_versioned(&text, "baseline file").map_err(|m| FileError::new(path, m))?;
     check_store(&file).map_err(|m| FileError::new(path, m))?;
     Ok(Baseline { path: path.to_path_buf(), runs: file.runs })
 }
@@ -205,7 +204,8 @@ mod tests {
         assert!(e.message.contains("workload.payload_elements"), "{e}");
 
         let mut failed = fixtures::run(&[1.0]);
-        failed.failure = Some(crate::result::Failure { kind: "timeout".into(), message: "rank 1 hung".into(), rank: Some(1) });
+        failed.failure =
+            Some(crate::result::Failure { kind: "timeout".into(), message: "rank 1 hung".into(), rank: Some(1) });
         let from = write_result(tmp.path(), "failed.json", &failed);
         assert!(update(&store, &from, 3).unwrap_err().message.contains("failed run"));
 

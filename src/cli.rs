@@ -24,6 +24,65 @@ pub enum Command {
     /// Attribute communication hotspots in PyTorch profiler traces (one file per rank, plain or
     /// .gz, or directories of them) or in seed-format event files.
     Attribute(AttributeArgs),
+    /// Compare a result file with its baseline (median and P95 of the overlap and serial rows,
+    /// and exposed communication) and say regressed, improved, unchanged or inconclusive. Exits 1
+    /// on a confirmed regression.
+    Compare(CompareArgs),
+    /// Manage the baseline store (`baselines/<environment_profile>/<workload_id>.json`).
+    #[command(subcommand)]
+    Baseline(BaselineCommand),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// A baseline store file, or a single result file used as a one-run baseline.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: PathBuf,
+
+    /// The result file to judge.
+    #[arg(long, value_name = "FILE")]
+    pub current: PathBuf,
+
+    /// Report format.
+    #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
+    pub format: Option<FormatArg>,
+
+    /// Write the report to FILE (atomically) instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// The smallest relative change worth acting on (before the baseline's own spread), e.g. 0.03.
+    #[arg(long, env = "COMMGATE_MIN_EFFECT", value_name = "FRACTION")]
+    pub min_effect: Option<f64>,
+
+    /// Bootstrap resamples per interval.
+    #[arg(long, env = "COMMGATE_RESAMPLES", value_name = "N")]
+    pub resamples: Option<usize>,
+
+    /// Seed of the bootstrap, so a verdict is reproducible.
+    #[arg(long, env = "COMMGATE_SEED", value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BaselineCommand {
+    /// Add a finished result to its baseline file, keeping the newest runs (atomic write).
+    Update(UpdateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UpdateArgs {
+    /// The result file to add.
+    #[arg(long, value_name = "RESULT")]
+    pub from: PathBuf,
+
+    /// The store directory.
+    #[arg(long, env = "COMMGATE_BASELINES", value_name = "DIR")]
+    pub baselines: Option<PathBuf>,
+
+    /// How many runs the baseline keeps (newest).
+    #[arg(long, env = "COMMGATE_KEEP", value_name = "N")]
+    pub keep: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]

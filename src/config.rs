@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::cli::{AttributeArgs, CompatArg, FormatArg};
+use crate::baseline::DEFAULT_KEEP;
+use crate::cli::{AttributeArgs, CompareArgs, CompatArg, FormatArg, UpdateArgs};
+use crate::compare::CompareOptions;
 use crate::hotspots::Thresholds;
 use crate::report::Format;
 use crate::trace::attribute::{AttributeOptions, Compat};
@@ -21,6 +23,26 @@ pub struct FileConfig {
     pub attribute: AttributeFile,
     #[serde(default)]
     pub thresholds: ThresholdsFile,
+    #[serde(default)]
+    pub compare: CompareFile,
+    #[serde(default)]
+    pub baseline: BaselineFileConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareFile {
+    pub format: Option<String>,
+    pub min_effect: Option<f64>,
+    pub resamples: Option<usize>,
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineFileConfig {
+    pub dir: Option<PathBuf>,
+    pub keep: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,6 +132,65 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
     })
 }
 
+/// Settings for `commgate compare`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareConfig {
+    pub baseline: PathBuf,
+    pub current: PathBuf,
+    pub format: Format,
+    pub output: Option<PathBuf>,
+    pub options: CompareOptions,
+}
+
+pub fn compare(args: CompareArgs, file: &FileConfig) -> Result<CompareConfig> {
+    let format = match (args.format, file.compare.format.as_deref()) {
+        (Some(f), _) => format_of(f),
+        (None, Some(s)) => parse_format(s)?,
+        (None, None) => Format::Text,
+    };
+    let defaults = CompareOptions::default();
+    let min_effect = args.min_effect.or(file.compare.min_effect).unwrap_or(defaults.min_effect);
+    if !(0.0..1.0).contains(&min_effect) {
+        bail!("min_effect = {min_effect}; give the smallest change worth acting on as a fraction in 0..1 (e.g. 0.03)");
+    }
+    let resamples = args.resamples.or(file.compare.resamples).unwrap_or(defaults.resamples);
+    if resamples < 100 {
+        bail!("resamples = {resamples}; use at least 100 bootstrap resamples (1000 is the default)");
+    }
+    Ok(CompareConfig {
+        baseline: args.baseline,
+        current: args.current,
+        format,
+        output: args.output,
+        options: CompareOptions {
+            min_effect,
+            resamples,
+            seed: args.seed.or(file.compare.seed).unwrap_or(defaults.seed),
+            ..defaults
+        },
+    })
+}
+
+/// Settings for `commgate baseline update`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateConfig {
+    pub from: PathBuf,
+    pub dir: PathBuf,
+    pub keep: usize,
+}
+
+pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
+    let keep = args.keep.or(file.baseline.keep).unwrap_or(DEFAULT_KEEP);
+    if keep == 0 {
+        bail!("keep = 0 would keep no runs; use 1 or more (default {DEFAULT_KEEP})");
+    }
+    Ok(UpdateConfig {
+        from: args.from,
+        dir: args.baselines.or_else(|| file.baseline.dir.clone()).unwrap_or_else(|| PathBuf::from("baselines")),
+        keep,
+    })
+}
+
 fn format_of(f: FormatArg) -> Format {
     match f {
         FormatArg::Text => Format::Text,
@@ -149,6 +230,7 @@ mod tests {
         full.extend_from_slice(line);
         match crate::cli::Cli::try_parse_from(full).expect("parses").command {
             crate::cli::Command::Attribute(a) => a,
+            other => panic!("not attribute: {other:?}"),
         }
     }
 

@@ -5,11 +5,13 @@
 
 pub mod baseline;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod hotspots;
 pub mod report;
 pub mod result;
 pub mod run;
+pub mod simulate;
 pub mod stats;
 pub mod trace;
 

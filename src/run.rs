@@ -6,10 +6,11 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{Cli, Command};
+use crate::cli::{BaselineCommand, Cli, Command};
 use crate::config;
 use crate::report;
 use crate::trace::load::attribute_paths;
+use crate::{baseline, compare, result};
 
 /// How a successful run ended; `main` maps it to an exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,29 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let attribution = attribute_paths(&cfg.paths, &cfg.options)?;
             let rendered = report::render_attribution(&attribution, cfg.format);
             emit(&rendered, cfg.output.as_deref())?;
+            Ok(Outcome::Passed)
+        }
+        Command::Compare(args) => {
+            let cfg = config::compare(args, &file)?;
+            let baseline = baseline::load(&cfg.baseline)?;
+            let current = result::load_result(&cfg.current)?;
+            let comparison = compare::compare(&baseline, &current, &cfg.options);
+            emit(&report::render_comparison(&comparison, cfg.format), cfg.output.as_deref())?;
+            Ok(if comparison.regression { Outcome::Blocked } else { Outcome::Passed })
+        }
+        Command::Baseline(BaselineCommand::Update(args)) => {
+            let cfg = config::update(args, &file)?;
+            let u = baseline::update(&cfg.dir, &cfg.from, cfg.keep)?;
+            if let Some(note) = &u.fingerprint_note {
+                eprintln!("commgate: note: {note}");
+            }
+            let dropped = if u.dropped > 0 { format!(", dropped the oldest {}", u.dropped) } else { String::new() };
+            eprintln!(
+                "commgate: {} now holds {} run{}{dropped}",
+                u.path.display(),
+                u.runs,
+                if u.runs == 1 { "" } else { "s" }
+            );
             Ok(Outcome::Passed)
         }
     }

@@ -2,13 +2,24 @@
 //! `shared/docs/formats.md`, "Attribution JSON"), pretty-printed, with a trailing newline.
 //! Field names live on the types; nothing is renamed here.
 
+use crate::compare::Comparison;
 use crate::trace::attribute::Attribution;
 
 /// Renders an attribution as pretty JSON ending in a newline.
 pub fn attribution(a: &Attribution) -> String {
-    // Cannot fail: every map key is a `String`, every Serialize impl is derived, and serde_json
-    // writes non-finite floats as `null` rather than erroring.
-    let mut out = serde_json::to_string_pretty(a).expect("an Attribution always serialises to JSON");
+    pretty(a)
+}
+
+/// Renders a comparison (formats.md, "Comparison JSON").
+pub fn comparison(c: &Comparison) -> String {
+    pretty(c)
+}
+
+/// Pretty JSON with a trailing newline.
+fn pretty<T: serde::Serialize>(value: &T) -> String {
+    // Cannot fail for these types: every map key is a `String`, every Serialize impl is
+    // derived, and serde_json writes non-finite floats as `null` rather than erroring.
+    let mut out = serde_json::to_string_pretty(value).expect("report types always serialise to JSON");
     out.push('\n');
     out
 }

@@ -7,6 +7,8 @@
 //! Strings this crate owns (strategy and decision names, formatted numbers) are written as-is.
 
 use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
+use super::{change, interval, metric_name, p_value, pct};
+use crate::compare::Comparison;
 use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, RankSummary};
 
@@ -178,6 +180,59 @@ fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
     }
     out
 }
+
+/// Renders a comparison as Markdown: the verdict and its first reason, the metric table, all
+/// reasons. Everything from files is escaped.
+pub fn comparison(c: &Comparison) -> String {
+    let lead = c.reasons.first().map(|r| format!(" — {}", escape_md(r))).unwrap_or_default();
+    let blocking = if c.regression { " (blocking)" } else { "" };
+    let mut out = format!("**commgate compare: `{}`{blocking}**{lead}\n\n", c.verdict.as_str());
+    let b = &c.baseline;
+    out.push_str(&format!(
+        "Baseline `{}`: {} run{}, hardware {}, {}; δ = {}\n\n",
+        escape_md(&b.path).replace('`', "'"),
+        b.runs,
+        if b.runs == 1 { "" } else { "s" },
+        if b.fingerprint_match { "matches" } else { "**differs**" },
+        b.spread.map_or_else(|| "run spread unknown (< 3 runs)".to_string(), |s| format!("run spread {}", pct(s))),
+        pct(c.delta)
+    ));
+    if !c.metrics.is_empty() {
+        let rows: Vec<Vec<String>> = c
+            .metrics
+            .iter()
+            .map(|m| {
+                vec![
+                    escape_md(&metric_name(m)),
+                    ms(m.baseline),
+                    ms(m.current),
+                    change(m.ratio),
+                    interval(m.ci),
+                    p_value(m.p_adjusted),
+                    format!("{}/{}", m.n_baseline, m.n_current),
+                    format!("`{}`", m.state.as_str()),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&COMPARISON_COLUMNS, &rows));
+        out.push('\n');
+    }
+    for r in &c.reasons {
+        out.push_str(&format!("- {}\n", escape_md(r)));
+    }
+    out
+}
+
+const COMPARISON_COLUMNS: [(&str, Align); 8] = [
+    ("metric", Align::Left),
+    ("baseline ms", Align::Right),
+    ("current ms", Align::Right),
+    ("change", Align::Right),
+    ("95 % CI", Align::Right),
+    ("p (Holm)", Align::Right),
+    ("n base/cur", Align::Right),
+    ("state", Align::Left),
+];
 
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,8 @@
 //! character in a kernel's metadata cannot move the cursor or recolor the terminal.
 
 use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
+use super::{change, interval, metric_name, p_value, pct};
+use crate::compare::{Comparison, MetricComparison};
 use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, RankSummary};
 
@@ -169,6 +171,63 @@ fn table_line(columns: &[(&str, Align)], widths: &[usize], row: &[String]) -> St
 /// newlines, carriage returns) are written as Rust escapes (`\u{1b}`, `\n`) instead of acting.
 pub(crate) fn plain(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// Renders a comparison for a terminal: the baseline, one row per metric, the verdict and the
+/// reasons a reviewer acts on.
+pub fn comparison(c: &Comparison) -> String {
+    let mut out = format!("{}\n\n", baseline_line(c));
+    let rows: Vec<Vec<String>> = c.metrics.iter().map(metric_row).collect();
+    if rows.is_empty() {
+        out.push_str("No metrics compared.\n");
+    } else {
+        out.push_str(&table(&METRIC_COLUMNS, &rows));
+    }
+    let blocking = if c.regression { " (blocking: confirmed regression)" } else { "" };
+    out.push_str(&format!("\nVerdict: {}{blocking}\n", c.verdict.as_str()));
+    for r in &c.reasons {
+        out.push_str(&format!("  - {}\n", plain(r)));
+    }
+    out
+}
+
+const METRIC_COLUMNS: [(&str, Align); 9] = [
+    ("metric", Align::Left),
+    ("baseline ms", Align::Right),
+    ("current ms", Align::Right),
+    ("change", Align::Right),
+    ("95 % CI", Align::Right),
+    ("p (Holm)", Align::Right),
+    ("n base/cur", Align::Right),
+    ("method", Align::Left),
+    ("state", Align::Left),
+];
+
+fn baseline_line(c: &Comparison) -> String {
+    let b = &c.baseline;
+    let hardware = if b.fingerprint_match { "hardware matches" } else { "HARDWARE DIFFERS" };
+    let spread = b.spread.map_or_else(|| "spread unknown (< 3 runs)".to_string(), |s| format!("run spread {}", pct(s)));
+    format!(
+        "Baseline: {} ({} run{}, {hardware}, {spread}); smallest change that counts: δ = {}",
+        plain(&b.path),
+        b.runs,
+        if b.runs == 1 { "" } else { "s" },
+        pct(c.delta)
+    )
+}
+
+fn metric_row(m: &MetricComparison) -> Vec<String> {
+    vec![
+        metric_name(m),
+        ms(m.baseline),
+        ms(m.current),
+        change(m.ratio),
+        interval(m.ci),
+        p_value(m.p_adjusted),
+        format!("{}/{}", m.n_baseline, m.n_current),
+        m.method.clone(),
+        m.state.as_str().to_string(),
+    ]
 }
 
 #[cfg(test)]

@@ -1,0 +1,352 @@
+//! Gate quality, measured (`harness = false`): replays `commgate::compare::compare` on simulated
+//! A/A and A/B data from `commgate::simulate` and prints the targets table of
+//! `shared/docs/gate.md` with the measured value, its Wilson 95 % interval and PASS/FAIL next to
+//! each target.
+//!
+//! `cargo bench --bench gate_quality` (or `scripts/gate-quality.sh`). Each trial draws a fresh
+//! baseline of 10 runs from the noise model (what a mature baseline store holds) and one current
+//! run, all with their own seeds, and calls `compare` exactly as `commgate compare` does. The
+//! 1-run-baseline (pooled) figures are informational: the targets are stated for a mature store.
+//!
+//! Environment: `COMMGATE_GATE_TRIALS` (trials per cell, default 400), `COMMGATE_GATE_RESAMPLES`
+//! (bootstrap resamples per comparison, default 1000, the production default),
+//! `COMMGATE_GATE_THREADS` (default 2). It prints, it does not assert: a benchmark is evidence,
+//! not a test. PASS/FAIL compares the point estimate with the target; the interval says how sure
+//! that is at this many trials.
+
+use std::error::Error;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use commgate::baseline::Baseline;
+use commgate::compare::{compare, CompareOptions, State};
+use commgate::hotspots::Decision;
+use commgate::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
+use commgate::stats::rng::Rng;
+
+const A_A_SIZES: [usize; 4] = [30, 50, 100, 200];
+const BASELINE_RUNS: usize = 10;
+
+/// One simulated scenario: a baseline of `baseline_runs` runs and one current run.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    model: NoiseModel,
+    n: usize,
+    effect: Effect,
+    run_spread: f64,
+    baseline_runs: usize,
+}
+
+impl Cell {
+    fn new(model: NoiseModel, n: usize, effect: Effect) -> Cell {
+        Cell { model, n, effect, run_spread: model.default_run_spread(), baseline_runs: BASELINE_RUNS }
+    }
+
+    fn spread(self, run_spread: f64) -> Cell {
+        Cell { run_spread, ..self }
+    }
+
+    fn pooled(self) -> Cell {
+        Cell { baseline_runs: 1, ..self }
+    }
+}
+
+/// Counts over a cell's trials.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    trials: usize,
+    /// `regression == true`.
+    regression: usize,
+    /// Verdict `collect_more_evidence`.
+    collect_more: usize,
+    /// The primary metric (overlap median) inconclusive.
+    primary_inconclusive: usize,
+}
+
+impl Tally {
+    fn add(&mut self, o: Tally) {
+        self.trials += o.trials;
+        self.regression += o.regression;
+        self.collect_more += o.collect_more;
+        self.primary_inconclusive += o.primary_inconclusive;
+    }
+}
+
+/// One trial: deterministic in `(cell_id, trial)`.
+fn trial(cell: &Cell, cell_id: u64, trial: u64, opts: &CompareOptions) -> Tally {
+    let mut seeds = Rng::new((cell_id << 32) ^ trial ^ 0x6A7E_0000_0000_0000);
+    let runs = (0..cell.baseline_runs)
+        .map(|_| synthetic_run_with_spread(cell.model, cell.n, &Effect::NONE, cell.run_spread, seeds.next_u64()))
+        .collect();
+    let current = synthetic_run_with_spread(cell.model, cell.n, &cell.effect, cell.run_spread, seeds.next_u64());
+    let c = compare(&Baseline { path: "sim".into(), runs }, &current, opts);
+    Tally {
+        trials: 1,
+        regression: usize::from(c.regression),
+        collect_more: usize::from(c.verdict == Decision::CollectMoreEvidence),
+        primary_inconclusive: usize::from(c.metrics.iter().any(|m| m.primary && m.state == State::Inconclusive)),
+    }
+}
+
+/// All trials of one cell, split over `threads` scoped threads.
+fn run_cell(cell: &Cell, cell_id: u64, trials: usize, threads: usize, opts: &CompareOptions) -> Tally {
+    let mut total = Tally::default();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut tally = Tally::default();
+                    for i in (t..trials).step_by(threads) {
+                        tally.add(trial(cell, cell_id, i as u64, opts));
+                    }
+                    tally
+                })
+            })
+            .collect();
+        for h in handles {
+            total.add(h.join().expect("a trial thread panicked"));
+        }
+    });
+    total
+}
+
+/// Wilson score interval (E. B. Wilson, JASA 22(158), 1927) for `k` successes in `n`, z = 1.96.
+fn wilson(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.959_964);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+fn rate(k: usize, n: usize) -> String {
+    let (lo, hi) = wilson(k, n);
+    format!("{:.2} % ({k}/{n}; CI {:.2}–{:.2} %)", 100.0 * k as f64 / n as f64, 100.0 * lo, 100.0 * hi)
+}
+
+/// A target on a rate: at most or at least `pct` percent.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Target {
+    fn text(self) -> String {
+        match self {
+            Target::AtMost(p) => format!("≤ {p} %"),
+            Target::AtLeast(p) => format!("≥ {p} %"),
+        }
+    }
+
+    fn verdict(self, k: usize, n: usize) -> &'static str {
+        let r = 100.0 * k as f64 / n.max(1) as f64;
+        let ok = match self {
+            Target::AtMost(p) => r <= p,
+            Target::AtLeast(p) => r >= p,
+        };
+        if ok {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    }
+}
+
+struct Line {
+    property: String,
+    target: String,
+    measured: String,
+    verdict: String,
+}
+
+impl Line {
+    fn rate(property: impl Into<String>, target: Target, k: usize, n: usize) -> Line {
+        Line {
+            property: property.into(),
+            target: target.text(),
+            measured: rate(k, n),
+            verdict: target.verdict(k, n).into(),
+        }
+    }
+
+    fn info(property: impl Into<String>, k: usize, n: usize) -> Line {
+        Line { property: property.into(), target: "(info)".into(), measured: rate(k, n), verdict: "-".into() }
+    }
+}
+
+fn print_table(lines: &[Line]) {
+    let w0 = lines.iter().map(|l| l.property.chars().count()).max().unwrap_or(0).max(8);
+    let w1 = lines.iter().map(|l| l.target.chars().count()).max().unwrap_or(0).max(6);
+    let w2 = lines.iter().map(|l| l.measured.chars().count()).max().unwrap_or(0).max(8);
+    let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
+    println!("{} | {} | {} | PASS/FAIL", pad("property", w0), pad("target", w1), pad("measured", w2));
+    println!("{}-|-{}-|-{}-|-{}", "-".repeat(w0), "-".repeat(w1), "-".repeat(w2), "-".repeat(9));
+    for l in lines {
+        println!("{} | {} | {} | {}", pad(&l.property, w0), pad(&l.target, w1), pad(&l.measured, w2), l.verdict);
+    }
+}
+
+fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box<dyn Error>> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().map_err(|_| format!("{name}={v:?} is not a positive whole number").into()),
+        Err(_) => Ok(default),
+    }
+}
+
+fn main() -> ExitCode {
+    match bench() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gate_quality: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench() -> Result<(), Box<dyn Error>> {
+    // `cargo bench` passes `--bench`; nothing here takes arguments.
+    let trials: usize = env_number("COMMGATE_GATE_TRIALS", 400)?;
+    let resamples: usize = env_number("COMMGATE_GATE_RESAMPLES", CompareOptions::default().resamples)?;
+    let threads: usize = env_number("COMMGATE_GATE_THREADS", 2)?;
+    if trials == 0 || resamples == 0 || threads == 0 {
+        return Err("COMMGATE_GATE_TRIALS, COMMGATE_GATE_RESAMPLES and COMMGATE_GATE_THREADS must be ≥ 1".into());
+    }
+    let opts = CompareOptions { resamples, ..CompareOptions::default() };
+    let started = Instant::now();
+    println!(
+        "gate quality: {trials} trials per cell, baseline = {BASELINE_RUNS} runs (informational rows: 1 run), \
+         {resamples} bootstrap resamples per comparison{}, {threads} threads",
+        if resamples == CompareOptions::default().resamples { " (the default)" } else { " (NOT the default)" }
+    );
+    println!(
+        "compare options: min_effect {} %, alpha {}, level {}, min_samples {}, p95_min_samples {}\n",
+        100.0 * opts.min_effect,
+        opts.alpha,
+        opts.level,
+        opts.min_samples,
+        opts.p95_min_samples
+    );
+    let mut next_id = 0u64;
+    let mut run = |cell: Cell| -> Tally {
+        next_id += 1;
+        run_cell(&cell, next_id, trials, threads, &opts)
+    };
+
+    // A/A over every model × n.
+    let mut aa: Vec<(NoiseModel, usize, Tally)> = Vec::new();
+    for model in NoiseModel::ALL {
+        for n in A_A_SIZES {
+            aa.push((model, n, run(Cell::new(model, n, Effect::NONE))));
+        }
+    }
+    let shift5 = Effect::shift(0.05);
+    let tail = Effect::tail(0.10, 1.30);
+    let power_quiet = run(Cell::new(NoiseModel::QuietLogNormal, 100, shift5));
+    let power_shift = run(Cell::new(NoiseModel::RunLevelShift, 100, shift5).spread(0.01));
+    let tail_quiet = run(Cell::new(NoiseModel::QuietLogNormal, 200, tail));
+    let below: Vec<(NoiseModel, Tally)> =
+        NoiseModel::ALL.iter().map(|&m| (m, run(Cell::new(m, 100, Effect::shift(0.015))))).collect();
+    let pooled_quiet = run(Cell::new(NoiseModel::QuietLogNormal, 100, shift5).pooled());
+    let pooled_shift = run(Cell::new(NoiseModel::RunLevelShift, 100, shift5).spread(0.01).pooled());
+    let pooled_tail = run(Cell::new(NoiseModel::QuietLogNormal, 200, tail).pooled());
+    let pooled_aa: Vec<(NoiseModel, Tally)> =
+        NoiseModel::ALL.iter().map(|&m| (m, run(Cell::new(m, 100, Effect::NONE).pooled()))).collect();
+
+    let worst_aa = aa.iter().max_by_key(|(_, _, t)| t.regression).expect("cells");
+    let quiet100 = aa.iter().find(|(m, n, _)| *m == NoiseModel::QuietLogNormal && *n == 100).expect("cell").2;
+    let worst_below = below.iter().max_by_key(|(_, t)| t.regression).expect("cells");
+    let worst_pooled_aa = pooled_aa.iter().max_by_key(|(_, t)| t.regression).expect("cells");
+
+    let lines = vec![
+        Line::rate(
+            format!(
+                "A/A false regressions, every model, n = 30…200 (worst: {}, n = {})",
+                worst_aa.0.name(),
+                worst_aa.1
+            ),
+            Target::AtMost(1.0),
+            worst_aa.2.regression,
+            worst_aa.2.trials,
+        ),
+        Line::rate(
+            "+5 % median shift detected, n = 100, quiet_lognormal",
+            Target::AtLeast(95.0),
+            power_quiet.regression,
+            power_quiet.trials,
+        ),
+        Line::rate(
+            "+5 % median shift detected, n = 100, run_level_shift ±1 %",
+            Target::AtLeast(95.0),
+            power_shift.regression,
+            power_shift.trials,
+        ),
+        Line::rate(
+            "tail regression (10 % of steps ×1.30) detected, n = 200, quiet",
+            Target::AtLeast(80.0),
+            tail_quiet.regression,
+            tail_quiet.trials,
+        ),
+        Line::rate(
+            "A/A runs called inconclusive (collect_more_evidence), n = 100, quiet",
+            Target::AtMost(10.0),
+            quiet100.collect_more,
+            quiet100.trials,
+        ),
+        Line::rate(
+            format!("+1.5 % shift (below δ) blocked, every model, n = 100 (worst: {})", worst_below.0.name()),
+            Target::AtMost(1.0),
+            worst_below.1.regression,
+            worst_below.1.trials,
+        ),
+        Line::info("[1-run baseline] +5 % detected, n = 100, quiet", pooled_quiet.regression, pooled_quiet.trials),
+        Line::info(
+            "[1-run baseline] +5 % detected, n = 100, run_level_shift ±1 %",
+            pooled_shift.regression,
+            pooled_shift.trials,
+        ),
+        Line::info("[1-run baseline] tail detected, n = 200, quiet", pooled_tail.regression, pooled_tail.trials),
+        Line::info(
+            format!("[1-run baseline] A/A false regressions, n = 100 (worst: {})", worst_pooled_aa.0.name()),
+            worst_pooled_aa.1.regression,
+            worst_pooled_aa.1.trials,
+        ),
+    ];
+    print_table(&lines);
+
+    println!(
+        "\nA/A false regressions by model × n (10-run baseline; target ≤ 1 %), and A/A verdict collect_more_evidence"
+    );
+    let mut sub = Vec::new();
+    for (model, n, t) in &aa {
+        sub.push(Line::rate(
+            format!("A/A regression  {} n = {n}", model.name()),
+            Target::AtMost(1.0),
+            t.regression,
+            t.trials,
+        ));
+        sub.push(Line::info(format!("A/A collect_more_evidence  {} n = {n}", model.name()), t.collect_more, t.trials));
+    }
+    print_table(&sub);
+
+    println!("\nBelow δ (+1.5 % shift, n = 100; target ≤ 1 % blocked) and 1-run-baseline A/A, by model");
+    let mut sub = Vec::new();
+    for (model, t) in &below {
+        sub.push(Line::rate(format!("+1.5 % blocked  {}", model.name()), Target::AtMost(1.0), t.regression, t.trials));
+    }
+    for (model, t) in &pooled_aa {
+        sub.push(Line::info(format!("[1-run baseline] A/A regression  {}", model.name()), t.regression, t.trials));
+    }
+    print_table(&sub);
+
+    println!(
+        "\nA/A quiet n = 100: primary metric inconclusive in {}",
+        rate(quiet100.primary_inconclusive, quiet100.trials)
+    );
+    println!("wall time {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
