@@ -8,12 +8,13 @@
 //! run, all with their own seeds, and calls `compare` exactly as `commgate compare` does. The
 //! 1-run-baseline (pooled) figures are informational: the targets are stated for a mature store.
 //!
-//! Environment: `COMMGATE_GATE_TRIALS` (trials per cell, default 400), `COMMGATE_GATE_RESAMPLES`
+//! Environment: `COMMGATE_GATE_TRIALS` (trials per cell, default 1000), `COMMGATE_GATE_RESAMPLES`
 //! (bootstrap resamples per comparison, default 1000, the production default),
 //! `COMMGATE_GATE_THREADS` (default 2). It prints, it does not assert: a benchmark is evidence,
 //! not a test. PASS/FAIL compares the point estimate with the target; the interval says how sure
 //! that is at this many trials.
 
+use std::collections::BTreeMap;
 use std::error::Error;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -49,10 +50,28 @@ impl Cell {
     fn pooled(self) -> Cell {
         Cell { baseline_runs: 1, ..self }
     }
+
+    fn label(&self) -> String {
+        let e = &self.effect;
+        let effect = if *e == Effect::NONE {
+            "A/A".to_string()
+        } else if e.tail_fraction > 0.0 {
+            format!("tail {:.0} % ×{:.2}", 100.0 * e.tail_fraction, e.tail_factor)
+        } else {
+            format!("+{:.1} %", 100.0 * e.median_shift)
+        };
+        format!(
+            "{effect} {} (run spread ±{:.0} %) n = {}, {}-run baseline",
+            self.model.name(),
+            100.0 * self.run_spread,
+            self.n,
+            self.baseline_runs
+        )
+    }
 }
 
 /// Counts over a cell's trials.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Tally {
     trials: usize,
     /// `regression == true`.
@@ -61,10 +80,29 @@ struct Tally {
     collect_more: usize,
     /// The primary metric (overlap median) inconclusive.
     primary_inconclusive: usize,
+    /// Sum of δ over the trials (for the mean δ).
+    delta_sum: f64,
+    /// Per metric (`row statistic`) that was `regressed`: how often, and the sums of its point
+    /// ratio and interval's lower end (for means): what blocked, and by how much.
+    regressed_by_metric: BTreeMap<String, Blocked>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Blocked {
+    count: usize,
+    ratio_sum: f64,
+    lo_sum: f64,
 }
 
 impl Tally {
     fn add(&mut self, o: Tally) {
+        for (k, v) in o.regressed_by_metric {
+            let b = self.regressed_by_metric.entry(k).or_default();
+            b.count += v.count;
+            b.ratio_sum += v.ratio_sum;
+            b.lo_sum += v.lo_sum;
+        }
+        self.delta_sum += o.delta_sum;
         self.trials += o.trials;
         self.regression += o.regression;
         self.collect_more += o.collect_more;
@@ -85,6 +123,13 @@ fn trial(cell: &Cell, cell_id: u64, trial: u64, opts: &CompareOptions) -> Tally 
         regression: usize::from(c.regression),
         collect_more: usize::from(c.verdict == Decision::CollectMoreEvidence),
         primary_inconclusive: usize::from(c.metrics.iter().any(|m| m.primary && m.state == State::Inconclusive)),
+        delta_sum: c.delta,
+        regressed_by_metric: c
+            .metrics
+            .iter()
+            .filter(|m| m.state == State::Regressed)
+            .map(|m| (format!("{} {}", m.row, m.statistic), Blocked { count: 1, ratio_sum: m.ratio, lo_sum: m.ci[0] }))
+            .collect(),
     }
 }
 
@@ -210,7 +255,7 @@ fn main() -> ExitCode {
 
 fn bench() -> Result<(), Box<dyn Error>> {
     // `cargo bench` passes `--bench`; nothing here takes arguments.
-    let trials: usize = env_number("COMMGATE_GATE_TRIALS", 400)?;
+    let trials: usize = env_number("COMMGATE_GATE_TRIALS", 1000)?;
     let resamples: usize = env_number("COMMGATE_GATE_RESAMPLES", CompareOptions::default().resamples)?;
     let threads: usize = env_number("COMMGATE_GATE_THREADS", 2)?;
     if trials == 0 || resamples == 0 || threads == 0 {
@@ -232,9 +277,12 @@ fn bench() -> Result<(), Box<dyn Error>> {
         opts.p95_min_samples
     );
     let mut next_id = 0u64;
+    let mut named: Vec<(String, Tally)> = Vec::new();
     let mut run = |cell: Cell| -> Tally {
         next_id += 1;
-        run_cell(&cell, next_id, trials, threads, &opts)
+        let t = run_cell(&cell, next_id, trials, threads, &opts);
+        named.push((cell.label(), t.clone()));
+        t
     };
 
     // A/A over every model × n.
@@ -258,7 +306,7 @@ fn bench() -> Result<(), Box<dyn Error>> {
         NoiseModel::ALL.iter().map(|&m| (m, run(Cell::new(m, 100, Effect::NONE).pooled()))).collect();
 
     let worst_aa = aa.iter().max_by_key(|(_, _, t)| t.regression).expect("cells");
-    let quiet100 = aa.iter().find(|(m, n, _)| *m == NoiseModel::QuietLogNormal && *n == 100).expect("cell").2;
+    let quiet100 = &aa.iter().find(|(m, n, _)| *m == NoiseModel::QuietLogNormal && *n == 100).expect("cell").2;
     let worst_below = below.iter().max_by_key(|(_, t)| t.regression).expect("cells");
     let worst_pooled_aa = pooled_aa.iter().max_by_key(|(_, t)| t.regression).expect("cells");
 
@@ -347,6 +395,27 @@ fn bench() -> Result<(), Box<dyn Error>> {
         "\nA/A quiet n = 100: primary metric inconclusive in {}",
         rate(quiet100.primary_inconclusive, quiet100.trials)
     );
+    println!("\nWhat blocked (cells with any regression; mean ratio and mean CI lower end of the regressed metric)");
+    for (name, t) in &named {
+        if t.regression == 0 {
+            continue;
+        }
+        let parts: Vec<String> = t
+            .regressed_by_metric
+            .iter()
+            .map(|(metric, b)| {
+                let k = b.count as f64;
+                format!("{metric} ×{} (ratio {:.3}, lo {:.3})", b.count, b.ratio_sum / k, b.lo_sum / k)
+            })
+            .collect();
+        println!(
+            "  {name}: {}/{} blocked, mean δ {:.2} %; {}",
+            t.regression,
+            t.trials,
+            100.0 * t.delta_sum / t.trials as f64,
+            parts.join(", ")
+        );
+    }
     println!("wall time {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }

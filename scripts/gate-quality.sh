@@ -3,7 +3,7 @@
 # the targets table of shared/docs/gate.md with each measured rate, its Wilson 95 % interval and
 # PASS/FAIL. It prints, it never fails on a missed target.
 #
-# Knobs: COMMGATE_GATE_TRIALS (trials per cell, default 400), COMMGATE_GATE_RESAMPLES (bootstrap
+# Knobs: COMMGATE_GATE_TRIALS (trials per cell, default 1000), COMMGATE_GATE_RESAMPLES (bootstrap
 # resamples per comparison, default 1000 as in production), COMMGATE_GATE_THREADS (default 2),
 # e.g. COMMGATE_GATE_TRIALS=2000 scripts/gate-quality.sh
 set -euo pipefail

@@ -31,6 +31,22 @@ pub struct Baseline {
 }
 
 impl Baseline {
+    /// A result compares only with the workload its baseline measured.
+    pub fn check_workload(&self, current: &RunResult, current_path: &Path) -> Result<(), FileError> {
+        let Some(base) = self.runs.last() else { return Ok(()) };
+        match base.workload.difference(&current.workload) {
+            None => Ok(()),
+            Some((field, b, c)) => Err(FileError::new(
+                current_path,
+                format!(
+                    "measures a different workload than {} (`workload.{field}`: {b} there, {c} here); \
+                     compare it with a baseline of the same workload",
+                    self.path.display()
+                ),
+            )),
+        }
+    }
+
     pub fn fingerprint_match(&self, current: &RunResult) -> bool {
         self.runs.iter().any(|r| r.hardware.fingerprint == current.hardware.fingerprint)
     }

@@ -32,6 +32,7 @@ use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::HdWeights;
 use crate::stats::rng::Rng;
 use crate::stats::tail::exceedance_test;
+use crate::units::{change, interval, pct};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -190,7 +191,7 @@ impl Metric {
 
     fn label(self) -> String {
         match self {
-            Metric::Exposed => "exposed communication".to_string(),
+            Metric::Exposed => "exposed comm".to_string(),
             _ => format!("{} {}", self.row_name(), if self.is_tail() { "P95" } else { "median" }),
         }
     }
@@ -619,7 +620,7 @@ fn decide(
     let mut reasons = Vec::new();
     let regressed: Vec<&MetricComparison> = metrics.iter().filter(|m| m.state == State::Regressed).collect();
     for m in &regressed {
-        reasons.push(format!("{}, above the {} floor", describe(m), pct_floor(delta)));
+        reasons.push(format!("{}, above the {} floor", describe(m), pct(delta)));
     }
     if !fingerprint_match {
         reasons.insert(
@@ -635,13 +636,12 @@ fn decide(
         return (Decision::Tune, true, reasons);
     }
     for m in metrics.iter().filter(|m| m.state == State::Improved) {
-        reasons.push(format!("{}: improved beyond the {} floor", describe(m), pct_floor(delta)));
+        reasons.push(format!("{}: improved beyond the {} floor", describe(m), pct(delta)));
     }
     let too_few = metrics.iter().map(|m| m.n_current).min().unwrap_or(0) < opts.min_samples;
     let primary_open = metrics.iter().any(|m| m.primary && m.state == State::Inconclusive);
     for m in metrics.iter().filter(|m| m.state == State::Inconclusive) {
-        let why =
-            m.note.clone().unwrap_or_else(|| format!("not enough evidence either way at δ = {}", pct_floor(delta)));
+        let why = m.note.clone().unwrap_or_else(|| format!("not enough evidence either way at δ = {}", pct(delta)));
         reasons.push(format!("{}: {why}", describe(m)));
     }
     let unchanged: Vec<String> = metrics
@@ -656,7 +656,7 @@ fn decide(
         })
         .collect();
     if !unchanged.is_empty() {
-        reasons.push(format!("{} unchanged within ±{}", unchanged.join(", "), pct_floor(delta)));
+        reasons.push(format!("{} unchanged within ±{}", unchanged.join(", "), pct(delta)));
     }
     if too_few {
         reasons.insert(
@@ -676,37 +676,25 @@ fn decide(
     (Decision::Accept, false, reasons)
 }
 
+impl MetricComparison {
+    /// "overlap median", "serial P95", "exposed comm".
+    pub fn label(&self) -> String {
+        match self.statistic.as_str() {
+            "median" => format!("{} median", self.row),
+            "p95" => format!("{} P95", self.row),
+            "exposed_comm_ms" => "exposed comm".to_string(),
+            other => format!("{} {other}", self.row),
+        }
+    }
+}
+
 /// "overlap median +9.7 % (95 % CI +7.1…+12.2 %)".
 pub fn describe(m: &MetricComparison) -> String {
-    let name = match m.statistic.as_str() {
-        "median" => format!("{} median", m.row),
-        "p95" => format!("{} P95", m.row),
-        _ => "exposed communication".to_string(),
-    };
+    let name = m.label();
     if !m.ratio.is_finite() {
         return name;
     }
-    format!(
-        "{name} {} (95 % CI {}…{})",
-        signed_pct(m.ratio - 1.0),
-        signed_pct(m.ci[0] - 1.0),
-        signed_pct(m.ci[1] - 1.0)
-    )
-}
-
-fn signed_pct(x: f64) -> String {
-    let v = 100.0 * x;
-    let v = if v.abs() < 0.05 { 0.0 } else { v };
-    format!("{}{:.1} %", if v >= 0.0 { "+" } else { "−" }, v.abs())
-}
-
-fn pct_floor(delta: f64) -> String {
-    let v = 100.0 * delta;
-    if (v - v.round()).abs() < 0.05 {
-        format!("{v:.0} %")
-    } else {
-        format!("{v:.1} %")
-    }
+    format!("{name} {} (95 % CI {})", change(m.ratio), interval(m.ci))
 }
 
 #[cfg(test)]

@@ -14,5 +14,6 @@ pub mod run;
 pub mod simulate;
 pub mod stats;
 pub mod trace;
+pub mod units;
 
 pub use run::{run, Outcome};

@@ -35,6 +35,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let cfg = config::compare(args, &file)?;
             let baseline = baseline::load(&cfg.baseline)?;
             let current = result::load_result(&cfg.current)?;
+            baseline.check_workload(&current, &cfg.current)?;
             let comparison = compare::compare(&baseline, &current, &cfg.options);
             emit(&report::render_comparison(&comparison, cfg.format), cfg.output.as_deref())?;
             Ok(if comparison.regression { Outcome::Blocked } else { Outcome::Passed })

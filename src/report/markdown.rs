@@ -7,7 +7,7 @@
 //! Strings this crate owns (strategy and decision names, formatted numbers) are written as-is.
 
 use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
-use super::{change, interval, metric_name, p_value, pct};
+use super::{change, interval, p_value, pct};
 use crate::compare::Comparison;
 use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, RankSummary};
@@ -62,6 +62,24 @@ pub fn escape_md(s: &str) -> String {
         }
     }
     out
+}
+
+/// Text inside a code span renders literally (no Markdown, no HTML), so it needs no escaping
+/// beyond what could close the span or break the line.
+fn code_span(s: &str) -> String {
+    let inner: String = s
+        .chars()
+        .map(|c| {
+            if c == '`' {
+                '\''
+            } else if c.is_control() {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("`{inner}`")
 }
 
 const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
@@ -189,8 +207,8 @@ pub fn comparison(c: &Comparison) -> String {
     let mut out = format!("**commgate compare: `{}`{blocking}**{lead}\n\n", c.verdict.as_str());
     let b = &c.baseline;
     out.push_str(&format!(
-        "Baseline `{}`: {} run{}, hardware {}, {}; δ = {}\n\n",
-        escape_md(&b.path).replace('`', "'"),
+        "Baseline {}: {} run{}, hardware {}, {}; δ = {}\n\n",
+        code_span(&b.path),
         b.runs,
         if b.runs == 1 { "" } else { "s" },
         if b.fingerprint_match { "matches" } else { "**differs**" },
@@ -203,7 +221,7 @@ pub fn comparison(c: &Comparison) -> String {
             .iter()
             .map(|m| {
                 vec![
-                    escape_md(&metric_name(m)),
+                    escape_md(&m.label()),
                     ms(m.baseline),
                     ms(m.current),
                     change(m.ratio),

@@ -9,7 +9,7 @@ pub mod json;
 pub mod markdown;
 pub mod text;
 
-use crate::compare::{Comparison, MetricComparison};
+use crate::compare::Comparison;
 use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, Compat};
 
@@ -42,42 +42,9 @@ pub fn render_comparison(c: &Comparison, format: Format) -> String {
     }
 }
 
-/// "overlap median", "serial P95", "exposed comm".
-pub(crate) fn metric_name(m: &MetricComparison) -> String {
-    match m.statistic.as_str() {
-        "median" => format!("{} median", m.row),
-        "p95" => format!("{} P95", m.row),
-        "exposed_comm_ms" => "exposed comm".to_string(),
-        other => format!("{} {other}", m.row),
-    }
-}
+pub(crate) use crate::units::{change, interval, pct};
 
-/// A relative change (`ratio − 1`) as a signed percentage, or `n/a`.
-pub(crate) fn change(ratio: f64) -> String {
-    if !ratio.is_finite() {
-        return "n/a".to_string();
-    }
-    signed_pct(ratio - 1.0)
-}
-
-fn signed_pct(x: f64) -> String {
-    let v = 100.0 * x;
-    if v.abs() < 0.05 {
-        return "0.0 %".to_string();
-    }
-    format!("{}{:.1} %", if v > 0.0 { "+" } else { "−" }, v.abs())
-}
-
-/// A ratio interval as signed percentages: `+3.1…+6.4 %`.
-pub(crate) fn interval(ci: [f64; 2]) -> String {
-    if !ci[0].is_finite() || !ci[1].is_finite() {
-        return "n/a".to_string();
-    }
-    let lo = signed_pct(ci[0] - 1.0);
-    format!("{}…{}", lo.trim_end_matches(" %"), signed_pct(ci[1] - 1.0))
-}
-
-/// A p-value: four significant places, `<0.0001` below that.
+/// A p-value: four decimals, `<0.0001` below that.
 pub(crate) fn p_value(p: f64) -> String {
     if !p.is_finite() {
         "n/a".to_string()
@@ -85,16 +52,6 @@ pub(crate) fn p_value(p: f64) -> String {
         "<0.0001".to_string()
     } else {
         format!("{p:.4}")
-    }
-}
-
-/// A fraction as a percentage with at most one decimal (`3 %`, `0.8 %`).
-pub(crate) fn pct(x: f64) -> String {
-    let v = 100.0 * x;
-    if (v - v.round()).abs() < 0.05 {
-        format!("{v:.0} %")
-    } else {
-        format!("{v:.1} %")
     }
 }
 

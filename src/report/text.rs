@@ -6,7 +6,7 @@
 //! character in a kernel's metadata cannot move the cursor or recolor the terminal.
 
 use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
-use super::{change, interval, metric_name, p_value, pct};
+use super::{change, interval, p_value, pct};
 use crate::compare::{Comparison, MetricComparison};
 use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, RankSummary};
@@ -218,7 +218,7 @@ fn baseline_line(c: &Comparison) -> String {
 
 fn metric_row(m: &MetricComparison) -> Vec<String> {
     vec![
-        metric_name(m),
+        m.label(),
         ms(m.baseline),
         ms(m.current),
         change(m.ratio),

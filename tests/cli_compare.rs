@@ -1,0 +1,186 @@
+//! `commgate compare` and `commgate baseline update` through the binary: the three renderings,
+//! exit codes (0 passed, 1 confirmed regression, 2 bad input), and every kind of bad file.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
+const SAME: &str = "tests/fixtures/compare/current-same.json";
+const SLOWER: &str = "tests/fixtures/compare/current-slower.json";
+const PREVIOUS: &str = "tests/fixtures/compare/previous.json";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn commgate() -> Command {
+    let mut cmd = Command::cargo_bin("commgate").expect("binary");
+    cmd.current_dir(root());
+    for (key, _) in std::env::vars() {
+        if key.starts_with("COMMGATE_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn compare(baseline: &str, current: &str, extra: &[&str]) -> (i32, String, String) {
+    let out =
+        commgate().args(["compare", "--baseline", baseline, "--current", current]).args(extra).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).expect("utf-8"),
+        String::from_utf8(out.stderr).expect("utf-8"),
+    )
+}
+
+#[test]
+fn unchanged_run_is_accepted_with_exit_0() {
+    let (code, out, _) = compare(STORE, SAME, &[]);
+    assert_eq!(code, 0);
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn slower_run_is_a_confirmed_regression_with_exit_1() {
+    let (code, out, _) = compare(STORE, SLOWER, &["--format", "json"]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["verdict"], "tune");
+    assert_eq!(v["regression"], true);
+    assert_eq!(v["baseline"]["runs"], 10);
+    for key in ["row", "statistic", "baseline", "current", "ratio", "ci", "p_value", "state", "n_baseline", "n_current"]
+    {
+        assert!(v["metrics"][0].get(key).is_some(), "metric field {key}");
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn markdown_against_a_single_result_file() {
+    let (code, out, _) = compare(PREVIOUS, SLOWER, &["--format", "markdown"]);
+    assert_eq!(code, 1);
+    assert!(out.starts_with("**commgate compare: `tune` (blocking)**"), "{out}");
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn verdicts_are_reproducible_and_the_seed_is_a_setting() {
+    let a = compare(STORE, SLOWER, &["--format", "json"]).1;
+    let b = compare(STORE, SLOWER, &["--format", "json"]).1;
+    assert_eq!(a, b);
+    let (code, _, _) = compare(STORE, SLOWER, &["--seed", "7", "--resamples", "200"]);
+    assert_eq!(code, 1);
+}
+
+/// Writes a copy of `src` with `edit` applied to its JSON.
+fn edited(dir: &Path, name: &str, src: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(root().join(src)).expect("read")).expect("json");
+    edit(&mut v);
+    let p = dir.join(name);
+    std::fs::write(&p, v.to_string()).expect("write");
+    p
+}
+
+fn assert_bad(baseline: &Path, current: &Path, fragment: &str) {
+    let out =
+        commgate().args(["compare", "--baseline"]).arg(baseline).arg("--current").arg(current).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("commgate: error: "), "{stderr}");
+    assert!(stderr.contains(fragment), "expected {fragment:?} in {stderr}");
+}
+
+#[test]
+fn bad_result_files_exit_2_naming_file_and_field() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let store = root().join(STORE);
+    let negative = edited(d, "negative.json", SAME, |v| v["rows"][3]["samples_ms"][4] = (-1.0).into());
+    assert_bad(&store, &negative, "rows[3].samples_ms[4]");
+    let nan = edited(d, "nan.json", SAME, |v| v["rows"][3]["samples_ms"][0] = "NaN".into());
+    assert_bad(&store, &nan, "rows[3].samples_ms[0]");
+    let empty = edited(d, "empty.json", SAME, |v| v["rows"][3]["samples_ms"] = Value::Array(vec![]));
+    assert_bad(&store, &empty, "empty `samples_ms`");
+    let missing = edited(d, "missing.json", SAME, |v| {
+        v["rows"].as_array_mut().expect("rows").retain(|r| r["schedule"] != "serial")
+    });
+    assert_bad(&store, &missing, "no `serial` row");
+    let future = edited(d, "future.json", SAME, |v| v["schema_version"] = 99.into());
+    assert_bad(&store, &future, "`schema_version` is 99");
+    let no_workload = edited(d, "noworkload.json", SAME, |v| {
+        v.as_object_mut().expect("object").remove("workload");
+    });
+    assert_bad(&store, &no_workload, "workload");
+    let zero_runs = edited(d, "zero.json", STORE, |v| v["runs"] = Value::Array(vec![]));
+    assert_bad(&zero_runs, &root().join(SAME), "holds no runs");
+    let truncated = d.join("cut.json");
+    let text = std::fs::read_to_string(root().join(SAME)).expect("read");
+    std::fs::write(&truncated, &text[..text.len() / 2]).expect("write");
+    assert_bad(&store, &truncated, "cut.json");
+    assert_bad(&store, &d.join("absent.json"), "does not exist");
+}
+
+#[test]
+fn mismatched_workloads_exit_2() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let other = edited(tmp.path(), "other.json", SAME, |v| v["workload"]["payload_elements"] = 1024.into());
+    assert_bad(&root().join(STORE), &other, "workload.payload_elements");
+}
+
+#[test]
+fn other_hardware_asks_for_more_evidence_and_never_blocks() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let moved = edited(tmp.path(), "moved.json", SLOWER, |v| v["hardware"]["fingerprint"] = "other-gpu".into());
+    let (code, out, _) = compare(STORE, moved.to_str().expect("utf-8 path"), &["--format", "json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["verdict"], "collect_more_evidence");
+    assert_eq!(v["regression"], false);
+}
+
+#[test]
+fn baseline_update_builds_the_store_and_refuses_bad_runs() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("baselines");
+    for _ in 0..3 {
+        commgate()
+            .args(["baseline", "update", "--from", SAME, "--keep", "2", "--baselines"])
+            .arg(&dir)
+            .assert()
+            .success()
+            .stderr(predicate::str::contains("par-overlap-allreduce-matmul.json now holds"));
+    }
+    let file = dir.join("SIM-MOCK/par-overlap-allreduce-matmul.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("store")).expect("json");
+    assert_eq!(v["runs"].as_array().expect("runs").len(), 2);
+    assert_eq!(v["schema_version"], 1);
+    let leftovers: Vec<_> = std::fs::read_dir(file.parent().expect("dir")).expect("list").collect();
+    assert_eq!(leftovers.len(), 1, "no temporary files left");
+
+    let failed = edited(tmp.path(), "failed.json", SAME, |v| {
+        v["failure"] = serde_json::json!({"kind": "timeout", "message": "rank 1 hung", "rank": 1})
+    });
+    commgate()
+        .args(["baseline", "update", "--from"])
+        .arg(&failed)
+        .arg("--baselines")
+        .arg(&dir)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("failed run"));
+    let other = edited(tmp.path(), "other.json", SAME, |v| v["workload"]["dtype"] = "float32".into());
+    commgate()
+        .args(["baseline", "update", "--from"])
+        .arg(&other)
+        .arg("--baselines")
+        .arg(&dir)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("workload.dtype"));
+}
