@@ -7,7 +7,7 @@
 //! Strings this crate owns (strategy and decision names, formatted numbers) are written as-is.
 
 use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
-use super::{change, interval, p_value, pct};
+use super::{change_cell, interval, p_value, pct};
 use crate::compare::Comparison;
 use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, RankSummary};
@@ -224,7 +224,7 @@ pub fn comparison(c: &Comparison) -> String {
                     escape_md(&m.label()),
                     ms(m.baseline),
                     ms(m.current),
-                    change(m.ratio),
+                    change_cell(m),
                     interval(m.ci),
                     p_value(m.p_adjusted),
                     format!("{}/{}", m.n_baseline, m.n_current),

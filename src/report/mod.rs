@@ -44,6 +44,15 @@ pub fn render_comparison(c: &Comparison, format: Format) -> String {
 
 pub(crate) use crate::units::{change, interval, pct};
 
+/// The change cell of a metric row; exposed communication changes as a share of the step.
+pub(crate) fn change_cell(m: &crate::compare::MetricComparison) -> String {
+    if m.statistic == "exposed_comm_ms" && m.ratio.is_finite() {
+        format!("{} of step", change(m.ratio))
+    } else {
+        change(m.ratio)
+    }
+}
+
 /// A p-value: four decimals, `<0.0001` below that.
 pub(crate) fn p_value(p: f64) -> String {
     if !p.is_finite() {

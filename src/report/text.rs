@@ -6,7 +6,7 @@
 //! character in a kernel's metadata cannot move the cursor or recolor the terminal.
 
 use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
-use super::{change, interval, p_value, pct};
+use super::{change_cell, interval, p_value, pct};
 use crate::compare::{Comparison, MetricComparison};
 use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, RankSummary};
@@ -221,7 +221,7 @@ fn metric_row(m: &MetricComparison) -> Vec<String> {
         m.label(),
         ms(m.baseline),
         ms(m.current),
-        change(m.ratio),
+        change_cell(m),
         interval(m.ci),
         p_value(m.p_adjusted),
         format!("{}/{}", m.n_baseline, m.n_current),

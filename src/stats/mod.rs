@@ -26,6 +26,7 @@ pub mod mann_whitney;
 pub mod quantile;
 pub mod rng;
 pub mod sample;
+pub mod serial;
 pub mod tail;
 
 pub use bootstrap::{block_length, bootstrap_replicates, percentile_interval, resample_blocks, SortedResampler};
@@ -35,4 +36,5 @@ pub use mann_whitney::{mann_whitney_u, MannWhitney};
 pub use quantile::{harrell_davis, median, type7_quantile, HdWeights};
 pub use rng::Rng;
 pub use sample::{Sample, SampleError};
+pub use serial::{dependent_block_length, lag1_autocorrelation};
 pub use tail::{exceedance_test, fisher_exact_greater, Exceedance};
