@@ -262,3 +262,39 @@ mod tests {
         assert!(attribute(args(&["t.json"]), &file).unwrap_err().to_string().contains("html"));
     }
 }
+
+#[cfg(test)]
+mod compare_tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cli(line: &[&str]) -> crate::cli::Command {
+        crate::cli::Cli::try_parse_from(line).expect("parses").command
+    }
+
+    #[test]
+    fn compare_and_update_settings_resolve_and_validate() {
+        let file =
+            parse_file("[compare]\nmin_effect = 0.05\nseed = 9\n[baseline]\ndir = \"b\"\nkeep = 3\n").expect("valid");
+        let crate::cli::Command::Compare(args) =
+            cli(&["commgate", "compare", "--baseline", "b.json", "--current", "c.json", "--seed", "4"])
+        else {
+            panic!("compare")
+        };
+        let c = compare(args, &file).expect("ok");
+        assert_eq!((c.options.min_effect, c.options.seed, c.options.resamples), (0.05, 4, 1000));
+        let crate::cli::Command::Compare(args) =
+            cli(&["commgate", "compare", "--baseline", "b", "--current", "c", "--min-effect", "1.5"])
+        else {
+            panic!("compare")
+        };
+        assert!(compare(args, &file).unwrap_err().to_string().contains("min_effect"));
+        let crate::cli::Command::Baseline(crate::cli::BaselineCommand::Update(args)) =
+            cli(&["commgate", "baseline", "update", "--from", "r.json"])
+        else {
+            panic!("update")
+        };
+        let u = update(args, &file).expect("ok");
+        assert_eq!((u.dir, u.keep), (PathBuf::from("b"), 3));
+    }
+}
