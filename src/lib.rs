@@ -4,6 +4,7 @@
 //! report::render → stdout / file`, and the [`run::Outcome`] maps to an exit code in `main`.
 
 pub mod baseline;
+pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod config;

@@ -1,0 +1,366 @@
+//! From per-rank timings to the result file (formats.md, "Result file"): rows with every
+//! sample, the derived metrics and comparison, the run's own decision, the hardware
+//! fingerprint, and where the file goes. Pure except for the clock in [`now_rfc3339`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{HardwareInfo, Plan};
+use crate::hotspots::Decision;
+use crate::result::{
+    EvidenceLevel, Failure, Hardware, Metrics, Row, RunComparison, RunDecision, RunResult, Schedule, Tool, Workload,
+    SCHEMA_VERSION,
+};
+use crate::stats::mann_whitney::mann_whitney_u;
+use crate::stats::quantile::type7_quantile;
+
+pub const WORKLOAD_ID: &str = "par-overlap-allreduce-matmul";
+/// Repeats a P95 needs before the run can judge itself.
+pub const MIN_REPEATS_FOR_P95: usize = 100;
+/// A rank whose mean overlap step exceeds the other ranks' mean by this factor grew a tail.
+const RANK_TAIL_FACTOR: f64 = 1.10;
+
+/// Timings of the whole job: `times[schedule][rank]` is that rank's time per repeat, in order.
+pub type Timings = BTreeMap<Schedule, BTreeMap<u32, Vec<f64>>>;
+
+/// Everything about a run except its timings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunContext {
+    pub plan: Plan,
+    pub backend: String,
+    pub evidence_level: EvidenceLevel,
+    pub hardware: HardwareInfo,
+    pub run_label: String,
+    pub environment_profile: String,
+    pub created_at: String,
+}
+
+/// Builds the result file of a finished run, or of a failed one (`failure` set, no rows).
+pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failure>) -> RunResult {
+    let rows: Vec<Row> = timings.map(|t| rows(&ctx.plan, t)).unwrap_or_default();
+    let median = |s: Schedule| rows.iter().find(|r| r.schedule == s).map_or(f64::NAN, |r| r.median_max_rank_ms);
+    let (comm, compute, serial, overlap) = (
+        median(Schedule::CommOnly),
+        median(Schedule::ComputeOnly),
+        median(Schedule::Serial),
+        median(Schedule::Overlap),
+    );
+    let exposed = overlap - compute;
+    let n = f64::from(ctx.plan.world_size.max(1));
+    let algbw = ctx.plan.payload_bytes_per_rank() as f64 / (comm * 1e-3) / 1e9;
+    let saved = serial - overlap;
+    let metrics = Metrics {
+        exposed_comm_ms: finite(exposed),
+        overlap_ratio: finite(1.0 - exposed / comm),
+        busbw_gbps: finite(algbw * 2.0 * (n - 1.0) / n),
+        matmul_tflops: finite(ctx.plan.matmul_flops() / (compute * 1e-3) / 1e12),
+    };
+    let comparison = RunComparison {
+        saved_ms: finite(saved),
+        overlap_gain_ratio: finite(saved / serial),
+        overlap_efficiency: finite(saved / comm.min(compute)),
+    };
+    let decision = decide(&rows, failure.as_ref(), &comparison);
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool { name: "commgate".to_string(), version: env!("CARGO_PKG_VERSION").to_string() },
+        run_label: ctx.run_label.clone(),
+        environment_profile: ctx.environment_profile.clone(),
+        created_at: ctx.created_at.clone(),
+        workload: Workload {
+            id: WORKLOAD_ID.to_string(),
+            collective: "all_reduce".to_string(),
+            world_size: ctx.plan.world_size,
+            dtype: ctx.plan.dtype.as_str().to_string(),
+            payload_elements: ctx.plan.payload_elements,
+            payload_bytes_per_rank: ctx.plan.payload_bytes_per_rank(),
+            compute_dim: ctx.plan.compute_dim,
+            warmup: ctx.plan.warmup,
+            repeats: ctx.plan.repeats,
+            backend: ctx.backend.clone(),
+        },
+        hardware: hardware(&ctx.hardware),
+        evidence_level: ctx.evidence_level,
+        failure,
+        rows,
+        metrics,
+        comparison,
+        decision,
+    }
+}
+
+/// Undefined figures (a failed run has no medians) are written as 0, never NaN, so the file
+/// stays valid JSON; `failure` says why.
+fn finite(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        0.0
+    }
+}
+
+/// One row per schedule: sample i is repeat i's time on the slowest rank.
+fn rows(plan: &Plan, t: &Timings) -> Vec<Row> {
+    Schedule::ALL
+        .iter()
+        .filter_map(|s| t.get(s).map(|per_rank| (*s, per_rank)))
+        .map(|(schedule, per_rank)| {
+            let repeats = per_rank.values().map(Vec::len).min().unwrap_or(0);
+            let samples: Vec<f64> =
+                (0..repeats).map(|i| per_rank.values().map(|v| v[i]).fold(f64::NEG_INFINITY, f64::max)).collect();
+            let mut sorted = samples.clone();
+            sorted.sort_by(f64::total_cmp);
+            Row {
+                schedule,
+                collective: "all_reduce".to_string(),
+                payload_bytes_per_rank: plan.payload_bytes_per_rank(),
+                median_max_rank_ms: finite(type7_quantile(&sorted, 0.5)),
+                p95_max_rank_ms: finite(type7_quantile(&sorted, 0.95)),
+                rank_mean_ms: per_rank.values().map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64).collect(),
+                samples_ms: samples,
+            }
+        })
+        .collect()
+}
+
+/// The run's own verdict on overlap (formats.md, `decision`): accept when overlap beats serial
+/// in median and P95 beyond the run's own noise and no rank grows a tail; tune otherwise;
+/// collect more evidence for failed runs or too few repeats.
+pub fn decide(rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> RunDecision {
+    let verdict = |v: Decision, reason: String| RunDecision { verdict: v, reason };
+    if let Some(f) = failure {
+        return verdict(Decision::CollectMoreEvidence, format!("the run failed ({}): {}", f.kind, f.message));
+    }
+    let row = |s: Schedule| rows.iter().find(|r| r.schedule == s);
+    let (Some(serial), Some(overlap)) = (row(Schedule::Serial), row(Schedule::Overlap)) else {
+        return verdict(Decision::CollectMoreEvidence, "the run has no serial and overlap rows".to_string());
+    };
+    let n = overlap.samples_ms.len().min(serial.samples_ms.len());
+    if n < MIN_REPEATS_FOR_P95 {
+        return verdict(
+            Decision::CollectMoreEvidence,
+            format!("{n} repeats; a P95 needs at least {MIN_REPEATS_FOR_P95} (--repeats)"),
+        );
+    }
+    if let Some((rank, ratio)) = rank_tail(overlap) {
+        return verdict(
+            Decision::Tune,
+            format!("rank {rank}'s mean overlap step is {ratio:.2}× the other ranks': find what slows it first"),
+        );
+    }
+    let p = mann_whitney_u(&overlap.samples_ms, &serial.samples_ms).p_less;
+    let beats_median = overlap.median_max_rank_ms < serial.median_max_rank_ms && p <= 0.01;
+    let beats_p95 = overlap.p95_max_rank_ms < serial.p95_max_rank_ms;
+    match (beats_median, beats_p95) {
+        (true, true) => verdict(
+            Decision::Accept,
+            format!(
+                "overlap saves {:.3} ms per step ({:.1} % of serial) and hides {:.0} % of what it could",
+                c.saved_ms,
+                100.0 * c.overlap_gain_ratio,
+                100.0 * c.overlap_efficiency
+            ),
+        ),
+        (false, _) => verdict(
+            Decision::Tune,
+            format!(
+                "overlap does not beat serial beyond the run's noise (median {:.3} vs {:.3} ms, p = {p:.3}): \
+                 communication is not hidden behind compute",
+                overlap.median_max_rank_ms, serial.median_max_rank_ms
+            ),
+        ),
+        (true, false) => verdict(
+            Decision::Tune,
+            format!(
+                "overlap beats serial in the median but not in P95 ({:.3} vs {:.3} ms): overlapped steps have a long tail",
+                overlap.p95_max_rank_ms, serial.p95_max_rank_ms
+            ),
+        ),
+    }
+}
+
+/// The rank whose mean overlap step most exceeds the mean of the others, if it does by more
+/// than [`RANK_TAIL_FACTOR`].
+fn rank_tail(overlap: &Row) -> Option<(u32, f64)> {
+    let means = &overlap.rank_mean_ms;
+    if means.len() < 2 {
+        return None;
+    }
+    let total: f64 = means.iter().sum();
+    let (i, ratio) = means
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i, m / ((total - m) / (means.len() - 1) as f64)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    (ratio > RANK_TAIL_FACTOR).then_some((i as u32, ratio))
+}
+
+/// The result's hardware block with a stable fingerprint of it (FNV-1a 64 over the fields).
+pub fn hardware(h: &HardwareInfo) -> Hardware {
+    let text = format!(
+        "{}|{}|{}|{}|{}|{}",
+        h.gpu_name.as_deref().unwrap_or(""),
+        h.gpu_count,
+        h.driver.as_deref().unwrap_or(""),
+        h.cuda.as_deref().unwrap_or(""),
+        h.nccl.as_deref().unwrap_or(""),
+        h.host_cpu.as_deref().unwrap_or("")
+    );
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    Hardware {
+        gpu_name: h.gpu_name.clone(),
+        gpu_count: h.gpu_count,
+        driver: h.driver.clone(),
+        cuda: h.cuda.clone(),
+        nccl: h.nccl.clone(),
+        host_cpu: h.host_cpu.clone(),
+        fingerprint: format!("{hash:016x}"),
+    }
+}
+
+/// Now, as `2026-11-30T09:12:58Z`.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Seconds since the Unix epoch as RFC 3339 UTC (Howard Hinnant's `civil_from_days`).
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// `benchmarks/results/20261130T091258Z_par-overlap-allreduce-matmul_default.json` under `dir`,
+/// with `-2`, `-3`… when a file of that name exists: history is never overwritten.
+pub fn default_output(dir: &Path, created_at: &str, label: &str) -> PathBuf {
+    let stamp: String = created_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    let label: String = label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .collect();
+    let base = format!("{stamp}_{WORKLOAD_ID}_{label}");
+    let mut path = dir.join(format!("{base}.json"));
+    let mut n = 2;
+    while path.exists() {
+        path = dir.join(format!("{base}-{n}.json"));
+        n += 1;
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::Dtype;
+
+    fn ctx(world: u32) -> RunContext {
+        RunContext {
+            plan: Plan {
+                world_size: world,
+                dtype: Dtype::Bfloat16,
+                payload_elements: 1 << 20,
+                compute_dim: 1024,
+                warmup: 0,
+                repeats: 100,
+                seed: 0,
+            },
+            backend: "mock".into(),
+            evidence_level: EvidenceLevel::Mock,
+            hardware: HardwareInfo { gpu_name: Some("G".into()), gpu_count: world, ..HardwareInfo::default() },
+            run_label: "t".into(),
+            environment_profile: "P".into(),
+            created_at: "2026-11-30T00:00:00Z".into(),
+        }
+    }
+
+    /// `repeats` samples per rank: base × (1 + 0.001·i) so medians are known.
+    fn timings(world: u32, repeats: usize, base: [f64; 4], slow_rank: Option<u32>) -> Timings {
+        Schedule::ALL
+            .iter()
+            .zip(base)
+            .map(|(&s, b)| {
+                let per_rank = (0..world)
+                    .map(|r| {
+                        let f = if Some(r) == slow_rank { 1.5 } else { 1.0 };
+                        (r, (0..repeats).map(|i| b * f * (1.0 + 0.001 * i as f64)).collect())
+                    })
+                    .collect();
+                (s, per_rank)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_take_the_slowest_rank_and_metrics_follow_formats_md() {
+        let t = timings(2, 100, [1.0, 2.0, 3.0, 2.2], None);
+        let r = build(&ctx(2), Some(&t), None);
+        assert_eq!(r.rows.len(), 4);
+        let overlap = r.row(Schedule::Overlap).expect("overlap");
+        assert_eq!(overlap.samples_ms.len(), 100);
+        assert!((overlap.median_max_rank_ms - 2.2 * 1.0495).abs() < 1e-9);
+        assert_eq!(overlap.rank_mean_ms.len(), 2);
+        let m = &r.metrics;
+        let (comm, compute, serial, ov) = (1.0495, 2.0 * 1.0495, 3.0 * 1.0495, 2.2 * 1.0495);
+        assert!((m.exposed_comm_ms - (ov - compute)).abs() < 1e-9);
+        assert!((m.overlap_ratio - (1.0 - (ov - compute) / comm)).abs() < 1e-9);
+        let algbw = (1u64 << 21) as f64 / (comm * 1e-3) / 1e9;
+        assert!((m.busbw_gbps - algbw).abs() < 1e-6, "2(n−1)/n = 1 at n = 2");
+        assert!((r.comparison.saved_ms - (serial - ov)).abs() < 1e-9);
+        assert!((r.comparison.overlap_efficiency - (serial - ov) / comm).abs() < 1e-9);
+        assert_eq!(r.decision.verdict, Decision::Accept, "{}", r.decision.reason);
+        assert_eq!(crate::result::validate(&r), Ok(()));
+    }
+
+    #[test]
+    fn decisions() {
+        let slower = build(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 3.1], None)), None);
+        assert_eq!(slower.decision.verdict, Decision::Tune);
+        let tail = build(&ctx(4), Some(&timings(4, 100, [1.0, 2.0, 3.0, 2.2], Some(2))), None);
+        assert_eq!(tail.decision.verdict, Decision::Tune);
+        assert!(tail.decision.reason.contains("rank 2"), "{}", tail.decision.reason);
+        let few = build(&ctx(2), Some(&timings(2, 20, [1.0, 2.0, 3.0, 2.2], None)), None);
+        assert_eq!(few.decision.verdict, Decision::CollectMoreEvidence);
+        let failed =
+            build(&ctx(2), None, Some(Failure { kind: "timeout".into(), message: "no progress".into(), rank: None }));
+        assert_eq!(failed.decision.verdict, Decision::CollectMoreEvidence);
+        assert!(failed.rows.is_empty());
+        assert_eq!(failed.metrics.busbw_gbps, 0.0);
+    }
+
+    #[test]
+    fn fingerprint_is_stable_and_sensitive() {
+        let a = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 8, ..HardwareInfo::default() });
+        let b = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 8, ..HardwareInfo::default() });
+        let c = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 4, ..HardwareInfo::default() });
+        assert_eq!(a.fingerprint, b.fingerprint);
+        assert_ne!(a.fingerprint, c.fingerprint);
+        assert_eq!(a.fingerprint.len(), 16);
+    }
+
+    #[test]
+    fn timestamps_and_file_names() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_796_029_978), "2026-11-30T09:12:58Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = default_output(dir.path(), "2026-11-30T09:12:58Z", "my run");
+        assert!(p.ends_with("20261130T091258Z_par-overlap-allreduce-matmul_my_run.json"), "{}", p.display());
+        std::fs::write(&p, "x").expect("write");
+        let q = default_output(dir.path(), "2026-11-30T09:12:58Z", "my run");
+        assert!(q.ends_with("20261130T091258Z_par-overlap-allreduce-matmul_my_run-2.json"), "{}", q.display());
+    }
+}

@@ -1,0 +1,112 @@
+//! `commgate bench`: the overlap benchmark. The same all-reduce payload and matmul, timed with
+//! communication alone, compute alone, serially on one stream, and overlapped on two streams,
+//! after warm-up and over many repeats, per rank; the slowest rank's time per repeat is the
+//! sample (formats.md, "Result file").
+//!
+//! Hardware sits behind the narrow [`Backend`] trait (STYLE.md habit 6): `cuda.rs` is the only
+//! file that touches CUDA, `cpu.rs` gives real timings without a GPU, `mock.rs` exact ones for
+//! tests. `launch.rs` reads the launcher's environment and runs the TCP rendezvous.
+
+pub mod assemble;
+pub mod cpu;
+pub mod cuda;
+pub mod launch;
+pub mod mock;
+
+use crate::result::{EvidenceLevel, Schedule};
+
+/// Element type of the all-reduce payload and the matmul.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dtype {
+    Bfloat16,
+    Float16,
+    Float32,
+}
+
+impl Dtype {
+    pub fn size(self) -> u64 {
+        match self {
+            Dtype::Bfloat16 | Dtype::Float16 => 2,
+            Dtype::Float32 => 4,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dtype::Bfloat16 => "bfloat16",
+            Dtype::Float16 => "float16",
+            Dtype::Float32 => "float32",
+        }
+    }
+}
+
+/// What to run: resolved from flags and defaults by `config`, identical on every rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Ranks in the job (all processes together).
+    pub world_size: u32,
+    pub dtype: Dtype,
+    /// Elements of the all-reduce buffer on each rank.
+    pub payload_elements: u64,
+    /// The matmul is `compute_dim`³ (square, C = A·B).
+    pub compute_dim: u64,
+    pub warmup: u32,
+    pub repeats: u32,
+    /// Seed of the mock backend's timings and of the buffers' contents.
+    pub seed: u64,
+}
+
+impl Plan {
+    pub fn payload_bytes_per_rank(&self) -> u64 {
+        self.payload_elements * self.dtype.size()
+    }
+
+    /// Floating-point operations of one matmul (2·m·n·k).
+    pub fn matmul_flops(&self) -> f64 {
+        2.0 * (self.compute_dim as f64).powi(3)
+    }
+}
+
+/// What a backend knows about the machine, for the result's `hardware` block.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HardwareInfo {
+    pub gpu_name: Option<String>,
+    pub gpu_count: u32,
+    pub driver: Option<String>,
+    pub cuda: Option<String>,
+    pub nccl: Option<String>,
+    pub host_cpu: Option<String>,
+}
+
+/// Why a benchmark could not run or did not finish.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BenchError {
+    /// Something the machine lacks (no GPU, no libnccl): exit 2, say how to fix it, write no
+    /// result.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The run started and failed: a result is written with `failure` filled.
+    #[error("{kind} on rank {}: {message}", rank.map_or_else(|| "?".to_string(), |r| r.to_string()))]
+    Failed { kind: String, message: String, rank: Option<u32> },
+}
+
+impl BenchError {
+    pub fn failed(kind: &str, message: impl Into<String>, rank: Option<u32>) -> Self {
+        BenchError::Failed { kind: kind.to_string(), message: message.into(), rank }
+    }
+}
+
+/// One way of running the schedules. Constructed, used and dropped on one thread (NCCL
+/// communicators are neither `Send` nor `Sync`), so the trait asks for neither.
+pub trait Backend {
+    /// `cuda`, `cpu` or `mock` (the result's `workload.backend`).
+    fn name(&self) -> &'static str;
+    fn evidence_level(&self) -> EvidenceLevel;
+    fn hardware(&self) -> HardwareInfo;
+    /// The global ranks this process drives, in the order [`Backend::run`] reports them.
+    fn local_ranks(&self) -> Vec<u32>;
+    /// Executes `schedule` once on every local rank and returns each rank's elapsed time in ms,
+    /// measured around the schedule only: no allocation, no host synchronisation inside the
+    /// timed region. Every rank of the job calls this in the same order.
+    fn run(&mut self, schedule: Schedule) -> Result<Vec<f64>, BenchError>;
+}

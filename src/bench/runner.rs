@@ -1,0 +1,351 @@
+//! Runs a benchmark end to end: resolve the backend, measure on a worker thread (so a hung
+//! collective can be timed out), gather every rank's timings at rank 0, assemble and write the
+//! result file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::launch::{Launch, Rendezvous};
+use super::{assemble, cpu, cuda, mock, Backend, BenchError, HardwareInfo, Plan};
+use crate::result::{EvidenceLevel, Failure, RunResult, Schedule};
+
+/// Which backend the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// CUDA when a driver, a GPU and NCCL are present, else the CPU backend (saying so).
+    Auto,
+    Cuda,
+    Cpu,
+    Mock,
+}
+
+/// Everything `commgate bench` needs, resolved by `config`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchSettings {
+    pub plan: Plan,
+    pub backend: BackendChoice,
+    /// A run with no finished repeat for this long has failed (a dead rank, a hung collective).
+    pub timeout: Duration,
+    pub run_label: String,
+    pub environment_profile: Option<String>,
+    pub output: Option<PathBuf>,
+    pub results_dir: PathBuf,
+    pub progress: bool,
+    pub dry_run: bool,
+    /// The mock backend's test hook (`COMMGATE_MOCK_FAULT`).
+    pub fault: Option<mock::Fault>,
+}
+
+/// How a benchmark ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BenchOutcome {
+    /// Rank 0 wrote a finished run.
+    Written { path: PathBuf, result: Box<RunResult> },
+    /// The run failed; rank 0 wrote the failure (exit 2).
+    Failed { path: PathBuf, result: Box<RunResult> },
+    /// Another rank's part is done; rank 0 writes the file.
+    Contributed { rank: u32 },
+    /// `--dry-run`: the plan, nothing run.
+    Planned(String),
+}
+
+/// Runs the benchmark (or prints its plan). `Err` only for what the machine lacks
+/// ([`BenchError::Unavailable`]) or a result that cannot be written.
+pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutcome, BenchError> {
+    let mut plan = settings.plan.clone();
+    if let Some(l) = &launch {
+        plan.world_size = l.world_size;
+    }
+    if settings.dry_run {
+        return Ok(BenchOutcome::Planned(describe_plan(&plan, settings.backend, launch.as_ref())));
+    }
+    let is_rank_zero = launch.as_ref().is_none_or(|l| l.rank == 0);
+    let created_at = assemble::now_rfc3339();
+    let progress = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = mpsc::channel();
+    {
+        let (plan, settings, launch, progress) = (plan.clone(), settings.clone(), launch.clone(), progress.clone());
+        std::thread::Builder::new()
+            .name("commgate-bench".to_string())
+            .spawn(move || {
+                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), &progress));
+            })
+            .map_err(|e| BenchError::failed("internal", format!("cannot start the benchmark thread: {e}"), None))?;
+    }
+    let total = u64::from(plan.warmup + plan.repeats) * Schedule::ALL.len() as u64;
+    let bar = settings.progress.then(|| progress_bar(total));
+    let measured = wait(&rx, &progress, settings.timeout, bar.as_ref());
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let (ctx_parts, outcome) = match measured {
+        Err(BenchError::Unavailable(m)) => return Err(BenchError::Unavailable(m)),
+        Err(BenchError::Failed { kind, message, rank }) => (None, Err(Failure { kind, message, rank })),
+        Ok(m) => (Some((m.backend, m.evidence_level, m.hardware)), Ok(m.timings)),
+    };
+    if !is_rank_zero {
+        return match outcome {
+            Ok(_) => Ok(BenchOutcome::Contributed { rank: launch.map_or(0, |l| l.rank) }),
+            Err(f) => Err(BenchError::Failed { kind: f.kind, message: f.message, rank: f.rank }),
+        };
+    }
+    let (backend, evidence_level, hardware) = ctx_parts.unwrap_or_else(|| fallback_identity(settings.backend));
+    let ctx = assemble::RunContext {
+        environment_profile: settings.environment_profile.clone().unwrap_or_else(|| default_profile(backend)),
+        plan,
+        backend: backend.to_string(),
+        evidence_level,
+        hardware,
+        run_label: settings.run_label.clone(),
+        created_at: created_at.clone(),
+    };
+    let path = match &settings.output {
+        Some(p) => p.clone(),
+        None => assemble::default_output(&settings.results_dir, &created_at, &settings.run_label),
+    };
+    let (result, failed) = match outcome {
+        Ok(timings) => (assemble::build(&ctx, timings.as_ref(), None), false),
+        Err(f) => (assemble::build(&ctx, None, Some(f)), true),
+    };
+    write_result(&path, &result)?;
+    let result = Box::new(result);
+    Ok(if failed { BenchOutcome::Failed { path, result } } else { BenchOutcome::Written { path, result } })
+}
+
+/// What a finished measurement hands back to the main thread.
+struct Measured {
+    backend: &'static str,
+    evidence_level: EvidenceLevel,
+    hardware: HardwareInfo,
+    /// The whole job's timings on rank 0 (or in one process); `None` on other ranks.
+    timings: Option<assemble::Timings>,
+}
+
+/// Waits for the measurement, failing it when no repeat finishes for `timeout`.
+fn wait(
+    rx: &mpsc::Receiver<Result<Measured, BenchError>>,
+    progress: &AtomicU64,
+    timeout: Duration,
+    bar: Option<&ProgressBar>,
+) -> Result<Measured, BenchError> {
+    let mut last = (progress.load(Ordering::Relaxed), Instant::now());
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(r) => return r,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(BenchError::failed("internal", "the benchmark thread stopped without a result", None))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let done = progress.load(Ordering::Relaxed);
+                if let Some(bar) = bar {
+                    bar.set_position(done);
+                }
+                if done != last.0 {
+                    last = (done, Instant::now());
+                } else if last.1.elapsed() >= timeout {
+                    return Err(BenchError::failed(
+                        "timeout",
+                        format!(
+                            "no repeat finished for {} s (a rank died or a collective hung); check every rank's log, \
+                             or raise --timeout",
+                            timeout.as_secs()
+                        ),
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// On the benchmark thread: open the backend, run warm-up and repeats, gather the timings.
+fn measure(
+    plan: &Plan,
+    settings: &BenchSettings,
+    launch: Option<&Launch>,
+    progress: &AtomicU64,
+) -> Result<Measured, BenchError> {
+    let rendezvous = launch.map(|l| Rendezvous::connect(l, settings.timeout)).transpose()?;
+    let mut backend = open_backend(plan, settings, launch, rendezvous.clone())?;
+    let ranks = backend.local_ranks();
+    let mut local: BTreeMap<Schedule, Vec<Vec<f64>>> =
+        Schedule::ALL.iter().map(|&s| (s, vec![Vec::with_capacity(plan.repeats as usize); ranks.len()])).collect();
+    for i in 0..(plan.warmup + plan.repeats) {
+        // Schedules rotate each repeat, so a drift in the machine touches all of them alike.
+        for k in 0..Schedule::ALL.len() {
+            let schedule = Schedule::ALL[(k + i as usize) % Schedule::ALL.len()];
+            let times = backend.run(schedule)?;
+            if times.len() != ranks.len() || times.iter().any(|t| !t.is_finite() || *t < 0.0) {
+                return Err(BenchError::failed(
+                    "internal",
+                    format!("the {} backend returned invalid times {times:?}", backend.name()),
+                    None,
+                ));
+            }
+            if i >= plan.warmup {
+                if let Some(per_rank) = local.get_mut(&schedule) {
+                    for (slot, t) in per_rank.iter_mut().zip(&times) {
+                        slot.push(*t);
+                    }
+                }
+            }
+            progress.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let (name, evidence_level, hardware) = (backend.name(), backend.evidence_level(), backend.hardware());
+    drop(backend);
+    let mut timings: assemble::Timings = BTreeMap::new();
+    for (schedule, per_rank) in local {
+        let entry = timings.entry(schedule).or_default();
+        for (rank, times) in ranks.iter().zip(per_rank) {
+            entry.insert(*rank, times);
+        }
+    }
+    let timings = match &rendezvous {
+        None => Some(timings),
+        Some(rv) => gather_timings(rv, timings)?,
+    };
+    Ok(Measured { backend: name, evidence_level, hardware, timings })
+}
+
+fn open_backend(
+    plan: &Plan,
+    settings: &BenchSettings,
+    launch: Option<&Launch>,
+    rendezvous: Option<Rendezvous>,
+) -> Result<Box<dyn Backend>, BenchError> {
+    let ranks = || launch.map_or_else(|| (0..plan.world_size).collect(), |l| vec![l.rank]);
+    match resolve_choice(settings.backend) {
+        BackendChoice::Mock => Ok(Box::new(mock::MockBackend::new(plan, ranks(), settings.fault.clone()))),
+        BackendChoice::Cpu => Ok(Box::new(cpu::CpuBackend::open(plan, launch, rendezvous)?)),
+        _ => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous)?)),
+    }
+}
+
+/// `auto` becomes `cuda` when a GPU and NCCL are usable, else `cpu`, saying why on stderr.
+pub fn resolve_choice(choice: BackendChoice) -> BackendChoice {
+    match choice {
+        BackendChoice::Auto => match cuda::probe() {
+            Ok(n) if n > 0 => BackendChoice::Cuda,
+            Ok(_) => {
+                eprintln!("commgate: no CUDA device visible; using the CPU backend (--backend cpu)");
+                BackendChoice::Cpu
+            }
+            Err(why) => {
+                eprintln!("commgate: {why}; using the CPU backend (--backend cpu)");
+                BackendChoice::Cpu
+            }
+        },
+        other => other,
+    }
+}
+
+/// Sends every rank's timings to rank 0 as little-endian f64s, schedule by schedule.
+fn gather_timings(rv: &Rendezvous, mine: assemble::Timings) -> Result<Option<assemble::Timings>, BenchError> {
+    let mut bytes = Vec::new();
+    for per_rank in mine.values() {
+        for times in per_rank.values() {
+            bytes.extend_from_slice(&(times.len() as u64).to_le_bytes());
+            for t in times {
+                bytes.extend_from_slice(&t.to_le_bytes());
+            }
+        }
+    }
+    let Some(all) = rv.gather(&bytes)? else { return Ok(None) };
+    let mut timings: assemble::Timings = BTreeMap::new();
+    for (rank, frame) in all.iter().enumerate() {
+        let mut words = frame.chunks_exact(8).map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            b
+        });
+        for schedule in Schedule::ALL {
+            let len = words.next().map(u64::from_le_bytes).ok_or_else(|| short_frame(rank))? as usize;
+            let times: Vec<f64> = words.by_ref().take(len).map(f64::from_le_bytes).collect();
+            if times.len() != len {
+                return Err(short_frame(rank));
+            }
+            timings.entry(schedule).or_default().insert(rank as u32, times);
+        }
+    }
+    Ok(Some(timings))
+}
+
+fn short_frame(rank: usize) -> BenchError {
+    BenchError::failed("rendezvous", "its timings arrived incomplete", Some(rank as u32))
+}
+
+/// The identity of a run that failed before its backend said who it was.
+fn fallback_identity(choice: BackendChoice) -> (&'static str, EvidenceLevel, HardwareInfo) {
+    match choice {
+        BackendChoice::Mock => ("mock", EvidenceLevel::Mock, HardwareInfo::default()),
+        BackendChoice::Cpu => ("cpu", EvidenceLevel::CpuMechanism, HardwareInfo::default()),
+        _ => ("cuda", EvidenceLevel::GpuNccl, HardwareInfo::default()),
+    }
+}
+
+/// `PAR-CUDA-MECHANISM`, `PAR-CPU-MECHANISM`, `PAR-MOCK`: set `--environment-profile` to tell
+/// fleets apart.
+pub fn default_profile(backend: &str) -> String {
+    match backend {
+        "cuda" => "PAR-CUDA-MECHANISM",
+        "cpu" => "PAR-CPU-MECHANISM",
+        _ => "PAR-MOCK",
+    }
+    .to_string()
+}
+
+fn write_result(path: &Path, result: &RunResult) -> Result<(), BenchError> {
+    let unwritable = |e: String| BenchError::Unavailable(format!("{}: cannot write the result: {e}", path.display()));
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| unwritable(e.to_string()))?;
+    }
+    let mut text = serde_json::to_string_pretty(result).map_err(|e| unwritable(e.to_string()))?;
+    text.push('\n');
+    crate::run::write_atomic(path, text.as_bytes()).map_err(|e| unwritable(format!("{e:#}")))
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} schedule runs ({eta})") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message("benchmarking");
+    bar
+}
+
+/// The `--dry-run` text: sizes, bytes, expected FLOPs and the schedules, nothing run.
+pub fn describe_plan(plan: &Plan, backend: BackendChoice, launch: Option<&Launch>) -> String {
+    let bytes = plan.payload_bytes_per_rank();
+    let n = f64::from(plan.world_size.max(1));
+    let launch_line = match launch {
+        Some(l) => format!(
+            "one process per rank: this is rank {} of {} (local rank {}), rendezvous at {}:{}",
+            l.rank, l.world_size, l.local_rank, l.master_addr, l.master_port
+        ),
+        None => format!("one process driving {} rank(s)", plan.world_size),
+    };
+    format!(
+        "commgate bench (dry run: nothing is run)\n\
+         backend            {backend:?}\n\
+         launch             {launch_line}\n\
+         all-reduce         {} elements of {} = {} bytes per rank; bus traffic {:.0} bytes per rank (2(n−1)/n)\n\
+         matmul             {d}×{d}×{d} in {} = {:.3e} FLOPs per step\n\
+         schedules          comm_only, compute_only, serial (one stream), overlap (two streams, joined by events)\n\
+         repeats            {} warm-up + {} timed, schedules rotated each repeat; sample = slowest rank\n",
+        plan.payload_elements,
+        plan.dtype.as_str(),
+        bytes,
+        bytes as f64 * 2.0 * (n - 1.0) / n,
+        plan.dtype.as_str(),
+        plan.matmul_flops(),
+        plan.warmup,
+        plan.repeats,
+        d = plan.compute_dim,
+    )
+}
