@@ -28,6 +28,9 @@ pub enum Command {
     /// and exposed communication) and say regressed, improved, unchanged or inconclusive. Exits 1
     /// on a confirmed regression.
     Compare(CompareArgs),
+    /// Run the overlap benchmark (all-reduce and matmul: alone, serially, overlapped) and write a
+    /// result file.
+    Bench(BenchArgs),
     /// Manage the baseline store (`baselines/<environment_profile>/<workload_id>.json`).
     #[command(subcommand)]
     Baseline(BaselineCommand),
@@ -62,6 +65,83 @@ pub struct CompareArgs {
     /// Seed of the bootstrap, so a verdict is reproducible.
     #[arg(long, env = "COMMGATE_SEED", value_name = "N")]
     pub seed: Option<u64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Where to run: cuda (NCCL + cuBLAS), cpu (threads or processes, real timings without a GPU),
+    /// mock (deterministic, for tests), or auto (cuda when usable, else cpu).
+    #[arg(long, value_enum, env = "COMMGATE_BACKEND")]
+    pub backend: Option<BackendArg>,
+
+    /// Ranks driven by this process (default: every visible GPU; 2 on cpu and mock). Ignored
+    /// under torchrun, srun or mpirun, whose WORLD_SIZE wins.
+    #[arg(long, value_name = "N")]
+    pub world_size: Option<u32>,
+
+    /// Elements of the all-reduce buffer per rank (default 4Mi; 256Ki on cpu).
+    #[arg(long, value_name = "N")]
+    pub payload_elements: Option<u64>,
+
+    /// Element type of the payload and the matmul.
+    #[arg(long, value_enum)]
+    pub dtype: Option<DtypeArg>,
+
+    /// The matmul is DIM×DIM×DIM (default 2048; 256 on cpu).
+    #[arg(long, value_name = "DIM")]
+    pub compute_dim: Option<u64>,
+
+    /// Untimed repeats first (default 10; 3 on cpu).
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u32>,
+
+    /// Timed repeats of every schedule (default 200; 120 on cpu). A P95 needs at least 100.
+    #[arg(long, value_name = "N")]
+    pub repeats: Option<u32>,
+
+    /// Fail the run when no repeat finishes for this long (a dead rank, a hung collective).
+    #[arg(long, value_name = "SECONDS", env = "COMMGATE_TIMEOUT")]
+    pub timeout: Option<u64>,
+
+    /// Print the plan (sizes, bytes, FLOPs, schedules) and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// The result file (default: benchmarks/results/<time>_<workload>_<label>.json, never
+    /// overwriting an earlier one).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// A label for this run, kept in the file and its default name.
+    #[arg(long, value_name = "LABEL", env = "COMMGATE_RUN_LABEL")]
+    pub run_label: Option<String>,
+
+    /// Which fleet of machines this run speaks for; baselines are kept per profile.
+    #[arg(long, value_name = "NAME", env = "COMMGATE_ENVIRONMENT_PROFILE")]
+    pub environment_profile: Option<String>,
+
+    /// No progress bar (it is off anyway when stderr is not a terminal or CI is set).
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Seed of the mock backend's timings.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    Auto,
+    Cuda,
+    Cpu,
+    Mock,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DtypeArg {
+    Bfloat16,
+    Float16,
+    Float32,
 }
 
 #[derive(Debug, Subcommand)]

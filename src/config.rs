@@ -2,12 +2,15 @@
 //! clap) > `commgate.toml` > defaults. Everything after this module sees only domain types.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use crate::baseline::DEFAULT_KEEP;
-use crate::cli::{AttributeArgs, CompareArgs, CompatArg, FormatArg, UpdateArgs};
+use crate::bench::runner::{BackendChoice, BenchSettings};
+use crate::bench::{mock, Dtype, Plan};
+use crate::cli::{AttributeArgs, BackendArg, BenchArgs, CompareArgs, CompatArg, DtypeArg, FormatArg, UpdateArgs};
 use crate::compare::CompareOptions;
 use crate::hotspots::Thresholds;
 use crate::report::Format;
@@ -27,6 +30,24 @@ pub struct FileConfig {
     pub compare: CompareFile,
     #[serde(default)]
     pub baseline: BaselineFileConfig,
+    #[serde(default)]
+    pub bench: BenchFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchFile {
+    pub backend: Option<String>,
+    pub world_size: Option<u32>,
+    pub payload_elements: Option<u64>,
+    pub dtype: Option<String>,
+    pub compute_dim: Option<u64>,
+    pub warmup: Option<u32>,
+    pub repeats: Option<u32>,
+    pub timeout: Option<u64>,
+    pub run_label: Option<String>,
+    pub environment_profile: Option<String>,
+    pub results_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -191,6 +212,90 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
     })
 }
 
+/// Settings for `commgate bench`: flags > env > `[bench]` > per-backend defaults (the CPU
+/// backend's are smaller so a run takes seconds).
+///
+/// `resolve` turns `auto` into the backend that will run (it probes the machine), so that an
+/// `auto` run that falls back to the CPU gets the CPU's defaults.
+pub fn bench(
+    args: BenchArgs,
+    file: &FileConfig,
+    env: impl Fn(&str) -> Option<String>,
+    resolve: impl FnOnce(BackendChoice) -> BackendChoice,
+) -> Result<BenchSettings> {
+    let f = &file.bench;
+    let backend = match (args.backend, f.backend.as_deref()) {
+        (Some(b), _) => backend_of(b),
+        (None, Some(s)) => parse_backend(s)?,
+        (None, None) => BackendChoice::Auto,
+    };
+    let backend = resolve(backend);
+    let dtype = match (args.dtype, f.dtype.as_deref()) {
+        (Some(DtypeArg::Bfloat16), _) => Dtype::Bfloat16,
+        (Some(DtypeArg::Float16), _) => Dtype::Float16,
+        (Some(DtypeArg::Float32), _) => Dtype::Float32,
+        (None, Some("bfloat16")) | (None, None) => Dtype::Bfloat16,
+        (None, Some("float16")) => Dtype::Float16,
+        (None, Some("float32")) => Dtype::Float32,
+        (None, Some(other)) => bail!("commgate.toml: bench.dtype = \"{other}\"; use bfloat16, float16 or float32"),
+    };
+    let cpu = backend == BackendChoice::Cpu;
+    let pick = |flag: Option<u64>, file: Option<u64>, gpu: u64, cpu_default: u64| {
+        flag.or(file).unwrap_or(if cpu { cpu_default } else { gpu })
+    };
+    let payload_elements = pick(args.payload_elements, f.payload_elements, 4 << 20, 1 << 20);
+    let compute_dim = pick(args.compute_dim, f.compute_dim, 2048, 192);
+    let warmup = pick(args.warmup.map(u64::from), f.warmup.map(u64::from), 10, 3) as u32;
+    let repeats = pick(args.repeats.map(u64::from), f.repeats.map(u64::from), 200, 120) as u32;
+    let world_size = args.world_size.or(f.world_size).unwrap_or(0);
+    let timeout = args.timeout.or(f.timeout).unwrap_or(300);
+    for (name, value) in [
+        ("payload_elements", payload_elements),
+        ("compute_dim", compute_dim),
+        ("repeats", u64::from(repeats)),
+        ("timeout", timeout),
+    ] {
+        if value == 0 {
+            bail!("bench {name} is 0; give a positive number");
+        }
+    }
+    if compute_dim > 65_536 {
+        bail!("bench compute_dim {compute_dim} is too large (at most 65536)");
+    }
+    let ci = env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
+    Ok(BenchSettings {
+        plan: Plan { world_size, dtype, payload_elements, compute_dim, warmup, repeats, seed: args.seed.unwrap_or(1) },
+        backend,
+        timeout: Duration::from_secs(timeout),
+        run_label: args.run_label.or_else(|| f.run_label.clone()).unwrap_or_else(|| "default".to_string()),
+        environment_profile: args.environment_profile.or_else(|| f.environment_profile.clone()),
+        output: args.output,
+        results_dir: f.results_dir.clone().unwrap_or_else(|| PathBuf::from("benchmarks/results")),
+        progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        dry_run: args.dry_run,
+        fault: mock::parse_fault(env("COMMGATE_MOCK_FAULT").as_deref()),
+    })
+}
+
+fn backend_of(b: BackendArg) -> BackendChoice {
+    match b {
+        BackendArg::Auto => BackendChoice::Auto,
+        BackendArg::Cuda => BackendChoice::Cuda,
+        BackendArg::Cpu => BackendChoice::Cpu,
+        BackendArg::Mock => BackendChoice::Mock,
+    }
+}
+
+fn parse_backend(s: &str) -> Result<BackendChoice> {
+    Ok(match s {
+        "auto" => BackendChoice::Auto,
+        "cuda" => BackendChoice::Cuda,
+        "cpu" => BackendChoice::Cpu,
+        "mock" => BackendChoice::Mock,
+        other => bail!("commgate.toml: bench.backend = \"{other}\"; use auto, cuda, cpu or mock"),
+    })
+}
+
 fn format_of(f: FormatArg) -> Format {
     match f {
         FormatArg::Text => Format::Text,
@@ -296,5 +401,49 @@ mod compare_tests {
         };
         let u = update(args, &file).expect("ok");
         assert_eq!((u.dir, u.keep), (PathBuf::from("b"), 3));
+    }
+}
+
+#[cfg(test)]
+mod bench_tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(line: &[&str]) -> BenchArgs {
+        let mut full = vec!["commgate", "bench"];
+        full.extend_from_slice(line);
+        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
+            crate::cli::Command::Bench(a) => a,
+            other => panic!("not bench: {other:?}"),
+        }
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn defaults_follow_the_backend_that_will_run() {
+        let gpu = bench(args(&["--backend", "mock"]), &FileConfig::default(), no_env, |c| c).expect("ok");
+        assert_eq!((gpu.plan.payload_elements, gpu.plan.compute_dim, gpu.plan.repeats), (4 << 20, 2048, 200));
+        assert_eq!(gpu.plan.dtype, Dtype::Bfloat16);
+        let auto_on_cpu = bench(args(&[]), &FileConfig::default(), no_env, |_| BackendChoice::Cpu).expect("ok");
+        assert_eq!(auto_on_cpu.backend, BackendChoice::Cpu);
+        assert_eq!((auto_on_cpu.plan.payload_elements, auto_on_cpu.plan.repeats), (1 << 20, 120));
+        let file = parse_file("[bench]\nrepeats = 150\ndtype = \"float32\"\n").expect("valid");
+        let s = bench(args(&["--backend", "mock", "--repeats", "300"]), &file, no_env, |c| c).expect("ok");
+        assert_eq!((s.plan.repeats, s.plan.dtype), (300, Dtype::Float32));
+        let ci =
+            bench(args(&["--backend", "mock"]), &FileConfig::default(), |k| (k == "CI").then(|| "true".into()), |c| c)
+                .expect("ok");
+        assert!(!ci.progress);
+    }
+
+    #[test]
+    fn bad_bench_settings_are_named() {
+        let e = bench(args(&["--backend", "mock", "--repeats", "0"]), &FileConfig::default(), no_env, |c| c);
+        assert!(e.unwrap_err().to_string().contains("repeats"));
+        let file = parse_file("[bench]\nbackend = \"tpu\"\n").expect("parses");
+        assert!(bench(args(&[]), &file, no_env, |c| c).unwrap_err().to_string().contains("tpu"));
     }
 }

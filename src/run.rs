@@ -6,6 +6,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::bench::runner::{self, BackendChoice, BenchOutcome};
+use crate::bench::{self, launch};
 use crate::cli::{BaselineCommand, Cli, Command};
 use crate::config;
 use crate::report;
@@ -40,6 +42,32 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             emit(&report::render_comparison(&comparison, cfg.format), cfg.output.as_deref())?;
             Ok(if comparison.regression { Outcome::Blocked } else { Outcome::Passed })
         }
+        Command::Bench(args) => {
+            let settings = config::bench(args, &file, |k| std::env::var(k).ok(), runner::resolve_choice)?;
+            let launch = launch::from_env(|k| std::env::var(k).ok()).map_err(|m| anyhow::anyhow!("{m}"))?;
+            let mut settings = settings;
+            if settings.plan.world_size == 0 {
+                settings.plan.world_size = default_world_size(settings.backend);
+            }
+            match runner::run(&settings, launch)? {
+                BenchOutcome::Planned(text) => emit(&text, None)?,
+                BenchOutcome::Contributed { rank } => eprintln!("commgate: rank {rank} done; rank 0 writes the result"),
+                BenchOutcome::Written { path, result } => {
+                    eprintln!(
+                        "commgate: wrote {} ({}: {})",
+                        path.display(),
+                        result.decision.verdict.as_str(),
+                        result.decision.reason
+                    );
+                }
+                BenchOutcome::Failed { path, result } => {
+                    let why =
+                        result.failure.as_ref().map_or_else(String::new, |f| format!("{}: {}", f.kind, f.message));
+                    anyhow::bail!("the benchmark failed ({why}); the failure is recorded in {}", path.display());
+                }
+            }
+            Ok(Outcome::Passed)
+        }
         Command::Baseline(BaselineCommand::Update(args)) => {
             let cfg = config::update(args, &file)?;
             let u = baseline::update(&cfg.dir, &cfg.from, cfg.keep)?;
@@ -55,6 +83,14 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             );
             Ok(Outcome::Passed)
         }
+    }
+}
+
+/// Ranks when `--world-size` is not given: every visible GPU on cuda, 2 otherwise.
+fn default_world_size(choice: BackendChoice) -> u32 {
+    match choice {
+        BackendChoice::Cuda | BackendChoice::Auto => bench::cuda::probe().ok().filter(|n| *n > 0).unwrap_or(2),
+        _ => 2,
     }
 }
 

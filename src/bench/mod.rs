@@ -12,6 +12,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod launch;
 pub mod mock;
+pub mod runner;
 
 use crate::result::{EvidenceLevel, Schedule};
 

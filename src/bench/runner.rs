@@ -64,6 +64,12 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
     if settings.dry_run {
         return Ok(BenchOutcome::Planned(describe_plan(&plan, settings.backend, launch.as_ref())));
     }
+    let choice = resolve_choice(settings.backend);
+    if choice == BackendChoice::Cuda && launch.is_some() {
+        // Before any socket exists: this may re-execute the process so NCCL's `.so.2` loads.
+        cuda::ensure_nccl_loadable().map_err(BenchError::Unavailable)?;
+    }
+    let settings = &BenchSettings { backend: choice, ..settings.clone() };
     let is_rank_zero = launch.as_ref().is_none_or(|l| l.rank == 0);
     let created_at = assemble::now_rfc3339();
     let progress = Arc::new(AtomicU64::new(0));

@@ -1,0 +1,200 @@
+//! `commgate bench` through the binary: the mock and CPU backends, the result file, dry runs,
+//! failures and timeouts, a two-process launch through the launcher's environment, and a clean
+//! refusal of `--backend cuda` on a machine without a GPU.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn commgate(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("commgate").expect("binary");
+    cmd.current_dir(dir);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("COMMGATE_")
+            || ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"].contains(&key.as_str())
+            || key.starts_with("SLURM_")
+            || key.starts_with("OMPI_")
+        {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("result file")).expect("JSON")
+}
+
+fn one_error_line(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("commgate: error: ")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    errors[0].to_string()
+}
+
+const SMALL_MOCK: [&str; 8] = ["--backend", "mock", "--repeats", "120", "--warmup", "2", "--seed", "7"];
+
+#[test]
+fn mock_run_writes_a_complete_deterministic_result() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (tmp.path().join("a.json"), tmp.path().join("b.json"));
+    for out in [&a, &b] {
+        commgate(tmp.path()).arg("bench").args(SMALL_MOCK).arg("--output").arg(out).assert().success();
+    }
+    let (va, vb) = (read(&a), read(&b));
+    assert_eq!(va["rows"], vb["rows"], "same seed, same samples");
+    assert_eq!(va["schema_version"], 1);
+    assert_eq!(va["evidence_level"], "mock");
+    assert_eq!(va["workload"]["backend"], "mock");
+    assert_eq!(va["workload"]["world_size"], 2);
+    assert_eq!(va["workload"]["payload_bytes_per_rank"], 8_388_608);
+    let rows = va["rows"].as_array().expect("rows");
+    let schedules: Vec<&str> = rows.iter().map(|r| r["schedule"].as_str().unwrap_or("")).collect();
+    assert_eq!(schedules, ["comm_only", "compute_only", "serial", "overlap"]);
+    for r in rows {
+        assert_eq!(r["samples_ms"].as_array().expect("samples").len(), 120);
+        assert_eq!(r["rank_mean_ms"].as_array().expect("rank means").len(), 2);
+    }
+    assert_eq!(va["decision"]["verdict"], "accept", "{}", va["decision"]["reason"]);
+    assert!(va["metrics"]["busbw_gbps"].as_f64().expect("busbw") > 0.0);
+    assert_eq!(va["hardware"]["fingerprint"].as_str().expect("fingerprint").len(), 16);
+}
+
+#[test]
+fn default_file_names_never_overwrite_history() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for _ in 0..2 {
+        commgate(tmp.path()).arg("bench").args(SMALL_MOCK).args(["--run-label", "nightly"]).assert().success();
+    }
+    let files: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("benchmarks/results"))
+        .expect("results dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files.iter().all(|f| f.to_string_lossy().contains("_par-overlap-allreduce-matmul_nightly")));
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_runs_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = commgate(tmp.path())
+        .args(["bench", "--backend", "mock", "--dry-run", "--payload-elements", "1048576", "--compute-dim", "1024"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2097152 bytes per rank"), "{text}");
+    assert!(text.contains("2.147e9 FLOPs"), "{text}");
+    assert!(text.contains("comm_only, compute_only, serial"), "{text}");
+    assert!(!tmp.path().join("benchmarks").exists());
+}
+
+#[test]
+fn cpu_backend_measures_real_time() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("cpu.json");
+    commgate(tmp.path())
+        .args(["bench", "--backend", "cpu", "--payload-elements", "4096", "--compute-dim", "48"])
+        .args(["--repeats", "20", "--warmup", "1", "--world-size", "2", "--output"])
+        .arg(&file)
+        .assert()
+        .success();
+    let v = read(&file);
+    assert_eq!(v["evidence_level"], "cpu_mechanism");
+    assert_eq!(v["workload"]["backend"], "cpu");
+    assert_eq!(v["decision"]["verdict"], "collect_more_evidence", "20 repeats cannot give a P95");
+    for r in v["rows"].as_array().expect("rows") {
+        assert!(r["samples_ms"].as_array().expect("samples").iter().all(|x| x.as_f64().is_some_and(|t| t > 0.0)));
+    }
+}
+
+#[test]
+fn a_rank_that_dies_still_writes_the_failure_and_exits_2() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("failed.json");
+    let out = commgate(tmp.path())
+        .env("COMMGATE_MOCK_FAULT", "die:1")
+        .arg("bench")
+        .args(SMALL_MOCK)
+        .arg("--output")
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_error_line(&out).contains("rank_died"));
+    let v = read(&file);
+    assert_eq!(v["failure"]["kind"], "rank_died");
+    assert_eq!(v["failure"]["rank"], 1);
+    assert_eq!(v["decision"]["verdict"], "collect_more_evidence");
+}
+
+#[test]
+fn a_hung_collective_is_ended_by_the_timeout() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("hung.json");
+    let started = std::time::Instant::now();
+    let out = commgate(tmp.path())
+        .env("COMMGATE_MOCK_FAULT", "hang")
+        .args(["bench", "--backend", "mock", "--timeout", "1", "--output"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(started.elapsed().as_secs() < 30);
+    assert!(one_error_line(&out).contains("timeout"));
+    assert_eq!(read(&file)["failure"]["kind"], "timeout");
+}
+
+#[test]
+fn cuda_without_a_gpu_fails_cleanly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = commgate(tmp.path()).args(["bench", "--backend", "cuda", "--repeats", "5"]).output().expect("runs");
+    if out.status.success() {
+        eprintln!("NOTICE: a GPU is present; the no-GPU refusal was not exercised");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2));
+    let line = one_error_line(&out);
+    assert!(line.contains("--backend cpu") || line.contains("install"), "{line}");
+    assert!(!tmp.path().join("benchmarks").exists(), "no result for a machine that cannot run");
+}
+
+#[test]
+fn two_processes_rendezvous_through_the_launcher_environment() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let file = tmp.path().join("two.json");
+    let spawn = |rank: u32| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
+        cmd.current_dir(tmp.path())
+            .args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
+            .args(["--repeats", "15", "--warmup", "1", "--timeout", "60", "--output"])
+            .arg(&file)
+            .env("RANK", rank.to_string())
+            .env("WORLD_SIZE", "2")
+            .env("LOCAL_RANK", rank.to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .env_remove("COMMGATE_MOCK_FAULT");
+        cmd.spawn().expect("spawns")
+    };
+    let (r0, r1) = (spawn(0), spawn(1));
+    let (o0, o1) = (r0.wait_with_output().expect("rank 0"), r1.wait_with_output().expect("rank 1"));
+    assert!(o0.status.success(), "rank 0: {}", String::from_utf8_lossy(&o0.stderr));
+    assert!(o1.status.success(), "rank 1: {}", String::from_utf8_lossy(&o1.stderr));
+    let v = read(&file);
+    assert_eq!(v["workload"]["world_size"], 2);
+    assert_eq!(v["rows"][3]["rank_mean_ms"].as_array().expect("rank means").len(), 2);
+}
+
+#[test]
+fn bench_then_baseline_then_compare() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("r.json");
+    commgate(tmp.path()).arg("bench").args(SMALL_MOCK).arg("--output").arg(&file).assert().success();
+    commgate(tmp.path()).args(["baseline", "update", "--from"]).arg(&file).assert().success();
+    let store = tmp.path().join("baselines/PAR-MOCK/par-overlap-allreduce-matmul.json");
+    commgate(tmp.path()).args(["compare", "--baseline"]).arg(&store).arg("--current").arg(&file).assert().code(0);
+}
