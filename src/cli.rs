@@ -79,7 +79,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub world_size: Option<u32>,
 
-    /// Elements of the all-reduce buffer per rank (default 4Mi; 256Ki on cpu).
+    /// Elements of the all-reduce buffer per rank (default 4Mi; 1Mi on cpu).
     #[arg(long, value_name = "N")]
     pub payload_elements: Option<u64>,
 
@@ -87,7 +87,7 @@ pub struct BenchArgs {
     #[arg(long, value_enum)]
     pub dtype: Option<DtypeArg>,
 
-    /// The matmul is DIM×DIM×DIM (default 2048; 256 on cpu).
+    /// The matmul is DIM×DIM×DIM (default 2048; 192 on cpu).
     #[arg(long, value_name = "DIM")]
     pub compute_dim: Option<u64>,
 
