@@ -76,6 +76,29 @@ pub struct Hotspot {
     pub unmatched: u64,
 }
 
+impl Hotspot {
+    /// A collective with nothing counted yet: no payload known, no imbalance observed, a
+    /// perfect overlap (aggregations take the minimum).
+    pub fn empty(collective: &str) -> Self {
+        Hotspot {
+            collective: collective.to_string(),
+            count: 0,
+            sync_count: 0.0,
+            total_comm_ms: 0.0,
+            exposed_comm_ms: 0.0,
+            exposed_comm_ms_max_rank: 0.0,
+            payload_bytes: None,
+            payload_known: false,
+            overlap_ratio: 1.0,
+            rank_imbalance_ratio: None,
+            rank_imbalance_observed: false,
+            straggler_rank: None,
+            start_skew_ms: None,
+            unmatched: 0,
+        }
+    }
+}
+
 /// Thresholds of the seed's rules; configurable through `commgate.toml` and flags.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
@@ -169,20 +192,10 @@ pub fn summarize_comm_hotspots(events: &[CommEvent]) -> BTreeMap<String, Hotspot
     let mut out: BTreeMap<String, Hotspot> = BTreeMap::new();
     for e in events {
         let h = out.entry(e.collective.clone()).or_insert_with(|| Hotspot {
-            collective: e.collective.clone(),
-            count: 0,
-            sync_count: 0.0,
-            total_comm_ms: 0.0,
-            exposed_comm_ms: 0.0,
-            exposed_comm_ms_max_rank: 0.0,
             payload_bytes: Some(0),
             payload_known: true,
             overlap_ratio: f64::INFINITY,
-            rank_imbalance_ratio: None,
-            rank_imbalance_observed: false,
-            straggler_rank: None,
-            start_skew_ms: None,
-            unmatched: 0,
+            ..Hotspot::empty(&e.collective)
         });
         h.count += 1;
         h.sync_count += e.sync_count;

@@ -18,12 +18,11 @@
 //! come from a stream of their own, so the same seed with and without an effect gives the same
 //! noise: a pure median shift multiplies the overlap and serial samples exactly.
 
-use crate::hotspots::Decision;
-use crate::result::{
-    EvidenceLevel, Hardware, Metrics, Row, RunComparison, RunDecision, RunResult, Schedule, Tool, Workload,
-    SCHEMA_VERSION,
-};
-use crate::stats::quantile::type7_quantile;
+use std::collections::BTreeMap;
+
+use crate::bench::assemble::{self, RunContext, Timings};
+use crate::bench::{Dtype, HardwareInfo, Plan};
+use crate::result::{EvidenceLevel, RunResult, Schedule};
 use crate::stats::rng::Rng;
 
 /// Sigma of the per-step log-normal noise every model starts from (2 %).
@@ -215,95 +214,43 @@ pub fn synthetic_run_with_spread(
     // A second, independent stream for the effect (splitmix64 seeding decorrelates the seeds).
     let mut effect_rng = Rng::new(seed ^ 0x5EED_E77E_C7E5_A5A5);
     let state = RunState::draw(model, run_spread, &mut rng);
-    let rows: Vec<Row> = BASE_MS
-        .iter()
-        .map(|&(schedule, base)| {
-            let mut samples: Vec<f64> = row_factors(model, &state, n, &mut rng).into_iter().map(|f| base * f).collect();
-            if matches!(schedule, Schedule::Overlap | Schedule::Serial) {
-                apply_effect(&mut samples, effect, &mut effect_rng);
-            }
-            row(schedule, samples)
-        })
-        .collect();
-    let median = |s: Schedule| rows.iter().find(|r| r.schedule == s).map_or(f64::NAN, |r| r.median_max_rank_ms);
-    let (comm, compute, serial, overlap) = (
-        median(Schedule::CommOnly),
-        median(Schedule::ComputeOnly),
-        median(Schedule::Serial),
-        median(Schedule::Overlap),
-    );
-    let payload_bytes: u64 = 8_388_608;
-    let world_size = 2u32;
-    let exposed = overlap - compute;
-    let saved = serial - overlap;
-    // nccl-tests' bus bandwidth for all-reduce: algbw × 2(n−1)/n.
-    let busbw = payload_bytes as f64 / (comm * 1e-3) / 1e9 * 2.0 * f64::from(world_size - 1) / f64::from(world_size);
-    let compute_dim: u64 = 2048;
-    RunResult {
-        schema_version: SCHEMA_VERSION,
-        tool: Tool { name: "commgate".into(), version: env!("CARGO_PKG_VERSION").into() },
+    // Two ranks: the simulated samples are the slowest rank's, the other is 1 % faster.
+    let mut timings: Timings = BTreeMap::new();
+    for &(schedule, base) in BASE_MS.iter() {
+        let mut samples: Vec<f64> = row_factors(model, &state, n, &mut rng).into_iter().map(|f| base * f).collect();
+        if matches!(schedule, Schedule::Overlap | Schedule::Serial) {
+            apply_effect(&mut samples, effect, &mut effect_rng);
+        }
+        let faster: Vec<f64> = samples.iter().map(|s| 0.99 * s).collect();
+        timings.insert(schedule, BTreeMap::from([(0, samples), (1, faster)]));
+    }
+    let ctx = RunContext {
+        plan: Plan {
+            world_size: 2,
+            dtype: Dtype::Bfloat16,
+            payload_elements: 4 << 20,
+            compute_dim: 2048,
+            warmup: 10,
+            repeats: u32::try_from(n).unwrap_or(u32::MAX),
+            seed,
+        },
+        backend: "mock".into(),
+        evidence_level: EvidenceLevel::Mock,
+        hardware: HardwareInfo {
+            gpu_name: Some("simulated".into()),
+            gpu_count: 2,
+            host_cpu: Some("simulated".into()),
+            ..HardwareInfo::default()
+        },
         run_label: format!("sim-{}-{seed}", model.name()),
         environment_profile: "SIM-MOCK".into(),
         created_at: "2026-11-30T00:00:00Z".into(),
-        workload: Workload {
-            id: "par-overlap-allreduce-matmul".into(),
-            collective: "all_reduce".into(),
-            world_size,
-            dtype: "bfloat16".into(),
-            payload_elements: payload_bytes / 2,
-            payload_bytes_per_rank: payload_bytes,
-            compute_dim,
-            warmup: 10,
-            repeats: u32::try_from(n).unwrap_or(u32::MAX),
-            backend: "mock".into(),
-        },
-        hardware: Hardware {
-            gpu_name: Some("simulated".into()),
-            gpu_count: world_size,
-            driver: None,
-            cuda: None,
-            nccl: None,
-            host_cpu: Some("simulated".into()),
-            fingerprint: "sim-0001".into(),
-        },
-        evidence_level: EvidenceLevel::Mock,
-        failure: None,
-        rows,
-        metrics: Metrics {
-            exposed_comm_ms: exposed,
-            overlap_ratio: 1.0 - exposed / comm,
-            busbw_gbps: busbw,
-            matmul_tflops: 2.0 * (compute_dim as f64).powi(3) / (compute * 1e-3) / 1e12,
-        },
-        comparison: RunComparison {
-            saved_ms: saved,
-            overlap_gain_ratio: saved / serial,
-            overlap_efficiency: saved / comm.min(compute),
-        },
-        decision: RunDecision {
-            verdict: if n == 0 { Decision::CollectMoreEvidence } else { Decision::Accept },
-            reason: format!("simulated run ({}, n = {n})", model.name()),
-        },
-    }
+    };
+    assemble::build(&ctx, Some(&timings), None)
 }
 
-/// A row with its summary fields filled from `samples` (type-7 quantiles: cheap, and only
-/// informational; `compare` re-estimates from the samples).
-fn row(schedule: Schedule, samples: Vec<f64>) -> Row {
-    let mut sorted = samples.clone();
-    sorted.sort_by(f64::total_cmp);
-    let mean = if samples.is_empty() { f64::NAN } else { samples.iter().sum::<f64>() / samples.len() as f64 };
-    Row {
-        schedule,
-        collective: "all_reduce".into(),
-        payload_bytes_per_rank: 8_388_608,
-        median_max_rank_ms: type7_quantile(&sorted, 0.5),
-        p95_max_rank_ms: type7_quantile(&sorted, 0.95),
-        // The samples are the slowest rank's; the other rank is a little faster on average.
-        rank_mean_ms: vec![mean, 0.99 * mean],
-        samples_ms: samples,
-    }
-}
+/// The hardware fingerprint every simulated run carries.
+pub const SIM_FINGERPRINT: &str = "5fdf6704ed9f0433";
 
 #[cfg(test)]
 mod tests {
@@ -354,7 +301,7 @@ mod tests {
                     model.name(),
                     r.metrics.exposed_comm_ms
                 );
-                assert_eq!(r.hardware.fingerprint, "sim-0001");
+                assert_eq!(r.hardware.fingerprint, SIM_FINGERPRINT);
                 assert_eq!(r.evidence_level, EvidenceLevel::Mock);
             }
         }

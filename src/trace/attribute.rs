@@ -485,22 +485,7 @@ fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot> {
     names
         .into_iter()
         .map(|name| {
-            let mut h = Hotspot {
-                collective: name.clone(),
-                count: 0,
-                sync_count: 0.0,
-                total_comm_ms: 0.0,
-                exposed_comm_ms: 0.0,
-                exposed_comm_ms_max_rank: 0.0,
-                payload_bytes: None,
-                payload_known: false,
-                overlap_ratio: 1.0,
-                rank_imbalance_ratio: None,
-                rank_imbalance_observed: false,
-                straggler_rank: None,
-                start_skew_ms: None,
-                unmatched: 0,
-            };
+            let mut h = Hotspot::empty(name);
             let mut payload_sum = 0.0;
             for r in ranks {
                 let Some(c) = r.by_collective.get(name) else { continue };
