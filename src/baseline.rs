@@ -52,6 +52,13 @@ impl Baseline {
     }
 }
 
+/// Loads a baseline store file (runs and trace summaries), checking every run.
+pub fn load_store(path: &Path) -> Result<BaselineFile, FileError> {
+    let file: BaselineFile = read_versioned(path, "baseline file")?;
+    check_store(&file).map_err(|m| FileError::new(path, m))?;
+    Ok(file)
+}
+
 /// Loads a baseline store file, or a single result file used as a one-run baseline.
 pub fn load(path: &Path) -> Result<Baseline, FileError> {
     #[derive(Deserialize)]
@@ -93,9 +100,7 @@ fn check_store(file: &BaselineFile) -> Result<(), String> {
 
 /// Where a result's baseline lives in a store directory.
 pub fn store_path(dir: &Path, run: &RunResult) -> Result<PathBuf, String> {
-    let profile = path_component(&run.environment_profile, "environment_profile")?;
-    let workload = path_component(&run.workload.id, "workload.id")?;
-    Ok(dir.join(profile).join(format!("{workload}.json")))
+    store_path_for(dir, &run.environment_profile, &run.workload.id)
 }
 
 fn path_component<'a>(s: &'a str, field: &str) -> Result<&'a str, String> {
@@ -174,6 +179,29 @@ pub fn update(dir: &Path, from: &Path, keep: usize) -> Result<Update, FileError>
     file.runs.drain(..dropped);
     write_store(&path, &file)?;
     Ok(Update { path, runs: file.runs.len(), dropped, fingerprint_note })
+}
+
+/// Stores an attribution summary under `name` in the existing baseline file at `path`, for
+/// `check --traces` to compare each collective's exposed time against.
+pub fn add_traces(path: &Path, name: &str, attribution: Attribution) -> Result<usize, FileError> {
+    if !path.exists() {
+        return Err(FileError::new(
+            path,
+            "does not exist yet: add a run first (`commgate baseline update --from RESULT --traces …` does both)",
+        ));
+    }
+    let mut file = load_store(path)?;
+    let collectives = attribution.by_collective.len();
+    file.traces.insert(name.to_string(), attribution);
+    write_store(path, &file)?;
+    Ok(collectives)
+}
+
+/// The store file for an environment profile and workload id under `dir`.
+pub fn store_path_for(dir: &Path, profile: &str, workload_id: &str) -> Result<PathBuf, String> {
+    let profile = path_component(profile, "environment_profile")?;
+    let workload = path_component(workload_id, "workload.id")?;
+    Ok(dir.join(profile).join(format!("{workload}.json")))
 }
 
 /// Writes a store file atomically, creating its directory.

@@ -31,6 +31,13 @@ pub enum Command {
     /// Run the overlap benchmark (all-reduce and matmul: alone, serially, overlapped) and write a
     /// result file.
     Bench(BenchArgs),
+    /// The gate: run the benchmark (or take --result), compare with the stored baseline,
+    /// attribute --traces, decide one verdict, write the report, comment on the pull request.
+    /// Exits 1 when --fail-on names the verdict, 2 when it could not evaluate.
+    Check(CheckArgs),
+    /// Post or update the pull-request comment for a report written earlier by `check --output`
+    /// (the trusted half of the fork-PR two-workflow pattern).
+    Comment(CommentArgs),
     /// Manage the baseline store (`baselines/<environment_profile>/<workload_id>.json`).
     #[command(subcommand)]
     Baseline(BaselineCommand),
@@ -69,6 +76,22 @@ pub struct CompareArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
+    #[command(flatten)]
+    pub flags: BenchFlags,
+
+    /// Print the plan (sizes, bytes, FLOPs, schedules) and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// The result file (default: benchmarks/results/<time>_<workload>_<label>.json, never
+    /// overwriting an earlier one).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// The benchmark's flags, shared by `bench` and `check`.
+#[derive(Debug, clap::Args)]
+pub struct BenchFlags {
     /// Where to run: cuda (NCCL + cuBLAS), cpu (threads or processes, real timings without a GPU),
     /// mock (deterministic, for tests), or auto (cuda when usable, else cpu).
     #[arg(long, value_enum, env = "COMMGATE_BACKEND")]
@@ -103,15 +126,6 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SECONDS", env = "COMMGATE_TIMEOUT")]
     pub timeout: Option<u64>,
 
-    /// Print the plan (sizes, bytes, FLOPs, schedules) and run nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-
-    /// The result file (default: benchmarks/results/<time>_<workload>_<label>.json, never
-    /// overwriting an earlier one).
-    #[arg(long, short, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
     /// A label for this run, kept in the file and its default name.
     #[arg(long, value_name = "LABEL", env = "COMMGATE_RUN_LABEL")]
     pub run_label: Option<String>,
@@ -127,6 +141,67 @@ pub struct BenchArgs {
     /// Seed of the mock backend's timings.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Judge this result file instead of running the benchmark.
+    #[arg(long, value_name = "FILE")]
+    pub result: Option<PathBuf>,
+
+    /// The baseline store directory.
+    #[arg(long, env = "COMMGATE_BASELINES", value_name = "DIR")]
+    pub baselines: Option<PathBuf>,
+
+    /// Profiler traces to attribute (files or directories, one trace per rank).
+    #[arg(long, num_args = 1.., value_name = "PATH")]
+    pub traces: Vec<PathBuf>,
+
+    /// Which stored trace summary to compare against.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub trace_name: String,
+
+    /// Which verdicts exit 1.
+    #[arg(long, value_enum, env = "COMMGATE_FAIL_ON")]
+    pub fail_on: Option<FailOnArg>,
+
+    /// Comment on the pull request: auto (inside GitHub Actions on a pull request), always, never.
+    #[arg(long, value_enum, env = "COMMGATE_COMMENT")]
+    pub comment: Option<CommentArg>,
+
+    /// Terminal report format.
+    #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
+    pub format: Option<FormatArg>,
+
+    /// Write the JSON report here (before any network call); `commgate comment --report` reads it.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub bench: BenchFlags,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CommentArgs {
+    /// A report written by `commgate check --output`.
+    #[arg(long, value_name = "REPORT.json")]
+    pub report: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum FailOnArg {
+    Regression,
+    Tune,
+    CollectMoreEvidence,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CommentArg {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -153,8 +228,24 @@ pub enum BaselineCommand {
 #[derive(Debug, clap::Args)]
 pub struct UpdateArgs {
     /// The result file to add.
-    #[arg(long, value_name = "RESULT")]
-    pub from: PathBuf,
+    #[arg(long, value_name = "RESULT", required_unless_present = "traces")]
+    pub from: Option<PathBuf>,
+
+    /// Profiler traces whose attribution summary the baseline keeps, for `check --traces`.
+    #[arg(long, num_args = 1.., value_name = "PATH")]
+    pub traces: Vec<PathBuf>,
+
+    /// The name of the stored trace summary.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub name: String,
+
+    /// With --traces and no --from: the baseline's environment profile.
+    #[arg(long, value_name = "NAME")]
+    pub environment_profile: Option<String>,
+
+    /// With --traces and no --from: the baseline's workload id.
+    #[arg(long, value_name = "ID", default_value = "par-overlap-allreduce-matmul")]
+    pub workload_id: String,
 
     /// The store directory.
     #[arg(long, env = "COMMGATE_BASELINES", value_name = "DIR")]

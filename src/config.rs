@@ -10,11 +10,16 @@ use serde::Deserialize;
 use crate::baseline::DEFAULT_KEEP;
 use crate::bench::runner::{BackendChoice, BenchSettings};
 use crate::bench::{mock, Dtype, Plan};
-use crate::cli::{AttributeArgs, BackendArg, BenchArgs, CompareArgs, CompatArg, DtypeArg, FormatArg, UpdateArgs};
+use crate::check::CheckOptions;
+use crate::cli::{
+    AttributeArgs, BackendArg, BenchArgs, BenchFlags, CheckArgs, CommentArg, CompareArgs, CompatArg, DtypeArg,
+    FailOnArg, FormatArg, UpdateArgs,
+};
 use crate::compare::CompareOptions;
 use crate::hotspots::Thresholds;
 use crate::report::Format;
 use crate::trace::attribute::{AttributeOptions, Compat};
+use crate::verdict::FailOn;
 
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
@@ -32,6 +37,21 @@ pub struct FileConfig {
     pub baseline: BaselineFileConfig,
     #[serde(default)]
     pub bench: BenchFile,
+    #[serde(default)]
+    pub check: CheckFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckFile {
+    pub fail_on: Option<String>,
+    pub comment: Option<String>,
+    pub format: Option<String>,
+    pub output: Option<PathBuf>,
+    /// A collective regresses when its exposed time per step grows by more than this share…
+    pub trace_relative_floor: Option<f64>,
+    /// …and more than this many ms.
+    pub trace_absolute_floor_ms: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,10 +212,114 @@ pub fn compare(args: CompareArgs, file: &FileConfig) -> Result<CompareConfig> {
     })
 }
 
+/// Whether and when `check` comments on the pull request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommentPolicy {
+    /// Inside GitHub Actions on a pull request.
+    Auto,
+    Always,
+    Never,
+}
+
+/// Settings for `commgate check`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckConfig {
+    pub result: Option<PathBuf>,
+    pub bench: BenchSettings,
+    pub options: CheckOptions,
+    pub comment: CommentPolicy,
+    pub format: Format,
+    pub output: Option<PathBuf>,
+}
+
+pub fn check(
+    args: CheckArgs,
+    file: &FileConfig,
+    env: impl Fn(&str) -> Option<String>,
+    resolve: impl FnOnce(BackendChoice) -> BackendChoice,
+) -> Result<CheckConfig> {
+    let c = &file.check;
+    let fail_on = match (args.fail_on, c.fail_on.as_deref()) {
+        (Some(FailOnArg::Regression), _) | (None, Some("regression")) | (None, None) => FailOn::Regression,
+        (Some(FailOnArg::Tune), _) | (None, Some("tune")) => FailOn::Tune,
+        (Some(FailOnArg::CollectMoreEvidence), _) | (None, Some("collect_more_evidence")) => {
+            FailOn::CollectMoreEvidence
+        }
+        (Some(FailOnArg::Never), _) | (None, Some("never")) => FailOn::Never,
+        (None, Some(other)) => {
+            bail!("commgate.toml: check.fail_on = \"{other}\"; use regression, tune, collect_more_evidence or never")
+        }
+    };
+    let comment = match (args.comment, c.comment.as_deref()) {
+        (Some(CommentArg::Auto), _) | (None, Some("auto")) | (None, None) => CommentPolicy::Auto,
+        (Some(CommentArg::Always), _) | (None, Some("always")) => CommentPolicy::Always,
+        (Some(CommentArg::Never), _) | (None, Some("never")) => CommentPolicy::Never,
+        (None, Some(other)) => bail!("commgate.toml: check.comment = \"{other}\"; use auto, always or never"),
+    };
+    let format = match (args.format, c.format.as_deref()) {
+        (Some(f), _) => format_of(f),
+        (None, Some(s)) => parse_format(s)?,
+        (None, None) => Format::Text,
+    };
+    let relative = c.trace_relative_floor.unwrap_or(0.10);
+    let absolute = c.trace_absolute_floor_ms.unwrap_or(0.5);
+    if !(0.0..10.0).contains(&relative) || !absolute.is_finite() || absolute < 0.0 {
+        bail!("check.trace_relative_floor / trace_absolute_floor_ms must be ≥ 0 (defaults 0.10 and 0.5 ms)");
+    }
+    let compare_defaults = CompareOptions::default();
+    Ok(CheckConfig {
+        result: args.result,
+        bench: bench_flags(args.bench, file, &env, resolve)?,
+        options: CheckOptions {
+            baselines: args
+                .baselines
+                .or_else(|| file.baseline.dir.clone())
+                .unwrap_or_else(|| PathBuf::from("baselines")),
+            traces: args.traces,
+            trace_name: args.trace_name,
+            attribute: attribute_defaults(file)?,
+            compare: CompareOptions {
+                min_effect: file.compare.min_effect.unwrap_or(compare_defaults.min_effect),
+                resamples: file.compare.resamples.unwrap_or(compare_defaults.resamples),
+                seed: file.compare.seed.unwrap_or(compare_defaults.seed),
+                ..compare_defaults
+            },
+            trace_relative_floor: relative,
+            trace_absolute_floor_ms: absolute,
+            fail_on,
+        },
+        comment,
+        format,
+        output: args.output.or_else(|| c.output.clone()),
+    })
+}
+
+/// Attribution options from `commgate.toml` alone (for commands without attribute flags).
+pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
+    let defaults = Thresholds::default();
+    let t = &file.thresholds;
+    let thresholds = Thresholds {
+        imbalance_ratio: t.imbalance_ratio.unwrap_or(defaults.imbalance_ratio),
+        low_overlap_ratio: t.low_overlap_ratio.unwrap_or(defaults.low_overlap_ratio),
+        accept_exposed_ms: t.accept_exposed_ms.unwrap_or(defaults.accept_exposed_ms),
+    };
+    validate_thresholds(&thresholds)?;
+    Ok(AttributeOptions {
+        compat: Compat::Default,
+        steps: file.attribute.steps,
+        comm_patterns: file.attribute.comm_patterns.clone(),
+        thresholds,
+    })
+}
+
 /// Settings for `commgate baseline update`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateConfig {
-    pub from: PathBuf,
+    pub from: Option<PathBuf>,
+    pub traces: Vec<PathBuf>,
+    pub name: String,
+    pub environment_profile: Option<String>,
+    pub workload_id: String,
     pub dir: PathBuf,
     pub keep: usize,
 }
@@ -205,8 +329,17 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
     if keep == 0 {
         bail!("keep = 0 would keep no runs; use 1 or more (default {DEFAULT_KEEP})");
     }
+    if args.from.is_none() && args.environment_profile.is_none() {
+        bail!(
+            "baseline update --traces without --from needs --environment-profile (which baseline file to add them to)"
+        );
+    }
     Ok(UpdateConfig {
         from: args.from,
+        traces: args.traces,
+        name: args.name,
+        environment_profile: args.environment_profile,
+        workload_id: args.workload_id,
         dir: args.baselines.or_else(|| file.baseline.dir.clone()).unwrap_or_else(|| PathBuf::from("baselines")),
         keep,
     })
@@ -219,6 +352,19 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
 /// `auto` run that falls back to the CPU gets the CPU's defaults.
 pub fn bench(
     args: BenchArgs,
+    file: &FileConfig,
+    env: impl Fn(&str) -> Option<String>,
+    resolve: impl FnOnce(BackendChoice) -> BackendChoice,
+) -> Result<BenchSettings> {
+    let mut settings = bench_flags(args.flags, file, env, resolve)?;
+    settings.output = args.output;
+    settings.dry_run = args.dry_run;
+    Ok(settings)
+}
+
+/// The benchmark flags `bench` and `check` share.
+pub fn bench_flags(
+    args: BenchFlags,
     file: &FileConfig,
     env: impl Fn(&str) -> Option<String>,
     resolve: impl FnOnce(BackendChoice) -> BackendChoice,
@@ -269,10 +415,10 @@ pub fn bench(
         timeout: Duration::from_secs(timeout),
         run_label: args.run_label.or_else(|| f.run_label.clone()).unwrap_or_else(|| "default".to_string()),
         environment_profile: args.environment_profile.or_else(|| f.environment_profile.clone()),
-        output: args.output,
+        output: None,
         results_dir: f.results_dir.clone().unwrap_or_else(|| PathBuf::from("benchmarks/results")),
         progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        dry_run: args.dry_run,
+        dry_run: false,
         fault: mock::parse_fault(env("COMMGATE_MOCK_FAULT").as_deref()),
     })
 }

@@ -5,9 +5,11 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod github;
 pub mod hotspots;
 pub mod report;
 pub mod result;
@@ -16,5 +18,6 @@ pub mod simulate;
 pub mod stats;
 pub mod trace;
 pub mod units;
+pub mod verdict;
 
 pub use run::{run, Outcome};

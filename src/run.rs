@@ -8,9 +8,12 @@ use anyhow::{Context, Result};
 
 use crate::bench::runner::{self, BackendChoice, BenchOutcome};
 use crate::bench::{self, launch};
+use crate::check;
 use crate::cli::{BaselineCommand, Cli, Command};
-use crate::config;
+use crate::config::{self, CommentPolicy};
+use crate::github::{self, CommentOutcome, GithubEnv};
 use crate::report;
+use crate::report::Format;
 use crate::trace::load::attribute_paths;
 use crate::{baseline, compare, result};
 
@@ -68,21 +71,119 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             }
             Ok(Outcome::Passed)
         }
-        Command::Baseline(BaselineCommand::Update(args)) => {
-            let cfg = config::update(args, &file)?;
-            let u = baseline::update(&cfg.dir, &cfg.from, cfg.keep)?;
-            if let Some(note) = &u.fingerprint_note {
-                eprintln!("commgate: note: {note}");
-            }
-            let dropped = if u.dropped > 0 { format!(", dropped the oldest {}", u.dropped) } else { String::new() };
-            eprintln!(
-                "commgate: {} now holds {} run{}{dropped}",
-                u.path.display(),
-                u.runs,
-                if u.runs == 1 { "" } else { "s" }
-            );
+        Command::Check(args) => {
+            let given = args.result.is_some();
+            let env = |k: &str| std::env::var(k).ok();
+            let cfg = config::check(args, &file, env, |c| if given { c } else { runner::resolve_choice(c) })?;
+            run_check(cfg)
+        }
+        Command::Comment(args) => {
+            let report = check::load_report(&args.report)?;
+            let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
+                anyhow::bail!("commgate comment runs inside GitHub Actions (GITHUB_ACTIONS=true with GITHUB_REPOSITORY, GITHUB_TOKEN and a pull-request event)");
+            };
+            post_comment(&gh, &report::render_check(&report, Format::Markdown));
             Ok(Outcome::Passed)
         }
+        Command::Baseline(BaselineCommand::Update(args)) => {
+            let cfg = config::update(args, &file)?;
+            let mut path = None;
+            if let Some(from) = &cfg.from {
+                let u = baseline::update(&cfg.dir, from, cfg.keep)?;
+                if let Some(note) = &u.fingerprint_note {
+                    eprintln!("commgate: note: {note}");
+                }
+                let dropped = if u.dropped > 0 { format!(", dropped the oldest {}", u.dropped) } else { String::new() };
+                let plural = if u.runs == 1 { "" } else { "s" };
+                eprintln!("commgate: {} now holds {} run{plural}{dropped}", u.path.display(), u.runs);
+                path = Some(u.path);
+            }
+            if !cfg.traces.is_empty() {
+                let path = match path {
+                    Some(p) => p,
+                    None => baseline::store_path_for(
+                        &cfg.dir,
+                        cfg.environment_profile.as_deref().unwrap_or_default(),
+                        &cfg.workload_id,
+                    )
+                    .map_err(|m| anyhow::anyhow!("{m}"))?,
+                };
+                let attribution = attribute_paths(&cfg.traces, &config::attribute_defaults(&file)?)?;
+                let n = baseline::add_traces(&path, &cfg.name, attribution)?;
+                eprintln!("commgate: {} now holds trace summary \"{}\" ({n} collectives)", path.display(), cfg.name);
+            }
+            Ok(Outcome::Passed)
+        }
+    }
+}
+
+/// The gate: measure (or load), judge, write the report, then talk to GitHub. The report is on
+/// disk before any network call, and GitHub trouble never changes the exit code.
+fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
+    let result = match &cfg.result {
+        Some(path) => result::load_result(path)?,
+        None => {
+            let mut settings = cfg.bench.clone();
+            if settings.plan.world_size == 0 {
+                settings.plan.world_size = default_world_size(settings.backend);
+            }
+            let launch = launch::from_env(|k| std::env::var(k).ok()).map_err(|m| anyhow::anyhow!("{m}"))?;
+            match runner::run(&settings, launch)? {
+                BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result } => {
+                    eprintln!("commgate: benchmark result in {}", path.display());
+                    *result
+                }
+                BenchOutcome::Contributed { rank } => {
+                    eprintln!("commgate: rank {rank} done; rank 0 judges the run");
+                    return Ok(Outcome::Passed);
+                }
+                BenchOutcome::Planned(text) => {
+                    emit(&text, None)?;
+                    return Ok(Outcome::Passed);
+                }
+            }
+        }
+    };
+    let report = check::evaluate(result, &cfg.options)?;
+    if let Some(path) = &cfg.output {
+        write_atomic(path, report::render_check(&report, Format::Json).as_bytes())?;
+    }
+    emit(&report::render_check(&report, cfg.format), None)?;
+    if let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) {
+        let markdown = report::render_check(&report, Format::Markdown);
+        if let Err(e) = github::write_step_summary(&gh, &markdown) {
+            eprintln!("commgate: warning: {e}");
+        }
+        let report_path = cfg.output.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let outputs = [
+            ("verdict", report.verdict.as_str()),
+            ("blocking", if report.blocking { "true" } else { "false" }),
+            ("report", report_path.as_str()),
+        ];
+        if let Err(e) = github::write_outputs(&gh, &outputs) {
+            eprintln!("commgate: warning: {e}");
+        }
+        let wanted = match cfg.comment {
+            CommentPolicy::Never => false,
+            CommentPolicy::Always => true,
+            CommentPolicy::Auto => gh.pull_request.is_some(),
+        };
+        if wanted {
+            post_comment(&gh, &markdown);
+        }
+    } else if cfg.comment == CommentPolicy::Always {
+        eprintln!("commgate: warning: --comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");
+    }
+    Ok(if report.fails() { Outcome::Blocked } else { Outcome::Passed })
+}
+
+/// Posts or updates the PR comment; trouble is a warning, never an error.
+fn post_comment(gh: &GithubEnv, markdown: &str) {
+    match github::upsert_comment(gh, markdown) {
+        CommentOutcome::Created { url, .. } => eprintln!("commgate: commented on the pull request: {url}"),
+        CommentOutcome::Updated { url, .. } => eprintln!("commgate: updated the pull-request comment: {url}"),
+        CommentOutcome::Skipped(why) => eprintln!("commgate: no comment: {why}"),
+        CommentOutcome::Warning(why) => eprintln!("commgate: warning: {why}"),
     }
 }
 

@@ -15,6 +15,11 @@ pub fn comparison(c: &Comparison) -> String {
     pretty(c)
 }
 
+/// Renders a check report (formats.md, "Check report").
+pub fn check(r: &crate::check::CheckReport) -> String {
+    pretty(r)
+}
+
 /// Pretty JSON with a trailing newline.
 fn pretty<T: serde::Serialize>(value: &T) -> String {
     // Cannot fail for these types: every map key is a `String`, every Serialize impl is

@@ -66,7 +66,7 @@ pub fn escape_md(s: &str) -> String {
 
 /// Text inside a code span renders literally (no Markdown, no HTML), so it needs no escaping
 /// beyond what could close the span or break the line.
-fn code_span(s: &str) -> String {
+pub(crate) fn code_span(s: &str) -> String {
     let inner: String = s
         .chars()
         .map(|c| {
@@ -183,7 +183,7 @@ fn decision_lines(a: &Attribution) -> String {
 }
 
 /// A GFM table; cells must already be escaped.
-fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
     let header: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
     let rule: Vec<&str> = columns
         .iter()

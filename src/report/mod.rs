@@ -5,6 +5,7 @@
 //! in a terminal and in a PR comment). Renderers display the decisions an [`Attribution`]
 //! carries; they never recompute them.
 
+pub mod check;
 pub mod json;
 pub mod markdown;
 pub mod text;
@@ -30,6 +31,15 @@ pub fn render_attribution(a: &Attribution, format: Format) -> String {
         Format::Text => text::attribution(a),
         Format::Json => json::attribution(a),
         Format::Markdown => markdown::attribution(a),
+    }
+}
+
+/// Renders a check report in the chosen format.
+pub fn render_check(r: &crate::check::CheckReport, format: Format) -> String {
+    match format {
+        Format::Text => check::text(r),
+        Format::Json => json::check(r),
+        Format::Markdown => check::markdown(r),
     }
 }
 

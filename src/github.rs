@@ -1,0 +1,768 @@
+//! Every GitHub call commgate makes, and the GitHub Actions files it writes. This is the only file
+//! that imports octocrab, so the network, its failure modes and the token live in one place.
+//!
+//! What it owns and why each choice:
+//! - [`GithubEnv::from_env`] reads the variables Actions sets (formats.md, "Commands") through an
+//!   injected lookup, so tests never touch the process environment. The pull request number comes
+//!   from the event payload; a missing or unreadable payload just means "not a pull request".
+//! - [`write_step_summary`] and [`write_outputs`] append to the files Actions names. Multi-line
+//!   outputs use GitHub's `name<<DELIMITER` form with a delimiter that does not occur in the value.
+//! - [`upsert_comment`] keeps exactly one sticky report comment per pull request: it lists the
+//!   comments (every page, 100 per page), finds the one carrying [`MARKER`], and PATCHes it, or POSTs
+//!   a new one. octocrab's `update_comment` sends POST where GitHub documents PATCH, and its comment
+//!   model is strict (a schema drift on GitHub's side would fail deserialisation), so this module
+//!   sends raw requests through octocrab (`_get`, `_post`, `_patch`: auth, base URI, TLS, timeouts)
+//!   and reads only the fields it needs into its own serde structs.
+//! - The marked comment chosen is the most recent one whose body starts with the marker (a reply
+//!   quoting it counts only when there is nothing better). Asking who the token belongs to would
+//!   cost a request and fails for the Actions token (`GET /user` is 403 for an app installation);
+//!   instead a PATCH refused with 403/404 (a comment written under another identity) falls back to
+//!   one POST, which the next run then finds as the most recent.
+//! - Commenting never fails the gate: a comment is a convenience, the verdict is the exit code and
+//!   the report is already in the job summary and `--output`. So [`upsert_comment`] returns a
+//!   [`CommentOutcome`], never an error. A read-only token (fork pull requests) gives 401/403/404:
+//!   one warning, no retries. 5xx, transport errors, timeouts and rate limits are retried with
+//!   exponential backoff, a bounded number of times, under a per-request timeout and an overall
+//!   deadline, so `check` never hangs on the network.
+//! - A retry redoes the whole find-then-write step rather than repeating one request: a POST whose
+//!   answer was lost (a 502 from a proxy after GitHub created the comment) is then found by the
+//!   next listing and updated, instead of duplicated. octocrab's own retry layer is turned off so
+//!   the two do not multiply into a retry storm.
+//! - The token is a [`Token`], whose `Debug` and `Display` print `***`; every message leaving this
+//!   module is scrubbed of the token as well, in case an error text ever echoed it.
+//! - Callers are synchronous. Each call builds its own current-thread Tokio runtime on a scoped
+//!   thread, which works whether or not the caller already runs inside a runtime.
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use octocrab::service::middleware::retry::RetryConfig;
+use octocrab::Octocrab;
+use serde::Deserialize;
+use tokio::time::Instant;
+
+/// The marker that identifies commgate's PR comment (hidden HTML comment, first line of the body).
+pub const MARKER: &str = "<!-- commgate-report -->";
+
+/// Where the REST API lives when `GITHUB_API_URL` is unset (GitHub Enterprise Server sets it to
+/// `https://HOST/api/v3`).
+pub const DEFAULT_API_URL: &str = "https://api.github.com";
+
+/// The longest `retry-after` (or rate-limit reset) commgate waits for. Longer than this and the
+/// comment is given up with a warning: a gate should not sit idle for minutes over a comment.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// Pagination stops here (10,000 comments) even if GitHub keeps sending `rel="next"`.
+const MAX_PAGES: usize = 100;
+
+/// How much of GitHub's error message a warning quotes.
+const MAX_QUOTED_CHARS: usize = 300;
+
+/// A GitHub token. `Debug` and `Display` print `***`, so it cannot leak through a log line or an
+/// error built with `{:?}`.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(secret: impl Into<String>) -> Token {
+        Token(secret.into())
+    }
+
+    fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// What GitHub Actions tells a step about where it runs (formats.md, "Commands").
+#[derive(Debug, Clone)]
+pub struct GithubEnv {
+    /// `GITHUB_API_URL`, default <https://api.github.com> (GHES: `https://HOST/api/v3`), no
+    /// trailing slash.
+    pub api_url: String,
+    /// `GITHUB_REPOSITORY` split at its `/`: (owner, name).
+    pub repository: Option<(String, String)>,
+    /// `GITHUB_TOKEN`, else `GH_TOKEN`.
+    pub token: Option<Token>,
+    /// From the event payload at `GITHUB_EVENT_PATH`: `pull_request.number` (`pull_request`,
+    /// `pull_request_target`), or `issue.number` when `issue.pull_request` is set (`issue_comment`
+    /// on a pull request).
+    pub pull_request: Option<u64>,
+    /// `GITHUB_EVENT_NAME`.
+    pub event_name: Option<String>,
+    /// `GITHUB_STEP_SUMMARY`.
+    pub step_summary: Option<PathBuf>,
+    /// `GITHUB_OUTPUT`.
+    pub output: Option<PathBuf>,
+}
+
+impl GithubEnv {
+    /// None when `GITHUB_ACTIONS` is not "true". A missing or unreadable event file is not an error
+    /// (`pull_request` is then None). Empty variables count as unset.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Option<GithubEnv> {
+        let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        if get("GITHUB_ACTIONS").as_deref() != Some("true") {
+            return None;
+        }
+        let api_url = get("GITHUB_API_URL")
+            .map(|url| url.trim_end_matches('/').to_string())
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| DEFAULT_API_URL.to_string());
+        let repository = get("GITHUB_REPOSITORY").and_then(|full| {
+            let (owner, name) = full.split_once('/')?;
+            let valid = !owner.is_empty() && !name.is_empty() && !name.contains('/');
+            valid.then(|| (owner.to_string(), name.to_string()))
+        });
+        let pull_request = get("GITHUB_EVENT_PATH")
+            .and_then(|path| std::fs::read(path).ok())
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|payload| pull_request_number(&payload));
+        Some(GithubEnv {
+            api_url,
+            repository,
+            token: get("GITHUB_TOKEN").or_else(|| get("GH_TOKEN")).map(Token),
+            pull_request,
+            event_name: get("GITHUB_EVENT_NAME"),
+            step_summary: get("GITHUB_STEP_SUMMARY").map(PathBuf::from),
+            output: get("GITHUB_OUTPUT").map(PathBuf::from),
+        })
+    }
+}
+
+/// The pull request an event payload is about, if any.
+fn pull_request_number(payload: &serde_json::Value) -> Option<u64> {
+    if let Some(number) = payload.pointer("/pull_request/number").and_then(serde_json::Value::as_u64) {
+        return Some(number);
+    }
+    let issue = payload.get("issue")?;
+    let on_pull_request = issue.get("pull_request").is_some_and(|pr| !pr.is_null());
+    if on_pull_request {
+        issue.get("number")?.as_u64()
+    } else {
+        None
+    }
+}
+
+/// Appends the Markdown to `GITHUB_STEP_SUMMARY` (no-op when unset). Errors name the file.
+pub fn write_step_summary(env: &GithubEnv, markdown: &str) -> Result<(), String> {
+    let Some(path) = &env.step_summary else { return Ok(()) };
+    let mut text = markdown.to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    append(path, &text)
+        .map_err(|e| format!("cannot write the job summary to {} (GITHUB_STEP_SUMMARY): {e}", path.display()))
+}
+
+/// Appends `name=value` lines to `GITHUB_OUTPUT` (no-op when unset). A value with a line break uses
+/// the `name<<DELIMITER` form GitHub documents, with a random delimiter that does not occur in the
+/// value. Errors name the file (and the output, for a name GitHub could not parse).
+pub fn write_outputs(env: &GithubEnv, outputs: &[(&str, &str)]) -> Result<(), String> {
+    let Some(path) = &env.output else { return Ok(()) };
+    let mut text = String::new();
+    for (name, value) in outputs {
+        if name.is_empty() || name.contains(['=', '\n', '\r']) || name.contains("<<") {
+            return Err(format!(
+                "cannot write output {name:?} to {} (GITHUB_OUTPUT): an output name must be non-empty \
+                 and contain no '=', '<<' or line break",
+                path.display()
+            ));
+        }
+        if value.contains(['\n', '\r']) {
+            let delimiter = delimiter_for(value);
+            text.push_str(&format!("{name}<<{delimiter}\n{value}\n{delimiter}\n"));
+        } else {
+            text.push_str(&format!("{name}={value}\n"));
+        }
+    }
+    // One write for all outputs, so a failure cannot leave half a heredoc behind.
+    append(path, &text).map_err(|e| format!("cannot write outputs to {} (GITHUB_OUTPUT): {e}", path.display()))
+}
+
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+/// `ghadelimiter_<16 hex digits>` (the prefix the Actions toolkit uses), redrawn until the value
+/// does not contain it. The randomness is std's per-process hash seed: no RNG dependency needed.
+fn delimiter_for(value: &str) -> String {
+    let mut salt: u64 = 0;
+    loop {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(salt);
+        hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        let delimiter = format!("ghadelimiter_{:016x}", hasher.finish());
+        if !value.contains(&delimiter) {
+            return delimiter;
+        }
+        salt += 1;
+    }
+}
+
+/// What happened to the PR comment. Never an error: see the module doc.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommentOutcome {
+    Created {
+        id: u64,
+        url: String,
+    },
+    Updated {
+        id: u64,
+        url: String,
+    },
+    /// Nothing to do here (not a pull request, no token, no repository); the reason says which.
+    Skipped(String),
+    /// Commenting failed; the gate goes on. The text says why and what the user can do.
+    Warning(String),
+}
+
+impl fmt::Display for CommentOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommentOutcome::Created { url, .. } => write!(f, "created the PR comment {url}"),
+            CommentOutcome::Updated { url, .. } => write!(f, "updated the PR comment {url}"),
+            CommentOutcome::Skipped(why) => write!(f, "no PR comment: {why}"),
+            CommentOutcome::Warning(why) => write!(f, "warning: {why}"),
+        }
+    }
+}
+
+/// How hard [`upsert_comment_with`] tries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all (the first included), each one a full find-then-write.
+    pub attempts: u32,
+    /// Wait before the second attempt; doubled before each later one (250 ms, 500 ms, 1 s).
+    pub base_delay: Duration,
+    /// Limit on one HTTP request, connection and body included.
+    pub request_timeout: Duration,
+    /// Limit on the whole call, waits included.
+    pub deadline: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            attempts: 4,
+            base_delay: Duration::from_millis(250),
+            request_timeout: Duration::from_secs(10),
+            deadline: Duration::from_secs(60),
+        }
+    }
+}
+
+/// [`upsert_comment_with`] under [`RetryPolicy::default`].
+pub fn upsert_comment(env: &GithubEnv, body: &str) -> CommentOutcome {
+    upsert_comment_with(env, body, &RetryPolicy::default())
+}
+
+/// Finds this tool's previous comment on the pull request by [`MARKER`] (every page, 100 per page),
+/// updates it (PATCH), or creates one (POST). Never returns an error: no token, no pull request or
+/// no repository → `Skipped`; a read-only token (401/403/404) → one `Warning` without retries; 5xx,
+/// transport errors, timeouts and rate limits → up to `policy.attempts` attempts with exponential
+/// backoff (honouring `retry-after` up to 10 s), then `Warning`. No text in the outcome contains
+/// the token.
+pub fn upsert_comment_with(env: &GithubEnv, body: &str, policy: &RetryPolicy) -> CommentOutcome {
+    let Some(number) = env.pull_request else {
+        let event = env.event_name.as_deref().unwrap_or("unknown");
+        return CommentOutcome::Skipped(format!(
+            "not a pull request (event `{event}`), so there is nothing to comment on"
+        ));
+    };
+    let Some((owner, repo)) = &env.repository else {
+        return CommentOutcome::Skipped("GITHUB_REPOSITORY is not set to OWNER/NAME".to_string());
+    };
+    let Some(token) = &env.token else {
+        return CommentOutcome::Skipped(
+            "no GITHUB_TOKEN (or GH_TOKEN) in the environment; pass the `github-token` input to comment".to_string(),
+        );
+    };
+    // octocrab turns the token into a header value and panics on one HTTP forbids (a stray line
+    // break from a copied secret, say), so check it here and say so instead.
+    if !token.secret().bytes().all(|b| b.is_ascii_graphic()) {
+        return CommentOutcome::Warning(
+            "cannot comment: the token contains spaces, line breaks or non-ASCII characters; check the secret"
+                .to_string(),
+        );
+    }
+    let body = if body.trim_start().starts_with(MARKER) { body.to_string() } else { format!("{MARKER}\n{body}") };
+    let target = Target { api_url: &env.api_url, owner, repo, number, token, body: &body };
+    let outcome = std::thread::scope(|scope| {
+        // A scoped thread, so `block_on` works even when the caller sits inside a Tokio runtime.
+        scope.spawn(|| run_on_own_runtime(&target, policy)).join().unwrap_or_else(|_| {
+            CommentOutcome::Warning("cannot comment: the GitHub client stopped unexpectedly".to_string())
+        })
+    });
+    scrub_outcome(outcome, token.secret())
+}
+
+struct Target<'a> {
+    api_url: &'a str,
+    owner: &'a str,
+    repo: &'a str,
+    number: u64,
+    token: &'a Token,
+    body: &'a str,
+}
+
+fn run_on_own_runtime(target: &Target<'_>, policy: &RetryPolicy) -> CommentOutcome {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return CommentOutcome::Warning(format!("cannot comment: cannot start the async runtime: {e}")),
+    };
+    runtime.block_on(async {
+        let deadline = Instant::now() + policy.deadline;
+        match tokio::time::timeout_at(deadline, upsert(target, policy, deadline)).await {
+            Ok(outcome) => outcome,
+            Err(_) => CommentOutcome::Warning(format!(
+                "cannot comment: GitHub did not finish within the {} s deadline; {}",
+                policy.deadline.as_secs_f64(),
+                REPORT_ELSEWHERE
+            )),
+        }
+    })
+}
+
+const REPORT_ELSEWHERE: &str = "the report is in the job summary";
+
+async fn upsert(target: &Target<'_>, policy: &RetryPolicy, deadline: Instant) -> CommentOutcome {
+    let crab = match build_client(target, policy) {
+        Ok(crab) => crab,
+        Err(why) => return CommentOutcome::Warning(why),
+    };
+    let client = Client { crab, request_timeout: policy.request_timeout };
+    let attempts = policy.attempts.max(1);
+    let mut attempt = 1;
+    loop {
+        let failure = match find_and_write(&client, target).await {
+            Ok(outcome) => return outcome,
+            Err(failure) => failure,
+        };
+        let (why, asked_wait) = match failure {
+            Failure::Fatal { why, .. } => return CommentOutcome::Warning(why),
+            Failure::Transient { why, retry_after } => (why, retry_after),
+        };
+        if attempt >= attempts {
+            return CommentOutcome::Warning(format!(
+                "cannot comment: {why} (gave up after {attempts} attempts); {REPORT_ELSEWHERE}"
+            ));
+        }
+        let wait = match asked_wait {
+            Some(wait) if wait > MAX_RETRY_AFTER => {
+                return CommentOutcome::Warning(format!(
+                    "cannot comment: {why}, and GitHub asks to wait {} s, longer than commgate waits ({} s); \
+                     {REPORT_ELSEWHERE}",
+                    wait.as_secs(),
+                    MAX_RETRY_AFTER.as_secs()
+                ));
+            }
+            Some(wait) => wait,
+            None => backoff(policy.base_delay, attempt),
+        };
+        if Instant::now() + wait >= deadline {
+            return CommentOutcome::Warning(format!(
+                "cannot comment: {why}, and the next try would pass the {} s deadline; {REPORT_ELSEWHERE}",
+                policy.deadline.as_secs_f64()
+            ));
+        }
+        tokio::time::sleep(wait).await;
+        attempt += 1;
+    }
+}
+
+/// `base × 2^(attempt − 1)`: 250 ms, 500 ms, 1 s with the default base.
+fn backoff(base: Duration, attempt: u32) -> Duration {
+    base.saturating_mul(1 << attempt.saturating_sub(1).min(16))
+}
+
+fn build_client(target: &Target<'_>, policy: &RetryPolicy) -> Result<Octocrab, String> {
+    let timeout = Some(policy.request_timeout);
+    Octocrab::builder()
+        .base_uri(target.api_url)
+        .map_err(|_| format!("cannot comment: GITHUB_API_URL {:?} is not a valid URL", target.api_url))?
+        .personal_token(target.token.secret().to_string())
+        // Retries are this module's job (whole-step, with backoff); octocrab's default would
+        // retry each 5xx at once, three times, under ours.
+        .add_retry_config(RetryConfig::None)
+        .set_connect_timeout(timeout)
+        .set_read_timeout(timeout)
+        .set_write_timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot comment: cannot set up the GitHub client: {}", error_chain(&e)))
+}
+
+/// Why one attempt failed, and whether another could succeed.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// Retrying cannot help (read-only token, bad request): warn once. `status` is GitHub's
+    /// answer, when there was one.
+    Fatal { why: String, status: Option<u16> },
+    /// A 5xx, a timeout, a dropped connection or a rate limit; `retry_after` is GitHub's own wait.
+    Transient { why: String, retry_after: Option<Duration> },
+}
+
+/// One find-then-write: list every page, PATCH the marked comment if there is one, else POST.
+async fn find_and_write(client: &Client, target: &Target<'_>) -> Result<CommentOutcome, Failure> {
+    let Target { owner, repo, number, .. } = target;
+    let mut next = Some(format!("/repos/{owner}/{repo}/issues/{number}/comments?per_page=100"));
+    let mut best: Option<WireComment> = None;
+    let mut pages = 0;
+    while let Some(route) = next.take() {
+        pages += 1;
+        if pages > MAX_PAGES {
+            break;
+        }
+        let reply = client.send(Method::Get, &route, None).await?;
+        let comments: Vec<WireComment> = reply.json("listing the pull request's comments")?;
+        for comment in comments.into_iter().filter(WireComment::has_marker) {
+            if best.as_ref().is_none_or(|b| comment.rank() > b.rank()) {
+                best = Some(comment);
+            }
+        }
+        next = reply.next_link().map(|link| Client::relative(&link));
+    }
+    let payload = serde_json::json!({ "body": target.body });
+    if let Some(existing) = best {
+        let route = format!("/repos/{owner}/{repo}/issues/comments/{}", existing.id);
+        match client.send(Method::Patch, &route, Some(&payload)).await {
+            Ok(reply) => {
+                let written: WireComment = reply.json("updating the comment")?;
+                return Ok(CommentOutcome::Updated { id: written.id, url: written.html_url.unwrap_or_default() });
+            }
+            // Not ours to edit (written under another identity, say): fall through and post a new
+            // one, which the next run then finds as the most recent. A read-only token fails the
+            // POST too, with the same warning, so this costs at most one extra request.
+            Err(Failure::Fatal { status: Some(403 | 404), .. }) => {}
+            Err(failure) => return Err(failure),
+        }
+    }
+    let route = format!("/repos/{owner}/{repo}/issues/{number}/comments");
+    let reply = client.send(Method::Post, &route, Some(&payload)).await?;
+    let written: WireComment = reply.json("creating the comment")?;
+    Ok(CommentOutcome::Created { id: written.id, url: written.html_url.unwrap_or_default() })
+}
+
+/// The few fields of GitHub's issue comment this module reads; the rest of the (large, changing)
+/// object is ignored.
+#[derive(Debug, Deserialize)]
+struct WireComment {
+    id: u64,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    html_url: Option<String>,
+}
+
+impl WireComment {
+    fn has_marker(&self) -> bool {
+        self.body.as_deref().is_some_and(|b| b.contains(MARKER))
+    }
+
+    /// Which marked comment to update: one whose body starts with the marker (the report itself,
+    /// not a reply quoting it) beats one that merely contains it; then the most recent (ids grow).
+    fn rank(&self) -> (bool, u64) {
+        (self.body.as_deref().is_some_and(|b| b.trim_start().starts_with(MARKER)), self.id)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct WireError {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Method {
+    Get,
+    Post,
+    Patch,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Patch => "PATCH",
+        }
+    }
+}
+
+struct Client {
+    crab: Octocrab,
+    request_timeout: Duration,
+}
+
+/// A 2xx answer, read whole.
+struct Reply {
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Client {
+    /// One request under the per-request timeout. Non-2xx answers become a [`Failure`].
+    async fn send(&self, method: Method, route: &str, body: Option<&serde_json::Value>) -> Result<Reply, Failure> {
+        let what = format!("{} {route}", method.as_str());
+        let request = async {
+            let response = match method {
+                Method::Get => self.crab._get(route).await,
+                Method::Post => self.crab._post(route, body).await,
+                Method::Patch => self.crab._patch(route, body).await,
+            }?;
+            let status = response.status().as_u16();
+            let headers: Vec<(String, String)> = response
+                .headers()
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str().to_ascii_lowercase(), v.to_str().ok()?.to_string())))
+                .collect();
+            let text = self.crab.body_to_string(response).await?;
+            Ok::<_, octocrab::Error>((status, headers, text))
+        };
+        let (status, headers, text) = match tokio::time::timeout(self.request_timeout, request).await {
+            Err(_) => {
+                return Err(Failure::Transient {
+                    why: format!("{what} got no answer within {} s", self.request_timeout.as_secs_f64()),
+                    retry_after: None,
+                })
+            }
+            Ok(Err(e)) => {
+                return Err(Failure::Transient {
+                    why: format!("{what} failed: {}", error_chain(&e)),
+                    retry_after: None,
+                })
+            }
+            Ok(Ok(answer)) => answer,
+        };
+        if (200..300).contains(&status) {
+            return Ok(Reply { headers, body: text });
+        }
+        let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim().to_string());
+        let limits = RateLimitHeaders {
+            retry_after: header("retry-after").and_then(|v| v.parse().ok()),
+            remaining: header("x-ratelimit-remaining").and_then(|v| v.parse().ok()),
+            reset: header("x-ratelimit-reset").and_then(|v| v.parse().ok()),
+        };
+        let message = serde_json::from_str::<WireError>(&text).ok().and_then(|e| e.message).unwrap_or(text);
+        let quoted = quote(&message);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        Err(classify(status, &limits, now, &what, &quoted))
+    }
+
+    /// A pagination link as a route on the configured API server: its path and query only. The
+    /// requests of one call therefore all go to `GITHUB_API_URL`, whatever host a link names (a
+    /// TLS-terminating proxy may rewrite the scheme, say), and the token goes nowhere else.
+    fn relative(link: &str) -> String {
+        let after_scheme = link.find("://").map_or(0, |i| i + 3);
+        match link[after_scheme..].find('/') {
+            Some(i) if after_scheme > 0 => link[after_scheme + i..].to_string(),
+            Some(_) => link.to_string(),
+            None => "/".to_string(),
+        }
+    }
+}
+
+impl Reply {
+    fn json<T: serde::de::DeserializeOwned>(&self, doing: &str) -> Result<T, Failure> {
+        serde_json::from_str(&self.body).map_err(|e| Failure::Fatal {
+            why: format!("cannot comment: GitHub's answer when {doing} is not what commgate expects: {e}"),
+            status: None,
+        })
+    }
+
+    /// The `rel="next"` target of the `Link` header, if any.
+    fn next_link(&self) -> Option<String> {
+        let link = self.headers.iter().find(|(k, _)| k == "link").map(|(_, v)| v.as_str())?;
+        next_link(link)
+    }
+}
+
+/// Parses `<url>; rel="next", <url>; rel="last"` (RFC 8288 as GitHub writes it).
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|part| {
+        let (target, params) = part.trim().split_once(';')?;
+        let url = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        let is_next = params.split(';').any(|p| {
+            let p = p.trim();
+            p.strip_prefix("rel=").is_some_and(|rel| rel.trim_matches('"').split_whitespace().any(|r| r == "next"))
+        });
+        is_next.then(|| url.to_string())
+    })
+}
+
+#[derive(Debug, Default)]
+struct RateLimitHeaders {
+    retry_after: Option<u64>,
+    remaining: Option<u64>,
+    reset: Option<u64>,
+}
+
+/// The rule for a non-2xx answer, kept pure so it can be tested alone.
+///
+/// GitHub signals rate limits with 403 or 429 plus `retry-after` or `x-ratelimit-remaining: 0`
+/// (docs: "Rate limits for the REST API"); a 403 without them is a permission problem, which no
+/// retry fixes. A 429 is always a rate limit.
+fn classify(status: u16, limits: &RateLimitHeaders, now_epoch_s: u64, what: &str, message: &str) -> Failure {
+    let rate_limited = limits.retry_after.is_some() || limits.remaining == Some(0);
+    if status == 429 || (status == 403 && rate_limited) {
+        let retry_after = limits
+            .retry_after
+            .or_else(|| limits.reset.map(|reset| reset.saturating_sub(now_epoch_s).max(1)))
+            .map(Duration::from_secs);
+        return Failure::Transient { why: format!("{what} was rate limited (HTTP {status}): {message}"), retry_after };
+    }
+    if status >= 500 {
+        return Failure::Transient {
+            why: format!("{what} failed on GitHub's side (HTTP {status}): {message}"),
+            retry_after: None,
+        };
+    }
+    let hint = match status {
+        401 => "the token was rejected (expired or revoked?)",
+        403 | 404 => "the token is read-only or lacks `pull-requests: write` (fork pull request?)",
+        _ => "GitHub refused the request",
+    };
+    Failure::Fatal {
+        why: format!("cannot comment (HTTP {status}): {hint}; {REPORT_ELSEWHERE}. GitHub said: {message}"),
+        status: Some(status),
+    }
+}
+
+/// GitHub's message, on one line and short.
+fn quote(message: &str) -> String {
+    let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() > MAX_QUOTED_CHARS {
+        format!("{}…", one_line.chars().take(MAX_QUOTED_CHARS).collect::<String>())
+    } else {
+        one_line
+    }
+}
+
+/// An error and its causes on one line: octocrab's own Display can be as short as "GitHub".
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    quote(&text)
+}
+
+fn scrub(text: String, secret: &str) -> String {
+    if secret.is_empty() || !text.contains(secret) {
+        text
+    } else {
+        text.replace(secret, "***")
+    }
+}
+
+fn scrub_outcome(outcome: CommentOutcome, secret: &str) -> CommentOutcome {
+    match outcome {
+        CommentOutcome::Created { id, url } => CommentOutcome::Created { id, url: scrub(url, secret) },
+        CommentOutcome::Updated { id, url } => CommentOutcome::Updated { id, url: scrub(url, secret) },
+        CommentOutcome::Skipped(why) => CommentOutcome::Skipped(scrub(why, secret)),
+        CommentOutcome::Warning(why) => CommentOutcome::Warning(scrub(why, secret)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_link_finds_next_among_several_relations() {
+        let header = r#"<https://api.github.com/repositories/1/issues/7/comments?per_page=100&page=3>; rel="next", <https://api.github.com/repositories/1/issues/7/comments?per_page=100&page=5>; rel="last""#;
+        assert_eq!(
+            next_link(header).as_deref(),
+            Some("https://api.github.com/repositories/1/issues/7/comments?per_page=100&page=3")
+        );
+        assert_eq!(next_link(r#"<https://x/a?page=1>; rel="prev", <https://x/a?page=1>; rel="first""#), None);
+    }
+
+    #[test]
+    fn rate_limits_are_transient_and_plain_403_is_fatal() {
+        let none = RateLimitHeaders::default();
+        assert!(matches!(classify(403, &none, 0, "GET /x", "m"), Failure::Fatal { .. }));
+        assert!(matches!(classify(404, &none, 0, "GET /x", "m"), Failure::Fatal { .. }));
+        assert!(matches!(classify(422, &none, 0, "GET /x", "m"), Failure::Fatal { .. }));
+        assert_eq!(
+            classify(502, &none, 0, "GET /x", "m"),
+            Failure::Transient { why: "GET /x failed on GitHub's side (HTTP 502): m".into(), retry_after: None }
+        );
+        let exhausted = RateLimitHeaders { retry_after: None, remaining: Some(0), reset: Some(1_005) };
+        assert!(matches!(
+            classify(403, &exhausted, 1_000, "GET /x", "m"),
+            Failure::Transient { retry_after: Some(d), .. } if d == Duration::from_secs(5)
+        ));
+        let asked = RateLimitHeaders { retry_after: Some(2), remaining: None, reset: None };
+        assert!(matches!(
+            classify(429, &asked, 0, "GET /x", "m"),
+            Failure::Transient { retry_after: Some(d), .. } if d == Duration::from_secs(2)
+        ));
+        assert!(matches!(classify(429, &none, 0, "GET /x", "m"), Failure::Transient { retry_after: None, .. }));
+    }
+
+    #[test]
+    fn backoff_doubles_from_the_base() {
+        let base = Duration::from_millis(250);
+        let waits: Vec<_> = (1..=3).map(|a| backoff(base, a)).collect();
+        assert_eq!(waits, [Duration::from_millis(250), Duration::from_millis(500), Duration::from_secs(1)]);
+    }
+
+    #[test]
+    fn pagination_links_become_routes_on_the_configured_server() {
+        assert_eq!(
+            Client::relative("https://ghe.example.com/api/v3/repositories/1/issues/7/comments?page=2"),
+            "/api/v3/repositories/1/issues/7/comments?page=2"
+        );
+        assert_eq!(Client::relative("http://127.0.0.1:4000/repositories/1?page=2"), "/repositories/1?page=2");
+        assert_eq!(Client::relative("/repositories/1?page=2"), "/repositories/1?page=2");
+    }
+
+    #[test]
+    fn token_prints_as_stars() {
+        let token = Token::new("ghp_secret");
+        assert_eq!(format!("{token} {token:?}"), "*** ***");
+    }
+
+    #[test]
+    fn a_marked_report_beats_a_quoting_reply_and_newer_beats_older() {
+        let c = |id, body: &str| WireComment { id, body: Some(body.to_string()), html_url: None };
+        let report = c(5, &format!("{MARKER}\nreport"));
+        let reply = c(9, &format!("> quoting {MARKER}"));
+        let newer_report = c(12, &format!("{MARKER}\nreport"));
+        assert!(report.rank() > reply.rank());
+        assert!(newer_report.rank() > report.rank());
+    }
+
+    #[test]
+    fn pull_request_number_from_payloads() {
+        let pr: serde_json::Value = serde_json::json!({"action": "opened", "pull_request": {"number": 42}});
+        assert_eq!(pull_request_number(&pr), Some(42));
+        let comment = serde_json::json!({"issue": {"number": 7, "pull_request": {"url": "u"}}});
+        assert_eq!(pull_request_number(&comment), Some(7));
+        let issue = serde_json::json!({"issue": {"number": 7}});
+        assert_eq!(pull_request_number(&issue), None);
+        assert_eq!(pull_request_number(&serde_json::json!({"ref": "refs/heads/main"})), None);
+    }
+}

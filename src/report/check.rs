@@ -1,0 +1,307 @@
+//! The check report rendered three ways: terminal text (the comparison and attribution tables
+//! under the verdict), JSON (formats.md, "Check report"), and the Markdown of the PR comment and
+//! job summary: verdict first, a metric table next to a mermaid chart of baseline vs current,
+//! the hotspots with their mitigation, details folded, a hidden marker, under GitHub's comment
+//! size limit.
+
+use super::markdown::{code_span, escape_md, table};
+use super::{change_cell, interval, ms, p_value, payload, two, Align};
+use crate::check::CheckReport;
+use crate::compare::Comparison;
+use crate::github::MARKER;
+use crate::trace::attribute::Attribution;
+use crate::verdict::TraceDiff;
+
+/// GitHub rejects issue comments longer than this many characters.
+pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
+
+/// Terminal text: the verdict and reasons, then the comparison and attribution tables.
+pub fn text(r: &CheckReport) -> String {
+    let mut out = format!("Verdict: {}{}\n", r.verdict.as_str(), if r.blocking { " (blocking)" } else { "" });
+    for reason in &r.reasons {
+        out.push_str(&format!("  - {}\n", super::text::plain(reason)));
+    }
+    if let Some(c) = &r.comparison {
+        out.push('\n');
+        out.push_str(&super::text::comparison(c));
+    }
+    if let Some(d) = &r.trace_diff {
+        out.push_str(&format!("\nTraces against baseline \"{}\":\n", super::text::plain(&d.name)));
+        for c in &d.collectives {
+            out.push_str(&format!(
+                "  {:<16} {} → {} ms/step ({:+.3}){}\n",
+                super::text::plain(&c.collective),
+                c.baseline_exposed_ms.map_or("-".into(), ms),
+                c.current_exposed_ms.map_or("-".into(), ms),
+                c.delta_ms,
+                if c.regressed { "  REGRESSED" } else { "" }
+            ));
+        }
+    }
+    if let Some(a) = &r.attribution {
+        out.push('\n');
+        out.push_str(&super::text::attribution(a));
+    }
+    out
+}
+
+/// Markdown for the PR comment and the job summary, at most [`GITHUB_COMMENT_LIMIT`]
+/// characters: folded details are dropped first, then the hotspot table is cut.
+pub fn markdown(r: &CheckReport) -> String {
+    let head = head(r);
+    let mut body = vec![metrics_section(r), hotspots_section(r)];
+    let mut details = details_sections(r);
+    loop {
+        let text = assemble(&head, &body, &details, false);
+        if text.chars().count() <= GITHUB_COMMENT_LIMIT {
+            return text;
+        }
+        if details.pop().is_none() {
+            break;
+        }
+    }
+    // Still too long (a trace with thousands of collectives): keep the verdict and metrics.
+    body.truncate(1);
+    let text = assemble(&head, &body, &[], true);
+    text.chars().take(GITHUB_COMMENT_LIMIT).collect()
+}
+
+fn assemble(head: &str, body: &[String], details: &[String], cut: bool) -> String {
+    let mut out = String::from(head);
+    for section in body.iter().chain(details) {
+        if !section.is_empty() {
+            out.push('\n');
+            out.push_str(section);
+        }
+    }
+    if cut {
+        out.push_str("\n_Some sections were left out to fit GitHub's comment size limit; the full report is in the job summary and the report file._\n");
+    }
+    out
+}
+
+fn head(r: &CheckReport) -> String {
+    let icon = match (r.verdict.as_str(), r.blocking) {
+        (_, true) => "🔴",
+        ("accept", _) => "🟢",
+        _ => "🟡",
+    };
+    let lead = r.reasons.first().map(|x| format!("\n\n{}", escape_md(x))).unwrap_or_default();
+    format!(
+        "{MARKER}\n### {icon} commgate: `{}`{}{lead}\n",
+        r.verdict.as_str(),
+        if r.blocking { " — blocking merge" } else { "" }
+    )
+}
+
+/// The metric table and, next to it, a chart of baseline vs current medians and P95s.
+fn metrics_section(r: &CheckReport) -> String {
+    let Some(c) = &r.comparison else {
+        return format!(
+            "Baseline {}: {}\n",
+            code_span(&r.baseline.path),
+            if r.baseline.exists { "present" } else { "not found" }
+        );
+    };
+    let rows: Vec<Vec<String>> = c
+        .metrics
+        .iter()
+        .map(|m| {
+            vec![
+                escape_md(&m.label()),
+                ms(m.baseline),
+                ms(m.current),
+                change_cell(m),
+                interval(m.ci),
+                p_value(m.p_adjusted),
+                format!("`{}`", m.state.as_str()),
+            ]
+        })
+        .collect();
+    let columns = [
+        ("metric", Align::Left),
+        ("baseline ms", Align::Right),
+        ("current ms", Align::Right),
+        ("change", Align::Right),
+        ("95 % CI", Align::Right),
+        ("p (Holm)", Align::Right),
+        ("state", Align::Left),
+    ];
+    format!(
+        "Against {} ({} run{}, δ = {}):\n\n{}\n{}",
+        code_span(&c.baseline.path),
+        c.baseline.runs,
+        if c.baseline.runs == 1 { "" } else { "s" },
+        super::pct(c.delta),
+        table(&columns, &rows),
+        chart(c)
+    )
+}
+
+/// A mermaid `xychart-beta`: baseline as bars, current as a line, for the step-time metrics.
+fn chart(c: &Comparison) -> String {
+    let metrics: Vec<_> =
+        c.metrics.iter().filter(|m| m.statistic != "exposed_comm_ms" && m.ratio.is_finite()).collect();
+    if metrics.is_empty() {
+        return String::new();
+    }
+    let labels: Vec<String> = metrics.iter().map(|m| format!("\"{}\"", m.label().replace('"', "'"))).collect();
+    let series = |f: &dyn Fn(&crate::compare::MetricComparison) -> f64| {
+        metrics.iter().map(|m| format!("{:.4}", f(m))).collect::<Vec<_>>().join(", ")
+    };
+    let top = metrics.iter().map(|m| m.baseline.max(m.current)).fold(0.0, f64::max) * 1.15;
+    format!(
+        "```mermaid\nxychart-beta\n    title \"Step time (ms): baseline bars, current line\"\n    x-axis [{}]\n    y-axis \"ms\" 0 --> {top:.3}\n    bar [{}]\n    line [{}]\n```\n",
+        labels.join(", "),
+        series(&|m| m.baseline),
+        series(&|m| m.current)
+    )
+}
+
+/// The hotspot table with the mitigation and next measurements, and the trace diff.
+fn hotspots_section(r: &CheckReport) -> String {
+    let Some(a) = &r.attribution else { return String::new() };
+    let diff = r.trace_diff.as_ref();
+    let mut collectives: Vec<_> = a.by_collective.values().collect();
+    collectives.sort_by(|x, y| y.exposed_comm_ms.total_cmp(&x.exposed_comm_ms));
+    let rows: Vec<Vec<String>> = collectives
+        .iter()
+        .map(|h| {
+            let delta = diff
+                .and_then(|d| d.collectives.iter().find(|c| c.collective == h.collective))
+                .map_or("-".to_string(), |c| format!("{:+.3}{}", c.delta_ms, if c.regressed { " 🔺" } else { "" }));
+            vec![
+                escape_md(&h.collective),
+                ms(h.exposed_comm_ms),
+                delta,
+                ms(h.total_comm_ms),
+                two(h.overlap_ratio),
+                super::imbalance(h),
+                payload(h),
+            ]
+        })
+        .collect();
+    let columns = [
+        ("collective", Align::Left),
+        ("exposed ms/step", Align::Right),
+        ("Δ vs trace baseline", Align::Right),
+        ("comm ms/step", Align::Right),
+        ("overlap", Align::Right),
+        ("imbalance", Align::Right),
+        ("payload/step", Align::Right),
+    ];
+    format!(
+        "#### Hotspots ({} ranks, {} steps)\n\n{}\n{}",
+        a.ranks.len(),
+        a.source.steps,
+        table(&columns, &rows),
+        mitigation(a)
+    )
+}
+
+fn mitigation(a: &Attribution) -> String {
+    let m = &a.mitigation;
+    let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s)).collect();
+    format!(
+        "**Mitigation:** `{}`{} — measure next: {}\n",
+        m.strategy.as_str(),
+        m.target.as_ref().map(|t| format!(" on {}", escape_md(t))).unwrap_or_default(),
+        if next.is_empty() { "-".to_string() } else { next.join(", ") }
+    )
+}
+
+/// Folded sections, least important last (they are dropped first when the comment is too long).
+fn details_sections(r: &CheckReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if r.reasons.len() > 1 || r.comparison.as_ref().is_some_and(|c| !c.reasons.is_empty()) {
+        let mut items: Vec<String> = r.reasons.iter().map(|x| format!("- {}", escape_md(x))).collect();
+        if let Some(c) = &r.comparison {
+            items.extend(c.reasons.iter().map(|x| format!("- {}", escape_md(x))));
+        }
+        items.dedup();
+        out.push(fold("All reasons", &items.join("\n")));
+    }
+    if let Some(b) = &r.bench {
+        let h = &b.hardware;
+        let text = format!(
+            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} × {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| fingerprint | `{}` |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n| busbw | {:.2} GB/s |\n| matmul | {:.2} TFLOPS |\n| overlap saves | {:.3} ms ({:.1} %) |\n| run's own decision | `{}`: {} |\n",
+            escape_md(&b.workload.backend),
+            escape_md(&format!("{:?}", b.evidence_level)),
+            h.gpu_count,
+            escape_md(h.gpu_name.as_deref().unwrap_or("-")),
+            escape_md(h.driver.as_deref().unwrap_or("-")),
+            escape_md(h.cuda.as_deref().unwrap_or("-")),
+            escape_md(h.nccl.as_deref().unwrap_or("-")),
+            h.fingerprint.replace('`', "'"),
+            escape_md(&b.workload.id),
+            escape_md(&b.workload.dtype),
+            b.workload.payload_elements,
+            b.workload.compute_dim,
+            b.workload.repeats,
+            b.metrics.busbw_gbps,
+            b.metrics.matmul_tflops,
+            b.comparison.saved_ms,
+            100.0 * b.comparison.overlap_gain_ratio,
+            b.decision.verdict.as_str(),
+            escape_md(&b.decision.reason)
+        );
+        out.push(fold("Benchmark run", &text));
+    }
+    if let Some(d) = &r.trace_diff {
+        out.push(fold("Trace baseline diff", &trace_diff(d)));
+    }
+    if let Some(a) = &r.attribution {
+        out.push(fold("Per-rank overlap", &ranks(a)));
+    }
+    out
+}
+
+fn trace_diff(d: &TraceDiff) -> String {
+    let rows: Vec<Vec<String>> = d
+        .collectives
+        .iter()
+        .map(|c| {
+            vec![
+                escape_md(&c.collective),
+                c.baseline_exposed_ms.map_or("-".into(), ms),
+                c.current_exposed_ms.map_or("-".into(), ms),
+                format!("{:+.3}", c.delta_ms),
+                if c.regressed { "regressed".into() } else { "ok".into() },
+            ]
+        })
+        .collect();
+    let columns = [
+        ("collective", Align::Left),
+        ("baseline exposed ms", Align::Right),
+        ("current exposed ms", Align::Right),
+        ("Δ ms", Align::Right),
+        ("state", Align::Left),
+    ];
+    format!(
+        "Baseline {}; a collective regresses when its exposed time per step grows by more than {} and {} ms.\n\n{}",
+        code_span(&d.name),
+        super::pct(d.relative_floor),
+        d.absolute_floor_ms,
+        table(&columns, &rows)
+    )
+}
+
+fn ranks(a: &Attribution) -> String {
+    let rows: Vec<Vec<String>> = a
+        .ranks
+        .iter()
+        .map(|r| vec![r.rank.to_string(), ms(r.comm_ms), ms(r.compute_ms), ms(r.exposed_ms), two(r.overlap_pct)])
+        .collect();
+    let columns = [
+        ("rank", Align::Right),
+        ("comm ms", Align::Right),
+        ("compute ms", Align::Right),
+        ("exposed ms", Align::Right),
+        ("overlap %", Align::Right),
+    ];
+    table(&columns, &rows)
+}
+
+fn fold(summary: &str, inner: &str) -> String {
+    format!("<details><summary>{summary}</summary>\n\n{inner}\n</details>\n")
+}

@@ -1,0 +1,251 @@
+//! THE decision: a comparison, trace evidence and the state of the inputs in, one verdict out
+//! (`accept`, `tune` or `collect_more_evidence`), whether it blocks, and why. Reports display a
+//! [`Verdict`]; they never recompute it (STYLE.md habit 5).
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::{Comparison, State};
+use crate::hotspots::Decision;
+use crate::trace::attribute::Attribution;
+
+/// What `--fail-on` names: the verdicts that exit 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailOn {
+    /// Only a confirmed regression (the default).
+    Regression,
+    /// Any `tune`, blocking or not.
+    Tune,
+    /// Anything but `accept`.
+    CollectMoreEvidence,
+    Never,
+}
+
+impl FailOn {
+    /// Whether a verdict exits 1 under this policy.
+    pub fn fails(self, v: &Verdict) -> bool {
+        match self {
+            FailOn::Regression => v.blocking,
+            FailOn::Tune => v.decision == Decision::Tune,
+            FailOn::CollectMoreEvidence => v.decision != Decision::Accept,
+            FailOn::Never => false,
+        }
+    }
+}
+
+/// One collective's exposed time per step against the stored trace baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveDiff {
+    pub collective: String,
+    /// `None` for a collective the baseline did not have.
+    pub baseline_exposed_ms: Option<f64>,
+    /// `None` for a collective the current traces no longer have.
+    pub current_exposed_ms: Option<f64>,
+    pub delta_ms: f64,
+    pub regressed: bool,
+}
+
+/// Per-collective trace evidence against the baseline's stored attribution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceDiff {
+    pub name: String,
+    pub relative_floor: f64,
+    pub absolute_floor_ms: f64,
+    pub collectives: Vec<CollectiveDiff>,
+}
+
+/// Growth beyond both floors counts as a regression of that collective.
+pub fn diff_traces(
+    name: &str,
+    baseline: &Attribution,
+    current: &Attribution,
+    relative: f64,
+    absolute_ms: f64,
+) -> TraceDiff {
+    let mut names: Vec<&String> = baseline.by_collective.keys().chain(current.by_collective.keys()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let collectives = names
+        .into_iter()
+        .map(|c| {
+            let base = baseline.by_collective.get(c).map(|h| h.exposed_comm_ms);
+            let cur = current.by_collective.get(c).map(|h| h.exposed_comm_ms);
+            let delta = cur.unwrap_or(0.0) - base.unwrap_or(0.0);
+            let floor = (relative * base.unwrap_or(0.0)).max(absolute_ms);
+            CollectiveDiff {
+                collective: c.clone(),
+                baseline_exposed_ms: base,
+                current_exposed_ms: cur,
+                delta_ms: delta,
+                regressed: delta > floor,
+            }
+        })
+        .collect();
+    TraceDiff { name: name.to_string(), relative_floor: relative, absolute_floor_ms: absolute_ms, collectives }
+}
+
+/// What the decision looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// The comparison with the stored baseline, when there was one.
+    pub comparison: Option<&'a Comparison>,
+    /// The current run's failure, if it failed.
+    pub failure: Option<&'a str>,
+    /// Why no comparison could be made (no baseline file, another workload, …).
+    pub missing_baseline: Option<&'a str>,
+    pub attribution: Option<&'a Attribution>,
+    pub trace_diff: Option<&'a TraceDiff>,
+    /// The baseline holds trace summaries but no traces were given.
+    pub traces_expected: bool,
+}
+
+/// The verdict and its reasons, most important first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub blocking: bool,
+    pub reasons: Vec<String>,
+}
+
+/// The one decision (issue 5): a confirmed regression → `tune`, blocking; missing baseline,
+/// other hardware, an inconclusive primary metric, a failed run or missing traces →
+/// `collect_more_evidence`, never blocking; otherwise the trace follow-up chooses between
+/// `accept` and a non-blocking `tune` with its mitigation.
+pub fn decide(e: &Evidence<'_>) -> Verdict {
+    let mut reasons = Vec::new();
+    let regressed_collectives: Vec<&CollectiveDiff> =
+        e.trace_diff.map(|d| d.collectives.iter().filter(|c| c.regressed).collect()).unwrap_or_default();
+    let comparison_regressed = e.comparison.is_some_and(|c| c.regression);
+    if comparison_regressed || !regressed_collectives.is_empty() {
+        if let Some(c) = e.comparison.filter(|c| c.regression) {
+            reasons.extend(c.reasons.iter().take_while(|r| !r.contains("unchanged")).cloned());
+        }
+        for d in &regressed_collectives {
+            reasons.push(format!(
+                "{} exposes {:.3} ms more per step than the trace baseline ({:.3} → {:.3} ms)",
+                d.collective,
+                d.delta_ms,
+                d.baseline_exposed_ms.unwrap_or(0.0),
+                d.current_exposed_ms.unwrap_or(0.0)
+            ));
+        }
+        if let Some(a) = e.attribution {
+            reasons.push(format!(
+                "try {} on {}",
+                a.mitigation.strategy.as_str(),
+                a.mitigation.target.as_deref().unwrap_or("it")
+            ));
+        }
+        return Verdict { decision: Decision::Tune, blocking: true, reasons };
+    }
+    let mut more = |why: String| reasons.push(why);
+    if let Some(f) = e.failure {
+        more(format!("the benchmark run failed ({f}); fix it and run again"));
+    }
+    if let Some(m) = e.missing_baseline {
+        more(m.to_string());
+    }
+    if let Some(c) = e.comparison {
+        if c.verdict == Decision::CollectMoreEvidence {
+            reasons.extend(c.reasons.iter().cloned());
+        }
+    }
+    if e.traces_expected {
+        reasons
+            .push("the baseline holds trace summaries but no --traces were given: attach the profiler traces".into());
+    }
+    if !reasons.is_empty() {
+        return Verdict { decision: Decision::CollectMoreEvidence, blocking: false, reasons };
+    }
+    if let Some(c) = e.comparison {
+        let unchanged = c.metrics.iter().filter(|m| m.state == State::Unchanged).count();
+        reasons.push(format!(
+            "no regression against {} baseline run(s): {unchanged} of {} metrics unchanged",
+            c.baseline.runs,
+            c.metrics.len()
+        ));
+    }
+    match e.attribution {
+        Some(a) if a.followup.decision == Decision::Tune => {
+            reasons.insert(0, a.followup.reason.clone());
+            Verdict { decision: Decision::Tune, blocking: false, reasons }
+        }
+        Some(a) if a.followup.decision == Decision::CollectMoreEvidence => {
+            reasons.insert(0, a.followup.reason.clone());
+            Verdict { decision: Decision::CollectMoreEvidence, blocking: false, reasons }
+        }
+        Some(a) => {
+            reasons.push(a.followup.reason.clone());
+            Verdict { decision: Decision::Accept, blocking: false, reasons }
+        }
+        None => Verdict { decision: Decision::Accept, blocking: false, reasons },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotspots::{CommEvent, Thresholds};
+    use crate::trace::attribute::attribute_events;
+
+    fn attribution(exposed: f64) -> Attribution {
+        attribute_events(
+            vec!["t".into()],
+            &[CommEvent::new("all_reduce", exposed, 1024.0, 0.5)],
+            &Thresholds::default(),
+        )
+    }
+
+    fn evidence<'a>() -> Evidence<'a> {
+        Evidence {
+            comparison: None,
+            failure: None,
+            missing_baseline: None,
+            attribution: None,
+            trace_diff: None,
+            traces_expected: false,
+        }
+    }
+
+    #[test]
+    fn fail_on_policies() {
+        let tune = Verdict { decision: Decision::Tune, blocking: false, reasons: vec![] };
+        let blocking = Verdict { decision: Decision::Tune, blocking: true, reasons: vec![] };
+        let more = Verdict { decision: Decision::CollectMoreEvidence, blocking: false, reasons: vec![] };
+        assert!(!FailOn::Regression.fails(&tune) && FailOn::Regression.fails(&blocking));
+        assert!(FailOn::Tune.fails(&tune) && !FailOn::Tune.fails(&more));
+        assert!(FailOn::CollectMoreEvidence.fails(&more));
+        assert!(!FailOn::Never.fails(&blocking));
+    }
+
+    #[test]
+    fn missing_baseline_and_failures_ask_for_more_evidence() {
+        let v = decide(&Evidence { missing_baseline: Some("no baseline"), ..evidence() });
+        assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
+        let v = decide(&Evidence { failure: Some("timeout"), ..evidence() });
+        assert_eq!(v.decision, Decision::CollectMoreEvidence);
+        let v = decide(&Evidence { traces_expected: true, ..evidence() });
+        assert_eq!(v.decision, Decision::CollectMoreEvidence);
+    }
+
+    #[test]
+    fn trace_follow_up_decides_when_nothing_regressed() {
+        let small = attribution(2.0);
+        let v = decide(&Evidence { attribution: Some(&small), ..evidence() });
+        assert_eq!((v.decision, v.blocking), (Decision::Accept, false));
+        let big = attribution(20.0);
+        let v = decide(&Evidence { attribution: Some(&big), ..evidence() });
+        assert_eq!((v.decision, v.blocking), (Decision::Tune, false));
+    }
+
+    #[test]
+    fn a_collective_that_grows_beyond_both_floors_blocks() {
+        let (base, cur) = (attribution(4.0), attribution(5.0));
+        let d = diff_traces("default", &base, &cur, 0.10, 0.5);
+        assert!(d.collectives[0].regressed, "1.0 ms > max(0.4, 0.5)");
+        let v = decide(&Evidence { attribution: Some(&cur), trace_diff: Some(&d), ..evidence() });
+        assert_eq!((v.decision, v.blocking), (Decision::Tune, true));
+        let d = diff_traces("default", &base, &attribution(4.3), 0.10, 0.5);
+        assert!(!d.collectives[0].regressed, "0.3 ms is under the 0.5 ms floor");
+    }
+}
