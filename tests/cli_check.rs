@@ -240,3 +240,36 @@ fn trace_baselines_flag_a_collective_that_grew() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["verdict"], "collect_more_evidence");
 }
+
+fn check_stdout(format: &str) -> String {
+    let out = check_locally(&[
+        "--result",
+        SLOWER,
+        "--baselines",
+        STORE_DIR,
+        "--traces",
+        "tests/fixtures/hand_checked",
+        "--format",
+        format,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn check_report_snapshots() {
+    let markdown = check_stdout("markdown");
+    assert!(markdown.starts_with("<!-- commgate-report -->\n### 🔴 commgate: `tune` — blocking merge"), "{markdown}");
+    assert!(markdown.contains("```mermaid\nxychart-beta"), "{markdown}");
+    assert!(markdown.chars().count() <= 65_536);
+    insta::assert_snapshot!("check_markdown", markdown);
+    insta::assert_snapshot!("check_text", check_stdout("text"));
+    let mut json: Value = serde_json::from_str(&check_stdout("json")).expect("JSON");
+    for key in ["schema_version", "verdict", "blocking", "reasons", "bench", "comparison", "attribution", "baseline"] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    // The embedded result holds every sample; the snapshot keeps the decision-bearing parts.
+    json["bench"] = json!("<the result file, redacted>");
+    json["comparison"]["metrics"] = json!("<redacted: see the compare snapshots>");
+    insta::assert_snapshot!("check_json", serde_json::to_string_pretty(&json).expect("pretty"));
+}

@@ -218,7 +218,8 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
         if let Some(c) = &r.comparison {
             items.extend(c.reasons.iter().map(|x| format!("- {}", escape_md(x))));
         }
-        items.dedup();
+        let mut seen = std::collections::HashSet::new();
+        items.retain(|i| seen.insert(i.clone()));
         out.push(fold("All reasons", &items.join("\n")));
     }
     if let Some(b) = &r.bench {
@@ -304,4 +305,47 @@ fn ranks(a: &Attribution) -> String {
 
 fn fold(summary: &str, inner: &str) -> String {
     format!("<details><summary>{summary}</summary>\n\n{inner}\n</details>\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{BaselineRef, CheckReport};
+    use crate::hotspots::{CommEvent, Decision, Thresholds};
+    use crate::trace::attribute::attribute_events;
+    use crate::verdict::FailOn;
+
+    fn report(collectives: usize, name_len: usize) -> CheckReport {
+        let events: Vec<CommEvent> = (0..collectives)
+            .map(|i| CommEvent::new(&format!("{i}_{}", "x".repeat(name_len)), 1.0 + i as f64, 1024.0, 0.5))
+            .collect();
+        CheckReport {
+            schema_version: 1,
+            verdict: Decision::Tune,
+            blocking: false,
+            reasons: vec!["<b>|reason|</b>".into(), "second".into()],
+            fail_on: FailOn::Regression,
+            bench: None,
+            comparison: None,
+            attribution: Some(attribute_events(vec!["t".into()], &events, &Thresholds::default())),
+            trace_diff: None,
+            baseline: BaselineRef { path: "b.json".into(), exists: false, runs: 0, fingerprint_match: false },
+        }
+    }
+
+    #[test]
+    fn markdown_starts_with_the_marker_and_escapes_what_comes_from_files() {
+        let md = markdown(&report(3, 4));
+        assert!(md.starts_with(MARKER));
+        assert!(md.contains("&lt;b&gt;\\|reason\\|&lt;/b&gt;"), "{md}");
+        assert!(!md.contains("<b>"));
+    }
+
+    #[test]
+    fn huge_reports_fit_githubs_comment_limit() {
+        let md = markdown(&report(3000, 40));
+        assert!(md.chars().count() <= GITHUB_COMMENT_LIMIT, "{}", md.chars().count());
+        assert!(md.starts_with(MARKER));
+        assert!(md.contains("fit GitHub's comment size limit"));
+    }
 }
