@@ -183,9 +183,15 @@ pub struct CheckArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct CommentArgs {
-    /// A report written by `commgate check --output`.
+    /// A report written by `commgate check --output`. It is untrusted data (it may come from a
+    /// fork's run): it is parsed strictly and the comment is rendered and escaped from it anew.
     #[arg(long, value_name = "REPORT.json")]
     pub report: PathBuf,
+
+    /// The pull request to comment on, when the event is not a pull request (a `workflow_run`
+    /// job finds it from the run's head SHA).
+    #[arg(long, env = "COMMGATE_PR", value_name = "N")]
+    pub pr: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -79,9 +79,12 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Comment(args) => {
             let report = check::load_report(&args.report)?;
-            let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
+            let Some(mut gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
                 anyhow::bail!("commgate comment runs inside GitHub Actions (GITHUB_ACTIONS=true with GITHUB_REPOSITORY, GITHUB_TOKEN and a pull-request event)");
             };
+            if args.pr.is_some() {
+                gh.pull_request = args.pr;
+            }
             post_comment(&gh, &report::render_check(&report, Format::Markdown));
             Ok(Outcome::Passed)
         }

@@ -273,3 +273,43 @@ fn check_report_snapshots() {
     json["comparison"]["metrics"] = json!("<redacted: see the compare snapshots>");
     insta::assert_snapshot!("check_json", serde_json::to_string_pretty(&json).expect("pretty"));
 }
+
+#[tokio::test]
+async fn comment_posts_a_saved_report_to_the_named_pull_request() {
+    let server = MockServer::start().await;
+    let actions = Actions::new(server.uri());
+    // The report comes from an untrusted run: check writes it, comment re-renders it.
+    let report = actions.file("report.json");
+    commgate()
+        .args(["check", "--result", SAME, "--baselines", STORE_DIR, "--fail-on", "never", "--output"])
+        .arg(&report)
+        .assert()
+        .success();
+    Mock::given(method("GET"))
+        .and(path("/repos/acme/train/issues/9/comments"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/train/issues/9/comments"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(77, "<!-- commgate-report -->")))
+        .mount(&server)
+        .await;
+    let out = commgate()
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_EVENT_NAME", "workflow_run")
+        .env("GITHUB_REPOSITORY", "acme/train")
+        .env("GITHUB_API_URL", server.uri())
+        .env("GITHUB_TOKEN", TOKEN)
+        .args(["comment", "--pr", "9", "--report"])
+        .arg(&report)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let received = server.received_requests().await.expect("recording");
+    let posts = requests_of(&received, "POST");
+    assert_eq!(posts.len(), 1);
+    assert!(posts[0].contains("accept"), "{}", posts[0]);
+    // Outside Actions, comment is a usage error.
+    commgate().args(["comment", "--report"]).arg(&report).assert().code(2);
+}
