@@ -4,8 +4,8 @@
 //! the hotspots with their mitigation, details folded, a hidden marker, under GitHub's comment
 //! size limit.
 
-use super::markdown::{code_span, escape_md, table};
-use super::{change_cell, interval, ms, p_value, payload, two, Align};
+use super::markdown::{code_span, escape_md, metric_table, table};
+use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
 use crate::compare::Comparison;
 use crate::github::MARKER;
@@ -103,37 +103,13 @@ fn metrics_section(r: &CheckReport) -> String {
             if r.baseline.exists { "present" } else { "not found" }
         );
     };
-    let rows: Vec<Vec<String>> = c
-        .metrics
-        .iter()
-        .map(|m| {
-            vec![
-                escape_md(&m.label()),
-                ms(m.baseline),
-                ms(m.current),
-                change_cell(m),
-                interval(m.ci),
-                p_value(m.p_adjusted),
-                format!("`{}`", m.state.as_str()),
-            ]
-        })
-        .collect();
-    let columns = [
-        ("metric", Align::Left),
-        ("baseline ms", Align::Right),
-        ("current ms", Align::Right),
-        ("change", Align::Right),
-        ("95 % CI", Align::Right),
-        ("p (Holm)", Align::Right),
-        ("state", Align::Left),
-    ];
     format!(
         "Against {} ({} run{}, δ = {}):\n\n{}\n{}",
         code_span(&c.baseline.path),
         c.baseline.runs,
         if c.baseline.runs == 1 { "" } else { "s" },
         super::pct(c.delta),
-        table(&columns, &rows),
+        metric_table(c),
         chart(c)
     )
 }

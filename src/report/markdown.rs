@@ -216,29 +216,34 @@ pub fn comparison(c: &Comparison) -> String {
         pct(c.delta)
     ));
     if !c.metrics.is_empty() {
-        let rows: Vec<Vec<String>> = c
-            .metrics
-            .iter()
-            .map(|m| {
-                vec![
-                    escape_md(&m.label()),
-                    ms(m.baseline),
-                    ms(m.current),
-                    change_cell(m),
-                    interval(m.ci),
-                    p_value(m.p_adjusted),
-                    format!("{}/{}", m.n_baseline, m.n_current),
-                    format!("`{}`", m.state.as_str()),
-                ]
-            })
-            .collect();
-        out.push_str(&table(&COMPARISON_COLUMNS, &rows));
+        out.push_str(&metric_table(c));
         out.push('\n');
     }
     for r in &c.reasons {
         out.push_str(&format!("- {}\n", escape_md(r)));
     }
     out
+}
+
+/// The comparison's metric table (shared by the compare report and the check report).
+pub(crate) fn metric_table(c: &Comparison) -> String {
+    let rows: Vec<Vec<String>> = c
+        .metrics
+        .iter()
+        .map(|m| {
+            vec![
+                escape_md(&m.label()),
+                ms(m.baseline),
+                ms(m.current),
+                change_cell(m),
+                interval(m.ci),
+                p_value(m.p_adjusted),
+                format!("{}/{}", m.n_baseline, m.n_current),
+                format!("`{}`", m.state.as_str()),
+            ]
+        })
+        .collect();
+    table(&COMPARISON_COLUMNS, &rows)
 }
 
 const COMPARISON_COLUMNS: [(&str, Align); 8] = [

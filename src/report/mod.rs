@@ -203,22 +203,7 @@ pub(crate) mod fixtures {
     }
 
     fn hotspot(collective: &str) -> Hotspot {
-        Hotspot {
-            collective: collective.to_string(),
-            count: 0,
-            sync_count: 0.0,
-            total_comm_ms: 0.0,
-            exposed_comm_ms: 0.0,
-            exposed_comm_ms_max_rank: 0.0,
-            payload_bytes: None,
-            payload_known: false,
-            overlap_ratio: 0.0,
-            rank_imbalance_ratio: None,
-            rank_imbalance_observed: false,
-            straggler_rank: None,
-            start_skew_ms: None,
-            unmatched: 0,
-        }
+        Hotspot { overlap_ratio: 0.0, ..Hotspot::empty(collective) }
     }
 
     fn kineto_source(files: &[&str], ranks: Vec<u32>) -> Source {
