@@ -19,6 +19,15 @@ fn shared_dir() -> Option<PathBuf> {
     }
 }
 
+fn reference(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).expect("reference")).expect("json")
+}
+
+/// A dataset's trace files, as reference.json lists them.
+fn dataset_files(dir: &Path, dataset: &Value) -> Vec<PathBuf> {
+    dataset["files"].as_array().expect("files").iter().map(|f| dir.join(f.as_str().expect("file"))).collect()
+}
+
 fn num(v: &Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("reference field {key} missing"))
 }
@@ -26,13 +35,11 @@ fn num(v: &Value, key: &str) -> f64 {
 #[test]
 fn hta_overlap_and_per_collective_shares_match_reference() {
     let Some(dir) = shared_dir() else { return };
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).expect("reference")).expect("json");
+    let reference = reference(&dir);
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
     let mut checked = 0;
     for (name, dataset) in reference["datasets"].as_object().expect("datasets") {
-        let files: Vec<PathBuf> =
-            dataset["files"].as_array().expect("files").iter().map(|f| dir.join(f.as_str().expect("file"))).collect();
+        let files = dataset_files(&dir, dataset);
         let Inputs::Kineto(traces) = load_files(&files).expect("loads") else { panic!("{name}: not a trace") };
         let mut step_names: Vec<&str> = traces.iter().flat_map(|t| t.steps.iter().map(|s| s.name.as_str())).collect();
         step_names.sort_unstable();
@@ -77,12 +84,10 @@ fn hta_overlap_and_per_collective_shares_match_reference() {
 #[test]
 fn hta_no_filter_matches_whole_trace_numbers() {
     let Some(dir) = shared_dir() else { return };
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).expect("reference")).expect("json");
+    let reference = reference(&dir);
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
     for (name, dataset) in reference["datasets"].as_object().expect("datasets") {
-        let files: Vec<PathBuf> =
-            dataset["files"].as_array().expect("files").iter().map(|f| dir.join(f.as_str().expect("file"))).collect();
+        let files = dataset_files(&dir, dataset);
         let Inputs::Kineto(traces) = load_files(&files).expect("loads") else { panic!("{name}: not a trace") };
         for t in &traces {
             // Without a step window (as HTA without ProfilerStep names).
@@ -102,12 +107,10 @@ fn hta_no_filter_matches_whole_trace_numbers() {
 #[test]
 fn hta_parity_holds_through_the_streaming_entry_point() {
     let Some(dir) = shared_dir() else { return };
-    let reference: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).expect("reference")).expect("json");
+    let reference = reference(&dir);
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
     for (name, dataset) in reference["datasets"].as_object().expect("datasets") {
-        let files: Vec<PathBuf> =
-            dataset["files"].as_array().expect("files").iter().map(|f| dir.join(f.as_str().expect("file"))).collect();
+        let files = dataset_files(&dir, dataset);
         let a = commgate::trace::load::attribute_paths(&files, &opts).expect("attributes");
         for r in &a.ranks {
             let want = num(&dataset["per_rank"][r.rank.to_string()]["hta"], "comp_comm_overlap_pctg");

@@ -6,11 +6,11 @@
 //! through [`escape_md`]: a trace is untrusted input, and a PR comment renders HTML and links.
 //! Strings this crate owns (strategy and decision names, formatted numbers) are written as-is.
 
-use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
+use super::{by_exposed_desc, compat_name, counted, ms, rank_list, Align};
 use super::{change_cell, interval, p_value, pct};
 use crate::compare::Comparison;
 use crate::hotspots::Hotspot;
-use crate::trace::attribute::{Attribution, RankSummary};
+use crate::trace::attribute::Attribution;
 
 /// Renders an attribution as Markdown.
 pub fn attribution(a: &Attribution) -> String {
@@ -25,7 +25,7 @@ pub fn attribution(a: &Attribution) -> String {
         out.push_str(&table(&COLLECTIVE_COLUMNS, &rows));
     }
     if !a.ranks.is_empty() {
-        let rows: Vec<Vec<String>> = a.ranks.iter().map(rank_row).collect();
+        let rows: Vec<Vec<String>> = a.ranks.iter().map(super::rank_cells).collect();
         out.push_str("\n<details><summary>Per rank</summary>\n\n");
         out.push_str(&table(&RANK_COLUMNS, &rows));
         out.push_str("\n</details>\n");
@@ -135,32 +135,7 @@ fn file_list(files: &[String]) -> String {
 }
 
 fn collective_row(h: &Hotspot) -> Vec<String> {
-    vec![
-        escape_md(&h.collective),
-        h.count.to_string(),
-        two(h.sync_count),
-        ms(h.total_comm_ms),
-        ms(h.exposed_comm_ms),
-        ms(h.exposed_comm_ms_max_rank),
-        payload(h),
-        two(h.overlap_ratio),
-        imbalance(h),
-        straggler(h),
-        h.unmatched.to_string(),
-    ]
-}
-
-fn rank_row(r: &RankSummary) -> Vec<String> {
-    vec![
-        r.rank.to_string(),
-        r.steps.to_string(),
-        ms(r.comm_ms),
-        ms(r.compute_ms),
-        ms(r.overlapped_ms),
-        ms(r.exposed_ms),
-        two(r.overlap_pct),
-        r.comm_kernels.to_string(),
-    ]
+    super::collective_cells(h, escape_md)
 }
 
 /// Priority, mitigation and next measurements, as a list.

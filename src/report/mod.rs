@@ -147,6 +147,37 @@ pub(crate) fn straggler(h: &Hotspot) -> String {
     h.straggler_rank.map_or_else(|| "-".to_string(), |r| r.to_string())
 }
 
+/// The cells of one collective's row, the name made safe by `escape` (Markdown or terminal).
+pub(crate) fn collective_cells(h: &Hotspot, escape: fn(&str) -> String) -> Vec<String> {
+    vec![
+        escape(&h.collective),
+        h.count.to_string(),
+        two(h.sync_count),
+        ms(h.total_comm_ms),
+        ms(h.exposed_comm_ms),
+        ms(h.exposed_comm_ms_max_rank),
+        payload(h),
+        two(h.overlap_ratio),
+        imbalance(h),
+        straggler(h),
+        h.unmatched.to_string(),
+    ]
+}
+
+/// The cells of one rank's row.
+pub(crate) fn rank_cells(r: &crate::trace::attribute::RankSummary) -> Vec<String> {
+    vec![
+        r.rank.to_string(),
+        r.steps.to_string(),
+        ms(r.comm_ms),
+        ms(r.compute_ms),
+        ms(r.overlapped_ms),
+        ms(r.exposed_ms),
+        two(r.overlap_pct),
+        r.comm_kernels.to_string(),
+    ]
+}
+
 /// Ranks as sorted runs (`0-3, 6, 8-9`), or `none`, so 512 ranks stay one short line.
 pub(crate) fn rank_list(ranks: &[u32]) -> String {
     let mut sorted = ranks.to_vec();

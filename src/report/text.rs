@@ -5,11 +5,11 @@
 //! Strings that come from traces (collective names) pass through `plain`, so a control
 //! character in a kernel's metadata cannot move the cursor or recolor the terminal.
 
-use super::{by_exposed_desc, compat_name, counted, imbalance, ms, payload, rank_list, straggler, two, Align};
+use super::{by_exposed_desc, compat_name, counted, ms, rank_list, Align};
 use super::{change_cell, interval, p_value, pct};
 use crate::compare::{Comparison, MetricComparison};
 use crate::hotspots::Hotspot;
-use crate::trace::attribute::{Attribution, RankSummary};
+use crate::trace::attribute::Attribution;
 
 /// Renders an attribution for a terminal.
 pub fn attribution(a: &Attribution) -> String {
@@ -24,7 +24,7 @@ pub fn attribution(a: &Attribution) -> String {
     }
     if !a.ranks.is_empty() {
         out.push_str("\nPer rank (ms per step):\n");
-        let rows: Vec<Vec<String>> = a.ranks.iter().map(rank_row).collect();
+        let rows: Vec<Vec<String>> = a.ranks.iter().map(super::rank_cells).collect();
         out.push_str(&table(&RANK_COLUMNS, &rows));
     }
     out.push('\n');
@@ -77,32 +77,7 @@ fn source_line(a: &Attribution) -> String {
 }
 
 fn collective_row(h: &Hotspot) -> Vec<String> {
-    vec![
-        plain(&h.collective),
-        h.count.to_string(),
-        two(h.sync_count),
-        ms(h.total_comm_ms),
-        ms(h.exposed_comm_ms),
-        ms(h.exposed_comm_ms_max_rank),
-        payload(h),
-        two(h.overlap_ratio),
-        imbalance(h),
-        straggler(h),
-        h.unmatched.to_string(),
-    ]
-}
-
-fn rank_row(r: &RankSummary) -> Vec<String> {
-    vec![
-        r.rank.to_string(),
-        r.steps.to_string(),
-        ms(r.comm_ms),
-        ms(r.compute_ms),
-        ms(r.overlapped_ms),
-        ms(r.exposed_ms),
-        two(r.overlap_pct),
-        r.comm_kernels.to_string(),
-    ]
+    super::collective_cells(h, plain)
 }
 
 /// Priority, mitigation, next measurements and follow-up, one line each.

@@ -132,37 +132,24 @@ impl<R: Read> JsonStream<R> {
 
     /// After an element of an array: consumes `,` and returns true, or `]` and returns false.
     pub fn next_in_array(&mut self) -> Result<bool, ReadError> {
-        match self.peek()? {
-            Some(b',') => {
-                self.start += 1;
-                Ok(true)
-            }
-            Some(b']') => {
-                self.start += 1;
-                Ok(false)
-            }
-            Some(b) => Err(ReadError::Syntax {
-                offset: self.offset(),
-                message: format!("expected ',' or ']' in an array, found '{}'", char::from(b).escape_default()),
-            }),
-            None => Err(ReadError::Truncated { offset: self.offset() }),
-        }
+        self.next_or_close(b']', "']' in an array")
     }
 
     /// After a member of an object: consumes `,` and returns true, or `}` and returns false.
     pub fn next_in_object(&mut self) -> Result<bool, ReadError> {
+        self.next_or_close(b'}', "'}' in an object")
+    }
+
+    /// Consumes `,` (true: another element follows) or `close` (false: the container ended).
+    fn next_or_close(&mut self, close: u8, what: &str) -> Result<bool, ReadError> {
         match self.peek()? {
-            Some(b',') => {
+            Some(b) if b == b',' || b == close => {
                 self.start += 1;
-                Ok(true)
-            }
-            Some(b'}') => {
-                self.start += 1;
-                Ok(false)
+                Ok(b == b',')
             }
             Some(b) => Err(ReadError::Syntax {
                 offset: self.offset(),
-                message: format!("expected ',' or '}}' in an object, found '{}'", char::from(b).escape_default()),
+                message: format!("expected ',' or {what}, found '{}'", char::from(b).escape_default()),
             }),
             None => Err(ReadError::Truncated { offset: self.offset() }),
         }
