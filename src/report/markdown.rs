@@ -22,7 +22,7 @@ pub fn attribution(a: &Attribution) -> String {
         out.push_str("_No communication kernels found._\n");
     } else {
         let rows: Vec<Vec<String>> = by_exposed_desc(a).into_iter().map(collective_row).collect();
-        out.push_str(&table(&COLLECTIVE_COLUMNS, &rows));
+        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &rows));
     }
     if !a.ranks.is_empty() {
         let rows: Vec<Vec<String>> = a.ranks.iter().map(super::rank_cells).collect();
@@ -81,20 +81,6 @@ pub(crate) fn code_span(s: &str) -> String {
         .collect();
     format!("`{inner}`")
 }
-
-const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
-    ("collective", Align::Left),
-    ("count", Align::Right),
-    ("sync/step", Align::Right),
-    ("comm ms/step", Align::Right),
-    ("exposed ms/step", Align::Right),
-    ("worst-rank exposed", Align::Right),
-    ("payload/step", Align::Right),
-    ("overlap", Align::Right),
-    ("imbalance", Align::Right),
-    ("straggler", Align::Right),
-    ("unmatched", Align::Right),
-];
 
 const RANK_COLUMNS: [(&str, Align); 8] = [
     ("rank", Align::Right),

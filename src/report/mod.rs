@@ -147,6 +147,22 @@ pub(crate) fn straggler(h: &Hotspot) -> String {
     h.straggler_rank.map_or_else(|| "-".to_string(), |r| r.to_string())
 }
 
+/// The per-collective table's columns (text and Markdown); every figure is per step except
+/// `count` and `unmatched`. [`collective_cells`] fills them in this order.
+pub(crate) const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
+    ("collective", Align::Left),
+    ("count", Align::Right),
+    ("sync/step", Align::Right),
+    ("comm ms/step", Align::Right),
+    ("exposed ms/step", Align::Right),
+    ("worst-rank exposed", Align::Right),
+    ("payload/step", Align::Right),
+    ("overlap", Align::Right),
+    ("imbalance", Align::Right),
+    ("straggler", Align::Right),
+    ("unmatched", Align::Right),
+];
+
 /// The cells of one collective's row, the name made safe by `escape` (Markdown or terminal).
 pub(crate) fn collective_cells(h: &Hotspot, escape: fn(&str) -> String) -> Vec<String> {
     vec![

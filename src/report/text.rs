@@ -20,7 +20,7 @@ pub fn attribution(a: &Attribution) -> String {
         out.push_str("No communication kernels found.\n");
     } else {
         let rows: Vec<Vec<String>> = by_exposed_desc(a).into_iter().map(collective_row).collect();
-        out.push_str(&table(&COLLECTIVE_COLUMNS, &rows));
+        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &rows));
     }
     if !a.ranks.is_empty() {
         out.push_str("\nPer rank (ms per step):\n");
@@ -34,21 +34,6 @@ pub fn attribution(a: &Attribution) -> String {
     }
     out
 }
-
-/// The per-collective table's columns; every figure is per step except `count` and `unmatched`.
-const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
-    ("collective", Align::Left),
-    ("count", Align::Right),
-    ("sync/step", Align::Right),
-    ("comm ms/step", Align::Right),
-    ("exposed ms/step", Align::Right),
-    ("worst-rank exposed", Align::Right),
-    ("payload/step", Align::Right),
-    ("overlap", Align::Right),
-    ("imbalance", Align::Right),
-    ("straggler", Align::Right),
-    ("unmatched", Align::Right),
-];
 
 const RANK_COLUMNS: [(&str, Align); 8] = [
     ("rank", Align::Right),
