@@ -1,6 +1,6 @@
 //! Gate quality, measured (`harness = false`): replays `commgate::compare::compare` on simulated
 //! A/A and A/B data from `commgate::simulate` and prints the targets table of
-//! `shared/docs/gate.md` with the measured value, its Wilson 95 % interval and PASS/FAIL next to
+//! `docs/gate.md` with the measured value, its Wilson 95 % interval and PASS/FAIL next to
 //! each target.
 //!
 //! `cargo bench --bench gate_quality` (or `scripts/gate-quality.sh`). Each trial draws a fresh

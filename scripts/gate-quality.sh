@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Gate quality on simulated A/A and A/B data (benches/gate_quality.rs): replays `compare` and prints
-# the targets table of shared/docs/gate.md with each measured rate, its Wilson 95 % interval and
+# the targets table of docs/gate.md with each measured rate, its Wilson 95 % interval and
 # PASS/FAIL. It prints, it never fails on a missed target.
 #
 # Knobs: COMMGATE_GATE_TRIALS (trials per cell, default 1000), COMMGATE_GATE_RESAMPLES (bootstrap

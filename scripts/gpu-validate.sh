@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU validation of `commgate bench --backend cuda` against the references the benchmark must
-# match (issue 4, "Performance"): its all-reduce bus bandwidth within 5 % of nccl-tests'
+# match: its all-reduce bus bandwidth within 5 % of nccl-tests'
 # `all_reduce_perf` at the same size, dtype and GPU count, and its matmul TFLOPS within 5 % of
 # `torch.matmul`. Runs all three side by side and prints each ratio against its target.
 #

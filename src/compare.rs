@@ -1,6 +1,6 @@
 //! `commgate compare`: is the current run slower than its baseline, faster, the same, or is the
 //! evidence not enough? One place computes the per-metric states and the comparison verdict
-//! (`shared/docs/gate.md`); renderers only display them.
+//! (`docs/gate.md`); renderers only display them.
 //!
 //! Two regimes, chosen by how much history the baseline holds:
 //! - **history** (≥ 3 baseline runs): steps within a run are not independent of the run (clocks,

@@ -4,7 +4,7 @@
 //!
 //! These are the only place where the mitigation order and the follow-up rule live; the Kineto
 //! attribution builds the same [`Hotspot`] values and then calls the same two rule functions.
-//! Definitions: `shared/docs/attribution.md`, "Priority, mitigation, follow-up".
+//! Definitions: `docs/attribution.md`, "Priority, mitigation, follow-up".
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
 //! The result file that `commgate bench` writes and every later command reads
-//! (`shared/docs/formats.md`, "Result file"): typed, versioned, all samples kept.
+//! (`docs/formats.md`, "Result file"): typed, versioned, all samples kept.
 //!
 //! Loading is strict where a wrong value would corrupt a verdict (schema version, samples that
 //! are empty, negative or missing, rows that are absent) and every error names the file and the

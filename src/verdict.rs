@@ -107,7 +107,7 @@ pub struct Verdict {
     pub reasons: Vec<String>,
 }
 
-/// The one decision (issue 5): a confirmed regression → `tune`, blocking; missing baseline,
+/// The one decision: a confirmed regression → `tune`, blocking; missing baseline,
 /// other hardware, an inconclusive primary metric, a failed run or missing traces →
 /// `collect_more_evidence`, never blocking; otherwise the trace follow-up chooses between
 /// `accept` and a non-blocking `tune` with its mitigation.

@@ -1,5 +1,5 @@
 //! The JSON rendering: the [`Attribution`] exactly as its serde derives shape it (the schema of
-//! `shared/docs/formats.md`, "Attribution JSON"), pretty-printed, with a trailing newline.
+//! `docs/formats.md`, "Attribution JSON"), pretty-printed, with a trailing newline.
 //! Field names live on the types; nothing is renamed here.
 
 use crate::compare::Comparison;

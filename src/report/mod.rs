@@ -19,7 +19,7 @@ use crate::trace::attribute::{Attribution, Compat};
 pub enum Format {
     /// An aligned plain-ASCII table for a terminal.
     Text,
-    /// The schema of `shared/docs/formats.md`, pretty-printed.
+    /// The schema of `docs/formats.md`, pretty-printed.
     Json,
     /// GitHub-flavoured Markdown for a PR comment or a job summary.
     Markdown,

@@ -1,7 +1,7 @@
 //! Pure attribution: parsed ranks (or seed events) in, per-collective hotspots, per-rank overlap,
 //! the priority, the mitigation and the follow-up out. No I/O.
 //!
-//! Every definition here is `shared/docs/attribution.md`'s: the step window, the equal-share
+//! Every definition here is `docs/attribution.md`'s: the step window, the equal-share
 //! sweep, cross-rank matching and the clock-free imbalance ratio, and HTA's parity rules under
 //! [`Compat::Hta`].
 

@@ -4,7 +4,7 @@
 //! whatever the file size; no `serde_json::Value` tree is ever built.
 //!
 //! Why not `serde_json::from_reader`: its byte-at-a-time `IoRead` runs at ~130 MB/s here, while
-//! parsing from a slice runs ~3× faster (measurements in `shared/docs/crates.md`). Why not an
+//! parsing from a slice runs ~3× faster (measurements in `docs/crates.md`). Why not an
 //! mmap: touched file pages count in the resident set, and gzip input needs a buffer anyway.
 
 use std::io::{self, Read};

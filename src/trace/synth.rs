@@ -3,7 +3,7 @@
 //! This file owns the generator only: a [`SynthSpec`] in, one Chrome-trace JSON document per
 //! rank out, streamed to any [`Write`] one training step at a time (memory stays at a few
 //! kilobytes per layer whatever the trace size). The documents copy the shapes of real PyTorch
-//! 2.x traces (`shared/traces/hta/`): top-level key order, `distributedInfo`, `ProfilerStep#N`
+//! 2.x traces (`tests/fixtures/hta/`): top-level key order, `distributedInfo`, `ProfilerStep#N`
 //! annotations with a trailing step that is cut short, cpu ops holding `cudaLaunchKernel`
 //! runtime events linked to their kernels by `correlation` and `ac2g` flows, `record_param_comms`
 //! with NCCL metadata (also copied onto the NCCL kernel, as 2024 traces do), `nccl:*`
