@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use commgate::baseline::Baseline;
 use commgate::compare::{compare, CompareOptions, State};
-use commgate::hotspots::Decision;
+use commgate::decision::Decision;
 use commgate::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
 use commgate::stats::rng::Rng;
 

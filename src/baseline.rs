@@ -212,7 +212,8 @@ pub fn write_store(path: &Path, file: &BaselineFile) -> Result<(), FileError> {
     let mut text = serde_json::to_string_pretty(file)
         .map_err(|e| FileError::new(path, format!("cannot serialise the baseline: {e}")))?;
     text.push('\n');
-    crate::run::write_atomic(path, text.as_bytes()).map_err(|e| FileError::new(path, format!("{e:#}")))
+    crate::output::write_atomic(path, text.as_bytes())
+        .map_err(|e| FileError::new(path, format!("cannot write the baseline (does the directory exist?): {e}")))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::{self, Baseline, BaselineFile};
 use crate::compare::{self, CompareOptions, Comparison};
-use crate::hotspots::Decision;
+use crate::decision::{Decision, Verdict};
 use crate::result::{FileError, RunResult};
 use crate::trace::attribute::{AttributeOptions, Attribution};
 use crate::trace::load::attribute_paths;
@@ -60,7 +60,7 @@ pub struct CheckReport {
 impl CheckReport {
     /// Whether `--fail-on` makes this report exit 1.
     pub fn fails(&self) -> bool {
-        self.fail_on.fails(&verdict::Verdict { decision: self.verdict, blocking: self.blocking, reasons: Vec::new() })
+        self.fail_on.fails(&Verdict { decision: self.verdict, blocking: self.blocking, reasons: Vec::new() })
     }
 }
 

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::decision::Decision;
+
 /// One communication observation in the seed's aggregated shape (a whole trace already reduced
 /// to one record per collective call, or per collective and rank).
 #[derive(Debug, Clone, PartialEq)]
@@ -158,25 +160,6 @@ pub struct Mitigation {
     /// The collective it applies to; `None` when there is no priority.
     pub target: Option<String>,
     pub next_measurements: Vec<String>,
-}
-
-/// The three decisions a follow-up can take; shared with the gate's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Accept,
-    Tune,
-    CollectMoreEvidence,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Accept => "accept",
-            Decision::Tune => "tune",
-            Decision::CollectMoreEvidence => "collect_more_evidence",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::hotspots::Decision;
+use crate::decision::Decision;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -126,6 +126,12 @@ impl Schedule {
     }
 }
 
+impl std::fmt::Display for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub schedule: Schedule,
@@ -159,6 +165,13 @@ pub struct RunComparison {
 pub struct RunDecision {
     pub verdict: Decision,
     pub reason: String,
+}
+
+impl From<crate::decision::Verdict> for RunDecision {
+    /// The file keeps one reason: the reasons joined.
+    fn from(v: crate::decision::Verdict) -> Self {
+        RunDecision { verdict: v.decision, reason: v.reasons.join("; ") }
+    }
 }
 
 impl RunResult {

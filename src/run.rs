@@ -1,10 +1,7 @@
 //! Runs a parsed command line: resolve settings, do the work, write the output. Returns the
 //! exit status; errors travel up to `main`, which prints them once.
 
-use std::io::Write;
-use std::path::Path;
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::bench::runner::{self, BackendChoice, BenchOutcome};
 use crate::bench::{self, launch};
@@ -12,6 +9,7 @@ use crate::check;
 use crate::cli::{BaselineCommand, Cli, Command};
 use crate::config::{self, CommentPolicy};
 use crate::github::{self, CommentOutcome, GithubEnv};
+use crate::output::emit;
 use crate::report;
 use crate::report::Format;
 use crate::trace::load::attribute_paths;
@@ -149,7 +147,7 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
     };
     let report = check::evaluate(result, &cfg.options)?;
     if let Some(path) = &cfg.output {
-        write_atomic(path, report::render_check(&report, Format::Json).as_bytes())?;
+        emit(&report::render_check(&report, Format::Json), Some(path))?;
     }
     emit(&report::render_check(&report, cfg.format), None)?;
     if let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) {
@@ -196,34 +194,4 @@ fn default_world_size(choice: BackendChoice) -> u32 {
         BackendChoice::Cuda | BackendChoice::Auto => bench::cuda::probe().ok().filter(|n| *n > 0).unwrap_or(2),
         _ => 2,
     }
-}
-
-/// Writes a report to stdout, or atomically to a file (temporary file, then rename), so that a
-/// failure never leaves a half-written report behind.
-pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
-    match output {
-        None => {
-            let mut out = std::io::stdout().lock();
-            // A closed pipe (`| head`) is not an error worth a message.
-            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                other => other.context("cannot write to stdout"),
-            }
-        }
-        Some(path) => write_atomic(path, text.as_bytes()),
-    }
-}
-
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("{}: cannot write the report (does the directory exist?)", path.display()))
 }

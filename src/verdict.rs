@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::compare::{Comparison, State};
-use crate::hotspots::Decision;
+use crate::decision::{Decision, Verdict};
 use crate::trace::attribute::Attribution;
 
 /// What `--fail-on` names: the verdicts that exit 1.
@@ -99,14 +99,6 @@ pub struct Evidence<'a> {
     pub traces_expected: bool,
 }
 
-/// The verdict and its reasons, most important first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub decision: Decision,
-    pub blocking: bool,
-    pub reasons: Vec<String>,
-}
-
 /// The one decision: a confirmed regression → `tune`, blocking; missing baseline,
 /// other hardware, an inconclusive primary metric, a failed run or missing traces →
 /// `collect_more_evidence`, never blocking; otherwise the trace follow-up chooses between
@@ -118,7 +110,8 @@ pub fn decide(e: &Evidence<'_>) -> Verdict {
     let comparison_regressed = e.comparison.is_some_and(|c| c.regression);
     if comparison_regressed || !regressed_collectives.is_empty() {
         if let Some(c) = e.comparison.filter(|c| c.regression) {
-            reasons.extend(c.reasons.iter().take_while(|r| !r.contains("unchanged")).cloned());
+            // A regressed comparison's reasons are its regressed metrics alone.
+            reasons.extend(c.reasons.iter().cloned());
         }
         for d in &regressed_collectives {
             reasons.push(format!(
@@ -136,7 +129,7 @@ pub fn decide(e: &Evidence<'_>) -> Verdict {
                 a.mitigation.target.as_deref().unwrap_or("it")
             ));
         }
-        return Verdict { decision: Decision::Tune, blocking: true, reasons };
+        return Verdict::regression(reasons);
     }
     let mut more = |why: String| reasons.push(why);
     if let Some(f) = e.failure {
@@ -155,7 +148,7 @@ pub fn decide(e: &Evidence<'_>) -> Verdict {
             .push("the baseline holds trace summaries but no --traces were given: attach the profiler traces".into());
     }
     if !reasons.is_empty() {
-        return Verdict { decision: Decision::CollectMoreEvidence, blocking: false, reasons };
+        return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     if let Some(c) = e.comparison {
         let unchanged = c.metrics.iter().filter(|m| m.state == State::Unchanged).count();
@@ -168,17 +161,17 @@ pub fn decide(e: &Evidence<'_>) -> Verdict {
     match e.attribution {
         Some(a) if a.followup.decision == Decision::Tune => {
             reasons.insert(0, a.followup.reason.clone());
-            Verdict { decision: Decision::Tune, blocking: false, reasons }
+            Verdict::new(Decision::Tune, reasons)
         }
         Some(a) if a.followup.decision == Decision::CollectMoreEvidence => {
             reasons.insert(0, a.followup.reason.clone());
-            Verdict { decision: Decision::CollectMoreEvidence, blocking: false, reasons }
+            Verdict::new(Decision::CollectMoreEvidence, reasons)
         }
         Some(a) => {
             reasons.push(a.followup.reason.clone());
-            Verdict { decision: Decision::Accept, blocking: false, reasons }
+            Verdict::new(Decision::Accept, reasons)
         }
-        None => Verdict { decision: Decision::Accept, blocking: false, reasons },
+        None => Verdict::new(Decision::Accept, reasons),
     }
 }
 

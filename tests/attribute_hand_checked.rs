@@ -16,7 +16,8 @@
 use std::path::PathBuf;
 
 use approx::assert_relative_eq;
-use commgate::hotspots::{Decision, Strategy, Thresholds};
+use commgate::decision::Decision;
+use commgate::hotspots::{Strategy, Thresholds};
 use commgate::trace::attribute::{AttributeOptions, Compat};
 use commgate::trace::load::attribute_paths;
 

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{HardwareInfo, Plan};
-use crate::hotspots::Decision;
+use crate::decision::{Decision, Verdict};
 use crate::result::{
-    EvidenceLevel, Failure, Hardware, Metrics, Row, RunComparison, RunDecision, RunResult, Schedule, Tool, Workload,
-    SCHEMA_VERSION,
+    EvidenceLevel, Failure, Hardware, Metrics, Row, RunComparison, RunResult, Schedule, Tool, Workload, SCHEMA_VERSION,
 };
 use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::type7_quantile;
@@ -60,7 +59,7 @@ pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failur
         overlap_gain_ratio: finite(saved / serial),
         overlap_efficiency: finite(saved / comm.min(compute)),
     };
-    let decision = decide(&rows, failure.as_ref(), &comparison);
+    let decision = decide(&rows, failure.as_ref(), &comparison).into();
     RunResult {
         schema_version: SCHEMA_VERSION,
         tool: Tool { name: "commgate".to_string(), version: env!("CARGO_PKG_VERSION").to_string() },
@@ -126,8 +125,8 @@ fn rows(plan: &Plan, t: &Timings) -> Vec<Row> {
 /// The run's own verdict on overlap (formats.md, `decision`): accept when overlap beats serial
 /// in median and P95 beyond the run's own noise and no rank grows a tail; tune otherwise;
 /// collect more evidence for failed runs or too few repeats.
-pub fn decide(rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> RunDecision {
-    let verdict = |v: Decision, reason: String| RunDecision { verdict: v, reason };
+pub fn decide(rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> Verdict {
+    let verdict = Verdict::because;
     if let Some(f) = failure {
         return verdict(Decision::CollectMoreEvidence, format!("the run failed ({}): {}", f.kind, f.message));
     }

@@ -313,7 +313,7 @@ fn write_result(path: &Path, result: &RunResult) -> Result<(), BenchError> {
     }
     let mut text = serde_json::to_string_pretty(result).map_err(|e| unwritable(e.to_string()))?;
     text.push('\n');
-    crate::run::write_atomic(path, text.as_bytes()).map_err(|e| unwritable(format!("{e:#}")))
+    crate::output::write_atomic(path, text.as_bytes()).map_err(|e| unwritable(e.to_string()))
 }
 
 fn progress_bar(total: u64) -> ProgressBar {

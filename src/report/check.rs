@@ -116,8 +116,11 @@ fn metrics_section(r: &CheckReport) -> String {
 
 /// A mermaid `xychart-beta`: baseline as bars, current as a line, for the step-time metrics.
 fn chart(c: &Comparison) -> String {
-    let metrics: Vec<_> =
-        c.metrics.iter().filter(|m| m.statistic != "exposed_comm_ms" && m.ratio.is_finite()).collect();
+    let metrics: Vec<_> = c
+        .metrics
+        .iter()
+        .filter(|m| m.statistic != crate::compare::Statistic::ExposedCommMs && m.ratio.is_finite())
+        .collect();
     if metrics.is_empty() {
         return String::new();
     }
@@ -287,7 +290,8 @@ fn fold(summary: &str, inner: &str) -> String {
 mod tests {
     use super::*;
     use crate::check::{BaselineRef, CheckReport};
-    use crate::hotspots::{CommEvent, Decision, Thresholds};
+    use crate::decision::Decision;
+    use crate::hotspots::{CommEvent, Thresholds};
     use crate::trace::attribute::attribute_events;
     use crate::verdict::FailOn;
 

@@ -56,7 +56,7 @@ pub(crate) use crate::units::{change, interval, pct};
 
 /// The change cell of a metric row; exposed communication changes as a share of the step.
 pub(crate) fn change_cell(m: &crate::compare::MetricComparison) -> String {
-    if m.statistic == "exposed_comm_ms" && m.ratio.is_finite() {
+    if m.statistic == crate::compare::Statistic::ExposedCommMs && m.ratio.is_finite() {
         format!("{} of step", change(m.ratio))
     } else {
         change(m.ratio)

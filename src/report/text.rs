@@ -185,7 +185,7 @@ fn metric_row(m: &MetricComparison) -> Vec<String> {
         interval(m.ci),
         p_value(m.p_adjusted),
         format!("{}/{}", m.n_baseline, m.n_current),
-        m.method.clone(),
+        m.method.to_string(),
         m.state.as_str().to_string(),
     ]
 }

@@ -73,6 +73,10 @@ pub struct PredictionInterval {
     pub se: f64,
     /// Degrees of freedom, `k − 1`.
     pub df: f64,
+    /// The history's sample standard deviation.
+    pub sd: f64,
+    /// `t_{df, (1+level)/2}`.
+    pub t: f64,
 }
 
 impl PredictionInterval {
@@ -84,6 +88,15 @@ impl PredictionInterval {
     /// Upper end, `center + half_width`.
     pub fn upper(&self) -> f64 {
         self.center + self.half_width
+    }
+
+    /// The same interval with the standard deviation raised to at least `sd` (a NaN floor is
+    /// ignored). The gate floors the runs' spread at the current run's own bootstrap standard
+    /// error, so that a short, tight history cannot make one run's noise significant.
+    pub fn with_sd_floor(self, sd: f64) -> Self {
+        let sd = self.sd.max(sd);
+        let se = sd * (1.0 + 1.0 / (self.df + 1.0)).sqrt();
+        PredictionInterval { half_width: self.t * se, se, sd, ..self }
     }
 }
 
@@ -103,7 +116,7 @@ pub fn prediction_interval(history: &[f64], level: f64) -> Option<PredictionInte
     if !t.is_finite() {
         return None;
     }
-    Some(PredictionInterval { center, half_width: t * se, se, df })
+    Some(PredictionInterval { center, half_width: t * se, se, df, sd, t })
 }
 
 /// 1.4826 × MAD (median absolute deviation around the median), in the units of `values`;

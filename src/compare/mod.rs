@@ -27,22 +27,20 @@
 //!   `inconclusive` and the verdict asks for another run. Block lengths also grow with the
 //!   autocorrelation ([`dependent_block_length`]).
 
-use std::collections::HashMap;
+mod estimate;
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
-use crate::hotspots::Decision;
+use crate::decision::{Decision, Verdict};
 use crate::result::{RunResult, Schedule};
-use crate::stats::bootstrap::{percentile_interval, SortedResampler};
 use crate::stats::holm::holm_adjust;
-use crate::stats::interval::{mean_sd, robust_spread, t_quantile, t_sf};
-use crate::stats::mann_whitney::mann_whitney_u;
-use crate::stats::quantile::HdWeights;
+use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
-use crate::stats::serial::{dependent_block_length, lag1_autocorrelation};
-use crate::stats::tail::exceedance_test;
 use crate::units::{change, interval, pct};
+use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -97,11 +95,60 @@ impl State {
     }
 }
 
+/// What is compared of a row: its median, its P95, or (of the overlap row) the exposed
+/// communication, overlap median minus compute-only median.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Statistic {
+    Median,
+    P95,
+    ExposedCommMs,
+}
+
+impl Statistic {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Statistic::Median => "median",
+            Statistic::P95 => "p95",
+            Statistic::ExposedCommMs => "exposed_comm_ms",
+        }
+    }
+}
+
+/// Which regime judged a metric (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    History,
+    Pooled,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::History => "history",
+            Method::Pooled => "pooled",
+        }
+    }
+}
+
+impl fmt::Display for Statistic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One compared statistic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {
-    pub row: String,
-    pub statistic: String,
+    pub row: Schedule,
+    pub statistic: Statistic,
     /// Baseline value (ms): the geometric mean of the runs' values (history) or the pooled one.
     pub baseline: f64,
     pub current: f64,
@@ -114,8 +161,7 @@ pub struct MetricComparison {
     pub state: State,
     pub n_baseline: usize,
     pub n_current: usize,
-    /// `history` or `pooled`.
-    pub method: String,
+    pub method: Method,
     /// Whether this metric may block a merge (P95 needs enough samples).
     pub can_block: bool,
     /// The primary metric (overlap median) decides between accept and collect_more_evidence.
@@ -144,160 +190,6 @@ pub struct Comparison {
     pub delta: f64,
     pub metrics: Vec<MetricComparison>,
     pub reasons: Vec<String>,
-}
-
-/// The compared statistics, primary first.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Metric {
-    Quantile { row: Schedule, p: f64 },
-    Exposed,
-}
-
-const METRICS: [Metric; 5] = [
-    Metric::Quantile { row: Schedule::Overlap, p: 0.5 },
-    Metric::Quantile { row: Schedule::Overlap, p: 0.95 },
-    Metric::Quantile { row: Schedule::Serial, p: 0.5 },
-    Metric::Quantile { row: Schedule::Serial, p: 0.95 },
-    Metric::Exposed,
-];
-
-impl Metric {
-    fn row_name(self) -> &'static str {
-        match self {
-            Metric::Quantile { row, .. } => row.as_str(),
-            Metric::Exposed => "overlap",
-        }
-    }
-
-    fn statistic_name(self) -> &'static str {
-        match self {
-            Metric::Quantile { p: 0.5, .. } => "median",
-            Metric::Quantile { .. } => "p95",
-            Metric::Exposed => "exposed_comm_ms",
-        }
-    }
-
-    fn is_tail(self) -> bool {
-        matches!(self, Metric::Quantile { p, .. } if p > 0.5)
-    }
-
-    fn label(self) -> String {
-        match self {
-            Metric::Exposed => "exposed comm".to_string(),
-            _ => format!("{} {}", self.row_name(), if self.is_tail() { "P95" } else { "median" }),
-        }
-    }
-}
-
-/// Sorted samples of one row of one run.
-fn sorted_row(run: &RunResult, row: Schedule) -> Vec<f64> {
-    let mut v = run.row(row).map(|r| r.samples_ms.clone()).unwrap_or_default();
-    v.sort_by(f64::total_cmp);
-    v
-}
-
-/// Harrell–Davis weights, computed once per (n, p).
-#[derive(Default)]
-struct Weights(HashMap<(usize, u64), HdWeights>);
-
-impl Weights {
-    fn quantile(&mut self, sorted: &[f64], p: f64) -> f64 {
-        if sorted.is_empty() {
-            return f64::NAN;
-        }
-        self.0.entry((sorted.len(), p.to_bits())).or_insert_with(|| HdWeights::new(sorted.len(), p)).apply(sorted)
-    }
-}
-
-/// A run reduced to the rows the metrics use, each sorted.
-struct RunRows {
-    overlap: Vec<f64>,
-    serial: Vec<f64>,
-    compute: Vec<f64>,
-}
-
-impl RunRows {
-    fn of(run: &RunResult) -> Self {
-        RunRows {
-            overlap: sorted_row(run, Schedule::Overlap),
-            serial: sorted_row(run, Schedule::Serial),
-            compute: sorted_row(run, Schedule::ComputeOnly),
-        }
-    }
-
-    fn row(&self, row: Schedule) -> &[f64] {
-        match row {
-            Schedule::Serial => &self.serial,
-            Schedule::ComputeOnly => &self.compute,
-            _ => &self.overlap,
-        }
-    }
-
-    fn row_mut(&mut self, row: Schedule) -> &mut Vec<f64> {
-        match row {
-            Schedule::Serial => &mut self.serial,
-            Schedule::ComputeOnly => &mut self.compute,
-            _ => &mut self.overlap,
-        }
-    }
-
-    fn value(&self, m: Metric, w: &mut Weights) -> f64 {
-        match m {
-            Metric::Quantile { row, p } => w.quantile(self.row(row), p),
-            Metric::Exposed => w.quantile(&self.overlap, 0.5) - w.quantile(&self.compute, 0.5),
-        }
-    }
-
-    fn n(&self, m: Metric) -> usize {
-        match m {
-            Metric::Quantile { row, .. } => self.row(row).len(),
-            Metric::Exposed => self.overlap.len().min(self.compute.len()),
-        }
-    }
-}
-
-/// Bootstrap replicates of every metric on one run (moving blocks over the time order of the
-/// samples, which `samples_ms` keeps), computed from one shared set of resamples per row.
-fn bootstrap_run(run: &RunResult, resamples: usize, rng: &mut Rng, w: &mut Weights) -> Vec<Vec<f64>> {
-    let mut overlap = Resampler::of(run, Schedule::Overlap);
-    let mut serial = Resampler::of(run, Schedule::Serial);
-    let mut compute = Resampler::of(run, Schedule::ComputeOnly);
-    let mut out = vec![Vec::with_capacity(resamples); METRICS.len()];
-    let mut rows = RunRows { overlap: Vec::new(), serial: Vec::new(), compute: Vec::new() };
-    for _ in 0..resamples {
-        overlap.draw(rng, &mut rows.overlap);
-        serial.draw(rng, &mut rows.serial);
-        compute.draw(rng, &mut rows.compute);
-        for (i, m) in METRICS.iter().enumerate() {
-            out[i].push(rows.value(*m, w));
-        }
-    }
-    out
-}
-
-/// Draws sorted moving-block resamples of one row (block ≈ n^(1/3), longer for autocorrelated
-/// steps: [`dependent_block_length`]).
-struct Resampler {
-    inner: SortedResampler,
-    block: usize,
-}
-
-impl Resampler {
-    fn new(samples: &[f64]) -> Self {
-        Resampler { inner: SortedResampler::new(samples), block: dependent_block_length(samples) }
-    }
-
-    fn of(run: &RunResult, schedule: Schedule) -> Self {
-        Resampler::new(run.row(schedule).map_or(&[][..], |r| r.samples_ms.as_slice()))
-    }
-
-    fn draw(&mut self, rng: &mut Rng, out: &mut Vec<f64>) {
-        if self.inner.is_empty() {
-            out.clear();
-        } else {
-            self.inner.resample_sorted(self.block, rng, out);
-        }
-    }
 }
 
 /// Compares `current` with `baseline`.
@@ -341,8 +233,16 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         .enumerate()
         .map(|(i, (&m, e))| judge(m, e, p_reg[i], p_imp[i], delta, episodes, opts))
         .collect();
-    let (verdict, regression, reasons) = decide(&metrics, fingerprint_match, current, delta, opts);
-    Comparison { schema_version: SCHEMA_VERSION, verdict, regression, baseline: summary, delta, metrics, reasons }
+    let v = decide(&metrics, fingerprint_match, current, delta, opts);
+    Comparison {
+        schema_version: SCHEMA_VERSION,
+        verdict: v.decision,
+        regression: v.blocking,
+        baseline: summary,
+        delta,
+        metrics,
+        reasons: v.reasons,
+    }
 }
 
 /// Why a comparison cannot start, if it cannot.
@@ -354,251 +254,6 @@ fn unusable(current: &RunResult, baseline_runs: usize) -> Option<String> {
         return Some("the current run is a dry run with no samples; run the benchmark for real".to_string());
     }
     (baseline_runs == 0).then(|| "the baseline holds no finished run to compare with".to_string())
-}
-
-/// A metric's point estimate and uncertainty, before states are assigned.
-struct Estimate {
-    baseline: f64,
-    current: f64,
-    ratio: f64,
-    ci: [f64; 2],
-    p_regressed: f64,
-    p_improved: f64,
-    n_baseline: usize,
-    n_current: usize,
-    method: &'static str,
-    note: Option<String>,
-}
-
-/// Judges the current run against the spread of the baseline runs' values.
-fn history(
-    m: Metric,
-    base: &[RunRows],
-    cur: &RunRows,
-    boot: &[f64],
-    opts: &CompareOptions,
-    w: &mut Weights,
-) -> Estimate {
-    let values: Vec<f64> = base.iter().map(|r| r.value(m, w)).collect();
-    let current = cur.value(m, w);
-    let k = values.len() as f64;
-    let n_baseline = base.iter().map(|r| r.n(m)).min().unwrap_or(0);
-    let n_current = cur.n(m);
-    let log_scale = m != Metric::Exposed;
-    let (center, scale, x, replicates): (f64, f64, f64, Vec<f64>) = if log_scale {
-        if values.iter().chain([&current]).any(|v| *v <= 0.0) {
-            return undefined(m, &values, current, n_baseline, n_current, "history", "a step time of 0 ms");
-        }
-        let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
-        let (mean, _) = mean_sd(&logs);
-        (mean, 1.0, current.ln(), boot.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect())
-    } else {
-        // Exposed time is a small difference of two step times: its change is measured as a
-        // share of the baseline step (overlap median), so that a 1.5 % slower step does not read
-        // as "+9 % exposed" and block on noise.
-        let (mean, _) = mean_sd(&values);
-        let step = base.iter().map(|r| w.quantile(&r.overlap, 0.5)).sum::<f64>() / k;
-        (mean, step, current, boot.to_vec())
-    };
-    let xs: Vec<f64> = if log_scale { values.iter().map(|v| v.ln()).collect() } else { values.clone() };
-    let (_, sd_runs) = mean_sd(&xs);
-    let (_, se_current) = mean_sd(&replicates);
-    let sigma = sd_runs.max(se_current);
-    let se = sigma * (1.0 + 1.0 / k).sqrt();
-    let df = k - 1.0;
-    let d = x - center;
-    let t = t_quantile(df, (1.0 + opts.level) / 2.0);
-    let to_ratio = |v: f64| if log_scale { v.exp() } else { 1.0 + v / scale };
-    let (p_regressed, p_improved) = one_sided(d, se, |z| t_sf(df, z));
-    Estimate {
-        baseline: if log_scale { center.exp() } else { center },
-        current,
-        ratio: to_ratio(d),
-        ci: [to_ratio(d - t * se), to_ratio(d + t * se)],
-        p_regressed,
-        p_improved,
-        n_baseline,
-        n_current,
-        method: "history",
-        note: None,
-    }
-}
-
-/// Lag-1 autocorrelation above which a run's steps come in episodes (a throttled clock, a noisy
-/// neighbour) rather than as independent draws: one such run cannot confirm a regression.
-const EPISODIC_AUTOCORRELATION: f64 = 0.35;
-
-/// The strongest lag-1 autocorrelation of the current run's overlap and serial rows, when it
-/// says the run was episodic.
-fn episodic(run: &RunResult) -> Option<f64> {
-    let rho = [Schedule::Overlap, Schedule::Serial]
-        .iter()
-        .filter_map(|&s| run.row(s))
-        .map(|r| lag1_autocorrelation(&r.samples_ms))
-        .fold(f64::NEG_INFINITY, f64::max);
-    (rho > EPISODIC_AUTOCORRELATION).then_some(rho)
-}
-
-/// One-sided p-values of `d / se` in both directions, with `sf` the upper tail.
-fn one_sided(d: f64, se: f64, sf: impl Fn(f64) -> f64) -> (f64, f64) {
-    if se > 0.0 && se.is_finite() {
-        (sf(d / se), sf(-d / se))
-    } else if d > 0.0 {
-        (0.0, 1.0)
-    } else if d < 0.0 {
-        (1.0, 0.0)
-    } else {
-        (1.0, 1.0)
-    }
-}
-
-fn undefined(
-    m: Metric,
-    values: &[f64],
-    current: f64,
-    n_baseline: usize,
-    n_current: usize,
-    method: &'static str,
-    why: &str,
-) -> Estimate {
-    let baseline = if values.is_empty() { f64::NAN } else { values.iter().sum::<f64>() / values.len() as f64 };
-    Estimate {
-        baseline,
-        current,
-        ratio: f64::NAN,
-        ci: [f64::NAN, f64::NAN],
-        p_regressed: 1.0,
-        p_improved: 1.0,
-        n_baseline,
-        n_current,
-        method,
-        note: Some(format!("{} has no meaningful ratio ({why})", m.label())),
-    }
-}
-
-/// Compares steps directly when the baseline has too few runs to know its run-to-run spread:
-/// every metric on the pooled baseline steps against the current run's, with one shared
-/// moving-block bootstrap of both sides (the baseline resampled within each run).
-fn pooled(
-    runs: &[&RunResult],
-    current: &RunResult,
-    cur: &RunRows,
-    opts: &CompareOptions,
-    rng: &mut Rng,
-    w: &mut Weights,
-) -> Vec<Estimate> {
-    let schedules = [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly];
-    let mut base_resamplers: Vec<Vec<Resampler>> =
-        schedules.iter().map(|&s| runs.iter().map(|r| Resampler::of(r, s)).collect()).collect();
-    let pooled_row = |i: usize| -> Vec<f64> {
-        let mut acc = Vec::new();
-        let mut tmp = Vec::new();
-        for r in &base_resamplers[i] {
-            merge_into(&mut acc, r.inner.sorted(), &mut tmp);
-        }
-        acc
-    };
-    let base = RunRows { overlap: pooled_row(0), serial: pooled_row(1), compute: pooled_row(2) };
-    let mut cur_resamplers: Vec<Resampler> = schedules.iter().map(|&s| Resampler::of(current, s)).collect();
-    let step = w.quantile(&base.overlap, 0.5);
-    let log_scale = |m: Metric| m != Metric::Exposed;
-    let relative = |m: Metric, b: f64, c: f64| if log_scale(m) { (c / b).ln() } else { (c - b) / step };
-    let mut reps: Vec<Vec<f64>> = vec![Vec::with_capacity(opts.resamples); METRICS.len()];
-    let mut b = RunRows { overlap: Vec::new(), serial: Vec::new(), compute: Vec::new() };
-    let mut c = RunRows { overlap: Vec::new(), serial: Vec::new(), compute: Vec::new() };
-    let (mut scratch, mut merged) = (Vec::new(), Vec::new());
-    for _ in 0..opts.resamples {
-        for (i, resamplers) in base_resamplers.iter_mut().enumerate() {
-            let acc = b.row_mut(schedules[i]);
-            acc.clear();
-            for r in resamplers.iter_mut() {
-                r.draw(rng, &mut scratch);
-                merge_into(acc, &scratch, &mut merged);
-            }
-        }
-        for (i, r) in cur_resamplers.iter_mut().enumerate() {
-            r.draw(rng, c.row_mut(schedules[i]));
-        }
-        for (k, &m) in METRICS.iter().enumerate() {
-            let rep = relative(m, b.value(m, w), c.value(m, w));
-            if rep.is_finite() {
-                reps[k].push(rep);
-            }
-        }
-    }
-    METRICS
-        .iter()
-        .zip(reps.iter_mut())
-        .map(|(&m, reps)| {
-            let (baseline, current_value) = (base.value(m, w), cur.value(m, w));
-            let (n_baseline, n_current) = (base.n(m), cur.n(m));
-            if log_scale(m) && (baseline <= 0.0 || current_value <= 0.0) {
-                return undefined(
-                    m,
-                    &[baseline],
-                    current_value,
-                    n_baseline,
-                    n_current,
-                    "pooled",
-                    "a step time of 0 ms",
-                );
-            }
-            let point = relative(m, baseline, current_value);
-            let (lo, hi) = if reps.is_empty() { (point, point) } else { percentile_interval(reps, opts.level) };
-            let to_ratio = |v: f64| if log_scale(m) { v.exp() } else { 1.0 + v };
-            let (p_regressed, p_improved) = match m {
-                Metric::Quantile { row, p: 0.5 } => {
-                    let mw = mann_whitney_u(cur.row(row), base.row(row));
-                    (mw.p_greater, mw.p_less)
-                }
-                Metric::Quantile { row, .. } => (
-                    exceedance_test(base.row(row), cur.row(row), 0.90).p_greater,
-                    exceedance_test(cur.row(row), base.row(row), 0.90).p_greater,
-                ),
-                Metric::Exposed => {
-                    let n = reps.len() as f64;
-                    let below = reps.iter().filter(|r| **r <= 0.0).count() as f64;
-                    let above = reps.iter().filter(|r| **r >= 0.0).count() as f64;
-                    ((below + 1.0) / (n + 1.0), (above + 1.0) / (n + 1.0))
-                }
-            };
-            Estimate {
-                baseline,
-                current: current_value,
-                ratio: to_ratio(point),
-                ci: [to_ratio(lo), to_ratio(hi)],
-                p_regressed,
-                p_improved,
-                n_baseline,
-                n_current,
-                method: "pooled",
-                note: None,
-            }
-        })
-        .collect()
-}
-
-/// Merges the sorted `add` into the sorted `acc` in linear time (`tmp` is scratch space).
-fn merge_into(acc: &mut Vec<f64>, add: &[f64], tmp: &mut Vec<f64>) {
-    if acc.is_empty() {
-        acc.extend_from_slice(add);
-        return;
-    }
-    tmp.clear();
-    tmp.reserve(acc.len() + add.len());
-    let (mut i, mut j) = (0, 0);
-    while i < acc.len() && j < add.len() {
-        if acc[i] <= add[j] {
-            tmp.push(acc[i]);
-            i += 1;
-        } else {
-            tmp.push(add[j]);
-            j += 1;
-        }
-    }
-    tmp.extend_from_slice(&acc[i..]);
-    tmp.extend_from_slice(&add[j..]);
-    std::mem::swap(acc, tmp);
 }
 
 /// Assigns a state from the adjusted p-values and the interval (gate.md, "four states").
@@ -642,8 +297,8 @@ fn judge(
     };
     let up = e.ratio >= 1.0;
     MetricComparison {
-        row: m.row_name().to_string(),
-        statistic: m.statistic_name().to_string(),
+        row: m.row(),
+        statistic: m.statistic(),
         baseline: e.baseline,
         current: e.current,
         ratio: e.ratio,
@@ -653,7 +308,7 @@ fn judge(
         state,
         n_baseline: e.n_baseline,
         n_current: e.n_current,
-        method: e.method.to_string(),
+        method: e.method,
         can_block,
         primary: m == METRICS[0],
         note,
@@ -667,7 +322,7 @@ fn decide(
     current: &RunResult,
     delta: f64,
     opts: &CompareOptions,
-) -> (Decision, bool, Vec<String>) {
+) -> Verdict {
     let mut reasons = Vec::new();
     let regressed: Vec<&MetricComparison> = metrics.iter().filter(|m| m.state == State::Regressed).collect();
     for m in &regressed {
@@ -681,10 +336,10 @@ fn decide(
                 current.hardware.fingerprint
             ),
         );
-        return (Decision::CollectMoreEvidence, false, reasons);
+        return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     if !regressed.is_empty() {
-        return (Decision::Tune, true, reasons);
+        return Verdict::regression(reasons);
     }
     for m in metrics.iter().filter(|m| m.state == State::Improved) {
         reasons.push(format!("{}: improved beyond the {} floor", describe(m), pct(delta)));
@@ -710,22 +365,21 @@ fn decide(
                 opts.p95_min_samples
             ),
         );
-        return (Decision::CollectMoreEvidence, false, reasons);
+        return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     if primary_open {
-        return (Decision::CollectMoreEvidence, false, reasons);
+        return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
-    (Decision::Accept, false, reasons)
+    Verdict::new(Decision::Accept, reasons)
 }
 
 impl MetricComparison {
     /// "overlap median", "serial P95", "exposed comm".
     pub fn label(&self) -> String {
-        match self.statistic.as_str() {
-            "median" => format!("{} median", self.row),
-            "p95" => format!("{} P95", self.row),
-            "exposed_comm_ms" => "exposed comm".to_string(),
-            other => format!("{} {other}", self.row),
+        match self.statistic {
+            Statistic::Median => format!("{} median", self.row),
+            Statistic::P95 => format!("{} P95", self.row),
+            Statistic::ExposedCommMs => "exposed comm".to_string(),
         }
     }
 }
@@ -737,7 +391,7 @@ pub fn describe(m: &MetricComparison) -> String {
     if !m.ratio.is_finite() {
         return name;
     }
-    if m.statistic == "exposed_comm_ms" {
+    if m.statistic == Statistic::ExposedCommMs {
         let delta_ms = m.current - m.baseline;
         let sign = if delta_ms < 0.0 { "−" } else { "+" };
         return format!(
@@ -768,7 +422,11 @@ mod tests {
     }
 
     fn state(c: &Comparison, row: &str, statistic: &str) -> State {
-        c.metrics.iter().find(|m| m.row == row && m.statistic == statistic).map(|m| m.state).expect("metric")
+        c.metrics
+            .iter()
+            .find(|m| m.row.as_str() == row && m.statistic.as_str() == statistic)
+            .map(|m| m.state)
+            .expect("metric")
     }
 
     #[test]
@@ -778,7 +436,7 @@ mod tests {
         assert_eq!(c.verdict, Decision::Accept, "{:?}", c.reasons);
         assert_eq!(state(&c, "overlap", "median"), State::Unchanged);
         assert_eq!(c.metrics.len(), 5);
-        assert!(c.metrics.iter().all(|m| m.method == "history"));
+        assert!(c.metrics.iter().all(|m| m.method == Method::History));
         assert_eq!(c.delta, 0.03);
     }
 
@@ -798,7 +456,7 @@ mod tests {
     #[test]
     fn a_one_run_baseline_uses_the_pooled_tests() {
         let c = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
-        assert!(c.metrics.iter().all(|m| m.method == "pooled"));
+        assert!(c.metrics.iter().all(|m| m.method == Method::Pooled));
         assert!(c.regression, "{:?}", c.reasons);
         assert_eq!(c.baseline.spread, None);
         let same = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
@@ -836,7 +494,7 @@ mod tests {
             *x *= 1.6;
         }
         let c = compare(&baseline(10, 60), &fixtures::run(&tail), &CompareOptions::default());
-        let p95 = c.metrics.iter().find(|m| m.row == "overlap" && m.statistic == "p95").expect("p95");
+        let p95 = c.metrics.iter().find(|m| m.row == Schedule::Overlap && m.statistic == Statistic::P95).expect("p95");
         assert!(!p95.can_block);
         assert_ne!(p95.state, State::Regressed);
     }
