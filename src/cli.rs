@@ -4,7 +4,14 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+use crate::bench::settings::BackendChoice;
+use crate::bench::Dtype;
+use crate::github::CommentPolicy;
+use crate::report::Format;
+use crate::trace::attribute::Compat;
+use crate::verdict::FailOn;
 
 /// Gate merges on communication performance: find the collective whose time compute does not
 /// hide, say what to try, and (soon) block regressions.
@@ -55,7 +62,7 @@ pub struct CompareArgs {
 
     /// Report format.
     #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
-    pub format: Option<FormatArg>,
+    pub format: Option<Format>,
 
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
@@ -95,7 +102,7 @@ pub struct BenchFlags {
     /// Where to run: cuda (NCCL + cuBLAS), cpu (threads or processes, real timings without a GPU),
     /// mock (deterministic, for tests), or auto (cuda when usable, else cpu).
     #[arg(long, value_enum, env = "COMMGATE_BACKEND")]
-    pub backend: Option<BackendArg>,
+    pub backend: Option<BackendChoice>,
 
     /// Ranks driven by this process (default: every visible GPU; 2 on cpu and mock). Ignored
     /// under torchrun, srun or mpirun, whose WORLD_SIZE wins.
@@ -108,7 +115,7 @@ pub struct BenchFlags {
 
     /// Element type of the payload and the matmul.
     #[arg(long, value_enum)]
-    pub dtype: Option<DtypeArg>,
+    pub dtype: Option<Dtype>,
 
     /// The matmul is DIM×DIM×DIM (default 2048; 192 on cpu).
     #[arg(long, value_name = "DIM")]
@@ -163,15 +170,15 @@ pub struct CheckArgs {
 
     /// Which verdicts exit 1.
     #[arg(long, value_enum, env = "COMMGATE_FAIL_ON")]
-    pub fail_on: Option<FailOnArg>,
+    pub fail_on: Option<FailOn>,
 
     /// Comment on the pull request: auto (inside GitHub Actions on a pull request), always, never.
     #[arg(long, value_enum, env = "COMMGATE_COMMENT")]
-    pub comment: Option<CommentArg>,
+    pub comment: Option<CommentPolicy>,
 
     /// Terminal report format.
     #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
-    pub format: Option<FormatArg>,
+    pub format: Option<Format>,
 
     /// Write the JSON report here (before any network call); `commgate comment --report` reads it.
     #[arg(long, short, value_name = "FILE")]
@@ -192,37 +199,6 @@ pub struct CommentArgs {
     /// job finds it from the run's head SHA).
     #[arg(long, env = "COMMGATE_PR", value_name = "N")]
     pub pr: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub enum FailOnArg {
-    Regression,
-    Tune,
-    CollectMoreEvidence,
-    Never,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CommentArg {
-    Auto,
-    Always,
-    Never,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendArg {
-    Auto,
-    Cuda,
-    Cpu,
-    Mock,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DtypeArg {
-    Bfloat16,
-    Float16,
-    Float32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -270,7 +246,7 @@ pub struct AttributeArgs {
 
     /// Report format.
     #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
-    pub format: Option<FormatArg>,
+    pub format: Option<Format>,
 
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
@@ -283,7 +259,7 @@ pub struct AttributeArgs {
     /// Rules for the window, rounding and kernel classes: commgate's own or Holistic Trace
     /// Analysis's (to cross-check its numbers).
     #[arg(long, value_enum, env = "COMMGATE_COMPAT")]
-    pub compat: Option<CompatArg>,
+    pub compat: Option<Compat>,
 
     /// A kernel-name substring that marks a custom communication kernel (repeatable), e.g.
     /// `cross_device_reduce`.
@@ -301,17 +277,4 @@ pub struct AttributeArgs {
     /// The priority collective's exposed time per step at or below this is accepted.
     #[arg(long, env = "COMMGATE_ACCEPT_EXPOSED_MS", value_name = "MS")]
     pub accept_exposed_ms: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    Text,
-    Json,
-    Markdown,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CompatArg {
-    Default,
-    Hta,
 }

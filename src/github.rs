@@ -45,6 +45,16 @@ use octocrab::Octocrab;
 use serde::Deserialize;
 use tokio::time::Instant;
 
+/// Whether and when `check` comments on the pull request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CommentPolicy {
+    /// Inside GitHub Actions on a pull request.
+    Auto,
+    Always,
+    Never,
+}
+
 /// The marker that identifies commgate's PR comment (hidden HTML comment, first line of the body).
 pub const MARKER: &str = "<!-- commgate-report -->";
 

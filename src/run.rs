@@ -3,12 +3,14 @@
 
 use anyhow::Result;
 
-use crate::bench::runner::{self, BackendChoice, BenchOutcome};
-use crate::bench::{self, launch};
+use crate::bench;
+use crate::bench::launch::{self, Launch};
+use crate::bench::runner::{self, BenchOutcome};
+use crate::bench::settings::{BenchRequest, BenchSettings};
 use crate::check;
 use crate::cli::{BaselineCommand, Cli, Command};
-use crate::config::{self, CommentPolicy};
-use crate::github::{self, CommentOutcome, GithubEnv};
+use crate::config;
+use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
 use crate::output::emit;
 use crate::report;
 use crate::report::Format;
@@ -44,12 +46,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(if comparison.regression { Outcome::Blocked } else { Outcome::Passed })
         }
         Command::Bench(args) => {
-            let settings = config::bench(args, &file, |k| std::env::var(k).ok(), runner::resolve_choice)?;
-            let launch = launch::from_env(|k| std::env::var(k).ok()).map_err(|m| anyhow::anyhow!("{m}"))?;
-            let mut settings = settings;
-            if settings.plan.world_size == 0 {
-                settings.plan.world_size = default_world_size(settings.backend);
-            }
+            let request = config::bench(args, &file, |k| std::env::var(k).ok())?;
+            let (settings, launch) = resolve_bench(request)?;
             match runner::run(&settings, launch)? {
                 BenchOutcome::Planned(text) => emit(&text, None)?,
                 BenchOutcome::Contributed { rank } => eprintln!("commgate: rank {rank} done; rank 0 writes the result"),
@@ -70,9 +68,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Check(args) => {
-            let given = args.result.is_some();
-            let env = |k: &str| std::env::var(k).ok();
-            let cfg = config::check(args, &file, env, |c| if given { c } else { runner::resolve_choice(c) })?;
+            let cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
             run_check(cfg)
         }
         Command::Comment(args) => {
@@ -124,11 +120,7 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
     let result = match &cfg.result {
         Some(path) => result::load_result(path)?,
         None => {
-            let mut settings = cfg.bench.clone();
-            if settings.plan.world_size == 0 {
-                settings.plan.world_size = default_world_size(settings.backend);
-            }
-            let launch = launch::from_env(|k| std::env::var(k).ok()).map_err(|m| anyhow::anyhow!("{m}"))?;
+            let (settings, launch) = resolve_bench(cfg.bench.clone())?;
             match runner::run(&settings, launch)? {
                 BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result } => {
                     eprintln!("commgate: benchmark result in {}", path.display());
@@ -188,10 +180,13 @@ fn post_comment(gh: &GithubEnv, markdown: &str) {
     }
 }
 
-/// Ranks when `--world-size` is not given: every visible GPU on cuda, 2 otherwise.
-fn default_world_size(choice: BackendChoice) -> u32 {
-    match choice {
-        BackendChoice::Cuda | BackendChoice::Auto => bench::cuda::probe().ok().filter(|n| *n > 0).unwrap_or(2),
-        _ => 2,
+/// Resolves a benchmark request against the launcher's environment and the machine: the one
+/// place that probes CUDA to decide a setting, with at most one note on stderr.
+fn resolve_bench(request: BenchRequest) -> Result<(BenchSettings, Option<Launch>)> {
+    let launch = launch::from_env(|k| std::env::var(k).ok()).map_err(|m| anyhow::anyhow!("{m}"))?;
+    let (settings, note) = request.resolve(launch.as_ref(), bench::cuda::probe);
+    if let Some(note) = note {
+        eprintln!("commgate: {note}");
     }
+    Ok((settings, launch))
 }

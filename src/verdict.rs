@@ -9,8 +9,9 @@ use crate::decision::{Decision, Verdict};
 use crate::trace::attribute::Attribution;
 
 /// What `--fail-on` names: the verdicts that exit 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum FailOn {
     /// Only a confirmed regression (the default).
     Regression,

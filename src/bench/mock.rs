@@ -24,7 +24,10 @@ pub enum Fault {
     Hang,
 }
 
-/// Reads the test hook from a variable's value.
+/// The test hook's environment variable, read where the mock backend is opened.
+pub const FAULT_VARIABLE: &str = "COMMGATE_MOCK_FAULT";
+
+/// Reads the test hook from the variable's value.
 pub fn parse_fault(value: Option<&str>) -> Option<Fault> {
     let v = value?.trim();
     if v == "hang" {

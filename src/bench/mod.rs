@@ -13,11 +13,13 @@ pub mod cuda;
 pub mod launch;
 pub mod mock;
 pub mod runner;
+pub mod settings;
 
 use crate::result::{EvidenceLevel, Schedule};
 
 /// Element type of the all-reduce payload and the matmul.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
 pub enum Dtype {
     Bfloat16,
     Float16,

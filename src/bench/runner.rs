@@ -11,35 +11,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::launch::{Launch, Rendezvous};
+use super::settings::{BackendKind, BenchSettings};
 use super::{assemble, cpu, cuda, mock, Backend, BenchError, HardwareInfo, Plan};
 use crate::result::{EvidenceLevel, Failure, RunResult, Schedule};
-
-/// Which backend the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// CUDA when a driver, a GPU and NCCL are present, else the CPU backend (saying so).
-    Auto,
-    Cuda,
-    Cpu,
-    Mock,
-}
-
-/// Everything `commgate bench` needs, resolved by `config`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BenchSettings {
-    pub plan: Plan,
-    pub backend: BackendChoice,
-    /// A run with no finished repeat for this long has failed (a dead rank, a hung collective).
-    pub timeout: Duration,
-    pub run_label: String,
-    pub environment_profile: Option<String>,
-    pub output: Option<PathBuf>,
-    pub results_dir: PathBuf,
-    pub progress: bool,
-    pub dry_run: bool,
-    /// The mock backend's test hook (`COMMGATE_MOCK_FAULT`).
-    pub fault: Option<mock::Fault>,
-}
 
 /// How a benchmark ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,19 +31,14 @@ pub enum BenchOutcome {
 /// Runs the benchmark (or prints its plan). `Err` only for what the machine lacks
 /// ([`BenchError::Unavailable`]) or a result that cannot be written.
 pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutcome, BenchError> {
-    let mut plan = settings.plan.clone();
-    if let Some(l) = &launch {
-        plan.world_size = l.world_size;
-    }
+    let plan = settings.plan.clone();
     if settings.dry_run {
         return Ok(BenchOutcome::Planned(describe_plan(&plan, settings.backend, launch.as_ref())));
     }
-    let choice = resolve_choice(settings.backend);
-    if choice == BackendChoice::Cuda && launch.is_some() {
+    if settings.backend == BackendKind::Cuda && launch.is_some() {
         // Before any socket exists: this may re-execute the process so NCCL's `.so.2` loads.
         cuda::ensure_nccl_loadable().map_err(BenchError::Unavailable)?;
     }
-    let settings = &BenchSettings { backend: choice, ..settings.clone() };
     let is_rank_zero = launch.as_ref().is_none_or(|l| l.rank == 0);
     let created_at = assemble::now_rfc3339();
     let progress = Arc::new(AtomicU64::new(0));
@@ -226,28 +195,13 @@ fn open_backend(
     rendezvous: Option<Rendezvous>,
 ) -> Result<Box<dyn Backend>, BenchError> {
     let ranks = || launch.map_or_else(|| (0..plan.world_size).collect(), |l| vec![l.rank]);
-    match resolve_choice(settings.backend) {
-        BackendChoice::Mock => Ok(Box::new(mock::MockBackend::new(plan, ranks(), settings.fault.clone()))),
-        BackendChoice::Cpu => Ok(Box::new(cpu::CpuBackend::open(plan, launch, rendezvous)?)),
-        _ => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous)?)),
-    }
-}
-
-/// `auto` becomes `cuda` when a GPU and NCCL are usable, else `cpu`, saying why on stderr.
-pub fn resolve_choice(choice: BackendChoice) -> BackendChoice {
-    match choice {
-        BackendChoice::Auto => match cuda::probe() {
-            Ok(n) if n > 0 => BackendChoice::Cuda,
-            Ok(_) => {
-                eprintln!("commgate: no CUDA device visible; using the CPU backend (--backend cpu)");
-                BackendChoice::Cpu
-            }
-            Err(why) => {
-                eprintln!("commgate: {why}; using the CPU backend (--backend cpu)");
-                BackendChoice::Cpu
-            }
-        },
-        other => other,
+    match settings.backend {
+        BackendKind::Mock => {
+            let fault = mock::parse_fault(std::env::var(mock::FAULT_VARIABLE).ok().as_deref());
+            Ok(Box::new(mock::MockBackend::new(plan, ranks(), fault)))
+        }
+        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::open(plan, launch, rendezvous)?)),
+        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous)?)),
     }
 }
 
@@ -287,12 +241,13 @@ fn short_frame(rank: usize) -> BenchError {
 }
 
 /// The identity of a run that failed before its backend said who it was.
-fn fallback_identity(choice: BackendChoice) -> (&'static str, EvidenceLevel, HardwareInfo) {
-    match choice {
-        BackendChoice::Mock => ("mock", EvidenceLevel::Mock, HardwareInfo::default()),
-        BackendChoice::Cpu => ("cpu", EvidenceLevel::CpuMechanism, HardwareInfo::default()),
-        _ => ("cuda", EvidenceLevel::GpuNccl, HardwareInfo::default()),
-    }
+fn fallback_identity(kind: BackendKind) -> (&'static str, EvidenceLevel, HardwareInfo) {
+    let level = match kind {
+        BackendKind::Mock => EvidenceLevel::Mock,
+        BackendKind::Cpu => EvidenceLevel::CpuMechanism,
+        BackendKind::Cuda => EvidenceLevel::GpuNccl,
+    };
+    (kind.as_str(), level, HardwareInfo::default())
 }
 
 /// `PAR-CUDA-MECHANISM`, `PAR-CPU-MECHANISM`, `PAR-MOCK`: set `--environment-profile` to tell
@@ -326,7 +281,7 @@ fn progress_bar(total: u64) -> ProgressBar {
 }
 
 /// The `--dry-run` text: sizes, bytes, expected FLOPs and the schedules, nothing run.
-pub fn describe_plan(plan: &Plan, backend: BackendChoice, launch: Option<&Launch>) -> String {
+pub fn describe_plan(plan: &Plan, backend: BackendKind, launch: Option<&Launch>) -> String {
     let bytes = plan.payload_bytes_per_rank();
     let n = f64::from(plan.world_size.max(1));
     let launch_line = match launch {

@@ -15,11 +15,12 @@ use crate::hotspots::Hotspot;
 use crate::trace::attribute::{Attribution, Compat};
 
 /// How a report is written out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     /// An aligned plain-ASCII table for a terminal.
     Text,
-    /// The schema of `docs/formats.md`, pretty-printed.
+    /// Machine-readable JSON (the schemas in docs/formats.md), pretty-printed.
     Json,
     /// GitHub-flavoured Markdown for a PR comment or a job summary.
     Markdown,

@@ -20,7 +20,7 @@ use crate::hotspots::{self, CommEvent, Followup, Hotspot, Mitigation, Thresholds
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Which rules decide the window, the rounding and the kernel classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Compat {
     /// commgate's own definitions: exact nanoseconds, the `ProfilerStep` window.
