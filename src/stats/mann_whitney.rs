@@ -44,7 +44,7 @@ pub struct MannWhitney {
 
 /// One-sided Mann–Whitney U test of `x` against `y` (both p-values at once).
 ///
-/// Values must be finite (a [`crate::stats::Sample`] guarantees it); they need not be sorted. If
+/// Values must be finite (callers check); they need not be sorted. If
 /// either side is empty there is no evidence either way: `u = 0`, both p-values 1.
 pub fn mann_whitney_u(x: &[f64], y: &[f64]) -> MannWhitney {
     let (n1, n2) = (x.len(), y.len());

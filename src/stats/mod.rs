@@ -5,7 +5,6 @@
 //! | file | owns | literature |
 //! |---|---|---|
 //! | [`rng`] | [`Rng`]: frozen, seeded xoshiro256** (splitmix64 seeding, Lemire bounded ints) | Blackman & Vigna 2018/2021; Steele, Lea & Flood 2014; Lemire 2019 |
-//! | [`sample`] | [`Sample`]: ≥ 1 value, all finite, sorted once | after criterion's `Sample` |
 //! | [`quantile`] | Harrell–Davis ([`HdWeights`], reusable across resamples), type-7, median | Harrell & Davis, Biometrika 69(3), 1982; Hyndman & Fan 1996 |
 //! | [`mann_whitney`] | one-sided U test: exact (Gaussian-binomial counts) or tie-corrected normal | Mann & Whitney 1947; Conover 1999 |
 //! | [`bootstrap`] | circular moving-block resampling (also pre-sorted in O(n)), block ≈ n^(1/3), percentile interval | Efron 1979; Künsch 1989; Politis & Romano 1992; Hall, Horowitz & Jing 1995 |
@@ -13,7 +12,7 @@
 //! | [`tail`] | exceedance test: share above the baseline's HD quantile, one-sided Fisher exact | Fisher 1922; Agresti 2013 |
 //! | [`holm`] | Holm step-down adjusted p-values for the family of compared metrics | Holm 1979 |
 //!
-//! Conventions: functions on slices expect finite values (hold a [`Sample`] to be sure) and, where
+//! Conventions: functions on slices expect finite values (callers validate their input) and, where
 //! an answer does not exist (empty input, NaN probability), return NaN or `None` rather than
 //! panic; p-values are always in `[0, 1]`. statrs supplies the distributions (incomplete beta,
 //! Student's t, normal, hypergeometric) but not its Mann–Whitney test, whose exact path is wrong
@@ -25,16 +24,14 @@ pub mod interval;
 pub mod mann_whitney;
 pub mod quantile;
 pub mod rng;
-pub mod sample;
 pub mod serial;
 pub mod tail;
 
-pub use bootstrap::{block_length, bootstrap_replicates, percentile_interval, resample_blocks, SortedResampler};
+pub use bootstrap::{block_length, percentile_interval, resample_blocks, SortedResampler};
 pub use holm::holm_adjust;
 pub use interval::{mean_sd, prediction_interval, robust_spread, t_quantile, t_sf, PredictionInterval};
 pub use mann_whitney::{mann_whitney_u, MannWhitney};
 pub use quantile::{harrell_davis, median, type7_quantile, HdWeights};
 pub use rng::Rng;
-pub use sample::{Sample, SampleError};
 pub use serial::{dependent_block_length, lag1_autocorrelation};
 pub use tail::{exceedance_test, fisher_exact_greater, Exceedance};

@@ -19,7 +19,7 @@
 //! Statistician 50(4), 1996, definition 7): linear interpolation between order statistics at
 //! `h = (n−1)p`; numpy's `np.quantile(..., method="linear")`.
 //!
-//! Every function here expects ascending, finite input (a [`crate::stats::Sample`] guarantees it)
+//! Every function here expects ascending, finite input (callers sort and check)
 //! and returns NaN for empty input or a NaN `p`.
 
 use statrs::function::beta::checked_beta_reg;

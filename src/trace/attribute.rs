@@ -190,13 +190,6 @@ impl RankAnalysis {
     }
 }
 
-/// Attribution of per-rank Kineto traces.
-pub fn attribute_ranks(traces: &[RankTrace], opts: &AttributeOptions) -> Attribution {
-    let multi_step_names = distinct_step_names(traces) >= 2;
-    let ranks = traces.iter().map(|t| analyze_rank(t, opts, multi_step_names)).collect();
-    attribute_analyses(ranks, opts)
-}
-
 /// Attribution from ranks already analysed (sorted by rank).
 pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> Attribution {
     let by_collective = combine_ranks(&ranks);
@@ -212,14 +205,6 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events, &opts.thresholds)
-}
-
-/// HTA decides on a step window from the step names of all ranks together (its symbol table).
-fn distinct_step_names(traces: &[RankTrace]) -> usize {
-    let mut names: Vec<&str> = traces.iter().flat_map(|t| t.steps.iter().map(|s| s.name.as_str())).collect();
-    names.sort_unstable();
-    names.dedup();
-    names.len()
 }
 
 /// The window on one rank: which kernels count, and how many steps they span.
