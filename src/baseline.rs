@@ -98,12 +98,21 @@ fn check_store(file: &BaselineFile) -> Result<(), String> {
     Ok(())
 }
 
+/// A profile or workload id that cannot be a file name in the store (it would escape the store
+/// directory or be unportable). The value is shown escaped: it comes from a result file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{field}` {value:?} cannot name a baseline file; use letters, digits, '-', '_', '.' or '+'")]
+pub struct BadStoreName {
+    pub field: &'static str,
+    pub value: String,
+}
+
 /// Where a result's baseline lives in a store directory.
-pub fn store_path(dir: &Path, run: &RunResult) -> Result<PathBuf, String> {
+pub fn store_path(dir: &Path, run: &RunResult) -> Result<PathBuf, BadStoreName> {
     store_path_for(dir, &run.environment_profile, &run.workload.id)
 }
 
-fn path_component<'a>(s: &'a str, field: &str) -> Result<&'a str, String> {
+fn path_component<'a>(s: &'a str, field: &'static str) -> Result<&'a str, BadStoreName> {
     let ok = !s.is_empty()
         && s != "."
         && s != ".."
@@ -111,7 +120,7 @@ fn path_component<'a>(s: &'a str, field: &str) -> Result<&'a str, String> {
     if ok {
         Ok(s)
     } else {
-        Err(format!("`{field}` \"{s}\" cannot name a baseline file; use letters, digits, '-', '_', '.' or '+'"))
+        Err(BadStoreName { field, value: s.to_string() })
     }
 }
 
@@ -140,7 +149,7 @@ pub fn update(dir: &Path, from: &Path, keep: usize) -> Result<Update, FileError>
     if !run.is_usable() {
         return Err(FileError::new(from, "is a dry run with no samples; a baseline only takes measured runs"));
     }
-    let path = store_path(dir, &run).map_err(|m| FileError::new(from, m))?;
+    let path = store_path(dir, &run).map_err(|e| FileError::new(from, e.to_string()))?;
     let mut file = if path.exists() {
         let file: BaselineFile = read_versioned(&path, "baseline file")?;
         if let Some(last) = file.runs.last() {
@@ -198,7 +207,7 @@ pub fn add_traces(path: &Path, name: &str, attribution: Attribution) -> Result<u
 }
 
 /// The store file for an environment profile and workload id under `dir`.
-pub fn store_path_for(dir: &Path, profile: &str, workload_id: &str) -> Result<PathBuf, String> {
+pub fn store_path_for(dir: &Path, profile: &str, workload_id: &str) -> Result<PathBuf, BadStoreName> {
     let profile = path_component(profile, "environment_profile")?;
     let workload = path_component(workload_id, "workload.id")?;
     Ok(dir.join(profile).join(format!("{workload}.json")))

@@ -67,7 +67,7 @@ impl CheckReport {
 /// Judges `result` against the store under `opts.baselines`. Errors are bad input (a corrupt
 /// baseline file, unreadable traces): exit 2.
 pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, anyhow::Error> {
-    let path = baseline::store_path(&opts.baselines, &result).map_err(|m| anyhow::anyhow!("{m}"))?;
+    let path = baseline::store_path(&opts.baselines, &result)?;
     let store = load_store(&path)?;
     let (comparison, missing) = match &store {
         None => (None, Some(missing_baseline_reason(&path, &opts.baselines))),

@@ -102,8 +102,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                         &cfg.dir,
                         cfg.environment_profile.as_deref().unwrap_or_default(),
                         &cfg.workload_id,
-                    )
-                    .map_err(|m| anyhow::anyhow!("{m}"))?,
+                    )?,
                 };
                 let attribution = attribute_paths(&cfg.traces, &config::attribute_defaults(&file)?)?;
                 let n = baseline::add_traces(&path, &cfg.name, attribution)?;

@@ -1,0 +1,161 @@
+//! Every GitHub call commgate makes, and the GitHub Actions files it writes. This module (its
+//! `comment.rs`) is the only place that imports octocrab, so the network, its failure modes and the token live in one place.
+//!
+//! What it owns and why each choice:
+//! - [`GithubEnv::from_env`] reads the variables Actions sets (formats.md, "Commands") through an
+//!   injected lookup, so tests never touch the process environment. The pull request number comes
+//!   from the event payload; a missing or unreadable payload just means "not a pull request".
+//! - [`write_step_summary`] and [`write_outputs`] append to the files Actions names. Multi-line
+//!   outputs use GitHub's `name<<DELIMITER` form with a delimiter that does not occur in the value.
+//! - [`upsert_comment`] keeps exactly one sticky report comment per pull request and never fails
+//!   the gate (`comment.rs` says how and why).
+//! - The token is a [`Token`], whose `Debug` and `Display` print `***`; every message leaving this
+//!   module is scrubbed of the token as well, in case an error text ever echoed it.
+//! - Callers are synchronous. Each call builds its own current-thread Tokio runtime on a scoped
+//!   thread, which works whether or not the caller already runs inside a runtime.
+
+mod actions;
+mod comment;
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+pub use actions::{write_outputs, write_step_summary, ActionsFileError};
+pub use comment::{upsert_comment, upsert_comment_with, CommentOutcome, RetryPolicy};
+
+/// Whether and when `check` comments on the pull request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CommentPolicy {
+    /// Inside GitHub Actions on a pull request.
+    Auto,
+    Always,
+    Never,
+}
+
+/// The marker that identifies commgate's PR comment (hidden HTML comment, first line of the body).
+pub const MARKER: &str = "<!-- commgate-report -->";
+
+/// Where the REST API lives when `GITHUB_API_URL` is unset (GitHub Enterprise Server sets it to
+/// `https://HOST/api/v3`).
+pub const DEFAULT_API_URL: &str = "https://api.github.com";
+
+/// A GitHub token. `Debug` and `Display` print `***`, so it cannot leak through a log line or an
+/// error built with `{:?}`.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(secret: impl Into<String>) -> Token {
+        Token(secret.into())
+    }
+
+    fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// What GitHub Actions tells a step about where it runs (formats.md, "Commands").
+#[derive(Debug, Clone)]
+pub struct GithubEnv {
+    /// `GITHUB_API_URL`, default <https://api.github.com> (GHES: `https://HOST/api/v3`), no
+    /// trailing slash.
+    pub api_url: String,
+    /// `GITHUB_REPOSITORY` split at its `/`: (owner, name).
+    pub repository: Option<(String, String)>,
+    /// `GITHUB_TOKEN`, else `GH_TOKEN`.
+    pub token: Option<Token>,
+    /// From the event payload at `GITHUB_EVENT_PATH`: `pull_request.number` (`pull_request`,
+    /// `pull_request_target`), or `issue.number` when `issue.pull_request` is set (`issue_comment`
+    /// on a pull request).
+    pub pull_request: Option<u64>,
+    /// `GITHUB_EVENT_NAME`.
+    pub event_name: Option<String>,
+    /// `GITHUB_STEP_SUMMARY`.
+    pub step_summary: Option<PathBuf>,
+    /// `GITHUB_OUTPUT`.
+    pub output: Option<PathBuf>,
+}
+
+impl GithubEnv {
+    /// None when `GITHUB_ACTIONS` is not "true". A missing or unreadable event file is not an error
+    /// (`pull_request` is then None). Empty variables count as unset.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Option<GithubEnv> {
+        let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        if get("GITHUB_ACTIONS").as_deref() != Some("true") {
+            return None;
+        }
+        let api_url = get("GITHUB_API_URL")
+            .map(|url| url.trim_end_matches('/').to_string())
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| DEFAULT_API_URL.to_string());
+        let repository = get("GITHUB_REPOSITORY").and_then(|full| {
+            let (owner, name) = full.split_once('/')?;
+            let valid = !owner.is_empty() && !name.is_empty() && !name.contains('/');
+            valid.then(|| (owner.to_string(), name.to_string()))
+        });
+        let pull_request = get("GITHUB_EVENT_PATH")
+            .and_then(|path| std::fs::read(path).ok())
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|payload| pull_request_number(&payload));
+        Some(GithubEnv {
+            api_url,
+            repository,
+            token: get("GITHUB_TOKEN").or_else(|| get("GH_TOKEN")).map(Token),
+            pull_request,
+            event_name: get("GITHUB_EVENT_NAME"),
+            step_summary: get("GITHUB_STEP_SUMMARY").map(PathBuf::from),
+            output: get("GITHUB_OUTPUT").map(PathBuf::from),
+        })
+    }
+}
+
+/// The pull request an event payload is about, if any.
+fn pull_request_number(payload: &serde_json::Value) -> Option<u64> {
+    if let Some(number) = payload.pointer("/pull_request/number").and_then(serde_json::Value::as_u64) {
+        return Some(number);
+    }
+    let issue = payload.get("issue")?;
+    let on_pull_request = issue.get("pull_request").is_some_and(|pr| !pr.is_null());
+    if on_pull_request {
+        issue.get("number")?.as_u64()
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_prints_as_stars() {
+        let token = Token::new("ghp_secret");
+        assert_eq!(format!("{token} {token:?}"), "*** ***");
+    }
+
+    #[test]
+    fn pull_request_number_from_payloads() {
+        let pr: serde_json::Value = serde_json::json!({"action": "opened", "pull_request": {"number": 42}});
+        assert_eq!(pull_request_number(&pr), Some(42));
+        let comment = serde_json::json!({"issue": {"number": 7, "pull_request": {"url": "u"}}});
+        assert_eq!(pull_request_number(&comment), Some(7));
+        let issue = serde_json::json!({"issue": {"number": 7}});
+        assert_eq!(pull_request_number(&issue), None);
+        assert_eq!(pull_request_number(&serde_json::json!({"ref": "refs/heads/main"})), None);
+    }
+}
