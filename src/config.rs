@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use crate::baseline::DEFAULT_KEEP;
-use crate::bench::settings::{BackendChoice, BenchRequest};
+use crate::bench::settings::{BackendChoice, BenchRequest, RunOptions};
 use crate::bench::Dtype;
 use crate::check::CheckOptions;
 use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, CompareArgs, UpdateArgs};
@@ -301,8 +301,8 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
 /// will run (its default sizes, the world size) is left for [`BenchRequest::resolve`].
 pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<BenchRequest> {
     let mut request = bench_flags(args.flags, file, env)?;
-    request.output = args.output;
-    request.dry_run = args.dry_run;
+    request.run.output = args.output;
+    request.run.dry_run = args.dry_run;
     Ok(request)
 }
 
@@ -336,13 +336,15 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
         warmup: args.warmup.or(f.warmup),
         repeats,
         seed: args.seed.unwrap_or(1),
-        timeout: Duration::from_secs(timeout),
-        run_label: args.run_label.or_else(|| f.run_label.clone()).unwrap_or_else(|| "default".to_string()),
-        environment_profile: args.environment_profile.or_else(|| f.environment_profile.clone()),
-        output: None,
-        results_dir: f.results_dir.clone().unwrap_or_else(|| PathBuf::from("benchmarks/results")),
-        progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        dry_run: false,
+        run: RunOptions {
+            timeout: Duration::from_secs(timeout),
+            run_label: args.run_label.or_else(|| f.run_label.clone()).unwrap_or_else(|| "default".to_string()),
+            environment_profile: args.environment_profile.or_else(|| f.environment_profile.clone()),
+            output: None,
+            results_dir: f.results_dir.clone().unwrap_or_else(|| PathBuf::from("benchmarks/results")),
+            progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            dry_run: false,
+        },
     })
 }
 
@@ -475,7 +477,7 @@ mod bench_tests {
         assert_eq!((s.plan.repeats, s.plan.dtype), (300, Dtype::Float32));
         let ci = bench(args(&["--backend", "mock"]), &FileConfig::default(), |k| (k == "CI").then(|| "true".into()))
             .expect("ok");
-        assert!(!ci.progress);
+        assert!(!ci.run.progress);
     }
 
     #[test]

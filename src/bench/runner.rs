@@ -32,7 +32,7 @@ pub enum BenchOutcome {
 /// ([`BenchError::Unavailable`]) or a result that cannot be written.
 pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutcome, BenchError> {
     let plan = settings.plan.clone();
-    if settings.dry_run {
+    if settings.run.dry_run {
         return Ok(BenchOutcome::Planned(describe_plan(&plan, settings.backend, launch.as_ref())));
     }
     if settings.backend == BackendKind::Cuda && launch.is_some() {
@@ -53,8 +53,8 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
             .map_err(|e| BenchError::failed("internal", format!("cannot start the benchmark thread: {e}"), None))?;
     }
     let total = u64::from(plan.warmup + plan.repeats) * Schedule::ALL.len() as u64;
-    let bar = settings.progress.then(|| progress_bar(total));
-    let measured = wait(&rx, &progress, settings.timeout, bar.as_ref());
+    let bar = settings.run.progress.then(|| progress_bar(total));
+    let measured = wait(&rx, &progress, settings.run.timeout, bar.as_ref());
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -71,17 +71,17 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
     }
     let (backend, evidence_level, hardware) = ctx_parts.unwrap_or_else(|| fallback_identity(settings.backend));
     let ctx = assemble::RunContext {
-        environment_profile: settings.environment_profile.clone().unwrap_or_else(|| default_profile(backend)),
+        environment_profile: settings.run.environment_profile.clone().unwrap_or_else(|| default_profile(backend)),
         plan,
         backend: backend.to_string(),
         evidence_level,
         hardware,
-        run_label: settings.run_label.clone(),
+        run_label: settings.run.run_label.clone(),
         created_at: created_at.clone(),
     };
-    let path = match &settings.output {
+    let path = match &settings.run.output {
         Some(p) => p.clone(),
-        None => assemble::default_output(&settings.results_dir, &created_at, &settings.run_label),
+        None => assemble::default_output(&settings.run.results_dir, &created_at, &settings.run.run_label),
     };
     let (result, failed) = match outcome {
         Ok(timings) => (assemble::build(&ctx, timings.as_ref(), None), false),
@@ -145,7 +145,7 @@ fn measure(
     launch: Option<&Launch>,
     progress: &AtomicU64,
 ) -> Result<Measured, BenchError> {
-    let rendezvous = launch.map(|l| Rendezvous::connect(l, settings.timeout)).transpose()?;
+    let rendezvous = launch.map(|l| Rendezvous::connect(l, settings.run.timeout)).transpose()?;
     let mut backend = open_backend(plan, settings, launch, rendezvous.clone())?;
     let ranks = backend.local_ranks();
     let mut local: BTreeMap<Schedule, Vec<Vec<f64>>> =

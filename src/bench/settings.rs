@@ -55,9 +55,17 @@ pub struct BenchRequest {
     pub warmup: Option<u32>,
     pub repeats: Option<u32>,
     pub seed: u64,
+    pub run: RunOptions,
+}
+
+/// How a run is watched, labelled and written: the same before and after resolution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOptions {
+    /// A run with no finished repeat for this long has failed (a dead rank, a hung collective).
     pub timeout: Duration,
     pub run_label: String,
     pub environment_profile: Option<String>,
+    /// The result file; `None`: a new file under `results_dir`.
     pub output: Option<PathBuf>,
     pub results_dir: PathBuf,
     pub progress: bool,
@@ -69,14 +77,7 @@ pub struct BenchRequest {
 pub struct BenchSettings {
     pub plan: Plan,
     pub backend: BackendKind,
-    /// A run with no finished repeat for this long has failed (a dead rank, a hung collective).
-    pub timeout: Duration,
-    pub run_label: String,
-    pub environment_profile: Option<String>,
-    pub output: Option<PathBuf>,
-    pub results_dir: PathBuf,
-    pub progress: bool,
-    pub dry_run: bool,
+    pub run: RunOptions,
 }
 
 /// Per-backend defaults: the CPU backend's are smaller, so that a run takes seconds.
@@ -148,18 +149,7 @@ impl BenchRequest {
             repeats: self.repeats.unwrap_or(d.repeats),
             seed: self.seed,
         };
-        let settings = BenchSettings {
-            plan,
-            backend,
-            timeout: self.timeout,
-            run_label: self.run_label,
-            environment_profile: self.environment_profile,
-            output: self.output,
-            results_dir: self.results_dir,
-            progress: self.progress,
-            dry_run: self.dry_run,
-        };
-        (settings, note)
+        (BenchSettings { plan, backend, run: self.run }, note)
     }
 }
 
@@ -177,13 +167,15 @@ mod tests {
             warmup: None,
             repeats: None,
             seed: 1,
-            timeout: Duration::from_secs(300),
-            run_label: "default".into(),
-            environment_profile: None,
-            output: None,
-            results_dir: PathBuf::from("benchmarks/results"),
-            progress: false,
-            dry_run: false,
+            run: RunOptions {
+                timeout: Duration::from_secs(300),
+                run_label: "default".into(),
+                environment_profile: None,
+                output: None,
+                results_dir: PathBuf::from("benchmarks/results"),
+                progress: false,
+                dry_run: false,
+            },
         }
     }
 
