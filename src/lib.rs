@@ -1,7 +1,22 @@
 //! commgate: gate merges on communication performance.
 //!
-//! The pipeline reads one way: `Cli → Config → inputs → trace::attribute → Attribution →
-//! report::render → stdout / file`, and the [`run::Outcome`] maps to an exit code in `main`.
+//! Data flows one way through these layers. The module imports form no cycle: [`cli`] and
+//! [`config`] name the option types the later layers define (one definition per choice), each
+//! stage reads the data of the stages before it, and nothing but `main` imports [`run`](mod@run).
+//!
+//! | layer | modules | owns |
+//! |---|---|---|
+//! | what the user typed | [`cli`] | clap structs, parsed into the domain enums directly |
+//! | settings | [`config`] | flags > `COMMGATE_*` > `commgate.toml` > defaults, validated, nothing probed |
+//! | work | [`bench`](mod@bench), [`trace`], [`stats`], [`compare`], [`baseline`], [`check`] | measuring, reading traces, statistics, the store |
+//! | decision | [`verdict`], [`hotspots`], [`decision`] | one verdict from the evidence |
+//! | rendering | [`report`] | data in, `String` out |
+//! | output | [`output`], [`github`] | stdout, atomic files, the job summary and the PR comment |
+//!
+//! [`run`](mod@run) is the top: it resolves the benchmark against the machine once
+//! ([`bench::settings::BenchRequest::resolve`]), calls the layers in order, and returns the
+//! [`Outcome`] that `main` maps to an exit code (0 passed, 1 blocked, 2 could not evaluate).
+//! Shared data types ([`result`], [`units`]) sit below all of them.
 
 pub mod baseline;
 pub mod bench;

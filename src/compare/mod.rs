@@ -25,7 +25,7 @@
 //! - a current run whose steps come in episodes (lag-1 autocorrelation above 0.35: a throttled
 //!   clock, a noisy neighbour) cannot confirm a regression on its own: such a metric is
 //!   `inconclusive` and the verdict asks for another run. Block lengths also grow with the
-//!   autocorrelation ([`dependent_block_length`]).
+//!   autocorrelation ([`crate::stats::dependent_block_length`]).
 
 mod estimate;
 
