@@ -254,17 +254,34 @@ pub fn load_result(path: &Path) -> Result<RunResult, FileError> {
     Ok(r)
 }
 
-/// Samples must be finite and non-negative; a usable run needs non-empty overlap, serial and
-/// compute_only rows.
+/// What a comparison relies on: one row per schedule; step times finite and > 0 (a step takes
+/// time); a timed row whose samples are all equal comes only from the mock backend (a real clock
+/// always varies). A usable run needs non-empty overlap, serial and compute_only rows.
 pub fn validate(r: &RunResult) -> Result<(), String> {
     for (i, row) in r.rows.iter().enumerate() {
+        if let Some(first) = r.rows[..i].iter().position(|earlier| earlier.schedule == row.schedule) {
+            return Err(format!(
+                "`rows[{i}]` repeats the `{}` row of `rows[{first}]`; a result holds one row per schedule \
+                 (was the file edited by hand?)",
+                row.schedule.as_str()
+            ));
+        }
         for (j, &x) in row.samples_ms.iter().enumerate() {
-            if !x.is_finite() || x < 0.0 {
+            if !x.is_finite() || x <= 0.0 {
                 return Err(format!(
-                    "`rows[{i}].samples_ms[{j}]` ({}) is {x}; step times must be finite and ≥ 0",
+                    "`rows[{i}].samples_ms[{j}]` ({}) is {x}; step times must be finite and > 0",
                     row.schedule.as_str()
                 ));
             }
+        }
+        let constant = row.samples_ms.len() >= 2 && row.samples_ms.iter().all(|x| *x == row.samples_ms[0]);
+        if constant && r.workload.backend != "mock" {
+            return Err(format!(
+                "`rows[{i}].samples_ms` ({}) holds {} identical step times; a real clock always varies, \
+                 so the run did not measure: re-run the benchmark",
+                row.schedule.as_str(),
+                row.samples_ms.len()
+            ));
         }
     }
     if !r.is_usable() {
@@ -378,5 +395,22 @@ mod tests {
         assert!(validate(&r).unwrap_err().contains("empty"));
         assert!(parse_versioned::<RunResult>("", "result").unwrap_err().contains("empty"));
         assert!(parse_versioned::<RunResult>("{}", "result").unwrap_err().contains("schema_version"));
+    }
+
+    #[test]
+    fn forged_or_dead_rows_are_refused() {
+        // A second, faked overlap row in front of the real one.
+        let mut r = fixtures::run(&[1.0, 2.0]);
+        let mut fake = r.row(Schedule::Overlap).cloned().expect("overlap");
+        fake.samples_ms = vec![0.5, 0.6];
+        r.rows.insert(0, fake);
+        assert!(validate(&r).unwrap_err().contains("repeats the `overlap` row"), "{:?}", validate(&r));
+        let mut r = fixtures::run(&[1.0, 2.0]);
+        r.rows[0].samples_ms = vec![0.0, 0.0];
+        assert!(validate(&r).unwrap_err().contains("finite and > 0"));
+        let mut r = fixtures::run(&[1.0, 1.0, 1.0]);
+        assert_eq!(validate(&r), Ok(()), "the mock backend's samples may repeat");
+        r.workload.backend = "cuda".into();
+        assert!(validate(&r).unwrap_err().contains("3 identical step times"));
     }
 }
