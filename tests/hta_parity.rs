@@ -1,7 +1,8 @@
 //! Parity with Holistic Trace Analysis on real traces: `--compat hta` reproduces HTA's per-rank
 //! `comp_comm_overlap_pctg` (±0.01) and its merged totals, and the per-collective equal-share
-//! sweep adds up to them. Reads `../shared/traces/hta` when present and skips with a notice
-//! otherwise (the project's own hand-checked trace in `tests/fixtures` always runs).
+//! sweep adds up to them. The traces and HTA's numbers for them live in `tests/fixtures/hta`
+//! (from HTA's own test data; see its NOTICE); a checkout without them fails here rather than
+//! passing without having checked anything.
 
 use std::path::{Path, PathBuf};
 
@@ -9,14 +10,15 @@ use commgate::trace::attribute::{analyze_rank, AttributeOptions, Compat};
 use commgate::trace::load::{load_files, Inputs};
 use serde_json::Value;
 
-fn shared_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces/hta");
-    if dir.join("reference.json").exists() {
-        Some(dir)
-    } else {
-        eprintln!("NOTICE: {} is absent; HTA parity on real traces skipped", dir.display());
-        None
-    }
+/// `tests/fixtures/hta`, which must hold `reference.json` and the traces it lists.
+fn fixture_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hta");
+    assert!(
+        dir.join("reference.json").is_file(),
+        "{} has no reference.json: the HTA parity fixtures are missing from this checkout",
+        dir.display()
+    );
+    dir
 }
 
 fn reference(dir: &Path) -> Value {
@@ -34,7 +36,7 @@ fn num(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn hta_overlap_and_per_collective_shares_match_reference() {
-    let Some(dir) = shared_dir() else { return };
+    let dir = fixture_dir();
     let reference = reference(&dir);
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
     let mut checked = 0;
@@ -83,7 +85,7 @@ fn hta_overlap_and_per_collective_shares_match_reference() {
 
 #[test]
 fn hta_no_filter_matches_whole_trace_numbers() {
-    let Some(dir) = shared_dir() else { return };
+    let dir = fixture_dir();
     let reference = reference(&dir);
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
     for (name, dataset) in reference["datasets"].as_object().expect("datasets") {
@@ -106,7 +108,7 @@ fn hta_no_filter_matches_whole_trace_numbers() {
 
 #[test]
 fn hta_parity_holds_through_the_streaming_entry_point() {
-    let Some(dir) = shared_dir() else { return };
+    let dir = fixture_dir();
     let reference = reference(&dir);
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
     for (name, dataset) in reference["datasets"].as_object().expect("datasets") {
