@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use commgate::testkit::load::{load_files, Inputs};
 use commgate::trace::attribute::{analyze_rank, AttributeOptions, Compat};
-use commgate::trace::load::{load_files, Inputs};
 use serde_json::Value;
 
 fn shared_dir() -> Option<PathBuf> {
