@@ -2,7 +2,7 @@
 //!
 //! `cargo bench --bench attribute_throughput` (or `scripts/bench-attribute.sh`) writes
 //! `COMMGATE_BENCH_RANKS` ranks (default 8) of about `COMMGATE_BENCH_MB_PER_RANK` MB each
-//! (default 40, uncompressed) with `commgate::trace::synth`, then runs this same binary again as
+//! (default 40, uncompressed) with `commgate::testkit::synth`, then runs this same binary again as
 //! a child so that the child's peak RSS (`VmHWM`) counts attribution only, not generation. The
 //! child calls `commgate::trace::load::attribute_paths` on the directory and reports input
 //! bytes, wall time, MB/s, peak RSS and peak RSS as a share of the input, with PASS/FAIL
@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use commgate::testkit::synth::{write_all_ranks, SynthSpec};
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::load::attribute_paths;
-use commgate::trace::synth::{write_all_ranks, SynthSpec};
 
 /// Set in the child's environment to the trace directory it should attribute.
 const CHILD_DIR_ENV: &str = "COMMGATE_BENCH_CHILD_DIR";

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use commgate::baseline::Baseline;
 use commgate::compare::{compare, CompareOptions};
-use commgate::simulate::{synthetic_run, Effect, NoiseModel};
+use commgate::testkit::simulate::{synthetic_run, Effect, NoiseModel};
 
 fn main() {
     let model = NoiseModel::SlowEpisodes;

@@ -1,5 +1,5 @@
 //! Gate quality, measured (`harness = false`): replays `commgate::compare::compare` on simulated
-//! A/A and A/B data from `commgate::simulate` and prints the targets table of
+//! A/A and A/B data from `commgate::testkit::simulate` and prints the targets table of
 //! `docs/gate.md` with the measured value, its Wilson 95 % interval and PASS/FAIL next to
 //! each target.
 //!
@@ -22,8 +22,8 @@ use std::time::Instant;
 use commgate::baseline::Baseline;
 use commgate::compare::{compare, CompareOptions, State};
 use commgate::decision::Decision;
-use commgate::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
 use commgate::stats::rng::Rng;
+use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
 
 const A_A_SIZES: [usize; 4] = [30, 50, 100, 200];
 const BASELINE_RUNS: usize = 10;

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use commgate::baseline::{write_store, BaselineFile};
-use commgate::simulate::{synthetic_run, Effect, NoiseModel};
+use commgate::testkit::simulate::{synthetic_run, Effect, NoiseModel};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = None;

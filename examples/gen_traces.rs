@@ -1,4 +1,4 @@
-//! Writes synthetic multi-rank Kineto traces (see `commgate::trace::synth`) for benchmarks,
+//! Writes synthetic multi-rank Kineto traces (see `commgate::testkit::synth`) for benchmarks,
 //! demos and by-hand checks of `commgate attribute`.
 //!
 //! ```text
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use commgate::trace::synth::{write_all_ranks, SynthSpec};
+use commgate::testkit::synth::{write_all_ranks, SynthSpec};
 
 const USAGE: &str = "usage: gen_traces --out DIR [--ranks N] [--mb-per-rank X] [--gzip] \
                      [--seed S] [--imbalance F] [--straggler R]";

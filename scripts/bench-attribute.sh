@@ -7,4 +7,5 @@
 # e.g. COMMGATE_BENCH_MB_PER_RANK=200 scripts/bench-attribute.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo bench --bench attribute_throughput "$@"
+# The bench uses the test kit (synthetic inputs), which release builds leave out.
+exec cargo bench --features testkit --bench attribute_throughput "$@"

@@ -8,4 +8,5 @@
 # e.g. COMMGATE_GATE_TRIALS=2000 scripts/gate-quality.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo bench --bench gate_quality "$@"
+# The bench uses the test kit (synthetic inputs), which release builds leave out.
+exec cargo bench --features testkit --bench gate_quality "$@"

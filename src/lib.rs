@@ -31,8 +31,9 @@ pub mod output;
 pub mod report;
 pub mod result;
 pub mod run;
-pub mod simulate;
 pub mod stats;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod trace;
 pub mod units;
 pub mod verdict;

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use commgate::testkit::load::{load_files, Inputs};
 use commgate::trace::attribute::{analyze_rank, AttributeOptions, Compat};
-use commgate::trace::load::{load_files, Inputs};
 use serde_json::Value;
 
 /// `tests/fixtures/hta`, which must hold `reference.json` and the traces it lists.

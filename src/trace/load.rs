@@ -31,15 +31,6 @@ impl LoadError {
     }
 }
 
-/// Parsed inputs, all of one format.
-#[derive(Debug)]
-pub enum Inputs {
-    /// One trace per rank, sorted by rank.
-    Kineto(Vec<RankTrace>),
-    /// Seed events from every file, in file order.
-    Events { files: Vec<PathBuf>, events: Vec<CommEvent> },
-}
-
 /// Loads `paths` and attributes them: the whole `commgate attribute` computation.
 ///
 /// Each worker parses a rank and reduces it to its [`RankAnalysis`] at once, so only one raw
@@ -155,35 +146,8 @@ fn is_trace_name(p: &Path) -> bool {
     name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".gz")
 }
 
-/// Parses files in parallel and checks they form one input: a single format, one file per rank.
-pub fn load_files(files: &[PathBuf]) -> Result<Inputs, LoadError> {
-    let docs = map_parallel(files, read_file)?;
-    let mut traces = Vec::new();
-    let mut events = Vec::new();
-    let mut event_files = Vec::new();
-    for (path, doc) in files.iter().zip(docs) {
-        match doc {
-            Document::Kineto(t) => traces.push(*t),
-            Document::Events(e) => {
-                events.extend(e);
-                event_files.push(path.clone());
-            }
-        }
-    }
-    check_one_format(!traces.is_empty(), &event_files)?;
-    if traces.is_empty() {
-        return Ok(Inputs::Events { files: event_files, events });
-    }
-    let single = traces.len() == 1;
-    for t in traces.iter_mut() {
-        t.rank = Some(resolve_rank(t, single)?);
-    }
-    check_unique_ranks(traces.iter().map(|t| (t.rank.unwrap_or(0), t.file.as_path())))?;
-    traces.sort_by_key(|t| t.rank);
-    Ok(Inputs::Kineto(traces))
-}
-
-fn check_one_format(traces: bool, event_files: &[PathBuf]) -> Result<(), LoadError> {
+/// Seed events and profiler traces are attributed separately, never mixed.
+pub(crate) fn check_one_format(traces: bool, event_files: &[PathBuf]) -> Result<(), LoadError> {
     match event_files.first() {
         Some(first) if traces => Err(LoadError::new(
             first,
@@ -195,7 +159,7 @@ fn check_one_format(traces: bool, event_files: &[PathBuf]) -> Result<(), LoadErr
 
 /// Rank from `distributedInfo.rank`, else from the file name; a lone trace without either is
 /// rank 0.
-fn resolve_rank(t: &RankTrace, single: bool) -> Result<u32, LoadError> {
+pub(crate) fn resolve_rank(t: &RankTrace, single: bool) -> Result<u32, LoadError> {
     let name = t.file.file_name().and_then(|n| n.to_str()).unwrap_or("");
     t.rank.or_else(|| rank_from_file_name(name)).or(single.then_some(0)).ok_or_else(|| {
         LoadError::new(
@@ -206,7 +170,7 @@ fn resolve_rank(t: &RankTrace, single: bool) -> Result<u32, LoadError> {
 }
 
 /// Two files of one rank are an error.
-fn check_unique_ranks<'a>(ranks: impl Iterator<Item = (u32, &'a Path)>) -> Result<(), LoadError> {
+pub(crate) fn check_unique_ranks<'a>(ranks: impl Iterator<Item = (u32, &'a Path)>) -> Result<(), LoadError> {
     let mut seen: Vec<(u32, &Path)> = Vec::new();
     for (rank, path) in ranks {
         if let Some((_, other)) = seen.iter().find(|(r, _)| *r == rank) {
@@ -222,7 +186,7 @@ fn check_unique_ranks<'a>(ranks: impl Iterator<Item = (u32, &'a Path)>) -> Resul
 
 /// One thread per core pulls files off a shared index and applies `f`; results keep the file
 /// order, and the first error (in file order) wins.
-fn map_parallel<T, F>(files: &[PathBuf], f: F) -> Result<Vec<T>, LoadError>
+pub(crate) fn map_parallel<T, F>(files: &[PathBuf], f: F) -> Result<Vec<T>, LoadError>
 where
     T: Send,
     F: Fn(&Path) -> Result<T, LoadError> + Sync,

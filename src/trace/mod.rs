@@ -8,4 +8,3 @@ pub mod kineto;
 pub mod load;
 pub mod model;
 pub mod reader;
-pub mod synth;

@@ -1,8 +1,10 @@
-//! Simulated benchmark runs for measuring the gate's quality (`benches/gate_quality.rs`): seeded
-//! noise models shaped like real GPU step times, an optional injected regression ([`Effect`]),
-//! and [`synthetic_run`], which wraps the samples in a complete, valid [`RunResult`].
+//! Simulated benchmark runs for measuring the gate's quality (`benches/gate_quality.rs`,
+//! `benches/compare_speed.rs`, `examples/gen_results.rs`): seeded noise models shaped like real
+//! GPU step times, an optional injected regression ([`Effect`]), and [`synthetic_run`], which
+//! wraps the samples in a complete, valid [`RunResult`].
 //!
-//! This module owns only the simulation; it decides nothing. Every draw comes from
+//! This module owns only the simulation; it decides nothing, and it is test and benchmark
+//! support (the `testkit` feature), never part of a gate's decision path. Every draw comes from
 //! [`crate::stats::rng::Rng`] seeded by the caller, so a run is a pure function of
 //! `(model, n, effect, run spread, seed)`.
 //!
