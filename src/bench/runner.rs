@@ -67,7 +67,7 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
     let choice = resolve_choice(settings.backend);
     if choice == BackendChoice::Cuda && launch.is_some() {
         // Before any socket exists: this may re-execute the process so NCCL's `.so.2` loads.
-        cuda::ensure_nccl_loadable().map_err(BenchError::Unavailable)?;
+        cuda::ensure_nccl_loadable()?;
     }
     let settings = &BenchSettings { backend: choice, ..settings.clone() };
     let is_rank_zero = launch.as_ref().is_none_or(|l| l.rank == 0);
