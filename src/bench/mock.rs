@@ -6,7 +6,7 @@
 //! Test hook: `COMMGATE_MOCK_FAULT=die:R` makes rank R fail at its first timed repeat, and
 //! `COMMGATE_MOCK_FAULT=hang` makes every run block forever (to exercise `--timeout`).
 
-use super::{Backend, BenchError, HardwareInfo, Plan};
+use super::{Backend, BackendInfo, BenchError, HardwareInfo, Plan};
 use crate::result::{EvidenceLevel, Schedule};
 use crate::stats::rng::Rng;
 
@@ -39,7 +39,7 @@ pub fn parse_fault(value: Option<&str>) -> Option<Fault> {
 
 pub struct MockBackend {
     plan: Plan,
-    ranks: Vec<u32>,
+    info: BackendInfo,
     rngs: Vec<Rng>,
     fault: Option<Fault>,
 }
@@ -48,7 +48,16 @@ impl MockBackend {
     /// A mock driving `ranks` (all ranks in one process, or this process's rank).
     pub fn new(plan: &Plan, ranks: Vec<u32>, fault: Option<Fault>) -> Self {
         let rngs = ranks.iter().map(|&r| Rng::new(plan.seed ^ (u64::from(r) + 1).wrapping_mul(0x9E37_79B9))).collect();
-        MockBackend { plan: plan.clone(), ranks, rngs, fault }
+        let hardware = HardwareInfo {
+            gpu_name: Some("Mock GPU".to_string()),
+            gpu_count: plan.world_size,
+            driver: Some("mock".to_string()),
+            cuda: None,
+            nccl: None,
+            host_cpu: Some("mock".to_string()),
+        };
+        let info = BackendInfo { name: "mock", evidence_level: EvidenceLevel::Mock, hardware, local_ranks: ranks };
+        MockBackend { plan: plan.clone(), info, rngs, fault }
     }
 
     /// The modelled time of one phase on an idle machine.
@@ -67,27 +76,8 @@ impl MockBackend {
 }
 
 impl Backend for MockBackend {
-    fn name(&self) -> &'static str {
-        "mock"
-    }
-
-    fn evidence_level(&self) -> EvidenceLevel {
-        EvidenceLevel::Mock
-    }
-
-    fn hardware(&self) -> HardwareInfo {
-        HardwareInfo {
-            gpu_name: Some("Mock GPU".to_string()),
-            gpu_count: self.plan.world_size,
-            driver: Some("mock".to_string()),
-            cuda: None,
-            nccl: None,
-            host_cpu: Some("mock".to_string()),
-        }
-    }
-
-    fn local_ranks(&self) -> Vec<u32> {
-        self.ranks.clone()
+    fn info(&self) -> &BackendInfo {
+        &self.info
     }
 
     fn run(&mut self, schedule: Schedule) -> Result<Vec<f64>, BenchError> {
@@ -95,14 +85,15 @@ impl Backend for MockBackend {
             Some(Fault::Hang) => loop {
                 std::thread::park();
             },
-            Some(Fault::Die { rank }) if self.ranks.contains(&rank) => {
+            Some(Fault::Die { rank }) if self.info.local_ranks.contains(&rank) => {
                 return Err(BenchError::failed("rank_died", "the mock rank exited (COMMGATE_MOCK_FAULT)", Some(rank)));
             }
             _ => {}
         }
         let base = self.base_ms(schedule);
         Ok(self
-            .ranks
+            .info
+            .local_ranks
             .iter()
             .zip(self.rngs.iter_mut())
             .map(|(&r, rng)| base * (1.0 + 0.002 * f64::from(r)) * (0.01 * rng.normal()).exp())

@@ -3,13 +3,15 @@
 //! after warm-up and over many repeats, per rank; the slowest rank's time per repeat is the
 //! sample (formats.md, "Result file").
 //!
-//! Hardware sits behind the narrow [`Backend`] trait (STYLE.md habit 6): `cuda.rs` is the only
-//! file that touches CUDA, `cpu.rs` gives real timings without a GPU, `mock.rs` exact ones for
-//! tests. `launch.rs` reads the launcher's environment and runs the TCP rendezvous.
+//! Hardware sits behind the narrow [`Backend`] trait (STYLE.md habit 6): `cuda/` is the only
+//! module that touches CUDA, `cpu/` gives real timings without a GPU, `mock.rs` exact ones for
+//! tests, `host.rs` reads what `/proc` says about the machine. `launch.rs` reads the launcher's
+//! environment and runs the TCP rendezvous.
 
 pub mod assemble;
 pub mod cpu;
 pub mod cuda;
+pub mod host;
 pub mod launch;
 pub mod mock;
 pub mod runner;
@@ -99,15 +101,36 @@ impl BenchError {
     }
 }
 
+/// What a backend is and which ranks it drives: fixed when it opens, so every backend describes
+/// itself the same way, through [`Backend::info`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendInfo {
+    /// `cuda`, `cpu` or `mock` (the result's `workload.backend`).
+    pub name: &'static str,
+    pub evidence_level: EvidenceLevel,
+    pub hardware: HardwareInfo,
+    /// The global ranks this process drives, in the order [`Backend::run`] reports them.
+    pub local_ranks: Vec<u32>,
+}
+
 /// One way of running the schedules. Constructed, used and dropped on one thread (NCCL
 /// communicators are neither `Send` nor `Sync`), so the trait asks for neither.
 pub trait Backend {
+    fn info(&self) -> &BackendInfo;
     /// `cuda`, `cpu` or `mock` (the result's `workload.backend`).
-    fn name(&self) -> &'static str;
-    fn evidence_level(&self) -> EvidenceLevel;
-    fn hardware(&self) -> HardwareInfo;
+    fn name(&self) -> &'static str {
+        self.info().name
+    }
+    fn evidence_level(&self) -> EvidenceLevel {
+        self.info().evidence_level
+    }
+    fn hardware(&self) -> HardwareInfo {
+        self.info().hardware.clone()
+    }
     /// The global ranks this process drives, in the order [`Backend::run`] reports them.
-    fn local_ranks(&self) -> Vec<u32>;
+    fn local_ranks(&self) -> Vec<u32> {
+        self.info().local_ranks.clone()
+    }
     /// Executes `schedule` once on every local rank and returns each rank's elapsed time in ms,
     /// measured around the schedule only: no allocation, no host synchronisation inside the
     /// timed region. Every rank of the job calls this in the same order.

@@ -37,7 +37,7 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
     }
     if settings.backend == BackendKind::Cuda && launch.is_some() {
         // Before any socket exists: this may re-execute the process so NCCL's `.so.2` loads.
-        cuda::ensure_nccl_loadable().map_err(BenchError::Unavailable)?;
+        cuda::ensure_nccl_loadable()?;
     }
     let is_rank_zero = launch.as_ref().is_none_or(|l| l.rank == 0);
     let created_at = assemble::now_rfc3339();

@@ -1,0 +1,378 @@
+//! Whether CUDA can run here, asked without letting cudarc panic, and making NCCL loadable.
+//!
+//! **What it loads at run time.** cudarc is built with `dynamic-loading`, so the binary links only
+//! libc and builds on machines without CUDA; on first use cudarc `dlopen`s libcuda (the driver:
+//! `libcuda.so`, `libcuda.so.1`), libcublas (`libcublas.so`, `.so.13`, `.so.12`, …; it pulls in
+//! libcublasLt itself) and libnccl. A library that is missing makes cudarc *panic*, so [`probe`]
+//! asks first with cudarc's `is_culib_present()` and turns each absence into one line saying how
+//! to fix it. The bindings are CUDA 13's: event timing calls `cuEventElapsedTime_v2`, which only
+//! drivers for CUDA 12.8 or newer export, so [`probe`] also checks the driver's CUDA version.
+//!
+//! **NCCL's `.so.2`.** cudarc looks for `libnccl.so`, `libnccl.so.13`, `.so.12`, `.so.11`, … but
+//! never `libnccl.so.2`, the only name that pip's `nvidia-nccl-cu13` and the `libnccl2` package
+//! install. It opens libraries by bare name, so the dynamic loader searches `LD_LIBRARY_PATH` —
+//! and glibc reads that variable once, when the process starts: setting it later changes nothing,
+//! and loading the `.so.2` ourselves first does not help either (glibc matches an already-loaded
+//! library by the name it was opened with or its soname, `libnccl.so.2`, never `libnccl.so`). So
+//! [`ensure_nccl_loadable`] makes a private directory holding a `libnccl.so` link to the `.so.2`
+//! it finds (under `LD_LIBRARY_PATH`, Python's `nvidia/nccl/lib`, the usual system directories)
+//! and re-executes this program (same pid, same arguments) with that directory first on
+//! `LD_LIBRARY_PATH`; the new process removes the directory once NCCL is loaded. It must run
+//! before anything that a re-exec would break (threads that matter, the rendezvous sockets):
+//! [`CudaBackend::open`](super::CudaBackend::open) does it itself in single-process mode; a
+//! multi-process run must call it before building its
+//! [`Rendezvous`](crate::bench::launch::Rendezvous), and `open` then only reports the fix.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{CudaContext, DriverError};
+
+use super::{cuda_version_string, ffi};
+use crate::bench::BenchError;
+
+/// Oldest driver CUDA version the CUDA 13 bindings run on (`cuEventElapsedTime_v2`), as
+/// `cuDriverGetVersion` reports it (1000·major + 10·minor).
+const MIN_DRIVER_CUDA: i32 = 12080;
+
+/// Set by the re-exec: the private directory holding our `libnccl.so` link.
+const LINK_DIR_ENV: &str = "COMMGATE_NCCL_LINK_DIR";
+const DIR_PREFIX: &str = "commgate-nccl-";
+
+/// What this machine lacks to run the CUDA backend, each as one line saying how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaUnavailable {
+    #[error("libcuda.so not found: install the NVIDIA driver, or use --backend cpu")]
+    NoDriver,
+    #[error("no CUDA device visible (CUDA_VISIBLE_DEVICES?): check `nvidia-smi`, or use --backend cpu")]
+    NoDevice,
+    #[error("the CUDA driver did not start ({0}): check `nvidia-smi`, or use --backend cpu")]
+    DriverFailed(DriverError),
+    /// The driver's CUDA version (1000·major + 10·minor) is older than the bindings need.
+    #[error(
+        "the NVIDIA driver supports CUDA {}, commgate's CUDA backend needs 12.8 or newer \
+         (driver R570+): update the driver, or use --backend cpu",
+        cuda_version_string(*.0)
+    )]
+    DriverTooOld(i32),
+    #[error(
+        "libcublas.so not found: pip install nvidia-cublas-cu13 or install the CUDA toolkit's cuBLAS, or set \
+         LD_LIBRARY_PATH"
+    )]
+    NoCublas,
+    #[error("libnccl.so.2 not found: pip install nvidia-nccl-cu13 or apt install libnccl2, or set LD_LIBRARY_PATH")]
+    NoNccl,
+    /// Only `libnccl.so.2` exists and re-executing is not an option: the fix by hand.
+    #[error("{}", manual_fix(.so2))]
+    NcclNeedsLink { so2: PathBuf },
+    /// The re-exec happened, the link is first on `LD_LIBRARY_PATH`, and NCCL still does not load.
+    #[error(
+        "{} was linked as libnccl.so in {} but does not load: check `ldd {}` for a missing dependency, \
+         or reinstall NCCL",
+        .so2.display(),
+        .dir.display(),
+        .so2.display()
+    )]
+    NcclDoesNotLoad { so2: PathBuf, dir: PathBuf },
+    #[error(
+        "NCCL is installed as {} but could not be linked as libnccl.so in {} ({error}): {}",
+        .so2.display(),
+        .temp_dir.display(),
+        manual_fix(.so2)
+    )]
+    NcclLinkFailed { so2: PathBuf, temp_dir: PathBuf, error: std::io::Error },
+    #[error("cannot find this program to restart it ({error}): {}", manual_fix(.so2))]
+    NoProgram { so2: PathBuf, error: std::io::Error },
+    #[error(
+        "restarting {} with NCCL on LD_LIBRARY_PATH failed ({error}): {}",
+        .exe.display(),
+        manual_fix(.so2)
+    )]
+    ReexecFailed { so2: PathBuf, exe: PathBuf, error: std::io::Error },
+}
+
+/// The benchmark reports what the machine lacks as its `Unavailable` kind: exit 2, no result.
+impl From<CudaUnavailable> for BenchError {
+    fn from(error: CudaUnavailable) -> Self {
+        BenchError::Unavailable(error.to_string())
+    }
+}
+
+/// Number of visible GPUs, or what is missing and how to fix it. Never panics: each library is
+/// looked for before cudarc is allowed to load it.
+pub fn probe() -> Result<u32, CudaUnavailable> {
+    if !ffi::driver_present() {
+        return Err(CudaUnavailable::NoDriver);
+    }
+    let count = match CudaContext::device_count() {
+        Ok(n) if n > 0 => u32::try_from(n).unwrap_or(0),
+        Ok(_) | Err(DriverError(CUresult::CUDA_ERROR_NO_DEVICE)) => return Err(CudaUnavailable::NoDevice),
+        Err(e) => return Err(CudaUnavailable::DriverFailed(e)),
+    };
+    match ffi::driver_cuda_version() {
+        Some(v) if v >= MIN_DRIVER_CUDA => {}
+        Some(v) => return Err(CudaUnavailable::DriverTooOld(v)),
+        None => return Err(CudaUnavailable::NoDriver),
+    }
+    if !ffi::cublas_present() {
+        return Err(CudaUnavailable::NoCublas);
+    }
+    match nccl_status() {
+        NcclStatus::Missing => Err(CudaUnavailable::NoNccl),
+        NcclStatus::Loadable | NcclStatus::OnlySo2(_) => Ok(count),
+    }
+}
+
+/// Makes NCCL loadable under a name cudarc tries, re-executing this program when only
+/// `libnccl.so.2` is installed (see the module doc). Returns `Ok` when NCCL loads as it is; on a
+/// successful re-exec it does not return at all. Call it before anything a re-exec would break.
+pub fn ensure_nccl_loadable() -> Result<(), CudaUnavailable> {
+    match nccl_status() {
+        NcclStatus::Loadable => Ok(()),
+        NcclStatus::Missing => Err(CudaUnavailable::NoNccl),
+        NcclStatus::OnlySo2(so2) => reexec_with_link(&so2),
+    }
+}
+
+/// Where NCCL stands for cudarc.
+pub(super) enum NcclStatus {
+    /// cudarc finds NCCL under one of its names.
+    Loadable,
+    /// Only `libnccl.so.2` exists, at this path.
+    OnlySo2(PathBuf),
+    Missing,
+}
+
+pub(super) fn nccl_status() -> NcclStatus {
+    if ffi::nccl_present() {
+        NcclStatus::Loadable
+    } else {
+        find_so2().map_or(NcclStatus::Missing, NcclStatus::OnlySo2)
+    }
+}
+
+/// The fix to print when re-executing is not an option.
+fn manual_fix(so2: &Path) -> String {
+    format!(
+        "NCCL is installed as {} but cudarc loads only libnccl.so: run `ln -s {} DIR/libnccl.so` \
+         and start again with DIR first on LD_LIBRARY_PATH",
+        so2.display(),
+        so2.display()
+    )
+}
+
+fn find_so2() -> Option<PathBuf> {
+    let found = candidate_dirs().into_iter().map(|dir| dir.join("libnccl.so.2")).find(|p| p.is_file());
+    // Last, the Python environment on PATH, wherever its site-packages are.
+    found.or_else(|| python_nccl_dirs().into_iter().map(|dir| dir.join("libnccl.so.2")).find(|p| p.is_file()))
+}
+
+fn candidate_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|paths| std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default();
+    let mut prefixes: Vec<PathBuf> =
+        ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(|var| std::env::var_os(var).map(PathBuf::from)).collect();
+    if let Some(conda) = std::env::var_os("CONDA_PREFIX") {
+        dirs.push(PathBuf::from(conda).join("lib"));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        prefixes.push(PathBuf::from(home).join(".local"));
+    }
+    prefixes.push(PathBuf::from("/usr/local"));
+    prefixes.push(PathBuf::from("/usr"));
+    for prefix in prefixes {
+        dirs.extend(site_packages(&prefix.join("lib")).into_iter().map(|sp| sp.join("nvidia/nccl/lib")));
+    }
+    dirs.extend(
+        [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+            "/usr/local/cuda/lib64",
+            "/usr/local/nccl/lib",
+            "/opt/nccl/lib",
+        ]
+        .map(PathBuf::from),
+    );
+    dirs
+}
+
+/// `LIB/python3*/{site,dist}-packages` and `LIB/python3/dist-packages` (Debian).
+fn site_packages(lib: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(lib) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with("python3") {
+            found.push(entry.path().join("site-packages"));
+            found.push(entry.path().join("dist-packages"));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Asks `python3` where the `nvidia.nccl` package lives (pip's nvidia-nccl-cu1x).
+fn python_nccl_dirs() -> Vec<PathBuf> {
+    let script = "import importlib.util as u\n\
+                  s = u.find_spec('nvidia.nccl')\n\
+                  print('\\n'.join(s.submodule_search_locations or []) if s else '')";
+    let Ok(output) = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| PathBuf::from(l.trim()).join("lib"))
+        .collect()
+}
+
+/// Re-executes this program with a private `libnccl.so` link first on `LD_LIBRARY_PATH`.
+/// Returns only on failure.
+fn reexec_with_link(so2: &Path) -> Result<(), CudaUnavailable> {
+    if let Some(dir) = std::env::var_os(LINK_DIR_ENV).map(PathBuf::from) {
+        // Already re-executed with a working link and still no NCCL: the library is broken.
+        if dir.join("libnccl.so").exists() && first_library_dir().as_deref() == Some(dir.as_path()) {
+            return Err(CudaUnavailable::NcclDoesNotLoad { so2: so2.to_path_buf(), dir });
+        }
+    }
+    let dir = make_link_dir(so2).map_err(|error| CudaUnavailable::NcclLinkFailed {
+        so2: so2.to_path_buf(),
+        temp_dir: std::env::temp_dir(),
+        error,
+    })?;
+    let mut library_path = OsString::from(dir.as_os_str());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|old| !old.is_empty()) {
+        library_path.push(":");
+        library_path.push(old);
+    }
+    let exe = std::env::current_exe().map_err(|error| CudaUnavailable::NoProgram { so2: so2.to_path_buf(), error })?;
+    let mut args = std::env::args_os();
+    let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
+    // Whatever is buffered would be lost by exec.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let error = std::process::Command::new(&exe)
+        .arg0(arg0)
+        .args(args)
+        .env("LD_LIBRARY_PATH", library_path)
+        .env(LINK_DIR_ENV, &dir)
+        .exec();
+    let _ = std::fs::remove_file(dir.join("libnccl.so"));
+    let _ = std::fs::remove_dir(&dir);
+    Err(CudaUnavailable::ReexecFailed { so2: so2.to_path_buf(), exe, error })
+}
+
+fn first_library_dir() -> Option<PathBuf> {
+    std::env::var_os("LD_LIBRARY_PATH").and_then(|paths| std::env::split_paths(&paths).next())
+}
+
+/// A fresh directory of ours under the temp dir (created, never reused, so nobody else's),
+/// holding `libnccl.so` → `so2`.
+fn make_link_dir(so2: &Path) -> std::io::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let mut last = None;
+    for attempt in 0..16u32 {
+        let dir = base.join(format!("{DIR_PREFIX}{}-{nanos}-{attempt}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                let target = so2.canonicalize().unwrap_or_else(|_| so2.to_path_buf());
+                if let Err(e) = std::os::unix::fs::symlink(&target, dir.join("libnccl.so")) {
+                    let _ = std::fs::remove_dir(&dir);
+                    return Err(e);
+                }
+                return Ok(dir);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no directory name left")))
+}
+
+/// Once NCCL is loaded, removes the link directory the re-exec made — only ours: a
+/// `commgate-nccl-*` directory under the temp dir, holding nothing but the link.
+pub(super) fn remove_own_link_dir() {
+    let Some(dir) = std::env::var_os(LINK_DIR_ENV).map(PathBuf::from) else {
+        return;
+    };
+    let ours = dir.parent() == Some(std::env::temp_dir().as_path())
+        && dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with(DIR_PREFIX));
+    let link = dir.join("libnccl.so");
+    if ours && link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        let _ = std::fs::remove_file(&link);
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_link_dir_names_the_so2_as_cudarc_looks_for_it() {
+        let lib = tempfile::NamedTempFile::new().ok();
+        let Some(lib) = lib else { panic!("no temp file") };
+        let dir = make_link_dir(lib.path()).ok();
+        let Some(dir) = dir else { panic!("no link dir") };
+        let link = dir.join("libnccl.so");
+        let target = std::fs::read_link(&link).ok();
+        assert_eq!(target, lib.path().canonicalize().ok());
+        assert!(dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("commgate-nccl-")));
+        assert_eq!(dir.parent(), Some(std::env::temp_dir().as_path()));
+        let _ = std::fs::remove_file(&link);
+        let _ = std::fs::remove_dir(&dir);
+    }
+
+    #[test]
+    fn each_absence_reads_as_one_line_with_its_fix() {
+        let so2 = PathBuf::from("/opt/nccl/lib/libnccl.so.2");
+        assert_eq!(
+            CudaUnavailable::DriverTooOld(12040).to_string(),
+            "the NVIDIA driver supports CUDA 12.4, commgate's CUDA backend needs 12.8 or newer (driver R570+): \
+             update the driver, or use --backend cpu"
+        );
+        assert_eq!(
+            CudaUnavailable::NoCublas.to_string(),
+            "libcublas.so not found: pip install nvidia-cublas-cu13 or install the CUDA toolkit's cuBLAS, or set \
+             LD_LIBRARY_PATH"
+        );
+        let fix = "NCCL is installed as /opt/nccl/lib/libnccl.so.2 but cudarc loads only libnccl.so: run \
+                   `ln -s /opt/nccl/lib/libnccl.so.2 DIR/libnccl.so` and start again with DIR first on LD_LIBRARY_PATH";
+        assert_eq!(CudaUnavailable::NcclNeedsLink { so2: so2.clone() }.to_string(), fix);
+        let error = || std::io::Error::other("boom");
+        assert_eq!(
+            CudaUnavailable::ReexecFailed { so2: so2.clone(), exe: PathBuf::from("/bin/commgate"), error: error() }
+                .to_string(),
+            format!("restarting /bin/commgate with NCCL on LD_LIBRARY_PATH failed (boom): {fix}")
+        );
+        assert_eq!(
+            CudaUnavailable::NoProgram { so2: so2.clone(), error: error() }.to_string(),
+            format!("cannot find this program to restart it (boom): {fix}")
+        );
+        let all = [
+            CudaUnavailable::NoDriver,
+            CudaUnavailable::NoDevice,
+            CudaUnavailable::NoNccl,
+            CudaUnavailable::NcclDoesNotLoad { so2: so2.clone(), dir: PathBuf::from("/tmp/commgate-nccl-1") },
+            CudaUnavailable::NcclLinkFailed { so2, temp_dir: PathBuf::from("/tmp"), error: error() },
+        ];
+        for unavailable in all {
+            let message = unavailable.to_string();
+            let fixes = ["install", "CUDA_VISIBLE_DEVICES", "--backend cpu", "LD_LIBRARY_PATH"];
+            assert!(!message.contains('\n') && fixes.iter().any(|fix| message.contains(fix)), "{message}");
+            assert_eq!(BenchError::from(unavailable), BenchError::Unavailable(message));
+        }
+    }
+}
