@@ -86,138 +86,125 @@ fn garbage(len: usize) -> Vec<u8> {
     out
 }
 
+/// `bytes` alone in a fresh directory as `file_name`, passed to `attribute`: asserts the
+/// bad-input contract (see [`assert_bad_input`]) and returns the error line.
+fn bad_file(file_name: &str, bytes: impl AsRef<[u8]>, fragment: &str) -> String {
+    let dir = TempDir::new().expect("tempdir");
+    write(dir.path(), file_name, bytes);
+    assert_bad_input(dir.path(), &[file_name], file_name, fragment)
+}
+
+/// [`bad_file`] with `fixture` edited by `edit` (see [`edited`]).
+fn bad_edit(fixture: &str, file_name: &str, edit: impl FnOnce(&mut Value), fragment: &str) -> String {
+    bad_file(file_name, edited(fixture, edit), fragment)
+}
+
 #[test]
 fn truncated_gzip_names_the_file_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
     let gz = gzip(RANK_0.as_bytes());
-    write(dir.path(), "rank-0.json.gz", &gz[..gz.len() / 2]);
-    let line = assert_bad_input(dir.path(), &["rank-0.json.gz"], "rank-0.json.gz", "byte");
+    let line = bad_file("rank-0.json.gz", &gz[..gz.len() / 2], "byte");
     assert!(line.contains("gzip"), "{line}");
 }
 
 #[test]
 fn json_cut_in_half_names_the_file_and_byte_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(dir.path(), "rank-0.json", &RANK_0.as_bytes()[..RANK_0.len() / 2]);
-    let line = assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "byte");
+    let line = bad_file("rank-0.json", &RANK_0.as_bytes()[..RANK_0.len() / 2], "byte");
     assert!(line.contains("truncated"), "{line}");
 }
 
 #[test]
 fn gzip_of_json_cut_in_half_names_the_decompressed_byte_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(dir.path(), "rank-0.json.gz", gzip(&RANK_0.as_bytes()[..RANK_0.len() / 2]));
-    assert_bad_input(dir.path(), &["rank-0.json.gz"], "rank-0.json.gz", "decompressed byte");
+    bad_file("rank-0.json.gz", gzip(&RANK_0.as_bytes()[..RANK_0.len() / 2]), "decompressed byte");
 }
 
 #[test]
 fn empty_file_names_the_file_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(dir.path(), "rank-0.json", "");
-    assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "empty");
+    bad_file("rank-0.json", "", "empty");
 }
 
 #[test]
 fn binary_garbage_names_the_file_and_byte_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(dir.path(), "rank-0.json", garbage(4096));
-    assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "byte 0");
+    bad_file("rank-0.json", garbage(4096), "byte 0");
 }
 
 #[test]
 fn trailing_garbage_after_the_document_names_the_byte_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
     let mut bytes = RANK_0.as_bytes().to_vec();
     bytes.extend_from_slice(b"\n{\"traceEvents\": [");
-    write(dir.path(), "rank-0.json", bytes);
-    assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "byte");
+    bad_file("rank-0.json", bytes, "byte");
 }
 
 #[test]
 fn trace_without_trace_events_names_the_field_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(
-        dir.path(),
+    bad_edit(
+        RANK_0,
         "rank-0.json",
-        edited(RANK_0, |v| {
+        |v| {
             v.as_object_mut().expect("object").remove("traceEvents");
-        }),
+        },
+        "traceEvents",
     );
-    assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "traceEvents");
-    write(dir.path(), "empty-object.json", "{}");
-    assert_bad_input(dir.path(), &["empty-object.json"], "empty-object.json", "traceEvents");
+    bad_file("empty-object.json", "{}", "traceEvents");
 }
 
 #[test]
 fn dur_that_is_a_string_names_the_field_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(
-        dir.path(),
+    let line = bad_edit(
+        RANK_0,
         "rank-0.json",
-        edited(RANK_0, |v| {
+        |v| {
             let e = first_complete_event(v);
             let dur = e["dur"].to_string();
             e.insert("dur".into(), Value::String(dur));
-        }),
+        },
+        "`dur`",
     );
-    let line = assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "`dur`");
     assert!(line.contains("string") && line.contains("traceEvents["), "{line}");
 }
 
 #[test]
 fn negative_dur_names_the_field_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(
-        dir.path(),
+    let line = bad_edit(
+        RANK_0,
         "rank-0.json",
-        edited(RANK_0, |v| {
+        |v| {
             first_complete_event(v).insert("dur".into(), Value::from(-5));
-        }),
+        },
+        "`dur`",
     );
-    let line = assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "`dur`");
     assert!(line.contains("negative"), "{line}");
 }
 
 #[test]
 fn timestamps_out_of_range_name_the_field_and_exit_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(
-        dir.path(),
+    bad_edit(
+        RANK_0,
         "rank-0.json",
-        edited(RANK_0, |v| {
+        |v| {
             let e = first_complete_event(v);
             e.insert("ts".into(), Value::from(9_000_000_000_000_000u64));
             e.insert("dur".into(), Value::from(9_000_000_000_000_000u64));
-        }),
+        },
+        "out of range",
     );
-    assert_bad_input(dir.path(), &["rank-0.json"], "rank-0.json", "out of range");
 }
 
 #[test]
 fn seed_event_missing_collective_names_the_field_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(
-        dir.path(),
+    let line = bad_edit(
+        SEED,
         "events.json",
-        edited(SEED, |v| {
+        |v| {
             v[1].as_object_mut().expect("event").remove("collective");
-        }),
+        },
+        "`collective`",
     );
-    let line = assert_bad_input(dir.path(), &["events.json"], "events.json", "`collective`");
     assert!(line.contains("events[1]"), "{line}");
 }
 
 #[test]
 fn seed_event_with_non_numeric_field_names_the_field_and_exits_2() {
-    let dir = TempDir::new().expect("tempdir");
-    write(
-        dir.path(),
-        "events.json",
-        edited(SEED, |v| {
-            v[0]["exposed_comm_ms"] = Value::from("8.0");
-        }),
-    );
-    let line = assert_bad_input(dir.path(), &["events.json"], "events.json", "`exposed_comm_ms`");
+    let line = bad_edit(SEED, "events.json", |v| v[0]["exposed_comm_ms"] = Value::from("8.0"), "`exposed_comm_ms`");
     assert!(line.contains("events[0]"), "{line}");
 }
 

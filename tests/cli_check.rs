@@ -74,6 +74,28 @@ fn comment(id: u64, body: &str) -> Value {
     })
 }
 
+/// The comments of pull request `pr`.
+fn comments_path(pr: u64) -> String {
+    format!("/repos/acme/train/issues/{pr}/comments")
+}
+
+/// The comment listing of pull request `pr` (GET) answered with `response`.
+fn listing(pr: u64, response: ResponseTemplate) -> Mock {
+    Mock::given(method("GET")).and(path(comments_path(pr))).respond_with(response)
+}
+
+/// The comment listing of pull request `pr` answered with `comments` (one page).
+fn listing_of(pr: u64, comments: Value) -> Mock {
+    listing(pr, ResponseTemplate::new(200).set_body_json(comments))
+}
+
+/// A new comment on pull request `pr` (POST), answered as created with `id`.
+fn created(pr: u64, id: u64) -> Mock {
+    Mock::given(method("POST"))
+        .and(path(comments_path(pr)))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(id, "<!-- commgate-report -->")))
+}
+
 fn requests_of(received: &[wiremock::Request], verb: &str) -> Vec<String> {
     received
         .iter()
@@ -88,16 +110,8 @@ async fn regression_then_clean_run_then_read_only_token() {
     let actions = Actions::new(server.uri());
 
     // 1. A regression: no comment yet, so one is created; exit 1.
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/train/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([comment(1, "an unrelated comment")])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/train/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(comment(42, "<!-- commgate-report -->")))
-        .mount(&server)
-        .await;
+    listing_of(7, json!([comment(1, "an unrelated comment")])).mount(&server).await;
+    created(7, 42).mount(&server).await;
     let out = actions.check(SLOWER);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -115,12 +129,7 @@ async fn regression_then_clean_run_then_read_only_token() {
 
     // 2. A clean run: the marked comment exists, so it is updated, not duplicated; exit 0.
     server.reset().await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/train/issues/7/comments"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([
-            comment(1, "an unrelated comment"),
-            comment(42, "<!-- commgate-report -->\nold report")
-        ])))
+    listing_of(7, json!([comment(1, "an unrelated comment"), comment(42, "<!-- commgate-report -->\nold report")]))
         .mount(&server)
         .await;
     Mock::given(method("PATCH"))
@@ -140,11 +149,7 @@ async fn regression_then_clean_run_then_read_only_token() {
     // 3. A read-only token (fork PR): 403 is a warning; the exit code follows the verdict and
     //    the job summary is still written.
     server.reset().await;
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/train/issues/7/comments"))
-        .respond_with(
-            ResponseTemplate::new(403).set_body_json(json!({"message": "Resource not accessible by integration"})),
-        )
+    listing(7, ResponseTemplate::new(403).set_body_json(json!({"message": "Resource not accessible by integration"})))
         .mount(&server)
         .await;
     std::fs::remove_file(actions.file("summary.md")).expect("fresh summary");
@@ -285,16 +290,8 @@ async fn comment_posts_a_saved_report_to_the_named_pull_request() {
         .arg(&report)
         .assert()
         .success();
-    Mock::given(method("GET"))
-        .and(path("/repos/acme/train/issues/9/comments"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/train/issues/9/comments"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(comment(77, "<!-- commgate-report -->")))
-        .mount(&server)
-        .await;
+    listing_of(9, json!([])).mount(&server).await;
+    created(9, 77).mount(&server).await;
     let out = commgate()
         .env("GITHUB_ACTIONS", "true")
         .env("GITHUB_EVENT_NAME", "workflow_run")

@@ -166,21 +166,19 @@ fn baseline_update_builds_the_store_and_refuses_bad_runs() {
     let failed = edited(tmp.path(), "failed.json", SAME, |v| {
         v["failure"] = serde_json::json!({"kind": "timeout", "message": "rank 1 hung", "rank": 1})
     });
-    commgate()
-        .args(["baseline", "update", "--from"])
-        .arg(&failed)
-        .arg("--baselines")
-        .arg(&dir)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("failed run"));
+    assert_update_refused(&failed, &dir, "failed run");
     let other = edited(tmp.path(), "other.json", SAME, |v| v["workload"]["dtype"] = "float32".into());
+    assert_update_refused(&other, &dir, "workload.dtype");
+}
+
+/// `baseline update --from <from>` into the store `dir` exits 2 and says `fragment`.
+fn assert_update_refused(from: &Path, dir: &Path, fragment: &str) {
     commgate()
         .args(["baseline", "update", "--from"])
-        .arg(&other)
+        .arg(from)
         .arg("--baselines")
-        .arg(&dir)
+        .arg(dir)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("workload.dtype"));
+        .stderr(predicate::str::contains(fragment));
 }

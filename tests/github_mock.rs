@@ -58,6 +58,43 @@ fn url_of(id: u64) -> String {
     format!("https://github.com/octo/gpu/pull/7#issuecomment-{id}")
 }
 
+/// The sticky comment's upsert of [`report`] against `server`, with the [`fast`] policy.
+fn upsert(server: &MockServer) -> CommentOutcome {
+    upsert_comment_with(&env_at(server.uri()), &report(), &fast())
+}
+
+/// The comment listing (GET, one page) answered with `comments`.
+fn listing(comments: Value) -> Mock {
+    answer_listing(ResponseTemplate::new(200).set_body_json(comments))
+}
+
+/// The comment listing (GET) answered with `response`.
+fn answer_listing(response: ResponseTemplate) -> Mock {
+    Mock::given(method("GET")).and(path(COMMENTS)).respond_with(response)
+}
+
+/// The comment listing's first answer only, ahead of any other listing mock (a failure the
+/// retry gets past, or a page that changes by the next request).
+fn first_listing(response: ResponseTemplate) -> Mock {
+    answer_listing(response).up_to_n_times(1).with_priority(1)
+}
+
+/// Exactly one new comment (POST to the pull request's comments), created as [`report`] with `id`.
+fn created(id: u64) -> Mock {
+    Mock::given(method("POST"))
+        .and(path(COMMENTS))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(id, &report())))
+        .expect(1)
+}
+
+/// Exactly one update (PATCH) of comment `id`, answered as [`report`].
+fn patched(id: u64) -> Mock {
+    Mock::given(method("PATCH"))
+        .and(path(format!("/repos/octo/gpu/issues/comments/{id}")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(comment(id, &report())))
+        .expect(1)
+}
+
 async fn requests(server: &MockServer, verb: &str) -> Vec<Request> {
     let all = server.received_requests().await.unwrap_or_default();
     all.into_iter().filter(|r| r.method.as_str() == verb).collect()
@@ -97,7 +134,7 @@ async fn marker_on_page_two_of_two_is_found_through_the_link_header_and_patched(
         .await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(201)).expect(0).mount(&server).await;
 
-    let outcome = upsert_comment_with(&env_at(server.uri()), &report(), &fast());
+    let outcome = upsert(&server);
     assert_eq!(outcome, CommentOutcome::Updated { id: 555, url: url_of(555) });
 }
 
@@ -106,24 +143,17 @@ async fn existing_marker_comment_is_updated_once_and_never_duplicated() {
     let server = MockServer::start().await;
     let older = format!("{MARKER}\nold report");
     let newer = format!("{MARKER}\nnewer report");
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([
-            comment(10, &older),
-            comment(15, "please look at the all_reduce"),
-            comment(20, &newer),
-            comment(25, &format!("> quoting {MARKER}")),
-        ])))
-        .mount(&server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/octo/gpu/issues/comments/20"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(comment(20, &report())))
-        .expect(1)
-        .mount(&server)
-        .await;
+    listing(json!([
+        comment(10, &older),
+        comment(15, "please look at the all_reduce"),
+        comment(20, &newer),
+        comment(25, &format!("> quoting {MARKER}")),
+    ]))
+    .mount(&server)
+    .await;
+    patched(20).mount(&server).await;
 
-    let outcome = upsert_comment_with(&env_at(server.uri()), &report(), &fast());
+    let outcome = upsert(&server);
     assert_eq!(outcome, CommentOutcome::Updated { id: 20, url: url_of(20) });
     assert_eq!(requests(&server, "PATCH").await.len(), 1);
     assert!(requests(&server, "POST").await.is_empty(), "an update must not also create a comment");
@@ -132,17 +162,8 @@ async fn existing_marker_comment_is_updated_once_and_never_duplicated() {
 #[tokio::test]
 async fn absent_marker_creates_exactly_one_comment_starting_with_the_marker() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([comment(3, "first!")])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(201).set_body_json(comment(77, &report())))
-        .expect(1)
-        .mount(&server)
-        .await;
+    listing(json!([comment(3, "first!")])).mount(&server).await;
+    created(77).mount(&server).await;
 
     // The body lacks the marker: the module adds it, so the next run can find the comment.
     let outcome = upsert_comment_with(&env_at(server.uri()), "## commgate: accept", &fast());
@@ -155,12 +176,7 @@ async fn absent_marker_creates_exactly_one_comment_starting_with_the_marker() {
 #[tokio::test]
 async fn forbidden_is_one_warning_without_a_retry_storm() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .expect(1)
-        .mount(&server)
-        .await;
+    listing(json!([])).expect(1).mount(&server).await;
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(403).set_body_json(json!({"message": "Resource not accessible by integration"})),
@@ -169,7 +185,7 @@ async fn forbidden_is_one_warning_without_a_retry_storm() {
         .mount(&server)
         .await;
 
-    let CommentOutcome::Warning(why) = upsert_comment_with(&env_at(server.uri()), &report(), &fast()) else {
+    let CommentOutcome::Warning(why) = upsert(&server) else {
         panic!("a 403 must be a warning");
     };
     assert!(why.contains("HTTP 403"), "{why}");
@@ -182,50 +198,26 @@ async fn forbidden_is_one_warning_without_a_retry_storm() {
 #[tokio::test]
 async fn forbidden_patch_of_someone_elses_comment_falls_back_to_a_new_comment() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([comment(40, &report())])))
-        .mount(&server)
-        .await;
+    listing(json!([comment(40, &report())])).mount(&server).await;
     Mock::given(method("PATCH"))
         .respond_with(ResponseTemplate::new(403).set_body_json(json!({"message": "Forbidden"})))
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(201).set_body_json(comment(41, &report())))
-        .expect(1)
-        .mount(&server)
-        .await;
+    created(41).mount(&server).await;
 
-    let outcome = upsert_comment_with(&env_at(server.uri()), &report(), &fast());
+    let outcome = upsert(&server);
     assert_eq!(outcome, CommentOutcome::Created { id: 41, url: url_of(41) });
 }
 
 #[tokio::test]
 async fn bad_gateway_then_ok_succeeds_after_one_retry() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(502).set_body_string("<html>Bad Gateway</html>"))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(201).set_body_json(comment(88, &report())))
-        .expect(1)
-        .mount(&server)
-        .await;
+    first_listing(ResponseTemplate::new(502).set_body_string("<html>Bad Gateway</html>")).mount(&server).await;
+    listing(json!([])).mount(&server).await;
+    created(88).mount(&server).await;
 
-    let outcome = upsert_comment_with(&env_at(server.uri()), &report(), &fast());
+    let outcome = upsert(&server);
     assert_eq!(outcome, CommentOutcome::Created { id: 88, url: url_of(88) });
     assert_eq!(requests(&server, "GET").await.len(), 2);
 }
@@ -234,49 +226,26 @@ async fn bad_gateway_then_ok_succeeds_after_one_retry() {
 async fn lost_post_answer_is_found_on_retry_and_updated_not_duplicated() {
     // GitHub created the comment but a proxy answered 502: the retry lists again, finds it, PATCHes.
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([comment(90, &report())])))
-        .mount(&server)
-        .await;
+    first_listing(ResponseTemplate::new(200).set_body_json(json!([]))).mount(&server).await;
+    listing(json!([comment(90, &report())])).mount(&server).await;
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(502)).expect(1).mount(&server).await;
-    Mock::given(method("PATCH"))
-        .and(path("/repos/octo/gpu/issues/comments/90"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(comment(90, &report())))
-        .expect(1)
-        .mount(&server)
-        .await;
+    patched(90).mount(&server).await;
 
-    let outcome = upsert_comment_with(&env_at(server.uri()), &report(), &fast());
+    let outcome = upsert(&server);
     assert_eq!(outcome, CommentOutcome::Updated { id: 90, url: url_of(90) });
 }
 
 #[tokio::test]
 async fn too_many_requests_with_retry_after_waits_and_retries() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(
-            ResponseTemplate::new(429)
-                .insert_header("retry-after", "1")
-                .set_body_json(json!({"message": "You have exceeded a secondary rate limit."})),
-        )
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(COMMENTS))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
-        .mount(&server)
-        .await;
+    first_listing(
+        ResponseTemplate::new(429)
+            .insert_header("retry-after", "1")
+            .set_body_json(json!({"message": "You have exceeded a secondary rate limit."})),
+    )
+    .mount(&server)
+    .await;
+    listing(json!([])).mount(&server).await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(201).set_body_json(comment(5, &report())))
         .expect(1)
@@ -284,7 +253,7 @@ async fn too_many_requests_with_retry_after_waits_and_retries() {
         .await;
 
     let started = Instant::now();
-    let outcome = upsert_comment_with(&env_at(server.uri()), &report(), &fast());
+    let outcome = upsert(&server);
     assert_eq!(outcome, CommentOutcome::Created { id: 5, url: url_of(5) });
     // The 10 ms base delay would retry at once; only retry-after explains a wait of about a second.
     assert!(started.elapsed() >= Duration::from_millis(950), "waited only {:?}", started.elapsed());
@@ -301,7 +270,7 @@ async fn retry_after_longer_than_ten_seconds_gives_up_at_once() {
         .mount(&server)
         .await;
 
-    let CommentOutcome::Warning(why) = upsert_comment_with(&env_at(server.uri()), &report(), &fast()) else {
+    let CommentOutcome::Warning(why) = upsert(&server) else {
         panic!("expected a warning");
     };
     assert!(why.contains("rate limited") && why.contains("120 s"), "{why}");
@@ -355,7 +324,7 @@ async fn token_never_appears_in_any_outcome_text() {
             .respond_with(ResponseTemplate::new(status).set_body_json(json!({"message": echo})))
             .mount(&server)
             .await;
-        outcomes.push(upsert_comment_with(&env_at(server.uri()), &report(), &fast()));
+        outcomes.push(upsert(&server));
     }
     // A server that echoes the token in the comment URL, and one whose answer is not JSON.
     let server = MockServer::start().await;
@@ -366,10 +335,10 @@ async fn token_never_appears_in_any_outcome_text() {
         )
         .mount(&server)
         .await;
-    outcomes.push(upsert_comment_with(&env_at(server.uri()), &report(), &fast()));
+    outcomes.push(upsert(&server));
     let server = MockServer::start().await;
     Mock::given(method("GET")).respond_with(ResponseTemplate::new(200).set_body_string(TOKEN)).mount(&server).await;
-    outcomes.push(upsert_comment_with(&env_at(server.uri()), &report(), &fast()));
+    outcomes.push(upsert(&server));
 
     for outcome in &outcomes {
         let texts = format!("{outcome:?} {outcome}");
@@ -561,7 +530,7 @@ async fn persistent_server_errors_stop_after_exactly_four_requests() {
     let server = MockServer::start().await;
     Mock::given(method("GET")).respond_with(ResponseTemplate::new(503)).expect(4).mount(&server).await;
 
-    let CommentOutcome::Warning(why) = upsert_comment_with(&env_at(server.uri()), &report(), &fast()) else {
+    let CommentOutcome::Warning(why) = upsert(&server) else {
         panic!("expected a warning");
     };
     assert!(why.contains("HTTP 503") && why.contains("gave up after 4 attempts"), "{why}");

@@ -6,28 +6,24 @@
 //! through [`escape_md`]: a trace is untrusted input, and a PR comment renders HTML and links.
 //! Strings this crate owns (strategy and decision names, formatted numbers) are written as-is.
 
-use super::{by_exposed_desc, compat_name, counted, ms, rank_list, Align};
-use super::{change_cell, interval, p_value, pct};
+use super::{pct, Align};
 use crate::compare::Comparison;
-use crate::hotspots::Hotspot;
 use crate::trace::attribute::Attribution;
 
 /// Renders an attribution as Markdown.
 pub fn attribution(a: &Attribution) -> String {
     let f = &a.followup;
     let mut out = format!("**commgate attribute: `{}`** — {}\n\n", f.decision.as_str(), escape_md(&f.reason));
-    out.push_str(&source_line(a));
+    out.push_str(&super::source_line(a, escape_md, &format!(" ({})", file_list(&a.source.files))));
     out.push_str("\n\n");
     if a.by_collective.is_empty() {
         out.push_str("_No communication kernels found._\n");
     } else {
-        let rows: Vec<Vec<String>> = by_exposed_desc(a).into_iter().map(collective_row).collect();
-        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &rows));
+        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, escape_md)));
     }
     if !a.ranks.is_empty() {
-        let rows: Vec<Vec<String>> = a.ranks.iter().map(super::rank_cells).collect();
         out.push_str("\n<details><summary>Per rank</summary>\n\n");
-        out.push_str(&table(&RANK_COLUMNS, &rows));
+        out.push_str(&table(&super::RANK_COLUMNS, &super::rank_rows(a)));
         out.push_str("\n</details>\n");
     }
     out.push('\n');
@@ -82,33 +78,6 @@ pub(crate) fn code_span(s: &str) -> String {
     format!("`{inner}`")
 }
 
-const RANK_COLUMNS: [(&str, Align); 8] = [
-    ("rank", Align::Right),
-    ("steps", Align::Right),
-    ("comm ms", Align::Right),
-    ("compute ms", Align::Right),
-    ("overlapped ms", Align::Right),
-    ("exposed ms", Align::Right),
-    ("overlap %", Align::Right),
-    ("comm kernels", Align::Right),
-];
-
-/// The source, with the file names since a reviewer wants to know which traces.
-fn source_line(a: &Attribution) -> String {
-    let s = &a.source;
-    format!(
-        "Source: {}, {} ({}), ranks {}, world size {}, steps {}, window {}, compat {}",
-        escape_md(&s.format),
-        counted(s.files.len(), "file", "files"),
-        file_list(&s.files),
-        rank_list(&s.ranks),
-        s.world_size,
-        s.steps,
-        escape_md(&s.window),
-        compat_name(s.compat)
-    )
-}
-
 /// The first few file names, escaped, then how many more: one trace per rank would otherwise
 /// turn a 512-rank job's comment into a wall of names.
 fn file_list(files: &[String]) -> String {
@@ -120,27 +89,10 @@ fn file_list(files: &[String]) -> String {
     names.join(", ")
 }
 
-fn collective_row(h: &Hotspot) -> Vec<String> {
-    super::collective_cells(h, escape_md)
-}
-
 /// Priority, mitigation and next measurements, as a list.
 fn decision_lines(a: &Attribution) -> String {
-    let priority = match &a.priority {
-        Some(h) => format!("{} ({} ms exposed per step)", escape_md(&h.collective), ms(h.exposed_comm_ms)),
-        None => "none".to_string(),
-    };
-    let m = &a.mitigation;
-    let mitigation = match &m.target {
-        Some(target) => format!("`{}` on {}", m.strategy.as_str(), escape_md(target)),
-        None => format!("`{}`", m.strategy.as_str()),
-    };
-    let next = if m.next_measurements.is_empty() {
-        "none".to_string()
-    } else {
-        m.next_measurements.iter().map(|s| escape_md(s)).collect::<Vec<_>>().join(", ")
-    };
-    format!("- **Priority:** {priority}\n- **Mitigation:** {mitigation}\n- **Next measurements:** {next}\n")
+    let d = super::decisions(a, escape_md, |strategy| format!("`{strategy}`"));
+    format!("- **Priority:** {}\n- **Mitigation:** {}\n- **Next measurements:** {}\n", d.priority, d.mitigation, d.next)
 }
 
 /// A GFM table; cells must already be escaped.
@@ -192,31 +144,13 @@ pub(crate) fn metric_table(c: &Comparison) -> String {
         .metrics
         .iter()
         .map(|m| {
-            vec![
-                escape_md(&m.label()),
-                ms(m.baseline),
-                ms(m.current),
-                change_cell(m),
-                interval(m.ci),
-                p_value(m.p_adjusted),
-                format!("{}/{}", m.n_baseline, m.n_current),
-                format!("`{}`", m.state.as_str()),
-            ]
+            let mut row = super::metric_cells(m, escape_md);
+            row.push(format!("`{}`", m.state.as_str()));
+            row
         })
         .collect();
-    table(&COMPARISON_COLUMNS, &rows)
+    table(&[&super::METRIC_COLUMNS[..], &[("state", Align::Left)]].concat(), &rows)
 }
-
-const COMPARISON_COLUMNS: [(&str, Align); 8] = [
-    ("metric", Align::Left),
-    ("baseline ms", Align::Right),
-    ("current ms", Align::Right),
-    ("change", Align::Right),
-    ("95 % CI", Align::Right),
-    ("p (Holm)", Align::Right),
-    ("n base/cur", Align::Right),
-    ("state", Align::Left),
-];
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,11 @@
 //! Renderers: data in, `String` out. No file or network I/O here; the caller writes.
 //!
-//! This module owns the output [`Format`], the dispatch [`render_attribution`], and the cell
-//! formatting that the text and Markdown renderers share (so a payload or a ratio reads the same
-//! in a terminal and in a PR comment). Renderers display the decisions an [`Attribution`]
-//! carries; they never recompute them.
+//! This module owns the output [`Format`], the dispatch [`render_attribution`], and what the
+//! text and Markdown renderers share: the cell formatting, the table columns and rows, the source
+//! line and the decisions (so a payload or a ratio reads the same in a terminal and in a PR
+//! comment). Where a trace-supplied string goes in, the renderer passes its escaping function
+//! (`plain` or `escape_md`). Renderers display the decisions an [`Attribution`] carries; they
+//! never recompute them.
 
 pub mod check;
 pub mod json;
@@ -181,6 +183,36 @@ pub(crate) fn collective_cells(h: &Hotspot, escape: fn(&str) -> String) -> Vec<S
     ]
 }
 
+/// The per-collective table's rows in report order (see [`by_exposed_desc`]), the names made
+/// safe by `escape`.
+pub(crate) fn collective_rows(a: &Attribution, escape: fn(&str) -> String) -> Vec<Vec<String>> {
+    by_exposed_desc(a).into_iter().map(|h| collective_cells(h, escape)).collect()
+}
+
+/// The per-rank table's columns, headed as the Markdown heads them; [`rank_cells`] fills them in
+/// this order. The terminal's table says "ms per step" once in its title, so
+/// [`rank_columns_without_unit`] drops the ` ms` from its heads.
+pub(crate) const RANK_COLUMNS: [(&str, Align); 8] = [
+    ("rank", Align::Right),
+    ("steps", Align::Right),
+    ("comm ms", Align::Right),
+    ("compute ms", Align::Right),
+    ("overlapped ms", Align::Right),
+    ("exposed ms", Align::Right),
+    ("overlap %", Align::Right),
+    ("comm kernels", Align::Right),
+];
+
+/// [`RANK_COLUMNS`] with the ` ms` unit taken off the heads (`comm`, `compute`, ...).
+pub(crate) fn rank_columns_without_unit() -> [(&'static str, Align); 8] {
+    RANK_COLUMNS.map(|(head, align)| (head.strip_suffix(" ms").unwrap_or(head), align))
+}
+
+/// The per-rank table's rows, one per rank in the attribution's order.
+pub(crate) fn rank_rows(a: &Attribution) -> Vec<Vec<String>> {
+    a.ranks.iter().map(rank_cells).collect()
+}
+
 /// The cells of one rank's row.
 pub(crate) fn rank_cells(r: &crate::trace::attribute::RankSummary) -> Vec<String> {
     vec![
@@ -215,6 +247,79 @@ pub(crate) fn rank_list(ranks: &[u32]) -> String {
         .map(|&(start, end)| if start == end { start.to_string() } else { format!("{start}-{end}") })
         .collect();
     parts.join(", ")
+}
+
+/// `Source: kineto, 2 files, ranks 0-1, world size 2, steps 4, window steps, compat default`,
+/// the trace-supplied strings made safe by `escape`; `files` follows the file count (the
+/// Markdown names the traces there, the terminal only counts them).
+pub(crate) fn source_line(a: &Attribution, escape: fn(&str) -> String, files: &str) -> String {
+    let s = &a.source;
+    format!(
+        "Source: {}, {}{files}, ranks {}, world size {}, steps {}, window {}, compat {}",
+        escape(&s.format),
+        counted(s.files.len(), "file", "files"),
+        rank_list(&s.ranks),
+        s.world_size,
+        s.steps,
+        escape(&s.window),
+        compat_name(s.compat)
+    )
+}
+
+/// The values of the decision lines, which the text and Markdown label each in their own way.
+pub(crate) struct Decisions {
+    /// `all_to_all (20.000 ms exposed per step)`, or `none`.
+    pub priority: String,
+    /// The strategy, then ` on <target>` when the mitigation names one.
+    pub mitigation: String,
+    /// The next measurements, comma-separated, or `none`.
+    pub next: String,
+}
+
+/// The attribution's decisions, the trace-supplied strings made safe by `escape` and the
+/// strategy name written by `strategy` (the Markdown sets it in code).
+pub(crate) fn decisions(a: &Attribution, escape: fn(&str) -> String, strategy: fn(&str) -> String) -> Decisions {
+    let priority = match &a.priority {
+        Some(h) => format!("{} ({} ms exposed per step)", escape(&h.collective), ms(h.exposed_comm_ms)),
+        None => "none".to_string(),
+    };
+    let m = &a.mitigation;
+    let name = strategy(m.strategy.as_str());
+    let mitigation = match &m.target {
+        Some(target) => format!("{name} on {}", escape(target)),
+        None => name,
+    };
+    let next = if m.next_measurements.is_empty() {
+        "none".to_string()
+    } else {
+        m.next_measurements.iter().map(|s| escape(s)).collect::<Vec<_>>().join(", ")
+    };
+    Decisions { priority, mitigation, next }
+}
+
+/// The metric table's leading columns (text and Markdown); each renderer appends its own
+/// trailing ones. [`metric_cells`] fills them in this order.
+pub(crate) const METRIC_COLUMNS: [(&str, Align); 7] = [
+    ("metric", Align::Left),
+    ("baseline ms", Align::Right),
+    ("current ms", Align::Right),
+    ("change", Align::Right),
+    ("95 % CI", Align::Right),
+    ("p (Holm)", Align::Right),
+    ("n base/cur", Align::Right),
+];
+
+/// The leading cells of one metric's row, the label written by `label`.
+pub(crate) fn metric_cells(m: &crate::compare::MetricComparison, label: fn(&str) -> String) -> Vec<String> {
+    vec![
+        label(&m.label()),
+        ms(m.baseline),
+        ms(m.current),
+        change_cell(m),
+        interval(m.ci),
+        p_value(m.p_adjusted),
+        format!("{}/{}", m.n_baseline, m.n_current),
+    ]
 }
 
 /// `1 file`, `2 files`.
@@ -435,27 +540,25 @@ mod tests {
         assert_eq!(render_attribution(&a, Format::Markdown), markdown::attribution(&a));
     }
 
+    /// Snapshots `a` in the three formats, as `<name>_text`, `<name>_markdown` and `<name>_json`.
+    fn assert_snapshots(name: &str, a: Attribution) {
+        insta::assert_snapshot!(format!("{name}_text"), text::attribution(&a));
+        insta::assert_snapshot!(format!("{name}_markdown"), markdown::attribution(&a));
+        insta::assert_snapshot!(format!("{name}_json"), json::attribution(&a));
+    }
+
     #[test]
     fn snapshot_seed_events() {
-        let a = seed();
-        insta::assert_snapshot!("seed_text", text::attribution(&a));
-        insta::assert_snapshot!("seed_markdown", markdown::attribution(&a));
-        insta::assert_snapshot!("seed_json", json::attribution(&a));
+        assert_snapshots("seed", seed());
     }
 
     #[test]
     fn snapshot_multi_rank_kineto() {
-        let a = multi_rank();
-        insta::assert_snapshot!("multi_rank_text", text::attribution(&a));
-        insta::assert_snapshot!("multi_rank_markdown", markdown::attribution(&a));
-        insta::assert_snapshot!("multi_rank_json", json::attribution(&a));
+        assert_snapshots("multi_rank", multi_rank());
     }
 
     #[test]
     fn snapshot_empty_asks_for_more_evidence() {
-        let a = empty();
-        insta::assert_snapshot!("empty_text", text::attribution(&a));
-        insta::assert_snapshot!("empty_markdown", markdown::attribution(&a));
-        insta::assert_snapshot!("empty_json", json::attribution(&a));
+        assert_snapshots("empty", empty());
     }
 }

@@ -5,27 +5,22 @@
 //! Strings that come from traces (collective names) pass through `plain`, so a control
 //! character in a kernel's metadata cannot move the cursor or recolor the terminal.
 
-use super::{by_exposed_desc, compat_name, counted, ms, rank_list, Align};
-use super::{change_cell, interval, p_value, pct};
+use super::{pct, Align};
 use crate::compare::{Comparison, MetricComparison};
-use crate::hotspots::Hotspot;
 use crate::trace::attribute::Attribution;
 
 /// Renders an attribution for a terminal.
 pub fn attribution(a: &Attribution) -> String {
-    let mut out = String::new();
-    out.push_str(&source_line(a));
+    let mut out = super::source_line(a, plain, "");
     out.push_str("\n\n");
     if a.by_collective.is_empty() {
         out.push_str("No communication kernels found.\n");
     } else {
-        let rows: Vec<Vec<String>> = by_exposed_desc(a).into_iter().map(collective_row).collect();
-        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &rows));
+        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, plain)));
     }
     if !a.ranks.is_empty() {
         out.push_str("\nPer rank (ms per step):\n");
-        let rows: Vec<Vec<String>> = a.ranks.iter().map(super::rank_cells).collect();
-        out.push_str(&table(&RANK_COLUMNS, &rows));
+        out.push_str(&table(&super::rank_columns_without_unit(), &super::rank_rows(a)));
     }
     out.push('\n');
     for line in decision_lines(a) {
@@ -35,57 +30,14 @@ pub fn attribution(a: &Attribution) -> String {
     out
 }
 
-const RANK_COLUMNS: [(&str, Align); 8] = [
-    ("rank", Align::Right),
-    ("steps", Align::Right),
-    ("comm", Align::Right),
-    ("compute", Align::Right),
-    ("overlapped", Align::Right),
-    ("exposed", Align::Right),
-    ("overlap %", Align::Right),
-    ("comm kernels", Align::Right),
-];
-
-/// `Source: kineto, 2 files, ranks 0-1, world size 2, steps 4, window steps, compat default`.
-fn source_line(a: &Attribution) -> String {
-    let s = &a.source;
-    format!(
-        "Source: {}, {}, ranks {}, world size {}, steps {}, window {}, compat {}",
-        plain(&s.format),
-        counted(s.files.len(), "file", "files"),
-        rank_list(&s.ranks),
-        s.world_size,
-        s.steps,
-        plain(&s.window),
-        compat_name(s.compat)
-    )
-}
-
-fn collective_row(h: &Hotspot) -> Vec<String> {
-    super::collective_cells(h, plain)
-}
-
 /// Priority, mitigation, next measurements and follow-up, one line each.
 fn decision_lines(a: &Attribution) -> [String; 4] {
-    let priority = match &a.priority {
-        Some(h) => format!("Priority: {} ({} ms exposed per step)", plain(&h.collective), ms(h.exposed_comm_ms)),
-        None => "Priority: none".to_string(),
-    };
-    let m = &a.mitigation;
-    let mitigation = match &m.target {
-        Some(target) => format!("Mitigation: {} on {}", m.strategy.as_str(), plain(target)),
-        None => format!("Mitigation: {}", m.strategy.as_str()),
-    };
-    let next = if m.next_measurements.is_empty() {
-        "none".to_string()
-    } else {
-        m.next_measurements.iter().map(|s| plain(s)).collect::<Vec<_>>().join(", ")
-    };
+    let d = super::decisions(a, plain, str::to_owned);
     let f = &a.followup;
     [
-        priority,
-        mitigation,
-        format!("Next measurements: {next}"),
+        format!("Priority: {}", d.priority),
+        format!("Mitigation: {}", d.mitigation),
+        format!("Next measurements: {}", d.next),
         format!("Follow-up: {} — {}", f.decision.as_str(), plain(&f.reason)),
     ]
 }
@@ -141,7 +93,7 @@ pub fn comparison(c: &Comparison) -> String {
     if rows.is_empty() {
         out.push_str("No metrics compared.\n");
     } else {
-        out.push_str(&table(&METRIC_COLUMNS, &rows));
+        out.push_str(&table(&[&super::METRIC_COLUMNS[..], &METRIC_TAIL_COLUMNS].concat(), &rows));
     }
     let blocking = if c.regression { " (blocking: confirmed regression)" } else { "" };
     out.push_str(&format!("\nVerdict: {}{blocking}\n", c.verdict.as_str()));
@@ -151,17 +103,8 @@ pub fn comparison(c: &Comparison) -> String {
     out
 }
 
-const METRIC_COLUMNS: [(&str, Align); 9] = [
-    ("metric", Align::Left),
-    ("baseline ms", Align::Right),
-    ("current ms", Align::Right),
-    ("change", Align::Right),
-    ("95 % CI", Align::Right),
-    ("p (Holm)", Align::Right),
-    ("n base/cur", Align::Right),
-    ("method", Align::Left),
-    ("state", Align::Left),
-];
+/// The shared metric columns, then how each was estimated and its state.
+const METRIC_TAIL_COLUMNS: [(&str, Align); 2] = [("method", Align::Left), ("state", Align::Left)];
 
 fn baseline_line(c: &Comparison) -> String {
     let b = &c.baseline;
@@ -176,18 +119,11 @@ fn baseline_line(c: &Comparison) -> String {
     )
 }
 
+/// The metric's row; its label is the crate's own, written as-is.
 fn metric_row(m: &MetricComparison) -> Vec<String> {
-    vec![
-        m.label(),
-        ms(m.baseline),
-        ms(m.current),
-        change_cell(m),
-        interval(m.ci),
-        p_value(m.p_adjusted),
-        format!("{}/{}", m.n_baseline, m.n_current),
-        m.method.to_string(),
-        m.state.as_str().to_string(),
-    ]
+    let mut row = super::metric_cells(m, str::to_owned);
+    row.extend([m.method.to_string(), m.state.as_str().to_string()]);
+    row
 }
 
 #[cfg(test)]

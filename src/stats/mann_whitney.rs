@@ -173,6 +173,24 @@ mod tests {
     use approx::assert_relative_eq;
     use proptest::prelude::*;
 
+    /// What SciPy's `mannwhitneyu` gives for one pair of samples (one-sided p-values).
+    struct Scipy {
+        exact: bool,
+        u: f64,
+        p_greater: f64,
+        p_less: f64,
+    }
+
+    /// Asserts that `mann_whitney_u(x, y)` takes SciPy's path (exact or asymptotic) and gives its
+    /// U exactly and its p-values within `max_relative`.
+    fn assert_matches_scipy(x: &[f64], y: &[f64], scipy: Scipy, max_relative: f64) {
+        let r = mann_whitney_u(x, y);
+        assert_eq!(r.exact, scipy.exact);
+        assert_eq!(r.u, scipy.u);
+        assert_relative_eq!(r.p_greater, scipy.p_greater, max_relative = max_relative);
+        assert_relative_eq!(r.p_less, scipy.p_less, max_relative = max_relative);
+    }
+
     // from scipy import stats
     // x = [1.1, 2.3, 3.5, 4.0, 5.2]; y = [2.0, 4.4, 6.1, 7.3, 8.9]
     // stats.mannwhitneyu(y, x, alternative='greater', method='exact')  -> U = 20, p = 0.07539682539682539 (19/252)
@@ -181,11 +199,8 @@ mod tests {
     fn exact_five_by_five_matches_scipy() {
         let x = [1.1, 2.3, 3.5, 4.0, 5.2];
         let y = [2.0, 4.4, 6.1, 7.3, 8.9];
-        let r = mann_whitney_u(&y, &x);
-        assert!(r.exact);
-        assert_eq!(r.u, 20.0);
-        assert_relative_eq!(r.p_greater, 19.0 / 252.0, max_relative = 1e-15);
-        assert_relative_eq!(r.p_less, 240.0 / 252.0, max_relative = 1e-15);
+        let scipy = Scipy { exact: true, u: 20.0, p_greater: 19.0 / 252.0, p_less: 240.0 / 252.0 };
+        assert_matches_scipy(&y, &x, scipy, 1e-15);
     }
 
     // x = [1, 2, 3, 5, 6]; y = [4, 7, 8, 9, 10]
@@ -211,11 +226,8 @@ mod tests {
     fn exact_eight_by_hundred_matches_scipy() {
         let x: Vec<f64> = (0..8).map(|i| i as f64 * 1.37 + 0.5).collect();
         let y: Vec<f64> = (0..100).map(|i| i as f64 * 0.113 + 0.05).collect();
-        let r = mann_whitney_u(&x, &y);
-        assert!(r.exact);
-        assert_eq!(r.u, 375.0);
-        assert_relative_eq!(r.p_greater, 0.615469587416491, max_relative = 1e-12);
-        assert_relative_eq!(r.p_less, 0.3889417975749221, max_relative = 1e-12);
+        let scipy = Scipy { exact: true, u: 375.0, p_greater: 0.615469587416491, p_less: 0.3889417975749221 };
+        assert_matches_scipy(&x, &y, scipy, 1e-12);
     }
 
     // x = np.arange(20) * 1.01; y = np.arange(500) * 0.0407 + 0.003  (the largest exact case)
@@ -225,11 +237,8 @@ mod tests {
     fn exact_twenty_by_five_hundred_matches_scipy() {
         let x: Vec<f64> = (0..20).map(|i| i as f64 * 1.01).collect();
         let y: Vec<f64> = (0..500).map(|i| i as f64 * 0.0407 + 0.003).collect();
-        let r = mann_whitney_u(&x, &y);
-        assert!(r.exact);
-        assert_eq!(r.u, 4723.0);
-        assert_relative_eq!(r.p_greater, 0.6620831561324302, max_relative = 1e-12);
-        assert_relative_eq!(r.p_less, 0.33846832411966254, max_relative = 1e-12);
+        let scipy = Scipy { exact: true, u: 4723.0, p_greater: 0.6620831561324302, p_less: 0.33846832411966254 };
+        assert_matches_scipy(&x, &y, scipy, 1e-12);
     }
 
     // x = [1, 2, 2, 3, 3, 3, 4, 5, 5, 6]; y = [2, 3, 4, 4, 5, 6, 6, 6, 7, 8, 9]
@@ -239,11 +248,8 @@ mod tests {
     fn asymptotic_with_ties_matches_scipy() {
         let x = [1.0, 2.0, 2.0, 3.0, 3.0, 3.0, 4.0, 5.0, 5.0, 6.0];
         let y = [2.0, 3.0, 4.0, 4.0, 5.0, 6.0, 6.0, 6.0, 7.0, 8.0, 9.0];
-        let r = mann_whitney_u(&x, &y);
-        assert!(!r.exact);
-        assert_eq!(r.u, 24.0);
-        assert_relative_eq!(r.p_less, 0.01498776997195982, max_relative = 1e-10);
-        assert_relative_eq!(r.p_greater, 0.9875055582132839, max_relative = 1e-10);
+        let scipy = Scipy { exact: false, u: 24.0, p_greater: 0.9875055582132839, p_less: 0.01498776997195982 };
+        assert_matches_scipy(&x, &y, scipy, 1e-10);
     }
 
     // x = np.arange(30) * 0.7 + 3; y = np.arange(40) * 0.55  (min side 30 > 20; one float tie, U = 726.5)
@@ -253,11 +259,8 @@ mod tests {
     fn asymptotic_large_without_ties_matches_scipy() {
         let x: Vec<f64> = (0..30).map(|i| i as f64 * 0.7 + 3.0).collect();
         let y: Vec<f64> = (0..40).map(|i| i as f64 * 0.55).collect();
-        let r = mann_whitney_u(&x, &y);
-        assert!(!r.exact);
-        assert_eq!(r.u, 726.5);
-        assert_relative_eq!(r.p_greater, 0.06741052157821828, max_relative = 1e-10);
-        assert_relative_eq!(r.p_less, 0.9341236170812368, max_relative = 1e-10);
+        let scipy = Scipy { exact: false, u: 726.5, p_greater: 0.06741052157821828, p_less: 0.9341236170812368 };
+        assert_matches_scipy(&x, &y, scipy, 1e-10);
     }
 
     #[test]
