@@ -182,7 +182,7 @@ fn post_comment(gh: &GithubEnv, markdown: &str) {
 /// Resolves a benchmark request against the launcher's environment and the machine: the one
 /// place that probes CUDA to decide a setting, with at most one note on stderr.
 fn resolve_bench(request: BenchRequest) -> Result<(BenchSettings, Option<Launch>)> {
-    let launch = launch::from_env(|k| std::env::var(k).ok()).map_err(|m| anyhow::anyhow!("{m}"))?;
+    let launch = launch::from_env(|k| std::env::var(k).ok())?;
     let (settings, note) = request.resolve(launch.as_ref(), bench::cuda::probe);
     if let Some(note) = note {
         eprintln!("commgate: {note}");
