@@ -1,6 +1,6 @@
 //! THE decision: a comparison, trace evidence and the state of the inputs in, one verdict out
 //! (`accept`, `tune` or `collect_more_evidence`), whether it blocks, and why. Reports display a
-//! [`Verdict`]; they never recompute it (STYLE.md habit 5).
+//! [`Verdict`]; they never recompute it.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 //! The mock backend: deterministic timings from a seed, so tests can assert exact output
-//! (STYLE.md habit 6, after hyperfine's `MockExecutor`). A simple machine model — communication
+//! (after hyperfine's `MockExecutor`). A simple machine model — communication
 //! at a fixed bus bandwidth, compute at a fixed rate, an overlap that hides 85 % of the shorter
 //! phase — with seeded log-normal noise per rank and repeat.
 //!

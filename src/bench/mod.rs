@@ -1,12 +1,12 @@
 //! `commgate bench`: the overlap benchmark. The same all-reduce payload and matmul, timed with
 //! communication alone, compute alone, serially on one stream, and overlapped on two streams,
 //! after warm-up and over many repeats, per rank; the slowest rank's time per repeat is the
-//! sample (formats.md, "Result file").
+//! sample (docs/formats.md, "Result file").
 //!
-//! Hardware sits behind the narrow [`Backend`] trait (STYLE.md habit 6): `cuda/` is the only
+//! Hardware sits behind the narrow [`Backend`] trait: `cuda/` is the only
 //! module that touches CUDA, `cpu/` gives real timings without a GPU, `mock.rs` exact ones for
-//! tests, `host.rs` reads what `/proc` says about the machine. `launch.rs` reads the launcher's
-//! environment and runs the TCP rendezvous.
+//! tests, `host.rs` reads what `/proc` says about the machine. `launch/` reads the launcher's
+//! environment and runs the TCP rendezvous; `settings.rs` turns a request into settings.
 
 pub mod assemble;
 pub mod cpu;

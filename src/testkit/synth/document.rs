@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use super::events::{push, push_ts, push_u64};
+use super::json::{push, push_ts, push_u64};
 use super::vocab::{BASE_TIME_NS, COMPUTE_STREAM, GPUS_PER_HOST, NCCL_STREAM, T0_NS};
 use super::Ctx;
 

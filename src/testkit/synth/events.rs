@@ -5,8 +5,8 @@
 use std::io::{self, Write};
 
 use super::document::Doc;
-use super::timeline::{Pass, Track};
-use super::vocab::{Coll, CollKind, KernelShape, MemOp, COMPUTE_STREAM, NCCL_STREAM};
+use super::json::{push, push_ts, push_u64};
+use super::vocab::{Coll, CollKind, KernelShape, MemOp, Pass, Track, COMPUTE_STREAM, NCCL_STREAM};
 use super::Ctx;
 
 /// An event name; the formatted ones are written without allocating.
@@ -315,36 +315,6 @@ fn shape_args(buf: &mut Vec<u8>, coll: &Coll) {
         push(buf, "\", \"");
         push(buf, ty);
         push(buf, "\"]");
-    }
-}
-
-pub(super) fn push(buf: &mut Vec<u8>, s: &str) {
-    buf.extend_from_slice(s.as_bytes());
-}
-
-pub(super) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[i..]);
-}
-
-/// A time in µs from ns: `123.456` (always three decimals) or `123`.
-pub(super) fn push_ts(buf: &mut Vec<u8>, ns: u64, frac: bool) {
-    push_u64(buf, ns / 1_000);
-    if frac {
-        let rem = ns % 1_000;
-        buf.push(b'.');
-        buf.push(b'0' + (rem / 100) as u8);
-        buf.push(b'0' + (rem / 10 % 10) as u8);
-        buf.push(b'0' + (rem % 10) as u8);
     }
 }
 

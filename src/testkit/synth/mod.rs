@@ -33,6 +33,7 @@
 
 mod document;
 mod events;
+mod json;
 mod timeline;
 mod vocab;
 
@@ -40,7 +41,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use document::Doc;
-use timeline::{run_pass, Pass};
+use timeline::run_pass;
+use vocab::Pass;
 use vocab::GPUS_PER_HOST;
 
 /// What to generate. All ranks of one spec describe the same run.

@@ -8,26 +8,10 @@ use std::io::{self, Write};
 use super::document::Doc;
 use super::events::{Args, Emitter, Kernel, Name};
 use super::vocab::{
-    Coll, CollKind, Dtype, KernelShape, MemOp, ADAM, CBID_LAUNCH, CBID_LAUNCH_EXC, CBID_STREAM_SYNC, CBID_WAIT_EVENT,
-    FIRST_STEP, GELU, GELU_BWD, GEMM_DGRAD, GEMM_FWD, GEMM_WGRAD, NCCL_SHAPE, T0_NS,
+    Coll, CollKind, Dtype, KernelShape, MemOp, Pass, Track, ADAM, CBID_LAUNCH, CBID_LAUNCH_EXC, CBID_STREAM_SYNC,
+    CBID_WAIT_EVENT, FIRST_STEP, GELU, GELU_BWD, GEMM_DGRAD, GEMM_FWD, GEMM_WGRAD, NCCL_SHAPE, T0_NS,
 };
 use super::Ctx;
-
-/// Which half of the document a run over the simulation writes (see the parent module's docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Pass {
-    Cpu,
-    Gpu,
-}
-
-/// A CPU thread or GPU stream of the rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Track {
-    Main,
-    Bwd,
-    Compute,
-    Nccl,
-}
 
 /// Runs the whole simulation once, writing the events `pass` selects. Returns the trace's end.
 pub(super) fn run_pass<W: Write>(ctx: &Ctx, pass: Pass, doc: &mut Doc<W>) -> io::Result<u64> {

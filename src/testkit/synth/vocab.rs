@@ -198,3 +198,19 @@ impl MemOp {
         }
     }
 }
+
+/// Which half of the document a run over the simulation writes (see the parent module's docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pass {
+    Cpu,
+    Gpu,
+}
+
+/// A CPU thread or GPU stream of the rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Track {
+    Main,
+    Bwd,
+    Compute,
+    Nccl,
+}
