@@ -104,23 +104,21 @@ impl BenchRequest {
         launch: Option<&Launch>,
         probe: impl FnOnce() -> Result<u32, E>,
     ) -> (BenchSettings, Option<String>) {
-        let mut probe = Some(probe);
-        let mut probed: Option<Result<u32, String>> = None;
-        let mut visible = || -> Result<u32, String> {
-            probed
-                .get_or_insert_with(|| match probe.take() {
-                    Some(p) => p().map_err(|e| e.to_string()),
-                    None => Ok(0),
-                })
-                .clone()
+        let world_size = launch.map(|l| l.world_size).or(self.world_size.filter(|n| *n > 0));
+        // The GPUs are counted only when `auto` must choose, or cuda must size the job.
+        let must_count = match self.backend {
+            BackendChoice::Auto => true,
+            BackendChoice::Cuda => world_size.is_none(),
+            BackendChoice::Cpu | BackendChoice::Mock => false,
         };
+        let visible = must_count.then(|| probe().map_err(|e| e.to_string()));
         let mut note = None;
         let backend = match self.backend {
             BackendChoice::Cuda => BackendKind::Cuda,
             BackendChoice::Cpu => BackendKind::Cpu,
             BackendChoice::Mock => BackendKind::Mock,
-            BackendChoice::Auto => match visible() {
-                Ok(n) if n > 0 => BackendKind::Cuda,
+            BackendChoice::Auto => match visible.as_ref().unwrap_or(&Ok(0)) {
+                Ok(n) if *n > 0 => BackendKind::Cuda,
                 Ok(_) => {
                     note = Some("no CUDA device visible; using the CPU backend (--backend cpu)".to_string());
                     BackendKind::Cpu
@@ -131,13 +129,10 @@ impl BenchRequest {
                 }
             },
         };
-        let world_size = match (launch, self.world_size.filter(|n| *n > 0)) {
-            (Some(l), _) => l.world_size,
-            (None, Some(n)) => n,
-            (None, None) if backend == BackendKind::Cuda => {
-                visible().ok().filter(|n| *n > 0).unwrap_or(DEFAULT_WORLD_SIZE)
-            }
-            (None, None) => DEFAULT_WORLD_SIZE,
+        let world_size = match (world_size, &visible) {
+            (Some(n), _) => n,
+            (None, Some(Ok(n))) if backend == BackendKind::Cuda && *n > 0 => *n,
+            (None, _) => DEFAULT_WORLD_SIZE,
         };
         let d = if backend == BackendKind::Cpu { CPU_DEFAULTS } else { GPU_DEFAULTS };
         let plan = Plan {
