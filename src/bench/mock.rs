@@ -51,6 +51,8 @@ impl MockBackend {
         let hardware = HardwareInfo {
             gpu_name: Some("Mock GPU".to_string()),
             gpu_count: plan.world_size,
+            gpu_memory_mib: Some(81_920),
+            topology: Some("mock".to_string()),
             driver: Some("mock".to_string()),
             cuda: None,
             nccl: None,

@@ -77,6 +77,11 @@ impl Plan {
 pub struct HardwareInfo {
     pub gpu_name: Option<String>,
     pub gpu_count: u32,
+    /// Memory of one GPU, MiB (the first device's; a job's GPUs are one model).
+    pub gpu_memory_mib: Option<u64>,
+    /// How the GPUs reach each other, from the driver (e.g. `nvlink`, `pcie-p2p`, `no-p2p`,
+    /// `single-gpu`); `None` where nothing could be asked.
+    pub topology: Option<String>,
     pub driver: Option<String>,
     pub cuda: Option<String>,
     pub nccl: Option<String>,

@@ -62,6 +62,8 @@ impl CudaBackend {
             gpu_name: rig.gpu_name(),
             // GPUs in the job: one per rank, whether one process drives them or many.
             gpu_count: plan.world_size,
+            gpu_memory_mib: None,
+            topology: None,
             driver: host::driver_version(),
             cuda: ffi::driver_cuda_version().map(cuda_version_string),
             nccl: cudarc::nccl::result::get_nccl_version().ok().map(nccl_version_string),
