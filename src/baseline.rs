@@ -264,7 +264,7 @@ mod tests {
         assert!(update(&store, &from, 3).unwrap_err().message.contains("failed run"));
 
         let mut moved = fixtures::run(&[1.0]);
-        moved.hardware.fingerprint = "other-gpu".into();
+        moved.hardware.gpu_name = Some("other-gpu".into());
         let from = write_result(tmp.path(), "moved.json", &moved);
         assert!(update(&store, &from, 3).expect("accepted").fingerprint_note.is_some());
     }

@@ -11,7 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::decision::Decision;
 
-pub const SCHEMA_VERSION: u32 = 1;
+mod machine;
+mod migrate;
+
+pub use machine::{Hardware, Provenance, Software, SoftwareChange};
+
+/// Version 2 split `hardware` into `hardware` and `software` and added `provenance`; version 1
+/// files are upgraded as they are read ([`upgrade_v1`]).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
@@ -22,6 +29,9 @@ pub struct RunResult {
     pub created_at: String,
     pub workload: Workload,
     pub hardware: Hardware,
+    pub software: Software,
+    #[serde(default)]
+    pub provenance: Provenance,
     pub evidence_level: EvidenceLevel,
     pub failure: Option<Failure>,
     #[serde(default)]
@@ -67,24 +77,6 @@ impl Workload {
         ];
         pairs.into_iter().find(|(_, a, b)| a != b)
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hardware {
-    #[serde(default)]
-    pub gpu_name: Option<String>,
-    #[serde(default)]
-    pub gpu_count: u32,
-    #[serde(default)]
-    pub driver: Option<String>,
-    #[serde(default)]
-    pub cuda: Option<String>,
-    #[serde(default)]
-    pub nccl: Option<String>,
-    #[serde(default)]
-    pub host_cpu: Option<String>,
-    /// A stable hash of the fields above; runs compare only on matching hardware.
-    pub fingerprint: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,6 +213,12 @@ pub fn parse_versioned<T: serde::de::DeserializeOwned>(text: &str, what: &str) -
     match version.schema_version {
         None => return Err(format!("has no `schema_version`; is it a {what}?")),
         Some(v) if v.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
+        Some(v) if v.as_u64() == Some(1) => {
+            let mut doc: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| format!("is not a JSON object: {}", one_line(&e)))?;
+            migrate::upgrade_v1(&mut doc);
+            return serde_path_to_error::deserialize(doc).map_err(|e| field_error(&e));
+        }
         Some(v) => {
             return Err(format!(
                 "`schema_version` is {v}, this commgate reads {SCHEMA_VERSION}; use the commgate version that wrote it, or re-run it"
@@ -228,15 +226,18 @@ pub fn parse_versioned<T: serde::de::DeserializeOwned>(text: &str, what: &str) -
         }
     }
     let de = &mut serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = one_line(e.inner());
-        if path == "." {
-            inner
-        } else {
-            format!("`{path}`: {inner}")
-        }
-    })
+    serde_path_to_error::deserialize(de).map_err(|e| field_error(&e))
+}
+
+/// "`rows[2].samples_ms[5]`: invalid type…": the field path, then serde's message on one line.
+fn field_error(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let path = e.path().to_string();
+    let inner = one_line(e.inner());
+    if path == "." {
+        inner
+    } else {
+        format!("`{path}`: {inner}")
+    }
 }
 
 fn one_line(e: &serde_json::Error) -> String {
@@ -341,12 +342,15 @@ pub mod fixtures {
             hardware: Hardware {
                 gpu_name: None,
                 gpu_count: 0,
-                driver: None,
-                cuda: None,
-                nccl: None,
+                gpu_memory_mib: None,
+                topology: None,
+                nodes: 1,
                 host_cpu: Some("mock".into()),
-                fingerprint: "mock-0000".into(),
-            },
+                fingerprint: String::new(),
+            }
+            .with_fingerprint(),
+            software: Software { commgate: "0.1.0".into(), ..Software::default() },
+            provenance: Provenance::default(),
             evidence_level: EvidenceLevel::Mock,
             failure: None,
             rows: vec![
@@ -376,10 +380,34 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_fingerprint_cannot_lie_and_v1_files_are_upgraded() {
+        let r = fixtures::run(&[1.0, 2.0]);
+        let mut v = serde_json::to_value(&r).expect("value");
+        v["hardware"]["fingerprint"] = "forged".into();
+        let back: RunResult = parse_versioned(&v.to_string(), "result").expect("parses");
+        assert_eq!(back.hardware.fingerprint, r.hardware.fingerprint);
+        assert_eq!(back.hardware.fingerprint.len(), 16);
+
+        // A version-1 file: software fields inside `hardware`, the old fingerprint.
+        let mut v1 = serde_json::to_value(&r).expect("value");
+        v1["schema_version"] = 1.into();
+        let software = v1.as_object_mut().expect("object").remove("software").expect("software");
+        assert_eq!(software["commgate"], "0.1.0");
+        v1.as_object_mut().expect("object").remove("provenance");
+        v1["hardware"]["nccl"] = "2.21.5".into();
+        v1["hardware"]["fingerprint"] = "5fdf6704ed9f0433".into();
+        let old: RunResult = parse_versioned(&v1.to_string(), "result").expect("v1 reads");
+        assert_eq!(old.schema_version, SCHEMA_VERSION);
+        assert_eq!(old.software.nccl.as_deref(), Some("2.21.5"));
+        assert_eq!(old.software.commgate, "0.1.0");
+        assert_eq!(old.hardware, r.hardware, "the fingerprint is the v2 one, from hardware alone");
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let mut v = serde_json::to_value(fixtures::run(&[1.0])).expect("value");
-        v["schema_version"] = 2.into();
-        assert!(parse_versioned::<RunResult>(&v.to_string(), "result").unwrap_err().contains("`schema_version` is 2"));
+        v["schema_version"] = 3.into();
+        assert!(parse_versioned::<RunResult>(&v.to_string(), "result").unwrap_err().contains("`schema_version` is 3"));
         let mut v = serde_json::to_value(fixtures::run(&[1.0])).expect("value");
         v["rows"][3]["samples_ms"][0] = "NaN".into();
         let e = parse_versioned::<RunResult>(&v.to_string(), "result").unwrap_err();

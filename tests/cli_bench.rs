@@ -45,7 +45,10 @@ fn mock_run_writes_a_complete_deterministic_result() {
     }
     let (va, vb) = (read(&a), read(&b));
     assert_eq!(va["rows"], vb["rows"], "same seed, same samples");
-    assert_eq!(va["schema_version"], 1);
+    assert_eq!(va["schema_version"], 2);
+    assert_eq!(va["software"]["commgate"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(va["hardware"]["nodes"], 1);
+    assert!(va["hardware"].get("nccl").is_none(), "software is not hardware");
     assert_eq!(va["evidence_level"], "mock");
     assert_eq!(va["workload"]["backend"], "mock");
     assert_eq!(va["workload"]["world_size"], 2);

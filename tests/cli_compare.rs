@@ -136,7 +136,7 @@ fn mismatched_workloads_exit_2() {
 #[test]
 fn other_hardware_asks_for_more_evidence_and_never_blocks() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let moved = edited(tmp.path(), "moved.json", SLOWER, |v| v["hardware"]["fingerprint"] = "other-gpu".into());
+    let moved = edited(tmp.path(), "moved.json", SLOWER, |v| v["hardware"]["gpu_name"] = "other-gpu".into());
     let (code, out, _) = compare(STORE, moved.to_str().expect("utf-8 path"), &["--format", "json"]);
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).expect("JSON");
@@ -159,7 +159,7 @@ fn baseline_update_builds_the_store_and_refuses_bad_runs() {
     let file = dir.join("SIM-MOCK/par-overlap-allreduce-matmul.json");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("store")).expect("json");
     assert_eq!(v["runs"].as_array().expect("runs").len(), 2);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     let leftovers: Vec<_> = std::fs::read_dir(file.parent().expect("dir")).expect("list").collect();
     assert_eq!(leftovers.len(), 1, "no temporary files left");
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use super::{HardwareInfo, Plan};
 use crate::decision::{Decision, Verdict};
 use crate::result::{
-    EvidenceLevel, Failure, Hardware, Metrics, Row, RunComparison, RunResult, Schedule, Tool, Workload, SCHEMA_VERSION,
+    EvidenceLevel, Failure, Hardware, Metrics, Provenance, Row, RunComparison, RunResult, Schedule, Software, Tool,
+    Workload, SCHEMA_VERSION,
 };
 use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::type7_quantile;
@@ -29,6 +30,11 @@ pub struct RunContext {
     pub backend: String,
     pub evidence_level: EvidenceLevel,
     pub hardware: HardwareInfo,
+    /// Nodes the job spans (1 without a launcher).
+    pub nodes: u32,
+    /// The run's `NCCL_*` settings ([`nccl_environment`]).
+    pub nccl_env: BTreeMap<String, String>,
+    pub provenance: Provenance,
     pub run_label: String,
     pub environment_profile: String,
     pub created_at: String,
@@ -78,7 +84,9 @@ pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failur
             repeats: ctx.plan.repeats,
             backend: ctx.backend.clone(),
         },
-        hardware: hardware(&ctx.hardware),
+        hardware: hardware(&ctx.hardware, ctx.nodes),
+        software: software(&ctx.hardware, ctx.nccl_env.clone()),
+        provenance: ctx.provenance.clone(),
         evidence_level: ctx.evidence_level,
         failure,
         rows,
@@ -194,30 +202,58 @@ fn rank_tail(overlap: &Row) -> Option<(u32, f64)> {
     (ratio > RANK_TAIL_FACTOR).then_some((i as u32, ratio))
 }
 
-/// The result's hardware block with a stable fingerprint of it (FNV-1a 64 over the fields).
-pub fn hardware(h: &HardwareInfo) -> Hardware {
-    let text = format!(
-        "{}|{}|{}|{}|{}|{}",
-        h.gpu_name.as_deref().unwrap_or(""),
-        h.gpu_count,
-        h.driver.as_deref().unwrap_or(""),
-        h.cuda.as_deref().unwrap_or(""),
-        h.nccl.as_deref().unwrap_or(""),
-        h.host_cpu.as_deref().unwrap_or("")
-    );
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
+/// The result's hardware block (what a baseline is only comparable on) with its fingerprint.
+pub fn hardware(h: &HardwareInfo, nodes: u32) -> Hardware {
     Hardware {
         gpu_name: h.gpu_name.clone(),
         gpu_count: h.gpu_count,
+        gpu_memory_mib: h.gpu_memory_mib,
+        topology: h.topology.clone(),
+        nodes: nodes.max(1),
+        host_cpu: h.host_cpu.clone(),
+        fingerprint: String::new(),
+    }
+    .with_fingerprint()
+}
+
+/// The result's software block: what the backend found plus the run's `NCCL_*` settings.
+pub fn software(h: &HardwareInfo, nccl_env: BTreeMap<String, String>) -> Software {
+    Software {
         driver: h.driver.clone(),
         cuda: h.cuda.clone(),
         nccl: h.nccl.clone(),
-        host_cpu: h.host_cpu.clone(),
-        fingerprint: format!("{hash:016x}"),
+        commgate: env!("CARGO_PKG_VERSION").to_string(),
+        nccl_env,
+    }
+}
+
+/// At most this many `NCCL_*` variables are recorded…
+const MAX_NCCL_VARS: usize = 64;
+/// …each value cut to this many characters: settings, not payloads.
+const MAX_NCCL_VALUE_CHARS: usize = 256;
+
+/// The `NCCL_*` variables among `vars` (the process environment in production), bounded.
+/// They tune NCCL's algorithms and transports, so a change in them is a software change.
+pub fn nccl_environment(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = vars
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("NCCL_") && k.len() <= 64)
+        .map(|(k, v)| (k, v.chars().take(MAX_NCCL_VALUE_CHARS).collect()))
+        .collect();
+    while out.len() > MAX_NCCL_VARS {
+        out.pop_last();
+    }
+    out
+}
+
+/// Where the run happened, from what CI says (`GITHUB_SHA`, `GITHUB_REF`, `RUNNER_NAME`), else
+/// the host name for the runner. Values are cut to 200 characters.
+pub fn provenance(var: impl Fn(&str) -> Option<String>, host_name: Option<String>) -> Provenance {
+    let get = |name: &str| var(name).map(|v| v.trim().chars().take(200).collect::<String>()).filter(|v| !v.is_empty());
+    Provenance {
+        commit: get("GITHUB_SHA"),
+        git_ref: get("GITHUB_REF"),
+        runner: get("RUNNER_NAME").or_else(|| host_name.map(|h| h.trim().chars().take(200).collect())),
     }
 }
 
@@ -280,6 +316,9 @@ mod tests {
             backend: "mock".into(),
             evidence_level: EvidenceLevel::Mock,
             hardware: HardwareInfo { gpu_name: Some("G".into()), gpu_count: world, ..HardwareInfo::default() },
+            nodes: 1,
+            nccl_env: BTreeMap::new(),
+            provenance: Provenance::default(),
             run_label: "t".into(),
             environment_profile: "P".into(),
             created_at: "2026-11-30T00:00:00Z".into(),
@@ -342,9 +381,23 @@ mod tests {
 
     #[test]
     fn fingerprint_is_stable_and_sensitive() {
-        let a = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 8, ..HardwareInfo::default() });
-        let b = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 8, ..HardwareInfo::default() });
-        let c = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 4, ..HardwareInfo::default() });
+        let a = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 8, ..HardwareInfo::default() }, 1);
+        let b = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 8, ..HardwareInfo::default() }, 1);
+        let c = hardware(&HardwareInfo { gpu_name: Some("H200".into()), gpu_count: 4, ..HardwareInfo::default() }, 1);
+        // Software is not hardware: a new NCCL or driver keeps the fingerprint…
+        let new_nccl = HardwareInfo {
+            gpu_name: Some("H200".into()),
+            gpu_count: 8,
+            nccl: Some("2.23.4".into()),
+            driver: Some("580".into()),
+            ..HardwareInfo::default()
+        };
+        assert_eq!(hardware(&new_nccl, 1).fingerprint, a.fingerprint);
+        // …and so does the host CPU of a GPU runner; more nodes do not.
+        let other_cpu = HardwareInfo { host_cpu: Some("EPYC".into()), ..new_nccl.clone() };
+        assert_eq!(hardware(&other_cpu, 1).fingerprint, a.fingerprint);
+        assert_ne!(hardware(&new_nccl, 2).fingerprint, a.fingerprint);
+        assert_eq!(software(&new_nccl, BTreeMap::new()).nccl.as_deref(), Some("2.23.4"));
         assert_eq!(a.fingerprint, b.fingerprint);
         assert_ne!(a.fingerprint, c.fingerprint);
         assert_eq!(a.fingerprint.len(), 16);
@@ -361,5 +414,29 @@ mod tests {
         std::fs::write(&p, "x").expect("write");
         let q = default_output(dir.path(), "2026-11-30T09:12:58Z", "my run");
         assert!(q.ends_with("20261130T091258Z_par-overlap-allreduce-matmul_my_run-2.json"), "{}", q.display());
+    }
+
+    #[test]
+    fn nccl_settings_and_provenance_are_recorded_bounded() {
+        let vars = vec![
+            ("NCCL_ALGO".to_string(), "Ring".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+            ("NCCL_DEBUG".to_string(), "x".repeat(1000)),
+            ("GITHUB_TOKEN".to_string(), "secret".to_string()),
+        ];
+        let env = nccl_environment(vars);
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["NCCL_ALGO", "NCCL_DEBUG"]);
+        assert_eq!(env["NCCL_DEBUG"].len(), MAX_NCCL_VALUE_CHARS);
+        let many = (0..100).map(|i| (format!("NCCL_V{i:03}"), "1".to_string()));
+        assert_eq!(nccl_environment(many).len(), MAX_NCCL_VARS);
+
+        let ci = |k: &str| match k {
+            "GITHUB_SHA" => Some("abc123".to_string()),
+            "RUNNER_NAME" => Some("gpu-runner-7".to_string()),
+            _ => None,
+        };
+        let p = provenance(ci, Some("host".into()));
+        assert_eq!((p.commit.as_deref(), p.runner.as_deref(), p.git_ref), (Some("abc123"), Some("gpu-runner-7"), None));
+        assert_eq!(provenance(|_| None, Some("host\n".into())).runner.as_deref(), Some("host"));
     }
 }

@@ -76,6 +76,12 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
         backend: backend.to_string(),
         evidence_level,
         hardware,
+        nodes: launch.as_ref().map_or(1, |l| super::launch::node_count(l.world_size, |k| std::env::var(k).ok())),
+        nccl_env: assemble::nccl_environment(std::env::vars()),
+        provenance: assemble::provenance(
+            |k| std::env::var(k).ok(),
+            std::fs::read_to_string("/proc/sys/kernel/hostname").ok(),
+        ),
         run_label: settings.run.run_label.clone(),
         created_at: created_at.clone(),
     };

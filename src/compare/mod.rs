@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
 use crate::decision::{Decision, Verdict};
-use crate::result::{RunResult, Schedule};
+use crate::result::{RunResult, Schedule, SoftwareChange};
 use crate::stats::holm::holm_adjust;
 use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
@@ -176,6 +176,10 @@ pub struct BaselineSummary {
     pub path: String,
     pub runs: usize,
     pub fingerprint_match: bool,
+    /// What differs between the newest comparable baseline run's software and the current
+    /// run's (driver, CUDA, NCCL, commgate, `NCCL_*`): judged like any change, named in reasons.
+    #[serde(default)]
+    pub software_changes: Vec<SoftwareChange>,
     /// Robust spread of the baseline runs' log overlap medians (≥ 3 runs), relative.
     pub spread: Option<f64>,
 }
@@ -194,8 +198,13 @@ pub struct Comparison {
 
 /// Compares `current` with `baseline`.
 pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
-    let fingerprint_match = baseline.fingerprint_match(current);
-    let runs: Vec<&RunResult> = baseline.runs.iter().filter(|r| r.is_usable()).collect();
+    let usable = baseline.runs.iter().filter(|r| r.is_usable());
+    let same_hardware: Vec<&RunResult> =
+        usable.clone().filter(|r| r.hardware.fingerprint == current.hardware.fingerprint).collect();
+    let fingerprint_match = !same_hardware.is_empty();
+    // Only runs on this hardware are evidence; without any, the others are shown but not judged.
+    let runs: Vec<&RunResult> = if fingerprint_match { same_hardware } else { usable.collect() };
+    let software_changes = runs.last().map(|newest| newest.software.changes_to(&current.software)).unwrap_or_default();
     let mut w = Weights::default();
     let base_rows: Vec<RunRows> = runs.iter().map(|r| RunRows::of(r)).collect();
     let spread = (base_rows.len() >= 3).then(|| {
@@ -203,8 +212,13 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         robust_spread(&logs)
     });
     let delta = opts.min_effect.max(3.0 * spread.unwrap_or(0.0));
-    let summary =
-        BaselineSummary { path: baseline.path.display().to_string(), runs: runs.len(), fingerprint_match, spread };
+    let summary = BaselineSummary {
+        path: baseline.path.display().to_string(),
+        runs: runs.len(),
+        fingerprint_match,
+        software_changes,
+        spread,
+    };
     if let Some(reason) = unusable(current, runs.len()) {
         return Comparison {
             schema_version: SCHEMA_VERSION,
@@ -233,7 +247,7 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         .enumerate()
         .map(|(i, (&m, e))| judge(m, e, p_reg[i], p_imp[i], delta, episodes, opts))
         .collect();
-    let v = decide(&metrics, fingerprint_match, current, delta, opts);
+    let v = decide(&metrics, &summary, &runs, current, delta, opts);
     Comparison {
         schema_version: SCHEMA_VERSION,
         verdict: v.decision,
@@ -315,10 +329,31 @@ fn judge(
     }
 }
 
+/// "the hardware differs from every baseline run (GPU: H100 there, H200 here): …".
+fn hardware_differs(runs: &[&RunResult], current: &RunResult) -> String {
+    let what = runs
+        .last()
+        .and_then(|base| base.hardware.difference(&current.hardware))
+        .map_or_else(String::new, |(field, there, here)| format!(" ({field}: {there} there, {here} here)"));
+    format!(
+        "the hardware differs from every baseline run{what}: record a baseline on this hardware \
+         (a software change alone never needs one)"
+    )
+}
+
+/// "software changed since the baseline: NCCL 2.21.5 → 2.23.4, NCCL_ALGO unset → Ring".
+fn software_changed(changes: &[SoftwareChange]) -> Option<String> {
+    (!changes.is_empty()).then(|| {
+        let list: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        format!("software changed since the baseline: {}", list.join(", "))
+    })
+}
+
 /// The comparison's verdict (gate.md, "Verdict from a comparison").
 fn decide(
     metrics: &[MetricComparison],
-    fingerprint_match: bool,
+    baseline: &BaselineSummary,
+    runs: &[&RunResult],
     current: &RunResult,
     delta: f64,
     opts: &CompareOptions,
@@ -328,15 +363,12 @@ fn decide(
     for m in &regressed {
         reasons.push(format!("{}, above the {} floor", describe(m), pct(delta)));
     }
-    if !fingerprint_match {
-        reasons.insert(
-            0,
-            format!(
-                "the hardware differs from every baseline run (fingerprint {}): record a baseline on this hardware",
-                current.hardware.fingerprint
-            ),
-        );
+    if !baseline.fingerprint_match {
+        reasons.insert(0, hardware_differs(runs, current));
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
+    }
+    if let Some(changed) = software_changed(&baseline.software_changes) {
+        reasons.push(changed);
     }
     if !regressed.is_empty() {
         return Verdict::regression(reasons);

@@ -202,16 +202,17 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
         out.push(fold("All reasons", &items.join("\n")));
     }
     if let Some(b) = &r.bench {
-        let h = &b.hardware;
+        let (h, sw) = (&b.hardware, &b.software);
         let text = format!(
-            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} × {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| fingerprint | `{}` |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n| busbw | {:.2} GB/s |\n| matmul | {:.2} TFLOPS |\n| overlap saves | {:.3} ms ({:.1} %) |\n| run's own decision | `{}`: {} |\n",
+            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| NCCL settings | {} |\n| fingerprint | `{}` |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n| busbw | {:.2} GB/s |\n| matmul | {:.2} TFLOPS |\n| overlap saves | {:.3} ms ({:.1} %) |\n| run's own decision | `{}`: {} |\n",
             escape_md(&b.workload.backend),
             escape_md(&format!("{:?}", b.evidence_level)),
-            h.gpu_count,
-            escape_md(h.gpu_name.as_deref().unwrap_or("-")),
-            escape_md(h.driver.as_deref().unwrap_or("-")),
-            escape_md(h.cuda.as_deref().unwrap_or("-")),
-            escape_md(h.nccl.as_deref().unwrap_or("-")),
+            escape_md(&hardware_line(h)),
+            escape_md(sw.driver.as_deref().unwrap_or("-")),
+            escape_md(sw.cuda.as_deref().unwrap_or("-")),
+            escape_md(sw.nccl.as_deref().unwrap_or("-")),
+            nccl_settings(&sw.nccl_env),
+            // Always 16 hex digits: recomputed from the hardware fields whenever a file is read.
             h.fingerprint.replace('`', "'"),
             escape_md(&b.workload.id),
             escape_md(&b.workload.dtype),
@@ -284,6 +285,23 @@ fn ranks(a: &Attribution) -> String {
 
 fn fold(summary: &str, inner: &str) -> String {
     format!("<details><summary>{summary}</summary>\n\n{inner}\n</details>\n")
+}
+
+/// "8 × NVIDIA H200 · 143771 MiB · nvlink · 2 nodes": what is known, unescaped.
+fn hardware_line(h: &crate::result::Hardware) -> String {
+    let mut parts = vec![format!("{} × {}", h.gpu_count, h.gpu_name.as_deref().unwrap_or("-"))];
+    parts.extend(h.gpu_memory_mib.map(|m| format!("{m} MiB")));
+    parts.extend(h.topology.clone());
+    parts.push(if h.nodes == 1 { "1 node".to_string() } else { format!("{} nodes", h.nodes) });
+    parts.join(" · ")
+}
+
+/// `NCCL_ALGO=Ring, NCCL_PROTO=LL` (escaped), or `-` when the run set none.
+fn nccl_settings(env: &std::collections::BTreeMap<String, String>) -> String {
+    if env.is_empty() {
+        return "-".to_string();
+    }
+    env.iter().map(|(k, v)| escape_md(&format!("{k}={v}"))).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use crate::bench::assemble::{self, RunContext, Timings};
 use crate::bench::{Dtype, HardwareInfo, Plan};
-use crate::result::{EvidenceLevel, RunResult, Schedule};
+use crate::result::{EvidenceLevel, Provenance, RunResult, Schedule};
 use crate::stats::rng::Rng;
 
 /// Sigma of the per-step log-normal noise every model starts from (2 %).
@@ -244,6 +244,9 @@ pub fn synthetic_run_with_spread(
             host_cpu: Some("simulated".into()),
             ..HardwareInfo::default()
         },
+        nodes: 1,
+        nccl_env: BTreeMap::new(),
+        provenance: Provenance::default(),
         run_label: format!("sim-{}-{seed}", model.name()),
         environment_profile: "SIM-MOCK".into(),
         created_at: "2026-11-30T00:00:00Z".into(),
@@ -252,7 +255,7 @@ pub fn synthetic_run_with_spread(
 }
 
 /// The hardware fingerprint every simulated run carries.
-pub const SIM_FINGERPRINT: &str = "5fdf6704ed9f0433";
+pub const SIM_FINGERPRINT: &str = "044b46ed0e1a6216";
 
 #[cfg(test)]
 mod tests {

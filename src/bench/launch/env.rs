@@ -146,6 +146,20 @@ pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, 
     Ok(Some(Launch { rank, world_size, local_rank, master_addr, master_port }))
 }
 
+/// Nodes a job spans: `SLURM_JOB_NUM_NODES`/`SLURM_NNODES` where Slurm says, else the world
+/// size over the ranks per node (`LOCAL_WORLD_SIZE` from torchrun, `OMPI_COMM_WORLD_LOCAL_SIZE`
+/// from Open MPI), rounded up; 1 when nothing says.
+pub fn node_count(world_size: u32, var: impl Fn(&str) -> Option<String>) -> u32 {
+    let number = |name: &str| var(name).and_then(|v| v.trim().parse::<u32>().ok()).filter(|n| *n > 0);
+    if let Some(n) = number("SLURM_JOB_NUM_NODES").or_else(|| number("SLURM_NNODES")) {
+        return n;
+    }
+    match number("LOCAL_WORLD_SIZE").or_else(|| number("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+        Some(per_node) => world_size.div_ceil(per_node).max(1),
+        None => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -239,5 +253,14 @@ mod tests {
             assert!(error.contains(needle), "{error:?} should name {needle:?}");
             assert!(!error.contains('\n'), "one line: {error:?}");
         }
+    }
+
+    #[test]
+    fn nodes_come_from_the_launcher() {
+        assert_eq!(node_count(16, |_| None), 1);
+        assert_eq!(node_count(16, env(&[("LOCAL_WORLD_SIZE", "8")])), 2);
+        assert_eq!(node_count(12, env(&[("OMPI_COMM_WORLD_LOCAL_SIZE", "8")])), 2);
+        assert_eq!(node_count(16, env(&[("SLURM_NNODES", "4"), ("LOCAL_WORLD_SIZE", "8")])), 4);
+        assert_eq!(node_count(16, env(&[("LOCAL_WORLD_SIZE", "0")])), 1);
     }
 }

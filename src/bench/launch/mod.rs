@@ -5,5 +5,5 @@
 mod env;
 mod rendezvous;
 
-pub use self::env::{from_env, Launch, LaunchError, DEFAULT_MASTER_PORT};
+pub use self::env::{from_env, node_count, Launch, LaunchError, DEFAULT_MASTER_PORT};
 pub use self::rendezvous::Rendezvous;
