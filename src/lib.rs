@@ -18,6 +18,7 @@
 //! [`Outcome`] that `main` maps to an exit code (0 passed, 1 blocked, 2 could not evaluate).
 //! Shared data types ([`result`], [`units`]) sit below all of them.
 
+pub mod base_commit;
 pub mod baseline;
 pub mod bench;
 pub mod check;

@@ -1,0 +1,281 @@
+//! The settings and baselines a pull request is judged by: those of its base commit, read with
+//! `git`, never those of the PR's own head, which the PR's author controls. A PR that edits
+//! `commgate.toml` (say `min_effect = 0.999999`) or its baseline store is still judged by the
+//! base's, and the report names every such edit.
+//!
+//! What it owns and why:
+//! - [`base_sha_from_payload`] reads `pull_request.base.sha` from the event payload: the commit
+//!   the PR merges into, fixed when the event fired.
+//! - [`read_base`] asks `git` for the base's `commgate.toml` and copies the base's baseline tree
+//!   into a private temporary directory, so the rest of the gate reads a store by path as
+//!   always. A base commit that is not in the clone (a shallow checkout) is an error that says
+//!   how to fetch it: judging by the head instead would be exactly the hole this closes.
+//! - `git` runs with a cleared environment (`PATH` and `HOME` only): no token reaches it.
+//! - Reads are bounded: at most [`MAX_FILES`] store files of at most [`MAX_FILE_BYTES`] each.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+use std::process::Command;
+
+/// At most this many files are read from the base's baseline tree…
+pub const MAX_FILES: usize = 2_000;
+/// …each at most this large (a store of ten runs × 4 schedules × 1,000 samples is ~1 MiB).
+pub const MAX_FILE_BYTES: usize = 64 << 20;
+
+/// Why the base commit's settings and baselines could not be read: the gate cannot judge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaseError {
+    #[error(
+        "the pull request's base commit {sha} is not in this clone, so its baselines and commgate.toml cannot be \
+         read: check out with history (actions/checkout `fetch-depth: 0`) or run `git fetch origin {sha}` first; \
+         `--baselines-from-head` judges with the PR's own files instead"
+    )]
+    MissingCommit { sha: String },
+    #[error("`{rev}` is not a commit this clone knows; pass a commit SHA, branch or tag (`--base`)")]
+    UnknownRevision { rev: String },
+    #[error(
+        "{path} is outside the repository, so it cannot be read at the base commit; pass a path inside it, \
+         or `--baselines-from-head`"
+    )]
+    OutsideRepository { path: String },
+    #[error("git could not {what}: {message}")]
+    Git { what: String, message: String },
+    #[error(
+        "the base commit's {path} is {size} bytes, more than the {limit} a baseline store may hold; \
+         was it committed by mistake?"
+    )]
+    TooLarge { path: String, size: usize, limit: usize },
+    #[error("the base commit's {dir} holds more than {limit} files; keep only baseline stores there")]
+    TooManyFiles { dir: String, limit: usize },
+    #[error("cannot copy the base commit's baselines into {dir}: {message}")]
+    Io { dir: String, message: String },
+}
+
+/// What the base commit holds for the gate.
+#[derive(Debug)]
+pub struct BaseFiles {
+    /// The commit the files were read at (full SHA).
+    pub sha: String,
+    /// The base's settings file, `None` when it had none.
+    pub config_text: Option<String>,
+    /// The base's baseline tree, copied here (empty when the base had none). Deleted on drop.
+    pub baselines: tempfile::TempDir,
+    /// Files under the baselines directory or the settings file that differ between the base
+    /// and the working tree (the PR's edits), as paths relative to the working directory.
+    pub changed: Vec<String>,
+}
+
+/// `pull_request.base.sha` of an event payload, when it is a full hexadecimal commit id.
+pub fn base_sha_from_payload(payload: &serde_json::Value) -> Option<String> {
+    let sha = payload.pointer("/pull_request/base/sha")?.as_str()?;
+    is_full_sha(sha).then(|| sha.to_ascii_lowercase())
+}
+
+/// 40 (SHA-1) or 64 (SHA-256) hexadecimal digits.
+fn is_full_sha(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Reads `config` and the tree under `baselines` (both relative to `cwd`, or absolute inside
+/// it) as they are at `rev`, and lists what the working tree changed in them.
+pub fn read_base(cwd: &Path, rev: &str, config: &Path, baselines: &Path) -> Result<BaseFiles, BaseError> {
+    let sha = resolve(cwd, rev)?;
+    let config_rel = relative(cwd, config)?;
+    let baselines_rel = relative(cwd, baselines)?;
+    let config_text = match show(cwd, &sha, &config_rel)? {
+        Some(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        None => None,
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("commgate-base-")
+        .tempdir()
+        .map_err(|e| BaseError::Io { dir: std::env::temp_dir().display().to_string(), message: e.to_string() })?;
+    copy_tree(cwd, &sha, &baselines_rel, dir.path())?;
+    let changed = changed_paths(cwd, &sha, &[&config_rel, &baselines_rel])?;
+    Ok(BaseFiles { sha, config_text, baselines: dir, changed })
+}
+
+/// The full SHA of `rev`; a full SHA the clone lacks is [`BaseError::MissingCommit`].
+fn resolve(cwd: &Path, rev: &str) -> Result<String, BaseError> {
+    if rev.starts_with('-') || rev.is_empty() {
+        return Err(BaseError::UnknownRevision { rev: rev.to_string() });
+    }
+    let spec = format!("{rev}^{{commit}}");
+    match git(cwd, ["rev-parse", "--verify", "--quiet", "--end-of-options", spec.as_str()]) {
+        Ok(out) => Ok(String::from_utf8_lossy(&out).trim().to_string()),
+        Err(_) if is_full_sha(rev) => Err(BaseError::MissingCommit { sha: rev.to_string() }),
+        Err(_) => Err(BaseError::UnknownRevision { rev: rev.to_string() }),
+    }
+}
+
+/// `path` relative to `cwd`, without `..` (git's `<rev>:./path` is relative to the current
+/// directory).
+fn relative(cwd: &Path, path: &Path) -> Result<PathBuf, BaseError> {
+    let outside = || BaseError::OutsideRepository { path: path.display().to_string() };
+    let rel = if path.is_absolute() { path.strip_prefix(cwd).map_err(|_| outside())? } else { path };
+    if rel.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_) | Component::RootDir)) {
+        return Err(outside());
+    }
+    let clean: PathBuf = rel.components().filter(|c| !matches!(c, Component::CurDir)).collect();
+    Ok(clean)
+}
+
+/// `git show <sha>:./<path>`, or `None` when the base has no such file.
+fn show(cwd: &Path, sha: &str, path: &Path) -> Result<Option<Vec<u8>>, BaseError> {
+    let object = format!("{sha}:./{}", path.display());
+    if git(cwd, ["cat-file", "-e", object.as_str()]).is_err() {
+        return Ok(None);
+    }
+    let size: usize =
+        String::from_utf8_lossy(&git(cwd, ["cat-file", "-s", object.as_str()])?).trim().parse().unwrap_or(0);
+    if size > MAX_FILE_BYTES {
+        return Err(BaseError::TooLarge { path: path.display().to_string(), size, limit: MAX_FILE_BYTES });
+    }
+    git(cwd, ["cat-file", "blob", object.as_str()]).map(Some)
+}
+
+/// Copies every blob under `<sha>:./<dir>` into `into`, keeping relative paths.
+fn copy_tree(cwd: &Path, sha: &str, dir: &Path, into: &Path) -> Result<(), BaseError> {
+    let tree = format!("{sha}:./{}", dir.display());
+    if git(cwd, ["cat-file", "-e", tree.as_str()]).is_err() {
+        return Ok(()); // The base has no baselines yet: every workload is new.
+    }
+    let listing = git(cwd, ["ls-tree", "-r", "-z", "--name-only", tree.as_str()])?;
+    let names: Vec<&[u8]> = listing.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
+    if names.len() > MAX_FILES {
+        return Err(BaseError::TooManyFiles { dir: dir.display().to_string(), limit: MAX_FILES });
+    }
+    for name in names {
+        let name = String::from_utf8_lossy(name);
+        let rel = Path::new(name.as_ref());
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            continue; // git never lists such names; never write outside `into` if it did.
+        }
+        let Some(bytes) = show(cwd, sha, &dir.join(rel))? else { continue };
+        let target = into.join(rel);
+        let io = |e: std::io::Error| BaseError::Io { dir: into.display().to_string(), message: e.to_string() };
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::write(&target, bytes).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Paths among `paths` that differ between `sha` and the working tree (committed or not).
+fn changed_paths(cwd: &Path, sha: &str, paths: &[&Path]) -> Result<Vec<String>, BaseError> {
+    let mut args: Vec<&OsStr> = ["diff", "--name-only", "-z", "--relative", sha, "--"].map(OsStr::new).to_vec();
+    let specs: Vec<String> = paths.iter().map(|p| format!("./{}", p.display())).collect();
+    args.extend(specs.iter().map(OsStr::new));
+    let out = git(cwd, args)?;
+    Ok(out.split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect())
+}
+
+/// Runs git in `cwd` with nothing of our environment but `PATH` and `HOME`: no token, no
+/// `GIT_*` override from the job, no pager, no prompt.
+fn git<I, S>(cwd: &Path, args: I) -> Result<Vec<u8>, BaseError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<S> = args.into_iter().collect();
+    let what = args.first().map_or_else(String::new, |a| a.as_ref().to_string_lossy().into_owned());
+    let mut cmd = Command::new("git");
+    cmd.current_dir(cwd).env_clear().env("GIT_TERMINAL_PROMPT", "0").env("GIT_PAGER", "cat");
+    for keep in ["PATH", "HOME"] {
+        if let Some(v) = std::env::var_os(keep) {
+            cmd.env(keep, v);
+        }
+    }
+    let out = cmd.arg("--no-pager").args(&args).output().map_err(|e| BaseError::Git {
+        what: format!("run (`git {what}`)"),
+        message: format!("{e}; is git installed and on PATH?"),
+    })?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim();
+        Err(BaseError::Git { what: format!("`git {what}`"), message: first.chars().take(300).collect() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with a base commit (settings + one store) and a head that edits both.
+    fn repo() -> (tempfile::TempDir, String) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
+        let run = |args: &[&str]| {
+            let out = Command::new("git")
+                .current_dir(d)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+                .args(args)
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        run(&["init", "-q"]);
+        std::fs::create_dir_all(d.join("baselines/P")).expect("dir");
+        std::fs::write(d.join("commgate.toml"), "min_effect = 0.03\n").expect("toml");
+        std::fs::write(d.join("baselines/P/w.json"), "{\"base\": true}\n").expect("store");
+        run(&["add", "-A"]);
+        run(&["commit", "-qm", "base"]);
+        let sha = run(&["rev-parse", "HEAD"]);
+        std::fs::write(d.join("commgate.toml"), "min_effect = 0.999999\n").expect("toml");
+        std::fs::write(d.join("baselines/P/w.json"), "{\"forged\": true}\n").expect("store");
+        run(&["commit", "-qam", "head edits the gate"]);
+        (tmp, sha)
+    }
+
+    #[test]
+    fn the_base_commit_decides_and_edits_are_listed() {
+        let (tmp, sha) = repo();
+        let base = read_base(tmp.path(), &sha, Path::new("commgate.toml"), Path::new("./baselines")).expect("reads");
+        assert_eq!(base.sha, sha);
+        assert_eq!(base.config_text.as_deref(), Some("min_effect = 0.03\n"));
+        let store = std::fs::read_to_string(base.baselines.path().join("P/w.json")).expect("copied");
+        assert_eq!(store, "{\"base\": true}\n");
+        assert_eq!(base.changed, ["baselines/P/w.json", "commgate.toml"]);
+        // Absolute paths inside the clone work the same.
+        let abs = read_base(tmp.path(), "HEAD~1", &tmp.path().join("commgate.toml"), &tmp.path().join("baselines"))
+            .expect("reads");
+        assert_eq!(abs.sha, sha);
+    }
+
+    #[test]
+    fn a_base_without_settings_or_baselines_is_empty_not_an_error() {
+        let (tmp, sha) = repo();
+        let base = read_base(tmp.path(), &sha, Path::new("other.toml"), Path::new("stores")).expect("reads");
+        assert_eq!(base.config_text, None);
+        assert_eq!(std::fs::read_dir(base.baselines.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn missing_commits_and_escapes_are_refused() {
+        let (tmp, _) = repo();
+        let absent = "0123456789abcdef0123456789abcdef01234567";
+        let e = read_base(tmp.path(), absent, Path::new("commgate.toml"), Path::new("baselines")).unwrap_err();
+        assert_eq!(e, BaseError::MissingCommit { sha: absent.to_string() });
+        assert!(e.to_string().contains("fetch-depth: 0"), "{e}");
+        let e = read_base(tmp.path(), "--output=x", Path::new("commgate.toml"), Path::new("baselines")).unwrap_err();
+        assert!(matches!(e, BaseError::UnknownRevision { .. }), "{e}");
+        let e = read_base(tmp.path(), "HEAD", Path::new("commgate.toml"), Path::new("../elsewhere")).unwrap_err();
+        assert!(matches!(e, BaseError::OutsideRepository { .. }), "{e}");
+        let e = read_base(tmp.path(), "HEAD", Path::new("commgate.toml"), Path::new("/etc")).unwrap_err();
+        assert!(matches!(e, BaseError::OutsideRepository { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_base_sha_comes_from_the_pull_request_payload() {
+        let sha = "A".repeat(40);
+        let payload = serde_json::json!({"pull_request": {"number": 3, "base": {"sha": sha, "ref": "main"}}});
+        assert_eq!(base_sha_from_payload(&payload), Some("a".repeat(40)));
+        let bad = serde_json::json!({"pull_request": {"base": {"sha": "main; rm -rf /"}}});
+        assert_eq!(base_sha_from_payload(&bad), None);
+        assert_eq!(base_sha_from_payload(&serde_json::json!({"ref": "refs/heads/main"})), None);
+    }
+}
