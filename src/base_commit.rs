@@ -82,10 +82,7 @@ pub fn read_base(cwd: &Path, rev: &str, config: &Path, baselines: &Path) -> Resu
     let sha = resolve(cwd, rev)?;
     let config_rel = relative(cwd, config)?;
     let baselines_rel = relative(cwd, baselines)?;
-    let config_text = match show(cwd, &sha, &config_rel)? {
-        Some(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        None => None,
-    };
+    let config_text = show(cwd, &sha, &config_rel)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
     let dir = tempfile::Builder::new()
         .prefix("commgate-base-")
         .tempdir()
