@@ -14,7 +14,8 @@ use crate::trace::attribute::{AttributeOptions, Attribution};
 use crate::trace::load::attribute_paths;
 use crate::verdict::{self, Evidence, FailOn, TraceDiff};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// The report embeds a result (`bench`), so it shares the result file's version.
+pub const SCHEMA_VERSION: u32 = crate::result::SCHEMA_VERSION;
 
 /// Settings of the gate beyond the benchmark's (resolved by `config`).
 #[derive(Debug, Clone, PartialEq)]
