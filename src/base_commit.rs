@@ -6,7 +6,7 @@
 //! What it owns and why:
 //! - [`base_sha_from_payload`] reads `pull_request.base.sha` from the event payload: the commit
 //!   the PR merges into, fixed when the event fired.
-//! - [`read_base`] asks `git` for the base's `commgate.toml` and copies the base's baseline tree
+//! - [`BaseCommit`] asks `git` for the base's `commgate.toml` and copies the base's baseline tree
 //!   into a private temporary directory, so the rest of the gate reads a store by path as
 //!   always. A base commit that is not in the clone (a shallow checkout) is an error that says
 //!   how to fetch it: judging by the head instead would be exactly the hole this closes.
@@ -51,18 +51,50 @@ pub enum BaseError {
     Io { dir: String, message: String },
 }
 
-/// What the base commit holds for the gate.
-#[derive(Debug)]
-pub struct BaseFiles {
-    /// The commit the files were read at (full SHA).
+/// A commit the clone holds, whose files the gate reads instead of the working tree's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseCommit {
+    /// Where `git` runs (the working directory paths are relative to).
+    cwd: PathBuf,
+    /// The full SHA.
     pub sha: String,
-    /// The base's settings file, `None` when it had none.
-    pub config_text: Option<String>,
-    /// The base's baseline tree, copied here (empty when the base had none). Deleted on drop.
-    pub baselines: tempfile::TempDir,
-    /// Files under the baselines directory or the settings file that differ between the base
-    /// and the working tree (the PR's edits), as paths relative to the working directory.
-    pub changed: Vec<String>,
+}
+
+impl BaseCommit {
+    /// `rev` (a SHA from the event payload, or `--base`) resolved in the repository at `cwd`.
+    pub fn resolve(cwd: &Path, rev: &str) -> Result<BaseCommit, BaseError> {
+        Ok(BaseCommit { cwd: cwd.to_path_buf(), sha: resolve(cwd, rev)? })
+    }
+
+    /// The text of `path` at this commit, `None` when it had no such file.
+    pub fn file(&self, path: &Path) -> Result<Option<String>, BaseError> {
+        let rel = relative(&self.cwd, path)?;
+        Ok(show(&self.cwd, &self.sha, &rel)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// The tree under `dir` at this commit, copied into a private temporary directory (empty
+    /// when the commit had none), deleted when the returned value drops.
+    pub fn tree(&self, dir: &Path) -> Result<tempfile::TempDir, BaseError> {
+        let rel = relative(&self.cwd, dir)?;
+        let into = tempfile::Builder::new()
+            .prefix("commgate-base-")
+            .tempdir()
+            .map_err(|e| BaseError::Io { dir: std::env::temp_dir().display().to_string(), message: e.to_string() })?;
+        copy_tree(&self.cwd, &self.sha, &rel, into.path())?;
+        Ok(into)
+    }
+
+    /// Which files under `paths` the working tree changed since this commit (committed or not),
+    /// relative to the working directory.
+    pub fn changed(&self, paths: &[&Path]) -> Result<Vec<String>, BaseError> {
+        let rels = paths.iter().map(|p| relative(&self.cwd, p)).collect::<Result<Vec<_>, _>>()?;
+        changed_paths(&self.cwd, &self.sha, &rels.iter().map(PathBuf::as_path).collect::<Vec<_>>())
+    }
+
+    /// The first 12 digits, for messages.
+    pub fn short(&self) -> &str {
+        &self.sha[..self.sha.len().min(12)]
+    }
 }
 
 /// `pull_request.base.sha` of an event payload, when it is a full hexadecimal commit id.
@@ -74,22 +106,6 @@ pub fn base_sha_from_payload(payload: &serde_json::Value) -> Option<String> {
 /// 40 (SHA-1) or 64 (SHA-256) hexadecimal digits.
 fn is_full_sha(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// Reads `config` and the tree under `baselines` (both relative to `cwd`, or absolute inside
-/// it) as they are at `rev`, and lists what the working tree changed in them.
-pub fn read_base(cwd: &Path, rev: &str, config: &Path, baselines: &Path) -> Result<BaseFiles, BaseError> {
-    let sha = resolve(cwd, rev)?;
-    let config_rel = relative(cwd, config)?;
-    let baselines_rel = relative(cwd, baselines)?;
-    let config_text = show(cwd, &sha, &config_rel)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let dir = tempfile::Builder::new()
-        .prefix("commgate-base-")
-        .tempdir()
-        .map_err(|e| BaseError::Io { dir: std::env::temp_dir().display().to_string(), message: e.to_string() })?;
-    copy_tree(cwd, &sha, &baselines_rel, dir.path())?;
-    let changed = changed_paths(cwd, &sha, &[&config_rel, &baselines_rel])?;
-    Ok(BaseFiles { sha, config_text, baselines: dir, changed })
 }
 
 /// The full SHA of `rev`; a full SHA the clone lacks is [`BaseError::MissingCommit`].
@@ -231,39 +247,41 @@ mod tests {
     #[test]
     fn the_base_commit_decides_and_edits_are_listed() {
         let (tmp, sha) = repo();
-        let base = read_base(tmp.path(), &sha, Path::new("commgate.toml"), Path::new("./baselines")).expect("reads");
+        let base = BaseCommit::resolve(tmp.path(), &sha).expect("resolves");
         assert_eq!(base.sha, sha);
-        assert_eq!(base.config_text.as_deref(), Some("min_effect = 0.03\n"));
-        let store = std::fs::read_to_string(base.baselines.path().join("P/w.json")).expect("copied");
+        assert_eq!(base.file(Path::new("commgate.toml")).expect("reads").as_deref(), Some("min_effect = 0.03\n"));
+        let tree = base.tree(Path::new("./baselines")).expect("copies");
+        let store = std::fs::read_to_string(tree.path().join("P/w.json")).expect("copied");
         assert_eq!(store, "{\"base\": true}\n");
-        assert_eq!(base.changed, ["baselines/P/w.json", "commgate.toml"]);
-        // Absolute paths inside the clone work the same.
-        let abs = read_base(tmp.path(), "HEAD~1", &tmp.path().join("commgate.toml"), &tmp.path().join("baselines"))
-            .expect("reads");
-        assert_eq!(abs.sha, sha);
+        let changed = base.changed(&[Path::new("commgate.toml"), Path::new("baselines")]).expect("diff");
+        assert_eq!(changed, ["baselines/P/w.json", "commgate.toml"]);
+        // Absolute paths inside the clone, and revisions by name, work the same.
+        let named = BaseCommit::resolve(tmp.path(), "HEAD~1").expect("resolves");
+        assert_eq!(named.sha, sha);
+        assert!(named.file(&tmp.path().join("commgate.toml")).expect("reads").is_some());
     }
 
     #[test]
     fn a_base_without_settings_or_baselines_is_empty_not_an_error() {
         let (tmp, sha) = repo();
-        let base = read_base(tmp.path(), &sha, Path::new("other.toml"), Path::new("stores")).expect("reads");
-        assert_eq!(base.config_text, None);
-        assert_eq!(std::fs::read_dir(base.baselines.path()).expect("dir").count(), 0);
+        let base = BaseCommit::resolve(tmp.path(), &sha).expect("resolves");
+        assert_eq!(base.file(Path::new("other.toml")).expect("reads"), None);
+        let tree = base.tree(Path::new("stores")).expect("copies");
+        assert_eq!(std::fs::read_dir(tree.path()).expect("dir").count(), 0);
     }
 
     #[test]
     fn missing_commits_and_escapes_are_refused() {
         let (tmp, _) = repo();
         let absent = "0123456789abcdef0123456789abcdef01234567";
-        let e = read_base(tmp.path(), absent, Path::new("commgate.toml"), Path::new("baselines")).unwrap_err();
+        let e = BaseCommit::resolve(tmp.path(), absent).unwrap_err();
         assert_eq!(e, BaseError::MissingCommit { sha: absent.to_string() });
         assert!(e.to_string().contains("fetch-depth: 0"), "{e}");
-        let e = read_base(tmp.path(), "--output=x", Path::new("commgate.toml"), Path::new("baselines")).unwrap_err();
+        let e = BaseCommit::resolve(tmp.path(), "--output=x").unwrap_err();
         assert!(matches!(e, BaseError::UnknownRevision { .. }), "{e}");
-        let e = read_base(tmp.path(), "HEAD", Path::new("commgate.toml"), Path::new("../elsewhere")).unwrap_err();
-        assert!(matches!(e, BaseError::OutsideRepository { .. }), "{e}");
-        let e = read_base(tmp.path(), "HEAD", Path::new("commgate.toml"), Path::new("/etc")).unwrap_err();
-        assert!(matches!(e, BaseError::OutsideRepository { .. }), "{e}");
+        let base = BaseCommit::resolve(tmp.path(), "HEAD").expect("resolves");
+        assert!(matches!(base.tree(Path::new("../elsewhere")).unwrap_err(), BaseError::OutsideRepository { .. }));
+        assert!(matches!(base.file(Path::new("/etc/passwd")).unwrap_err(), BaseError::OutsideRepository { .. }));
     }
 
     #[test]
