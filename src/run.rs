@@ -14,15 +14,18 @@ use crate::bench;
 use crate::bench::launch::{self, Launch};
 use crate::bench::runner::{self, BenchOutcome};
 use crate::bench::settings::{BenchRequest, BenchSettings};
+use crate::bench::BenchError;
 use crate::check;
 use crate::cli::{BaselineCommand, Cli, Command};
 use crate::config;
+use crate::decision::{Decision, Verdict};
 use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
 use crate::output::emit;
 use crate::report;
 use crate::report::Format;
 use crate::trace::load::attribute_paths;
 pub use crate::verdict::Outcome;
+use crate::verdict::{ErrorKind, EvaluationError, FailOn};
 use crate::{baseline, compare, result};
 
 pub fn run(cli: Cli) -> Result<Outcome> {
@@ -155,13 +158,10 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
                     emit(&text, None)?;
                     return Ok(Outcome::Passed);
                 }
-                // Another rank's own part failed: it exits 2 (so the launcher fails the job) and
-                // leaves the report to rank 0, which sees the failure through the rendezvous.
-                Err(e) if rank != 0 => {
-                    anyhow::bail!(
-                        "could not evaluate: rank {rank}'s part of the benchmark failed ({e}); rank 0 reports the run"
-                    )
-                }
+                // Another rank's own part failed: it leaves the report to rank 0 (which sees the
+                // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
+                // never`, so the launcher fails the job too.
+                Err(e) if rank != 0 => return Ok(rank_failed(rank, &e, cfg.options.fail_on)),
                 // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
                 Err(e) => check::could_not_run(e.to_string(), &cfg.options),
             }
@@ -177,6 +177,19 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
         }
     }
     Ok(outcome)
+}
+
+/// The end of a non-zero rank whose own part of the benchmark failed: one line, and the exit
+/// code a report with that failure would give.
+fn rank_failed(rank: u32, e: &BenchError, fail_on: FailOn) -> Outcome {
+    let error = EvaluationError::new(ErrorKind::BenchFailed, format!("rank {rank}'s part: {e}"));
+    let outcome = fail_on.outcome(&Verdict::new(Decision::CollectMoreEvidence, Vec::new()), Some(&error));
+    if outcome == Outcome::CouldNotEvaluate {
+        eprintln!("commgate: error: {error}; rank 0 reports the run");
+    } else {
+        eprintln!("commgate: warning: {error}; rank 0 reports the run; exit 0 only because of --fail-on never");
+    }
+    outcome
 }
 
 /// Writes the report everywhere it goes: `--output`, stdout, and inside GitHub Actions the job

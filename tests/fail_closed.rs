@@ -341,9 +341,8 @@ fn fail_on_never_exits_0_on_a_failed_benchmark_but_says_so() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-#[test]
-fn a_rank_whose_own_part_failed_exits_2_and_rank_0_reports_the_run() {
-    let ws = Workspace::new();
+/// A two-process `check` (mock backend, rank 1 dies) with `extra` flags: (rank 0, rank 1).
+fn two_ranks_with_a_dead_rank_1(ws: &Workspace, extra: &[&str]) -> (Output, Output) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let spawn = |rank: u32| {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
@@ -351,21 +350,39 @@ fn a_rank_whose_own_part_failed_exits_2_and_rank_0_reports_the_run() {
             .arg("check")
             .args(MOCK)
             .args(["5", "--baselines", "baselines", "--output", "report.json"])
+            .args(extra)
             .env("COMMGATE_MOCK_FAULT", "die:1")
             .env("RANK", rank.to_string())
             .env("WORLD_SIZE", "2")
             .env("LOCAL_RANK", rank.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", port.to_string())
-            .env_remove("GITHUB_ACTIONS");
+            .env_remove("GITHUB_ACTIONS")
+            .env_remove("COMMGATE_FAIL_ON");
         cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
         cmd.spawn().expect("spawns")
     };
     let (r0, r1) = (spawn(0), spawn(1));
-    let (o0, o1) = (r0.wait_with_output().expect("rank 0"), r1.wait_with_output().expect("rank 1"));
+    (r0.wait_with_output().expect("rank 0"), r1.wait_with_output().expect("rank 1"))
+}
+
+#[test]
+fn a_rank_whose_own_part_failed_exits_2_and_rank_0_reports_the_run() {
+    let ws = Workspace::new();
+    let (o0, o1) = two_ranks_with_a_dead_rank_1(&ws, &[]);
     assert_eq!(o1.status.code(), Some(2), "rank 1: {}", stderr(&o1));
-    assert!(error_line(&o1).contains("rank 1's part of the benchmark failed (rank_died on rank 1"), "{}", stderr(&o1));
+    let line = error_line(&o1);
+    assert!(line.contains("the benchmark failed (rank 1's part: rank_died on rank 1"), "{line}");
+    assert!(line.ends_with("; rank 0 reports the run"), "{line}");
     assert_eq!(o0.status.code(), Some(2), "rank 0: {}", stderr(&o0));
+    assert_eq!(ws.report()["error"]["kind"], "bench_failed");
+
+    // --fail-on never: both ranks exit 0, both say what failed.
+    std::fs::remove_file(ws.file("report.json")).expect("fresh report");
+    let (o0, o1) = two_ranks_with_a_dead_rank_1(&ws, &["--fail-on", "never"]);
+    assert_eq!((o0.status.code(), o1.status.code()), (Some(0), Some(0)), "{}\n{}", stderr(&o0), stderr(&o1));
+    assert!(stderr(&o1).contains("commgate: warning: could not evaluate: the benchmark failed"), "{}", stderr(&o1));
+    assert!(stderr(&o0).contains("commgate: warning: could not evaluate: the benchmark failed"), "{}", stderr(&o0));
     assert_eq!(ws.report()["error"]["kind"], "bench_failed");
 }
 
