@@ -1,18 +1,21 @@
 //! `commgate check`: one result (measured now or given), its stored baseline, any traces, one
-//! verdict. This module gathers the evidence; [`crate::verdict::decide`] decides; the report
-//! renderers display. GitHub I/O happens in `run.rs` after the report is on disk.
+//! verdict. This module gathers the evidence, and records what could not be gathered as an
+//! [`EvaluationError`] in the report (never as a Rust error: a report saying what failed must
+//! still be written and posted); [`crate::verdict::decide`] decides and [`CheckReport::outcome`]
+//! turns the report into the exit code; the report renderers display. GitHub I/O happens in
+//! `run.rs` after the report is on disk.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::baseline::{self, Baseline, BaselineFile};
+use crate::baseline::{self, BadStoreName, Baseline, BaselineFile};
 use crate::compare::{self, CompareOptions, Comparison};
 use crate::decision::{Decision, Verdict};
-use crate::result::{FileError, RunResult};
+use crate::result::{Failure, FileError, RunResult};
 use crate::trace::attribute::{AttributeOptions, Attribution};
 use crate::trace::load::attribute_paths;
-use crate::verdict::{self, Evidence, FailOn, TraceDiff};
+use crate::verdict::{self, ErrorKind, EvaluationError, Evidence, FailOn, Outcome, TraceDiff};
 
 /// The report embeds a result (`bench`), so it shares the result file's version.
 pub const SCHEMA_VERSION: u32 = crate::result::SCHEMA_VERSION;
@@ -46,6 +49,10 @@ pub struct BaselineRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckReport {
     pub schema_version: u32,
+    /// Set when the gate could not judge the change (exit 2 unless `--fail-on never`). First,
+    /// so the JSON leads with it; absent in reports from before it existed.
+    #[serde(default)]
+    pub error: Option<EvaluationError>,
     pub verdict: Decision,
     pub blocking: bool,
     pub reasons: Vec<String>,
@@ -59,20 +66,32 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    /// Whether `--fail-on` makes this report exit 1.
-    pub fn fails(&self) -> bool {
-        self.fail_on.fails(&Verdict { decision: self.verdict, blocking: self.blocking, reasons: Vec::new() })
+    /// How this report ends the command, under the `--fail-on` it was judged with: the one
+    /// place `check`'s exit code is decided ([`FailOn::outcome`]).
+    pub fn outcome(&self) -> Outcome {
+        let verdict = Verdict { decision: self.verdict, blocking: self.blocking, reasons: Vec::new() };
+        self.fail_on.outcome(&verdict, self.error.as_ref())
     }
 }
 
-/// Judges `result` against the store under `opts.baselines`. Errors are bad input (a corrupt
-/// baseline file, unreadable traces): exit 2.
-pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, anyhow::Error> {
+/// Judges `result` against the store under `opts.baselines`. What cannot be gathered (the run
+/// failed, the store directory or file is unusable, the traces cannot be read) becomes the
+/// report's [`EvaluationError`]; the only `Err` is a result whose profile or workload id cannot
+/// name a baseline file (bad input, exit 2 with no report).
+pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
     let path = baseline::store_path(&opts.baselines, &result)?;
-    let store = load_store(&path)?;
-    let (comparison, missing) = match &store {
-        None => (None, Some(missing_baseline_reason(&path, &opts.baselines))),
-        Some(file) => match file.runs.last().and_then(|last| last.workload.difference(&result.workload)) {
+    let mut errors = Vec::new();
+    if let Some(f) = &result.failure {
+        errors.push(bench_failed(f));
+    }
+    let lookup = find_store(&opts.baselines, &path);
+    let (comparison, missing) = match &lookup {
+        // The store is unusable: its error says so, no second reason.
+        Err(_) => (None, None),
+        Ok(None) => (None, Some(missing_baseline_reason(&path, &opts.baselines))),
+        // A failed run has nothing to compare: its error is the whole story.
+        Ok(Some(_)) if result.failure.is_some() => (None, None),
+        Ok(Some(file)) => match file.runs.last().and_then(|last| last.workload.difference(&result.workload)) {
             Some((field, base, cur)) => (
                 None,
                 Some(format!(
@@ -87,7 +106,17 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, a
             }
         },
     };
-    let attribution = if opts.traces.is_empty() { None } else { Some(attribute_paths(&opts.traces, &opts.attribute)?) };
+    let store = lookup.unwrap_or_else(|e| {
+        errors.push(e);
+        None
+    });
+    let attribution = if opts.traces.is_empty() {
+        None
+    } else {
+        attribute_paths(&opts.traces, &opts.attribute)
+            .map_err(|e| errors.push(EvaluationError::new(ErrorKind::TracesUnreadable, e.to_string())))
+            .ok()
+    };
     let stored_traces = store.as_ref().and_then(|f| f.traces.get(&opts.trace_name));
     let trace_diff = match (stored_traces, &attribution) {
         (Some(base), Some(cur)) => Some(verdict::diff_traces(
@@ -99,14 +128,14 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, a
         )),
         _ => None,
     };
-    let failure = result.failure.as_ref().map(|f| format!("{}: {}", f.kind, f.message));
     let v = verdict::decide(&Evidence {
         comparison: comparison.as_ref(),
-        failure: failure.as_deref(),
+        errors: &errors,
         missing_baseline: missing.as_deref(),
         attribution: attribution.as_ref(),
         trace_diff: trace_diff.as_ref(),
-        traces_expected: stored_traces.is_some() && attribution.is_none(),
+        // Unreadable traces were asked for: their error says so.
+        traces_expected: stored_traces.is_some() && opts.traces.is_empty(),
     });
     let baseline = BaselineRef {
         path: path.display().to_string(),
@@ -116,6 +145,7 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, a
     };
     Ok(CheckReport {
         schema_version: SCHEMA_VERSION,
+        error: errors.into_iter().next(),
         verdict: v.decision,
         blocking: v.blocking,
         reasons: v.reasons,
@@ -128,11 +158,71 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, a
     })
 }
 
-fn load_store(path: &Path) -> Result<Option<BaselineFile>, FileError> {
+/// The report of a `check` whose benchmark could not even start (the machine lacks what the
+/// backend needs, or its result could not be written): no result to judge, so no baseline was
+/// looked up; `baseline.path` is the store directory.
+pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckReport {
+    let errors = [EvaluationError::new(ErrorKind::BenchUnavailable, message)];
+    let v = verdict::decide(&Evidence {
+        comparison: None,
+        errors: &errors,
+        missing_baseline: None,
+        attribution: None,
+        trace_diff: None,
+        traces_expected: false,
+    });
+    let [error] = errors;
+    CheckReport {
+        schema_version: SCHEMA_VERSION,
+        error: Some(error),
+        verdict: v.decision,
+        blocking: v.blocking,
+        reasons: v.reasons,
+        fail_on: opts.fail_on,
+        bench: None,
+        comparison: None,
+        attribution: None,
+        trace_diff: None,
+        baseline: BaselineRef {
+            path: opts.baselines.display().to_string(),
+            exists: false,
+            runs: 0,
+            fingerprint_match: false,
+        },
+    }
+}
+
+fn bench_failed(f: &Failure) -> EvaluationError {
+    let rank = f.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
+    EvaluationError::new(ErrorKind::BenchFailed, format!("{}{rank}: {}", f.kind, f.message))
+}
+
+/// The baseline file at `path` inside the store `dir`: `None` when there is none yet (honestly
+/// missing evidence); an error when the directory itself is missing (a misspelled
+/// `--baselines` must not pass as "no baseline yet") or the file cannot be used.
+fn find_store(dir: &Path, path: &Path) -> Result<Option<BaselineFile>, EvaluationError> {
+    if !dir.is_dir() {
+        let what = if dir.exists() { "is not a directory" } else { "does not exist" };
+        return Err(EvaluationError::new(
+            ErrorKind::BaselinesMissing,
+            format!(
+                "{} {what}: check --baselines (or COMMGATE_BASELINES, or `[baseline] dir` in commgate.toml); \
+                 for a first baseline, create the directory and record one with \
+                 `commgate baseline update --from RESULT --baselines {}`",
+                dir.display(),
+                dir.display()
+            ),
+        ));
+    }
     if !path.exists() {
         return Ok(None);
     }
-    baseline::load_store(path).map(Some)
+    baseline::load_store(path).map(Some).map_err(|e: FileError| {
+        EvaluationError::new(
+            ErrorKind::BaselineInvalid,
+            format!("{e} (fix the file, or restore it from the main branch's history)"),
+        )
+    })
 }
 
 /// A missing baseline says exactly which command creates it.
@@ -149,4 +239,101 @@ fn missing_baseline_reason(path: &Path, dir: &Path) -> String {
 pub fn load_report(path: &Path) -> Result<CheckReport, FileError> {
     let report: CheckReport = crate::result::read_versioned(path, "commgate check report")?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::fixtures;
+
+    fn options(baselines: &Path) -> CheckOptions {
+        CheckOptions {
+            baselines: baselines.to_path_buf(),
+            traces: Vec::new(),
+            trace_name: "default".into(),
+            attribute: AttributeOptions::default(),
+            compare: CompareOptions::default(),
+            trace_relative_floor: 0.10,
+            trace_absolute_floor_ms: 0.5,
+            fail_on: FailOn::Regression,
+        }
+    }
+
+    fn run() -> RunResult {
+        fixtures::run(&(0..60).map(|i| 10.0 + f64::from(i % 7) * 0.01).collect::<Vec<_>>())
+    }
+
+    fn kind(r: &CheckReport) -> Option<ErrorKind> {
+        r.error.as_ref().map(|e| e.kind)
+    }
+
+    #[test]
+    fn no_baseline_yet_is_missing_evidence_that_passes() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let r = evaluate(run(), &options(tmp.path())).expect("evaluates");
+        assert_eq!((r.error.as_ref(), r.verdict, r.outcome()), (None, Decision::CollectMoreEvidence, Outcome::Passed));
+        assert!(r.reasons[0].contains("commgate baseline update --from RESULT --baselines"), "{:?}", r.reasons);
+    }
+
+    #[test]
+    fn a_missing_baselines_directory_could_not_be_evaluated() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let r = evaluate(run(), &options(&tmp.path().join("baselnes"))).expect("evaluates");
+        assert_eq!(kind(&r), Some(ErrorKind::BaselinesMissing));
+        assert_eq!(r.outcome(), Outcome::CouldNotEvaluate);
+        assert!(r.reasons[0].starts_with("could not evaluate: the baselines directory does not exist ("), "{r:?}");
+        assert_eq!(r.reasons.len(), 1, "no second 'no baseline' reason: {:?}", r.reasons);
+        let never = CheckReport { fail_on: FailOn::Never, ..r };
+        assert_eq!(never.outcome(), Outcome::Passed);
+    }
+
+    #[test]
+    fn a_corrupt_store_could_not_be_evaluated() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = baseline::store_path(tmp.path(), &run()).expect("path");
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&path, "{\"schema_version\": 1, \"runs\": [").expect("write");
+        let r = evaluate(run(), &options(tmp.path())).expect("evaluates");
+        assert_eq!(kind(&r), Some(ErrorKind::BaselineInvalid));
+        assert!(r.error.as_ref().is_some_and(|e| e.message.contains(&path.display().to_string())), "{r:?}");
+        assert_eq!(r.outcome(), Outcome::CouldNotEvaluate);
+    }
+
+    #[test]
+    fn a_failed_run_could_not_be_evaluated_and_unreadable_traces_follow_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut failed = run();
+        failed.failure = Some(Failure { kind: "timeout".into(), message: "no repeat finished".into(), rank: Some(1) });
+        let opts = CheckOptions { traces: vec![tmp.path().join("no-such-trace.json")], ..options(tmp.path()) };
+        let r = evaluate(failed, &opts).expect("evaluates");
+        let error = r.error.as_ref().expect("an error");
+        assert_eq!(
+            error.to_string(),
+            "could not evaluate: the benchmark failed (timeout on rank 1: no repeat finished)"
+        );
+        assert_eq!(r.reasons[0], error.to_string());
+        assert!(r.reasons[1].starts_with("could not evaluate: the traces could not be read ("), "{:?}", r.reasons);
+        assert!(r.comparison.is_none() && !r.blocking);
+        assert_eq!(r.outcome(), Outcome::CouldNotEvaluate);
+    }
+
+    #[test]
+    fn a_benchmark_that_could_not_run_still_gets_a_report() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let r = could_not_run("no CUDA device", &options(tmp.path()));
+        assert_eq!(kind(&r), Some(ErrorKind::BenchUnavailable));
+        assert_eq!(r.reasons, ["could not evaluate: the benchmark could not run (no CUDA device)"]);
+        assert_eq!(r.outcome(), Outcome::CouldNotEvaluate);
+    }
+
+    #[test]
+    fn reports_without_an_error_field_still_load() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let r = evaluate(run(), &options(tmp.path())).expect("evaluates");
+        let mut json = serde_json::to_value(&r).expect("json");
+        json.as_object_mut().expect("object").remove("error");
+        let path = tmp.path().join("old-report.json");
+        std::fs::write(&path, json.to_string()).expect("write");
+        assert_eq!(load_report(&path).expect("loads").error, None);
+    }
 }

@@ -43,7 +43,8 @@ pub enum Command {
     /// Exits 1 when --fail-on names the verdict, 2 when it could not evaluate.
     Check(CheckArgs),
     /// Post or update the pull-request comment for a report written earlier by `check --output`
-    /// (the trusted half of the fork-PR two-workflow pattern).
+    /// (the trusted half of the fork-PR two-workflow pattern). Exits 2 when nothing was posted;
+    /// --dry-run prints the comment instead, anywhere.
     Comment(CommentArgs),
     /// Manage the baseline store (`baselines/<environment_profile>/<workload_id>.json`).
     #[command(subcommand)]
@@ -199,6 +200,10 @@ pub struct CommentArgs {
     /// job finds it from the run's head SHA).
     #[arg(long, env = "COMMGATE_PR", value_name = "N")]
     pub pr: Option<u64>,
+
+    /// Print the comment's Markdown on stdout and post nothing (no GitHub Actions or token needed).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Subcommand)]

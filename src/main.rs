@@ -8,8 +8,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = commgate::cli::Cli::parse();
     match commgate::run(cli) {
-        Ok(commgate::Outcome::Passed) => ExitCode::SUCCESS,
-        Ok(commgate::Outcome::Blocked) => ExitCode::from(1),
+        Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(e) => {
             eprintln!("commgate: error: {e:#}");
             ExitCode::from(2)

@@ -1,5 +1,12 @@
 //! Runs a parsed command line: resolve settings, do the work, write the output. Returns the
-//! exit status; errors travel up to `main`, which prints them once.
+//! [`Outcome`] (decided for `check` by [`check::CheckReport::outcome`]); errors travel up to
+//! `main`, which prints them once.
+//!
+//! GitHub is treated differently by the two commands that talk to it. For `check`, the verdict
+//! is the exit code and the report is already in `--output` and the job summary, so trouble
+//! posting the comment (a fork's read-only token, an outage) is a warning and never changes the
+//! exit code: a GitHub outage must not block merges, nor turn a red gate green. For `comment`,
+//! posting is the whole job, so not posting exits 2 with the reason.
 
 use anyhow::Result;
 
@@ -7,24 +14,19 @@ use crate::bench;
 use crate::bench::launch::{self, Launch};
 use crate::bench::runner::{self, BenchOutcome};
 use crate::bench::settings::{BenchRequest, BenchSettings};
+use crate::bench::BenchError;
 use crate::check;
 use crate::cli::{BaselineCommand, Cli, Command};
 use crate::config;
+use crate::decision::{Decision, Verdict};
 use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
 use crate::output::emit;
 use crate::report;
 use crate::report::Format;
 use crate::trace::load::attribute_paths;
+pub use crate::verdict::Outcome;
+use crate::verdict::{ErrorKind, EvaluationError, FailOn};
 use crate::{baseline, compare, result};
-
-/// How a successful run ended; `main` maps it to an exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Exit 0.
-    Passed,
-    /// Exit 1: the verdict is one the user asked to block on.
-    Blocked,
-}
 
 pub fn run(cli: Cli) -> Result<Outcome> {
     let file = config::load_file(cli.config.as_deref())?;
@@ -73,13 +75,34 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Comment(args) => {
             let report = check::load_report(&args.report)?;
+            let markdown = report::render_check(&report, Format::Markdown);
+            if args.dry_run {
+                emit(&markdown, None)?;
+                return Ok(Outcome::Passed);
+            }
             let Some(mut gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
-                anyhow::bail!("commgate comment runs inside GitHub Actions (GITHUB_ACTIONS=true with GITHUB_REPOSITORY, GITHUB_TOKEN and a pull-request event)");
+                anyhow::bail!(
+                    "nothing was posted: this is not GitHub Actions (GITHUB_ACTIONS is not true); \
+                     run it in a workflow job, or preview the comment with `commgate comment --dry-run --report {}`",
+                    args.report.display()
+                );
             };
             if args.pr.is_some() {
                 gh.pull_request = args.pr;
             }
-            post_comment(&gh, &report::render_check(&report, Format::Markdown));
+            if gh.pull_request.is_none() {
+                anyhow::bail!(
+                    "nothing was posted: the event `{}` is not a pull request; pass --pr N (or COMMGATE_PR)",
+                    gh.event_name.as_deref().unwrap_or("unknown")
+                );
+            }
+            match github::upsert_comment(&gh, &markdown) {
+                CommentOutcome::Created { url, .. } => eprintln!("commgate: commented on the pull request: {url}"),
+                CommentOutcome::Updated { url, .. } => eprintln!("commgate: updated the pull-request comment: {url}"),
+                CommentOutcome::Skipped(why) | CommentOutcome::Warning(why) => {
+                    anyhow::bail!("nothing was posted: {why}")
+                }
+            }
             Ok(Outcome::Passed)
         }
         Command::Baseline(BaselineCommand::Update(args)) => {
@@ -114,69 +137,105 @@ pub fn run(cli: Cli) -> Result<Outcome> {
 }
 
 /// The gate: measure (or load), judge, write the report, then talk to GitHub. The report is on
-/// disk before any network call, and GitHub trouble never changes the exit code.
+/// disk before any network call, also when the gate could not evaluate (it says what failed),
+/// and GitHub trouble never changes the exit code.
 fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
-    let result = match &cfg.result {
-        Some(path) => result::load_result(path)?,
+    let report = match &cfg.result {
+        Some(path) => check::evaluate(result::load_result(path)?, &cfg.options)?,
         None => {
             let (settings, launch) = resolve_bench(cfg.bench.clone())?;
-            match runner::run(&settings, launch)? {
-                BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result } => {
+            let rank = launch.as_ref().map_or(0, |l| l.rank);
+            match runner::run(&settings, launch) {
+                Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
                     eprintln!("commgate: benchmark result in {}", path.display());
-                    *result
+                    check::evaluate(*result, &cfg.options)?
                 }
-                BenchOutcome::Contributed { rank } => {
+                Ok(BenchOutcome::Contributed { rank }) => {
                     eprintln!("commgate: rank {rank} done; rank 0 judges the run");
                     return Ok(Outcome::Passed);
                 }
-                BenchOutcome::Planned(text) => {
+                Ok(BenchOutcome::Planned(text)) => {
                     emit(&text, None)?;
                     return Ok(Outcome::Passed);
                 }
+                // Another rank's own part failed: it leaves the report to rank 0 (which sees the
+                // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
+                // never`, so the launcher fails the job too.
+                Err(e) if rank != 0 => return Ok(rank_failed(rank, &e, cfg.options.fail_on)),
+                // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
+                Err(e) => check::could_not_run(e.to_string(), &cfg.options),
             }
         }
     };
-    let report = check::evaluate(result, &cfg.options)?;
-    if let Some(path) = &cfg.output {
-        emit(&report::render_check(&report, Format::Json), Some(path))?;
+    publish(&cfg, &report)?;
+    let outcome = report.outcome();
+    if let Some(e) = &report.error {
+        if outcome == Outcome::CouldNotEvaluate {
+            eprintln!("commgate: error: {e}");
+        } else {
+            eprintln!("commgate: warning: {e}; exit 0 only because of --fail-on never");
+        }
     }
-    emit(&report::render_check(&report, cfg.format), None)?;
-    if let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) {
-        let markdown = report::render_check(&report, Format::Markdown);
-        if let Err(e) = github::write_step_summary(&gh, &markdown) {
-            eprintln!("commgate: warning: {e}");
-        }
-        let report_path = cfg.output.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-        let outputs = [
-            ("verdict", report.verdict.as_str()),
-            ("blocking", if report.blocking { "true" } else { "false" }),
-            ("report", report_path.as_str()),
-        ];
-        if let Err(e) = github::write_outputs(&gh, &outputs) {
-            eprintln!("commgate: warning: {e}");
-        }
-        let wanted = match cfg.comment {
-            CommentPolicy::Never => false,
-            CommentPolicy::Always => true,
-            CommentPolicy::Auto => gh.pull_request.is_some(),
-        };
-        if wanted {
-            post_comment(&gh, &markdown);
-        }
-    } else if cfg.comment == CommentPolicy::Always {
-        eprintln!("commgate: warning: --comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");
-    }
-    Ok(if report.fails() { Outcome::Blocked } else { Outcome::Passed })
+    Ok(outcome)
 }
 
-/// Posts or updates the PR comment; trouble is a warning, never an error.
-fn post_comment(gh: &GithubEnv, markdown: &str) {
-    match github::upsert_comment(gh, markdown) {
-        CommentOutcome::Created { url, .. } => eprintln!("commgate: commented on the pull request: {url}"),
-        CommentOutcome::Updated { url, .. } => eprintln!("commgate: updated the pull-request comment: {url}"),
-        CommentOutcome::Skipped(why) => eprintln!("commgate: no comment: {why}"),
-        CommentOutcome::Warning(why) => eprintln!("commgate: warning: {why}"),
+/// The end of a non-zero rank whose own part of the benchmark failed: one line, and the exit
+/// code a report with that failure would give.
+fn rank_failed(rank: u32, e: &BenchError, fail_on: FailOn) -> Outcome {
+    let error = EvaluationError::new(ErrorKind::BenchFailed, format!("rank {rank}'s part: {e}"));
+    let outcome = fail_on.outcome(&Verdict::new(Decision::CollectMoreEvidence, Vec::new()), Some(&error));
+    if outcome == Outcome::CouldNotEvaluate {
+        eprintln!("commgate: error: {error}; rank 0 reports the run");
+    } else {
+        eprintln!("commgate: warning: {error}; rank 0 reports the run; exit 0 only because of --fail-on never");
     }
+    outcome
+}
+
+/// Writes the report everywhere it goes: `--output`, stdout, and inside GitHub Actions the job
+/// summary, the step outputs and (per `--comment`) the PR comment, in that order.
+fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()> {
+    if let Some(path) = &cfg.output {
+        emit(&report::render_check(report, Format::Json), Some(path))?;
+    }
+    emit(&report::render_check(report, cfg.format), None)?;
+    let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
+        if cfg.comment == CommentPolicy::Always {
+            eprintln!("commgate: warning: --comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");
+        }
+        return Ok(());
+    };
+    let markdown = report::render_check(report, Format::Markdown);
+    if let Err(e) = github::write_step_summary(&gh, &markdown) {
+        eprintln!("commgate: warning: {e}");
+    }
+    let report_path = cfg.output.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let outputs = [
+        ("verdict", report.verdict.as_str()),
+        ("blocking", if report.blocking { "true" } else { "false" }),
+        ("error", report.error.as_ref().map_or("", |e| e.kind.as_str())),
+        ("report", report_path.as_str()),
+    ];
+    if let Err(e) = github::write_outputs(&gh, &outputs) {
+        eprintln!("commgate: warning: {e}");
+    }
+    let wanted = match cfg.comment {
+        CommentPolicy::Never => false,
+        CommentPolicy::Always => true,
+        CommentPolicy::Auto => gh.pull_request.is_some(),
+    };
+    if wanted {
+        // A warning at most: see the module doc.
+        match github::upsert_comment(&gh, &markdown) {
+            CommentOutcome::Created { url, .. } => eprintln!("commgate: commented on the pull request: {url}"),
+            CommentOutcome::Updated { url, .. } => eprintln!("commgate: updated the pull-request comment: {url}"),
+            CommentOutcome::Skipped(why) => eprintln!("commgate: no comment: {why}"),
+            CommentOutcome::Warning(why) => {
+                eprintln!("commgate: warning: {why}; the report is in the job summary")
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Resolves a benchmark request against the launcher's environment and the machine: the one

@@ -1,12 +1,99 @@
 //! THE decision: a comparison, trace evidence and the state of the inputs in, one verdict out
-//! (`accept`, `tune` or `collect_more_evidence`), whether it blocks, and why. Reports display a
-//! [`Verdict`]; they never recompute it.
+//! (`accept`, `tune` or `collect_more_evidence`), whether it blocks, and why; then, with
+//! `--fail-on`, the [`Outcome`] that becomes the exit code. Reports display a [`Verdict`] and an
+//! [`Outcome`]; they never recompute them.
+//!
+//! Two kinds of "not enough to judge" are kept apart on purpose. Evidence that is honestly
+//! missing (no baseline yet, other hardware, an inconclusive result) is `collect_more_evidence`
+//! and exits 0: merging is not blocked by something the change did not cause. Evidence that
+//! *could not be gathered* (the benchmark failed or hung, the baselines directory or file is
+//! wrong, the traces asked for cannot be read) is an [`EvaluationError`]: the gate exits 2, so a
+//! change that makes NCCL hang never merges green.
 
 use serde::{Deserialize, Serialize};
 
 use crate::compare::{Comparison, State};
 use crate::decision::{Decision, Verdict};
 use crate::trace::attribute::Attribution;
+
+/// How a command ended; `main` maps it to the exit code ([`Outcome::exit_code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Passed,
+    /// Exit 1: the verdict is one the user asked to block on.
+    Blocked,
+    /// Exit 2: the gate could not judge the change (the report says why).
+    CouldNotEvaluate,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Passed => 0,
+            Outcome::Blocked => 1,
+            Outcome::CouldNotEvaluate => 2,
+        }
+    }
+}
+
+/// Why the gate could not judge the change. Part of the check report, so the PR comment and the
+/// JSON say exactly what failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("could not evaluate: {} ({message})", kind.summary())]
+pub struct EvaluationError {
+    pub kind: ErrorKind,
+    /// What failed and what to do. It quotes files and the failed run (untrusted): renderers
+    /// escape it.
+    pub message: String,
+}
+
+impl EvaluationError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        EvaluationError { kind, message: message.into() }
+    }
+}
+
+/// What could not be gathered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The benchmark ran and failed: a rank died, a collective hung past `--timeout`, … (the
+    /// result's `failure`).
+    BenchFailed,
+    /// The benchmark could not start (the machine lacks what the backend needs) or its result
+    /// could not be written.
+    BenchUnavailable,
+    /// The baselines directory does not exist (a misspelled `--baselines`, say).
+    BaselinesMissing,
+    /// The baseline file exists but does not parse or validate.
+    BaselineInvalid,
+    /// `--traces` were given and could not be read.
+    TracesUnreadable,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::BenchFailed => "bench_failed",
+            ErrorKind::BenchUnavailable => "bench_unavailable",
+            ErrorKind::BaselinesMissing => "baselines_missing",
+            ErrorKind::BaselineInvalid => "baseline_invalid",
+            ErrorKind::TracesUnreadable => "traces_unreadable",
+        }
+    }
+
+    /// The failure in a few words, for the report's first line.
+    pub fn summary(self) -> &'static str {
+        match self {
+            ErrorKind::BenchFailed => "the benchmark failed",
+            ErrorKind::BenchUnavailable => "the benchmark could not run",
+            ErrorKind::BaselinesMissing => "the baselines directory does not exist",
+            ErrorKind::BaselineInvalid => "the baseline file cannot be used",
+            ErrorKind::TracesUnreadable => "the traces could not be read",
+        }
+    }
+}
 
 /// What `--fail-on` names: the verdicts that exit 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -30,6 +117,21 @@ impl FailOn {
             FailOn::Tune => v.decision == Decision::Tune,
             FailOn::CollectMoreEvidence => v.decision != Decision::Accept,
             FailOn::Never => false,
+        }
+    }
+
+    /// THE exit decision of `check`: `never` passes everything; otherwise an evaluation error
+    /// is exit 2 (even next to a regression: the evaluation is incomplete, and both fail the
+    /// job), then the verdicts this policy names exit 1.
+    pub fn outcome(self, v: &Verdict, error: Option<&EvaluationError>) -> Outcome {
+        if self == FailOn::Never {
+            Outcome::Passed
+        } else if error.is_some() {
+            Outcome::CouldNotEvaluate
+        } else if self.fails(v) {
+            Outcome::Blocked
+        } else {
+            Outcome::Passed
         }
     }
 }
@@ -90,8 +192,8 @@ pub fn diff_traces(
 pub struct Evidence<'a> {
     /// The comparison with the stored baseline, when there was one.
     pub comparison: Option<&'a Comparison>,
-    /// The current run's failure, if it failed.
-    pub failure: Option<&'a str>,
+    /// What could not be gathered (the run failed, the store is unusable, …), most basic first.
+    pub errors: &'a [EvaluationError],
     /// Why no comparison could be made (no baseline file, another workload, …).
     pub missing_baseline: Option<&'a str>,
     pub attribution: Option<&'a Attribution>,
@@ -100,11 +202,25 @@ pub struct Evidence<'a> {
     pub traces_expected: bool,
 }
 
-/// The one decision: a confirmed regression → `tune`, blocking; missing baseline,
-/// other hardware, an inconclusive primary metric, a failed run or missing traces →
-/// `collect_more_evidence`, never blocking; otherwise the trace follow-up chooses between
+/// The one decision. Evidence that could not be gathered → `collect_more_evidence`, not
+/// blocking, the errors first in the reasons and then what the rest of the evidence says (the
+/// exit code comes from [`FailOn::outcome`]). Otherwise a confirmed regression → `tune`,
+/// blocking; a missing baseline, other hardware, an inconclusive primary metric or missing traces
+/// → `collect_more_evidence`, never blocking; otherwise the trace follow-up chooses between
 /// `accept` and a non-blocking `tune` with its mitigation.
 pub fn decide(e: &Evidence<'_>) -> Verdict {
+    let judged = judge(e);
+    if e.errors.is_empty() {
+        return judged;
+    }
+    // No verdict on the change: whatever the partial evidence says only follows the errors.
+    let mut reasons: Vec<String> = e.errors.iter().map(ToString::to_string).collect();
+    reasons.extend(judged.reasons);
+    Verdict::new(Decision::CollectMoreEvidence, reasons)
+}
+
+/// The verdict on the evidence that was gathered.
+fn judge(e: &Evidence<'_>) -> Verdict {
     let mut reasons = Vec::new();
     let regressed_collectives: Vec<&CollectiveDiff> =
         e.trace_diff.map(|d| d.collectives.iter().filter(|c| c.regressed).collect()).unwrap_or_default();
@@ -132,12 +248,8 @@ pub fn decide(e: &Evidence<'_>) -> Verdict {
         }
         return Verdict::regression(reasons);
     }
-    let mut more = |why: String| reasons.push(why);
-    if let Some(f) = e.failure {
-        more(format!("the benchmark run failed ({f}); fix it and run again"));
-    }
     if let Some(m) = e.missing_baseline {
-        more(m.to_string());
+        reasons.push(m.to_string());
     }
     if let Some(c) = e.comparison {
         if c.verdict == Decision::CollectMoreEvidence {
@@ -193,7 +305,7 @@ mod tests {
     fn evidence<'a>() -> Evidence<'a> {
         Evidence {
             comparison: None,
-            failure: None,
+            errors: &[],
             missing_baseline: None,
             attribution: None,
             trace_diff: None,
@@ -213,13 +325,53 @@ mod tests {
     }
 
     #[test]
-    fn missing_baseline_and_failures_ask_for_more_evidence() {
+    fn missing_evidence_asks_for_more_and_passes() {
         let v = decide(&Evidence { missing_baseline: Some("no baseline"), ..evidence() });
         assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
-        let v = decide(&Evidence { failure: Some("timeout"), ..evidence() });
-        assert_eq!(v.decision, Decision::CollectMoreEvidence);
+        assert_eq!(FailOn::Regression.outcome(&v, None), Outcome::Passed);
         let v = decide(&Evidence { traces_expected: true, ..evidence() });
         assert_eq!(v.decision, Decision::CollectMoreEvidence);
+        assert_eq!(FailOn::CollectMoreEvidence.outcome(&v, None), Outcome::Blocked);
+    }
+
+    #[test]
+    fn an_evaluation_error_leads_the_reasons_and_exits_2_unless_fail_on_never() {
+        let timeout = EvaluationError::new(ErrorKind::BenchFailed, "timeout: no repeat finished for 1 s");
+        let errors = [timeout.clone()];
+        let v = decide(&Evidence { errors: &errors, missing_baseline: Some("no baseline at b.json"), ..evidence() });
+        assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
+        assert_eq!(
+            v.reasons,
+            [
+                "could not evaluate: the benchmark failed (timeout: no repeat finished for 1 s)".to_string(),
+                "no baseline at b.json".to_string()
+            ]
+        );
+        for fail_on in [FailOn::Regression, FailOn::Tune, FailOn::CollectMoreEvidence] {
+            assert_eq!(fail_on.outcome(&v, Some(&timeout)), Outcome::CouldNotEvaluate, "{fail_on:?}");
+        }
+        assert_eq!(FailOn::Never.outcome(&v, Some(&timeout)), Outcome::Passed);
+        // Next to a confirmed regression too: the evaluation is incomplete.
+        let blocking = Verdict::regression(vec![]);
+        assert_eq!(FailOn::Regression.outcome(&blocking, Some(&timeout)), Outcome::CouldNotEvaluate);
+        assert_eq!(FailOn::Regression.outcome(&blocking, None), Outcome::Blocked);
+        assert_eq!([Outcome::Passed, Outcome::Blocked, Outcome::CouldNotEvaluate].map(Outcome::exit_code), [0, 1, 2]);
+    }
+
+    #[test]
+    fn errors_serialise_with_snake_case_kinds() {
+        let e = EvaluationError::new(ErrorKind::TracesUnreadable, "t: missing");
+        let json = serde_json::to_value(&e).expect("json");
+        assert_eq!(json, serde_json::json!({"kind": "traces_unreadable", "message": "t: missing"}));
+        for kind in [
+            ErrorKind::BenchFailed,
+            ErrorKind::BenchUnavailable,
+            ErrorKind::BaselinesMissing,
+            ErrorKind::BaselineInvalid,
+            ErrorKind::TracesUnreadable,
+        ] {
+            assert_eq!(serde_json::to_value(kind).expect("json"), kind.as_str(), "as_str matches the JSON");
+        }
     }
 
     #[test]

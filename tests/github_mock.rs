@@ -190,7 +190,8 @@ async fn forbidden_is_one_warning_without_a_retry_storm() {
     };
     assert!(why.contains("HTTP 403"), "{why}");
     assert!(why.contains("read-only"), "{why}");
-    assert!(why.contains("job summary"), "{why}");
+    assert!(why.contains("permissions: pull-requests: write"), "says what to do: {why}");
+    assert!(!why.contains("job summary"), "what the caller does next is the caller's to say: {why}");
     assert!(why.contains("Resource not accessible by integration"), "{why}");
     assert_eq!(server.received_requests().await.unwrap_or_default().len(), 2);
 }
@@ -534,5 +535,5 @@ async fn persistent_server_errors_stop_after_exactly_four_requests() {
         panic!("expected a warning");
     };
     assert!(why.contains("HTTP 503") && why.contains("gave up after 4 attempts"), "{why}");
-    assert!(why.contains("job summary"), "{why}");
+    assert!(why.contains("re-run the job"), "{why}");
 }

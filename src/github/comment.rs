@@ -11,12 +11,14 @@
 //!   cost a request and fails for the Actions token (`GET /user` is 403 for an app installation);
 //!   instead a PATCH refused with 403/404 (a comment written under another identity) falls back to
 //!   one POST, which the next run then finds as the most recent.
-//! - Commenting never fails the gate: a comment is a convenience, the verdict is the exit code and
-//!   the report is already in the job summary and `--output`. So [`upsert_comment`] returns a
-//!   [`CommentOutcome`], never an error. A read-only token (fork pull requests) gives 401/403/404:
-//!   one warning, no retries. 5xx, transport errors, timeouts and rate limits are retried with
-//!   exponential backoff, a bounded number of times, under a per-request timeout and an overall
-//!   deadline, so `check` never hangs on the network.
+//! - [`upsert_comment`] returns a [`CommentOutcome`], never an error, and the caller decides what
+//!   not posting means: for `check` a warning (the verdict is the exit code and the report is
+//!   already in the job summary and `--output`), for `comment` exit 2 (posting is its whole
+//!   job). The texts therefore say why and what to do, never what the caller does next. A
+//!   read-only token (fork pull requests) gives 401/403/404: one outcome, no retries. 5xx,
+//!   transport errors, timeouts and rate limits are retried with exponential backoff, a bounded
+//!   number of times, under a per-request timeout and an overall deadline, so neither command
+//!   ever hangs on the network.
 //! - A retry redoes the whole find-then-write step rather than repeating one request: a POST whose
 //!   answer was lost (a 502 from a proxy after GitHub created the comment) is then found by the
 //!   next listing and updated, instead of duplicated. octocrab's own retry layer is turned off so
@@ -57,7 +59,7 @@ pub enum CommentOutcome {
     },
     /// Nothing to do here (not a pull request, no token, no repository); the reason says which.
     Skipped(String),
-    /// Commenting failed; the gate goes on. The text says why and what the user can do.
+    /// Commenting failed. The text says why and what the user can do.
     Warning(String),
 }
 
@@ -119,7 +121,7 @@ pub fn upsert_comment_with(env: &GithubEnv, body: &str, policy: &RetryPolicy) ->
     };
     let Some(token) = &env.token else {
         return CommentOutcome::Skipped(
-            "no GITHUB_TOKEN (or GH_TOKEN) in the environment; pass the `github-token` input to comment".to_string(),
+            "no GITHUB_TOKEN (or GH_TOKEN) in the environment: set it for this step (the action's `github-token` input does)".to_string(),
         );
     };
     // octocrab turns the token into a header value and panics on one HTTP forbids (a stray line
@@ -160,15 +162,15 @@ fn run_on_own_runtime(target: &Target<'_>, policy: &RetryPolicy) -> CommentOutco
         match tokio::time::timeout_at(deadline, upsert(target, policy, deadline)).await {
             Ok(outcome) => outcome,
             Err(_) => CommentOutcome::Warning(format!(
-                "cannot comment: GitHub did not finish within the {} s deadline; {}",
+                "cannot comment: GitHub did not finish within the {} s deadline; {TRY_LATER}",
                 policy.deadline.as_secs_f64(),
-                REPORT_ELSEWHERE
             )),
         }
     })
 }
 
-const REPORT_ELSEWHERE: &str = "the report is in the job summary";
+/// What to do about GitHub or the network failing: nothing in the job's hands but time.
+const TRY_LATER: &str = "re-run the job when GitHub answers again";
 
 async fn upsert(target: &Target<'_>, policy: &RetryPolicy, deadline: Instant) -> CommentOutcome {
     let crab = match build_client(target, policy) {
@@ -189,14 +191,14 @@ async fn upsert(target: &Target<'_>, policy: &RetryPolicy, deadline: Instant) ->
         };
         if attempt >= attempts {
             return CommentOutcome::Warning(format!(
-                "cannot comment: {why} (gave up after {attempts} attempts); {REPORT_ELSEWHERE}"
+                "cannot comment: {why} (gave up after {attempts} attempts); {TRY_LATER}"
             ));
         }
         let wait = match asked_wait {
             Some(wait) if wait > MAX_RETRY_AFTER => {
                 return CommentOutcome::Warning(format!(
                     "cannot comment: {why}, and GitHub asks to wait {} s, longer than commgate waits ({} s); \
-                     {REPORT_ELSEWHERE}",
+                     {TRY_LATER}",
                     wait.as_secs(),
                     MAX_RETRY_AFTER.as_secs()
                 ));
@@ -206,7 +208,7 @@ async fn upsert(target: &Target<'_>, policy: &RetryPolicy, deadline: Instant) ->
         };
         if Instant::now() + wait >= deadline {
             return CommentOutcome::Warning(format!(
-                "cannot comment: {why}, and the next try would pass the {} s deadline; {REPORT_ELSEWHERE}",
+                "cannot comment: {why}, and the next try would pass the {} s deadline; {TRY_LATER}",
                 policy.deadline.as_secs_f64()
             ));
         }
@@ -462,12 +464,15 @@ fn classify(status: u16, limits: &RateLimitHeaders, now_epoch_s: u64, what: &str
         };
     }
     let hint = match status {
-        401 => "the token was rejected (expired or revoked?)",
-        403 | 404 => "the token is read-only or lacks `pull-requests: write` (fork pull request?)",
+        401 => "the token was rejected (expired or revoked?): pass a valid token",
+        403 | 404 => {
+            "the token is read-only or lacks `pull-requests: write` (a fork pull request?): give the job \
+             `permissions: pull-requests: write`, or post from a trusted `workflow_run` job"
+        }
         _ => "GitHub refused the request",
     };
     Failure::Fatal {
-        why: format!("cannot comment (HTTP {status}): {hint}; {REPORT_ELSEWHERE}. GitHub said: {message}"),
+        why: format!("cannot comment (HTTP {status}): {hint}. GitHub said: {message}"),
         status: Some(status),
     }
 }

@@ -2,7 +2,8 @@
 //! under the verdict), JSON (formats.md, "Check report"), and the Markdown of the PR comment and
 //! job summary: verdict first, a metric table next to a mermaid chart of baseline vs current,
 //! the hotspots with their mitigation, details folded, a hidden marker, under GitHub's comment
-//! size limit.
+//! size limit. A report that could not be evaluated leads with what failed and the exit code it
+//! gives, in every format, before anything else.
 
 use super::markdown::{code_span, escape_md, metric_table, table};
 use super::{ms, payload, two, Align};
@@ -10,15 +11,24 @@ use crate::check::CheckReport;
 use crate::compare::Comparison;
 use crate::github::MARKER;
 use crate::trace::attribute::Attribution;
-use crate::verdict::TraceDiff;
+use crate::verdict::{EvaluationError, Outcome, TraceDiff};
 
 /// GitHub rejects issue comments longer than this many characters.
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
 
 /// Terminal text: the verdict and reasons, then the comparison and attribution tables.
 pub fn text(r: &CheckReport) -> String {
-    let mut out = format!("Verdict: {}{}\n", r.verdict.as_str(), if r.blocking { " (blocking)" } else { "" });
-    for reason in &r.reasons {
+    let mut out = match &r.error {
+        Some(e) => format!(
+            "Could not evaluate: {} ({})\n{}\n",
+            e.kind.summary(),
+            super::text::plain(&e.message),
+            not_judged(r)
+        ),
+        None => String::new(),
+    };
+    out.push_str(&format!("Verdict: {}{}\n", r.verdict.as_str(), if r.blocking { " (blocking)" } else { "" }));
+    for reason in other_reasons(r) {
         out.push_str(&format!("  - {}\n", super::text::plain(reason)));
     }
     if let Some(c) = &r.comparison {
@@ -80,7 +90,26 @@ fn assemble(head: &str, body: &[String], details: &[String], cut: bool) -> Strin
     out
 }
 
+/// What a could-not-evaluate report means for the merge, with the exit code it gives.
+fn not_judged(r: &CheckReport) -> &'static str {
+    match r.outcome() {
+        Outcome::CouldNotEvaluate => {
+            "Nothing was judged, so the gate exits 2 (could not evaluate): fix the cause and run it again."
+        }
+        _ => "Nothing was judged; the gate exits 0 only because of --fail-on never.",
+    }
+}
+
+/// The reasons other than the error's own line, which the report shows first on its own.
+fn other_reasons(r: &CheckReport) -> impl Iterator<Item = &String> {
+    let lead = r.error.as_ref().map(EvaluationError::to_string);
+    r.reasons.iter().filter(move |x| Some(x.as_str()) != lead.as_deref())
+}
+
 fn head(r: &CheckReport) -> String {
+    if let Some(e) = &r.error {
+        return error_head(r, e);
+    }
     let icon = match (r.verdict.as_str(), r.blocking) {
         (_, true) => "🔴",
         ("accept", _) => "🟢",
@@ -92,6 +121,24 @@ fn head(r: &CheckReport) -> String {
         r.verdict.as_str(),
         if r.blocking { " — blocking merge" } else { "" }
     )
+}
+
+/// The head of a report that could not be evaluated: what failed (escaped: it quotes files and
+/// the failed run), what it means for the merge, then any other reasons.
+fn error_head(r: &CheckReport, e: &EvaluationError) -> String {
+    let mut out = format!(
+        "{MARKER}\n### ⛔ commgate: could not evaluate\n\n**Could not evaluate: {}** ({})\n\n{}\n",
+        e.kind.summary(),
+        escape_md(&e.message),
+        not_judged(r).replace("--fail-on never", "`--fail-on never`")
+    );
+    let others: Vec<String> = other_reasons(r).map(|x| format!("- {}", escape_md(x))).collect();
+    if !others.is_empty() {
+        out.push('\n');
+        out.push_str(&others.join("\n"));
+        out.push('\n');
+    }
+    out
 }
 
 /// The metric table and, next to it, a chart of baseline vs current medians and P95s.
@@ -319,6 +366,7 @@ mod tests {
             .collect();
         CheckReport {
             schema_version: 1,
+            error: None,
             verdict: Decision::Tune,
             blocking: false,
             reasons: vec!["<b>|reason|</b>".into(), "second".into()],
@@ -337,6 +385,53 @@ mod tests {
         assert!(md.starts_with(MARKER));
         assert!(md.contains("&lt;b&gt;\\|reason\\|&lt;/b&gt;"), "{md}");
         assert!(!md.contains("<b>"));
+    }
+
+    fn could_not_evaluate(fail_on: FailOn) -> CheckReport {
+        let error = crate::verdict::EvaluationError::new(
+            crate::verdict::ErrorKind::BenchFailed,
+            "timeout on rank 1: <img src=x>|`rm -rf`|\n[x](javascript:alert(1))",
+        );
+        CheckReport {
+            verdict: Decision::CollectMoreEvidence,
+            reasons: vec![error.to_string(), "no baseline at b.json".into()],
+            error: Some(error),
+            fail_on,
+            attribution: None,
+            ..report(0, 0)
+        }
+    }
+
+    #[test]
+    fn a_report_that_could_not_be_evaluated_leads_with_the_failure_escaped() {
+        let r = could_not_evaluate(FailOn::Regression);
+        let md = markdown(&r);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines[..2], [MARKER, "### ⛔ commgate: could not evaluate"], "{md}");
+        assert!(
+            lines[3].starts_with("**Could not evaluate: the benchmark failed** (timeout on rank 1: &lt;img"),
+            "{md}"
+        );
+        assert!(md.contains("exits 2 (could not evaluate)"), "{md}");
+        assert!(!md.contains("<img") && !md.contains("](javascript") && !md.contains("|`rm"), "{md}");
+        assert_eq!(
+            md.matches("could not evaluate: the benchmark failed").count(),
+            1,
+            "the lead, once; then folded: {md}"
+        );
+
+        let t = text(&r);
+        assert!(t.starts_with("Could not evaluate: the benchmark failed (timeout on rank 1: <img"), "{t}");
+        assert!(t.contains("\\n[x]"), "control characters are defused: {t}");
+        assert!(t.contains("exits 2") && t.contains("  - no baseline at b.json\n"), "{t}");
+        assert!(!t.contains("  - could not evaluate"), "the lead is not repeated: {t}");
+    }
+
+    #[test]
+    fn fail_on_never_still_says_what_failed() {
+        let r = could_not_evaluate(FailOn::Never);
+        assert!(text(&r).contains("exits 0 only because of --fail-on never"));
+        assert!(markdown(&r).contains("### ⛔ commgate: could not evaluate"));
     }
 
     #[test]
