@@ -125,19 +125,19 @@ mod tests {
         assert_eq!(run_id(&same), id);
 
         // …but any sample, the time, the profile or the workload does.
-        let mut changes: Vec<Box<dyn Fn(&mut RunResult)>> = vec![
-            Box::new(|r| r.rows[3].samples_ms[2] = f64::from_bits(3.0f64.to_bits() + 1)),
-            Box::new(|r| r.rows[0].rank_mean_ms[0] = 0.5),
-            Box::new(|r| r.created_at = "2026-11-30T00:00:01Z".into()),
-            Box::new(|r| r.environment_profile = "PAR-OTHER".into()),
-            Box::new(|r| r.workload.world_size = 4),
-            Box::new(|r| r.workload.dtype = "float32".into()),
-            Box::new(|r| r.workload.repeats += 1),
-            Box::new(|r| {
+        let changes: [fn(&mut RunResult); 8] = [
+            |r| r.rows[3].samples_ms[2] = f64::from_bits(3.0f64.to_bits() + 1),
+            |r| r.rows[0].rank_mean_ms[0] = 0.5,
+            |r| r.created_at = "2026-11-30T00:00:01Z".into(),
+            |r| r.environment_profile = "PAR-OTHER".into(),
+            |r| r.workload.world_size = 4,
+            |r| r.workload.dtype = "float32".into(),
+            |r| r.workload.repeats += 1,
+            |r| {
                 r.rows[3].samples_ms.pop();
-            }),
+            },
         ];
-        for (i, change) in changes.iter_mut().enumerate() {
+        for (i, change) in changes.iter().enumerate() {
             let mut other = run.clone();
             change(&mut other);
             assert_ne!(run_id(&other), id, "change {i}");

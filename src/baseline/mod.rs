@@ -126,8 +126,9 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
             ));
         }
     }
-    if let Some((newest_index, newest)) = file.runs.iter().enumerate().last() {
-        for (i, run) in file.runs[..newest_index].iter().enumerate() {
+    if let Some((newest, older)) = file.runs.split_last() {
+        let newest_index = older.len();
+        for (i, run) in older.iter().enumerate() {
             if let Some((field, there, here)) = run.workload.difference(&newest.workload) {
                 return Err(format!(
                     "`runs[{i}].workload.{field}` is {} but the newest run's (`runs[{newest_index}]`) is {}; \
