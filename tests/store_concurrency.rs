@@ -1,11 +1,13 @@
 //! The baseline store through the binary: parallel `baseline update`s lose no run and leave
-//! nothing behind; the same result twice is stored once; temporaries of a killed update are
+//! nothing behind, while a reader sees only whole files; the same result twice is stored once; temporaries of a killed update are
 //! cleaned; a store whose runs mix workloads is refused (exit 2, naming the run) by `check`,
 //! `compare` and `baseline update`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use assert_cmd::Command;
 use predicates::prelude::*;
@@ -40,10 +42,15 @@ fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON")
 }
 
-/// The fixture result, made another run by its creation time (part of the run's identity).
+/// The fixture result, made another run by its creation time (part of the run's identity), with
+/// its first 12 repeats only: a store of 80 runs stays small, so the test is quick.
 fn distinct_result(dir: &Path, n: usize) -> PathBuf {
     let mut v = json(&root().join(SAME));
     v["created_at"] = format!("2026-12-01T{:02}:{:02}:00Z", n / 60, n % 60).into();
+    v["workload"]["repeats"] = 12.into();
+    for row in v["rows"].as_array_mut().expect("rows") {
+        row["samples_ms"].as_array_mut().expect("samples").truncate(12);
+    }
     v["run_label"] = format!("run-{n}").into();
     let path = dir.join(format!("result-{n}.json"));
     std::fs::write(&path, v.to_string()).expect("write");
@@ -79,6 +86,25 @@ fn eight_parallel_updates_times_ten_lose_no_run_and_leave_nothing_behind() {
     const TRIALS: usize = 10;
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = tmp.path().join("baselines");
+    // A reader, as `check` or `compare` would be, takes no lock: every version of the file it
+    // sees must be whole, and none may hold fewer runs than one it saw before.
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (file, stop) = (store.join(STORE_FILE), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let (mut reads, mut most) = (0usize, 0usize);
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(text) = std::fs::read_to_string(&file) else { continue };
+                let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("a torn read: {e}"));
+                let runs = v["runs"].as_array().expect("runs").len();
+                assert!(runs >= most, "{runs} runs after {most}");
+                (reads, most) = (reads + 1, runs);
+                // Leave the two cores of a CI runner to the writers.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            reads
+        })
+    };
     let mut reported = Vec::new();
     for trial in 0..TRIALS {
         let results: Vec<PathBuf> =
@@ -111,6 +137,8 @@ fn eight_parallel_updates_times_ten_lose_no_run_and_leave_nothing_behind() {
         assert_eq!(runs.len(), expected.len(), "trial {trial}: a run lost or stored twice");
         assert_eq!(labels, expected, "trial {trial}");
     }
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader.join().expect("the reader saw only whole files") > 0, "the reader read");
     // Each update saw the store its predecessor wrote: the counts they reported are 1..=80.
     reported.sort_unstable();
     assert_eq!(reported, (1..=PROCESSES * TRIALS).collect::<Vec<_>>());
