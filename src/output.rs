@@ -1,14 +1,23 @@
 //! Where bytes leave the process: stdout (a closed pipe is not an error) or a file written
-//! atomically (temporary file beside it, flushed to disk, then renamed), so that a failure never
-//! leaves a half-written report, result or baseline behind.
+//! atomically (temporary file beside it, flushed to disk, renamed, then the directory flushed),
+//! so that a failure never leaves a half-written report, result or baseline behind and a reader
+//! sees either the old file or the new one.
+//!
+//! Temporary files are named `.commgate-tmp-*` ([`TEMP_PREFIX`]) so that they are recognisable:
+//! the baseline store removes any a killed process left behind ([`is_leftover_temp`]).
 //!
 //! The bottom layer: it imports nothing from the crate, and every module that writes a file goes
 //! through [`write_atomic`].
 
+use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
+
+/// How every temporary file commgate writes begins (hidden, and unmistakably commgate's).
+pub const TEMP_PREFIX: &str = ".commgate-tmp-";
 
 /// Writes a report to stdout, or atomically to `output`.
 pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
@@ -26,27 +35,85 @@ pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename; the
-/// temporary file is removed when anything fails. Callers add which file it was to the error.
+/// Writes `bytes` to `path` through a temporary file in the same directory: the file is flushed
+/// to disk before the rename, and the directory after it, so that a crash leaves the old file or
+/// the new one, never a torn one. The temporary file is removed when anything fails. Callers add
+/// which file it was to the error.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("output");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
+    let dir = parent_dir(path);
+    let (tmp, mut file) = create_temp(dir)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .and_then(|()| sync_dir(dir));
     if written.is_err() {
+        // After a successful rename the name is gone already; this only cleans up a failure.
         let _ = std::fs::remove_file(&tmp);
     }
     written
 }
 
+/// The directory a file lives in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates a new temporary file in `dir`. The name is unique to this process and call; the file
+/// is created exclusively, so two processes sharing a directory but not a process-id space (two
+/// containers on one volume) never write into the same temporary file.
+fn create_temp(dir: &Path) -> std::io::Result<(PathBuf, File)> {
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let mut attempt = 0;
+    loop {
+        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!("{TEMP_PREFIX}{}-{nanos:08x}-{n}", std::process::id()));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Flushes a directory's entries (a rename or a new file in it) to disk. A filesystem that
+/// cannot sync a directory says so with `InvalidInput` or `Unsupported`; the file itself is
+/// already on disk then, so that is not an error.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    match File::open(dir).and_then(|d| d.sync_all()) {
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported) => Ok(()),
+        other => other,
+    }
+}
+
+/// Whether a file name is a temporary file of an interrupted [`write_atomic`]: this version's
+/// `.commgate-tmp-*`, or the `.<name>.tmp-<pid>` of earlier versions.
+pub fn is_leftover_temp(name: &str) -> bool {
+    if name.starts_with(TEMP_PREFIX) {
+        return true;
+    }
+    match name.strip_prefix('.').and_then(|rest| rest.rsplit_once(".tmp-")) {
+        Some((target, pid)) => !target.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
 
     #[test]
     fn writes_whole_files_and_leaves_no_temporary_behind() {
@@ -57,9 +124,30 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "two");
         let missing = dir.path().join("no-such-dir").join("r.json");
         assert!(write_atomic(&missing, b"x").is_err());
-        let names: Vec<_> = std::fs::read_dir(dir.path()).expect("ls").map(|e| e.expect("entry").file_name()).collect();
-        assert_eq!(names, ["r.json"]);
+        assert_eq!(names(dir.path()), ["r.json"]);
         let e = emit("x", Some(&missing)).unwrap_err();
         assert!(format!("{e:#}").contains("cannot write the report"), "{e:#}");
+    }
+
+    #[test]
+    fn a_failed_rename_removes_its_temporary_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A non-empty directory where the file should go: the temporary file is written, the
+        // rename fails.
+        let target = dir.path().join("taken");
+        std::fs::create_dir(&target).expect("mkdir");
+        std::fs::write(target.join("inside"), "x").expect("write");
+        assert!(write_atomic(&target, b"x").is_err());
+        assert_eq!(names(dir.path()), ["taken"]);
+    }
+
+    #[test]
+    fn leftover_temporaries_are_recognised_and_nothing_else() {
+        for name in [".commgate-tmp-123-00ab-0", ".par.json.tmp-4242", ".x.tmp-1"] {
+            assert!(is_leftover_temp(name), "{name}");
+        }
+        for name in ["par.json", ".gitignore", ".par.json.tmp-", ".par.json.tmp-12a", "..tmp-1", "commgate-tmp-1"] {
+            assert!(!is_leftover_temp(name), "{name}");
+        }
     }
 }

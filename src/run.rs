@@ -107,29 +107,23 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Baseline(BaselineCommand::Update(args)) => {
             let cfg = config::update(args, &file)?;
-            let mut path = None;
-            if let Some(from) = &cfg.from {
-                let u = baseline::update(&cfg.dir, from, cfg.keep)?;
-                if let Some(note) = &u.fingerprint_note {
-                    eprintln!("commgate: note: {note}");
-                }
-                let dropped = if u.dropped > 0 { format!(", dropped the oldest {}", u.dropped) } else { String::new() };
-                let plural = if u.runs == 1 { "" } else { "s" };
-                eprintln!("commgate: {} now holds {} run{plural}{dropped}", u.path.display(), u.runs);
-                path = Some(u.path);
-            }
-            if !cfg.traces.is_empty() {
-                let path = match path {
-                    Some(p) => p,
-                    None => baseline::store_path_for(
-                        &cfg.dir,
-                        cfg.environment_profile.as_deref().unwrap_or_default(),
-                        &cfg.workload_id,
-                    )?,
-                };
-                let attribution = attribute_paths(&cfg.traces, &config::attribute_defaults(&file)?)?;
-                let n = baseline::add_traces(&path, &cfg.name, attribution)?;
-                eprintln!("commgate: {} now holds trace summary \"{}\" ({n} collectives)", path.display(), cfg.name);
+            // Attributed before the store is locked or touched: bad traces change nothing.
+            let traces = if cfg.traces.is_empty() {
+                None
+            } else {
+                Some((cfg.name, attribute_paths(&cfg.traces, &config::attribute_defaults(&file)?)?))
+            };
+            let target = match cfg.from {
+                Some(from) => baseline::Target::Result(from),
+                None => baseline::Target::File {
+                    profile: cfg.environment_profile.unwrap_or_default(),
+                    workload_id: cfg.workload_id,
+                },
+            };
+            let change = baseline::Change { target, keep: cfg.keep, traces };
+            let waiting = || eprintln!("commgate: waiting for another update of {} to finish", cfg.dir.display());
+            for line in baseline::update(&cfg.dir, change, waiting)?.messages() {
+                eprintln!("commgate: {line}");
             }
             Ok(Outcome::Passed)
         }

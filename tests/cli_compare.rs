@@ -148,9 +148,9 @@ fn other_hardware_asks_for_more_evidence_and_never_blocks() {
 fn baseline_update_builds_the_store_and_refuses_bad_runs() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("baselines");
-    for _ in 0..3 {
+    for from in [PREVIOUS, SAME, SLOWER] {
         commgate()
-            .args(["baseline", "update", "--from", SAME, "--keep", "2", "--baselines"])
+            .args(["baseline", "update", "--from", from, "--keep", "2", "--baselines"])
             .arg(&dir)
             .assert()
             .success()

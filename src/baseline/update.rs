@@ -1,0 +1,371 @@
+//! `baseline update`: adds a run and/or a trace summary to a store file. The whole
+//! read-modify-write happens under the store's lock, so parallel updates never lose a run; a run
+//! the store already holds (same [`run_id`]) is not added again, so a retried update changes
+//! nothing; a store file is rewritten only when something changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{check_store, run_id, store_path, store_path_for, write_store, BaselineFile, RunId, Runs, StoreLock};
+use crate::result::{load_result, read_versioned, FileError, RunResult, SCHEMA_VERSION};
+use crate::trace::attribute::Attribution;
+
+/// Which store file an update changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// The file of this result's profile and workload; the result is added to it.
+    Result(PathBuf),
+    /// An existing file, named by profile and workload id (`--traces` without `--from`).
+    File { profile: String, workload_id: String },
+}
+
+/// One `baseline update`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub target: Target,
+    /// How many runs the file keeps (the newest).
+    pub keep: usize,
+    /// A trace summary to store under `traces.<name>`: `(name, summary)`.
+    pub traces: Option<(String, Attribution)>,
+}
+
+/// What became of the result of [`Target::Result`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunChange {
+    Added {
+        id: RunId,
+        created_at: String,
+        dropped: usize,
+    },
+    /// The store already held this run: it was not added again.
+    AlreadyHeld {
+        id: RunId,
+        created_at: String,
+    },
+}
+
+/// The trace summary that was stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracesChange {
+    pub name: String,
+    pub collectives: usize,
+}
+
+/// What an update did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Updated {
+    pub path: PathBuf,
+    /// Runs the file holds now.
+    pub runs: usize,
+    pub run: Option<RunChange>,
+    pub traces: Option<TracesChange>,
+    /// Temporary files of interrupted updates that were removed from the store.
+    pub removed_leftovers: usize,
+    /// Set when the added run's hardware matches none of the kept runs (reported, not refused).
+    pub fingerprint_note: Option<String>,
+}
+
+impl Updated {
+    /// The lines `baseline update` prints on stderr.
+    pub fn messages(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.removed_leftovers > 0 {
+            let n = self.removed_leftovers;
+            lines.push(format!("removed {n} temporary file{} left by an interrupted update", plural(n)));
+        }
+        if let Some(note) = &self.fingerprint_note {
+            lines.push(format!("note: {note}"));
+        }
+        let path = self.path.display();
+        match &self.run {
+            Some(RunChange::Added { id, created_at, dropped }) => {
+                let dropped = if *dropped > 0 { format!(", dropped the oldest {dropped}") } else { String::new() };
+                lines.push(format!(
+                    "{path} now holds {} run{} (added run {id}, created {created_at}){dropped}",
+                    self.runs,
+                    plural(self.runs)
+                ));
+            }
+            Some(RunChange::AlreadyHeld { id, created_at }) => {
+                let unchanged = if self.traces.is_some() { "its runs are unchanged" } else { "nothing changed" };
+                lines.push(format!("{path} already holds this run (run id {id}, created {created_at}); {unchanged}"));
+            }
+            None => {}
+        }
+        if let Some(t) = &self.traces {
+            lines.push(format!(
+                "{path} now holds trace summary \"{}\" ({} collective{})",
+                t.name.escape_debug(),
+                t.collectives,
+                plural(t.collectives)
+            ));
+        }
+        lines
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Applies `change` to the store under `dir`, holding the store's lock from reading the file to
+/// writing it; `waiting` is called once if another update holds the lock. The new result is read
+/// and checked before the lock is taken: a bad result neither waits nor touches the store.
+pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Updated, FileError> {
+    let (new_run, path) = match &change.target {
+        Target::Result(from) => {
+            if change.keep == 0 {
+                return Err(FileError::new(from, "--keep 0 would keep no runs; use 1 or more"));
+            }
+            let run = addable_run(from)?;
+            let path = store_path(dir, &run).map_err(|e| FileError::new(from, e.to_string()))?;
+            (Some((from.as_path(), run)), path)
+        }
+        Target::File { profile, workload_id } => {
+            let path = store_path_for(dir, profile, workload_id).map_err(|e| FileError::new(dir, e.to_string()))?;
+            if !path.exists() {
+                return Err(FileError::new(
+                    &path,
+                    "does not exist yet: add a run first (`commgate baseline update --from RESULT --traces …` does both)",
+                ));
+            }
+            (None, path)
+        }
+    };
+
+    let lock = StoreLock::acquire(dir, waiting)?;
+    let mut file = match &new_run {
+        Some((_, run)) if !path.exists() => empty_store(run),
+        _ => {
+            let file: BaselineFile = read_versioned(&path, "baseline file")?;
+            check_store(&file, Runs::MayBeEmpty).map_err(|m| FileError::new(&path, m))?;
+            file
+        }
+    };
+    let mut changed = false;
+    let mut fingerprint_note = None;
+    let run = match new_run {
+        None => None,
+        Some((from, run)) => {
+            if let Some(last) = file.runs.last() {
+                if let Some((field, base, new)) = last.workload.difference(&run.workload) {
+                    return Err(FileError::new(
+                        from,
+                        format!(
+                            "measures a different workload than {} (`workload.{field}`: {} there, {} here); \
+                             give it its own workload id",
+                            path.display(),
+                            base.escape_debug(),
+                            new.escape_debug()
+                        ),
+                    ));
+                }
+            }
+            let id = run_id(&run);
+            let created_at = run.created_at.escape_debug().to_string();
+            if file.runs.iter().any(|r| run_id(r) == id) {
+                Some(RunChange::AlreadyHeld { id, created_at })
+            } else {
+                fingerprint_note = fingerprint_note_for(&file.runs, &run);
+                file.runs.push(run);
+                let dropped = file.runs.len().saturating_sub(change.keep);
+                file.runs.drain(..dropped);
+                changed = true;
+                Some(RunChange::Added { id, created_at, dropped })
+            }
+        }
+    };
+    let traces = change.traces.map(|(name, attribution)| {
+        let collectives = attribution.by_collective.len();
+        if file.traces.get(&name) != Some(&attribution) {
+            file.traces.insert(name.clone(), attribution);
+            changed = true;
+        }
+        TracesChange { name, collectives }
+    });
+    if changed {
+        write_store(&path, &file)?;
+    }
+    let removed_leftovers = lock.removed().len();
+    drop(lock);
+    Ok(Updated { path, runs: file.runs.len(), run, traces, removed_leftovers, fingerprint_note })
+}
+
+/// Reads the result to add and refuses what a baseline must not hold.
+fn addable_run(from: &Path) -> Result<RunResult, FileError> {
+    let run = load_result(from)?;
+    if let Some(f) = &run.failure {
+        return Err(FileError::new(
+            from,
+            format!(
+                "is a failed run ({}: {}); a baseline only takes finished runs",
+                f.kind.escape_debug(),
+                f.message.escape_debug()
+            ),
+        ));
+    }
+    if !run.is_usable() {
+        return Err(FileError::new(from, "is a dry run with no samples; a baseline only takes measured runs"));
+    }
+    Ok(run)
+}
+
+fn empty_store(run: &RunResult) -> BaselineFile {
+    BaselineFile {
+        schema_version: SCHEMA_VERSION,
+        environment_profile: run.environment_profile.clone(),
+        workload_id: run.workload.id.clone(),
+        runs: Vec::new(),
+        traces: BTreeMap::new(),
+    }
+}
+
+fn fingerprint_note_for(kept: &[RunResult], run: &RunResult) -> Option<String> {
+    (!kept.is_empty() && !kept.iter().any(|r| r.hardware.fingerprint == run.hardware.fingerprint)).then(|| {
+        format!(
+            "hardware fingerprint {} matches none of the {} stored runs: comparisons against them will ask for more evidence",
+            run.hardware.fingerprint.escape_debug(),
+            kept.len()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::baseline::load;
+    use crate::result::fixtures;
+
+    fn write_result(dir: &Path, name: &str, r: &RunResult) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::to_string(r).expect("json")).expect("write");
+        p
+    }
+
+    /// A finished run that differs from the others by its `i`.
+    fn run(i: usize) -> RunResult {
+        let mut r = fixtures::run(&[1.0, 2.0, 3.0]);
+        r.run_label = format!("run{i}");
+        r.created_at = format!("2026-11-30T00:00:{i:02}Z");
+        r
+    }
+
+    fn add(store: &Path, from: &Path, keep: usize) -> Result<Updated, FileError> {
+        update(store, Change { target: Target::Result(from.to_path_buf()), keep, traces: None }, || {})
+    }
+
+    fn attribution() -> Attribution {
+        let seed = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seed_events.json"));
+        crate::trace::load::attribute_paths(&[seed], &Default::default()).expect("attributes")
+    }
+
+    #[test]
+    fn update_appends_keeps_newest_and_refuses_mismatches() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = tmp.path().join("baselines");
+        for i in 0..4 {
+            let from = write_result(tmp.path(), &format!("r{i}.json"), &run(i));
+            let u = add(&store, &from, 3).expect("updates");
+            assert_eq!(u.runs, (i + 1).min(3));
+            assert!(matches!(u.run, Some(RunChange::Added { dropped, .. }) if dropped == usize::from(i == 3)));
+        }
+        let b = load(&store.join("PAR-MOCK/par-overlap-allreduce-matmul.json")).expect("loads");
+        let labels: Vec<&str> = b.runs.iter().map(|r| r.run_label.as_str()).collect();
+        assert_eq!(labels, ["run1", "run2", "run3"]);
+
+        let mut other = run(9);
+        other.workload.payload_elements = 1024;
+        let from = write_result(tmp.path(), "other.json", &other);
+        let e = add(&store, &from, 3).unwrap_err();
+        assert!(e.message.contains("workload.payload_elements"), "{e}");
+
+        let mut failed = run(9);
+        failed.failure =
+            Some(crate::result::Failure { kind: "timeout".into(), message: "rank 1 hung".into(), rank: Some(1) });
+        let from = write_result(tmp.path(), "failed.json", &failed);
+        assert!(add(&store, &from, 3).unwrap_err().message.contains("failed run"));
+        assert!(add(&store, &from, 0).unwrap_err().message.contains("--keep 0"));
+
+        let mut moved = run(9);
+        moved.hardware.gpu_name = Some("other-gpu".into());
+        let from = write_result(tmp.path(), "moved.json", &moved);
+        assert!(add(&store, &from, 3).expect("accepted").fingerprint_note.is_some());
+    }
+
+    #[test]
+    fn the_same_run_twice_is_stored_once_and_the_file_is_not_rewritten() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = tmp.path().join("baselines");
+        let first = write_result(tmp.path(), "a.json", &run(1));
+        let added = add(&store, &first, 10).expect("adds");
+        let Some(RunChange::Added { id, .. }) = &added.run else { panic!("added: {added:?}") };
+        let before = std::fs::read(&added.path).expect("store");
+
+        // The same run relabelled (a retry of the same upload) is the same run.
+        let mut again = run(1);
+        again.run_label = "retry".into();
+        let second = write_result(tmp.path(), "b.json", &again);
+        let u = add(&store, &second, 10).expect("idempotent");
+        assert_eq!(u.run, Some(RunChange::AlreadyHeld { id: id.clone(), created_at: "2026-11-30T00:00:01Z".into() }));
+        assert_eq!(u.runs, 1);
+        assert_eq!(std::fs::read(&added.path).expect("store"), before, "not rewritten");
+        let lines = u.messages();
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].ends_with(&format!(
+            "already holds this run (run id {id}, created 2026-11-30T00:00:01Z); nothing changed"
+        )));
+    }
+
+    #[test]
+    fn traces_go_in_under_the_lock_with_or_without_a_run() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = tmp.path().join("baselines");
+        let target = Target::File { profile: "PAR-MOCK".into(), workload_id: "par-overlap-allreduce-matmul".into() };
+        let traces_only =
+            || Change { target: target.clone(), keep: 10, traces: Some(("default".into(), attribution())) };
+        let e = update(&store, traces_only(), || {}).unwrap_err();
+        assert!(e.message.contains("does not exist yet"), "{e}");
+        assert!(!store.exists(), "a refused update creates nothing");
+
+        let from = write_result(tmp.path(), "a.json", &run(1));
+        let both =
+            Change { target: Target::Result(from.clone()), keep: 10, traces: Some(("nightly".into(), attribution())) };
+        let u = update(&store, both, || {}).expect("run and traces");
+        assert!(matches!(u.run, Some(RunChange::Added { .. })));
+        assert_eq!(u.traces.as_ref().map(|t| t.name.as_str()), Some("nightly"));
+
+        let u = update(&store, traces_only(), || {}).expect("traces only");
+        assert_eq!(u.run, None);
+        let file = crate::baseline::load_store(&u.path).expect("loads");
+        assert_eq!(file.traces.keys().collect::<Vec<_>>(), ["default", "nightly"]);
+
+        let again = Change { target: Target::Result(from), keep: 10, traces: Some(("nightly".into(), attribution())) };
+        let lines = update(&store, again, || {}).expect("again").messages();
+        assert!(lines[0].ends_with("its runs are unchanged"), "{lines:?}");
+        assert!(lines[1].contains("now holds trace summary \"nightly\""), "{lines:?}");
+    }
+
+    #[test]
+    fn messages_show_the_run_id_and_when_it_was_made() {
+        let u = Updated {
+            path: PathBuf::from("baselines/P/w.json"),
+            runs: 10,
+            run: Some(RunChange::Added { id: run_id(&run(1)), created_at: "2026-11-30T00:00:01Z".into(), dropped: 1 }),
+            traces: None,
+            removed_leftovers: 2,
+            fingerprint_note: None,
+        };
+        let id = run_id(&run(1));
+        assert_eq!(
+            u.messages(),
+            [
+                "removed 2 temporary files left by an interrupted update".to_string(),
+                format!("baselines/P/w.json now holds 10 runs (added run {id}, created 2026-11-30T00:00:01Z), dropped the oldest 1"),
+            ]
+        );
+    }
+}
