@@ -33,6 +33,51 @@ pub struct CheckOptions {
     /// …and by more than this many ms to count as its regression.
     pub trace_absolute_floor_ms: f64,
     pub fail_on: FailOn,
+    /// Set when the baselines and settings are the pull request's base commit's: `baselines`
+    /// is then a private copy of that commit's tree.
+    pub base: Option<BaseRef>,
+}
+
+impl CheckOptions {
+    /// `path` (inside `baselines`) as the user knows it: inside the directory they named, not
+    /// inside the private copy of the base commit's.
+    fn shown(&self, path: &Path) -> PathBuf {
+        match (&self.base, path.strip_prefix(&self.baselines)) {
+            (Some(base), Ok(rel)) => base.dir.join(rel),
+            _ => path.to_path_buf(),
+        }
+    }
+}
+
+/// The commit whose baselines and `commgate.toml` judged a pull request, and what the pull
+/// request changed in them (which takes effect only once merged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaseRef {
+    /// The base commit (full SHA).
+    pub sha: String,
+    /// The baselines directory as named (`--baselines`, `[baseline] dir`, or `baselines`).
+    pub dir: PathBuf,
+    /// Files under it, or the settings file, that the pull request changes.
+    pub changed: Vec<String>,
+}
+
+impl BaseRef {
+    /// The reason a report gives when the pull request edits what judges it.
+    fn edits_reason(&self) -> Option<String> {
+        const SHOWN: usize = 5;
+        if self.changed.is_empty() {
+            return None;
+        }
+        let list: Vec<&str> = self.changed.iter().take(SHOWN).map(String::as_str).collect();
+        let more = self.changed.len().saturating_sub(SHOWN);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let files = format!("{}{more}", list.join(", "));
+        Some(format!(
+            "this pull request changes {files}: judged with the base commit's baselines and settings ({}); \
+             the changes apply once merged",
+            &self.sha[..self.sha.len().min(12)]
+        ))
+    }
 }
 
 /// Where the baseline was looked for and what was found.
@@ -63,6 +108,9 @@ pub struct CheckReport {
     #[serde(default)]
     pub trace_diff: Option<TraceDiff>,
     pub baseline: BaselineRef,
+    /// In a pull request: the base commit that judged it (`None`: the working tree's files).
+    #[serde(default)]
+    pub base: Option<BaseRef>,
 }
 
 impl CheckReport {
@@ -80,15 +128,20 @@ impl CheckReport {
 /// name a baseline file (bad input, exit 2 with no report).
 pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
     let path = baseline::store_path(&opts.baselines, &result)?;
+    let shown = opts.shown(&path);
     let mut errors = Vec::new();
     if let Some(f) = &result.failure {
         errors.push(bench_failed(f));
     }
-    let lookup = find_store(&opts.baselines, &path);
+    let lookup = find_store(&opts.baselines, &path).map_err(|mut e| {
+        e.message = e.message.replace(&path.display().to_string(), &shown.display().to_string());
+        e
+    });
+    let user_dir = opts.base.as_ref().map_or(opts.baselines.as_path(), |b| b.dir.as_path());
     let (comparison, missing) = match &lookup {
         // The store is unusable: its error says so, no second reason.
         Err(_) => (None, None),
-        Ok(None) => (None, Some(missing_baseline_reason(&path, &opts.baselines))),
+        Ok(None) => (None, Some(missing_baseline_reason(&shown, user_dir))),
         // A failed run has nothing to compare: its error is the whole story.
         Ok(Some(_)) if result.failure.is_some() => (None, None),
         Ok(Some(file)) => match file.runs.last().and_then(|last| last.workload.difference(&result.workload)) {
@@ -97,11 +150,11 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
                 Some(format!(
                     "the baseline {} measured another workload (`workload.{field}`: {base} there, {cur} now): \
                      start a new baseline for this workload",
-                    path.display()
+                    shown.display()
                 )),
             ),
             None => {
-                let b = Baseline { path: path.clone(), runs: file.runs.clone() };
+                let b = Baseline { path: shown.clone(), runs: file.runs.clone() };
                 (Some(compare::compare(&b, &result, &opts.compare)), None)
             }
         },
@@ -137,8 +190,10 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
         // Unreadable traces were asked for: their error says so.
         traces_expected: stored_traces.is_some() && opts.traces.is_empty(),
     });
+    let mut reasons = v.reasons;
+    reasons.extend(opts.base.as_ref().and_then(BaseRef::edits_reason));
     let baseline = BaselineRef {
-        path: path.display().to_string(),
+        path: shown.display().to_string(),
         exists: store.is_some(),
         runs: store.as_ref().map_or(0, |f| f.runs.len()),
         fingerprint_match: comparison.as_ref().is_some_and(|c| c.baseline.fingerprint_match),
@@ -148,13 +203,14 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
         error: errors.into_iter().next(),
         verdict: v.decision,
         blocking: v.blocking,
-        reasons: v.reasons,
+        reasons,
         fail_on: opts.fail_on,
         bench: Some(result),
         comparison,
         attribution,
         trace_diff,
         baseline,
+        base: opts.base.clone(),
     })
 }
 
@@ -189,6 +245,7 @@ pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckRe
             runs: 0,
             fingerprint_match: false,
         },
+        base: opts.base.clone(),
     }
 }
 
@@ -256,6 +313,7 @@ mod tests {
             trace_relative_floor: 0.10,
             trace_absolute_floor_ms: 0.5,
             fail_on: FailOn::Regression,
+            base: None,
         }
     }
 

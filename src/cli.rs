@@ -186,7 +186,24 @@ pub struct CheckArgs {
     pub output: Option<PathBuf>,
 
     #[command(flatten)]
+    pub base: BaseFlags,
+
+    #[command(flatten)]
     pub bench: BenchFlags,
+}
+
+/// Which commit's baselines and settings judge the change.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BaseFlags {
+    /// Judge with the baselines and commgate.toml of this commit (SHA, branch or tag), as in a
+    /// pull request, where it defaults to the event's base commit.
+    #[arg(long, value_name = "REV", env = "COMMGATE_BASE", conflicts_with = "baselines_from_head")]
+    pub base: Option<String>,
+
+    /// In a pull request, judge with its own baselines and commgate.toml instead of the base
+    /// commit's (a pull request can then edit what judges it).
+    #[arg(long)]
+    pub baselines_from_head: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -239,6 +239,7 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
             trace_relative_floor: relative,
             trace_absolute_floor_ms: absolute,
             fail_on,
+            base: None,
         },
         comment,
         format,

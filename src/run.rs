@@ -8,15 +8,18 @@
 //! exit code: a GitHub outage must not block merges, nor turn a red gate green. For `comment`,
 //! posting is the whole job, so not posting exits 2 with the reason.
 
-use anyhow::Result;
+use std::path::{Path, PathBuf};
 
+use anyhow::{Context, Result};
+
+use crate::base_commit::{self, BaseCommit};
 use crate::bench;
 use crate::bench::launch::{self, Launch};
 use crate::bench::runner::{self, BenchOutcome};
 use crate::bench::settings::{BenchRequest, BenchSettings};
 use crate::bench::BenchError;
 use crate::check;
-use crate::cli::{BaselineCommand, Cli, Command};
+use crate::cli::{BaseFlags, BaselineCommand, Cli, Command};
 use crate::config;
 use crate::decision::{Decision, Verdict};
 use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
@@ -70,7 +73,18 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Check(args) => {
-            let cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
+            let base = base_commit(&args.base)?;
+            let config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
+            let file = match &base {
+                Some(b) => base_settings(b, &config_path)?,
+                None => file,
+            };
+            let mut cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
+            // Held until the gate is done: the private copy of the base commit's baselines.
+            let _copy = match &base {
+                Some(b) => use_base_baselines(b, &config_path, &mut cfg)?,
+                None => None,
+            };
             run_check(cfg)
         }
         Command::Comment(args) => {
@@ -128,6 +142,49 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
     }
+}
+
+/// The commit whose baselines and settings judge: `--base`, else in a pull request its base
+/// commit; `None` with `--baselines-from-head` or outside a pull request.
+fn base_commit(flags: &BaseFlags) -> Result<Option<BaseCommit>> {
+    if flags.baselines_from_head {
+        return Ok(None);
+    }
+    let Some(rev) = flags.base.clone().or_else(|| base_commit::base_sha_from_env(|k| std::env::var(k).ok())) else {
+        return Ok(None);
+    };
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    Ok(Some(BaseCommit::resolve(&cwd, &rev)?))
+}
+
+/// The base commit's settings file (defaults when it had none).
+fn base_settings(base: &BaseCommit, path: &Path) -> Result<config::FileConfig> {
+    match base.file(path)? {
+        Some(text) => {
+            config::parse_file(&text).with_context(|| format!("{} at the base commit {}", path.display(), base.short()))
+        }
+        None => Ok(config::FileConfig::default()),
+    }
+}
+
+/// Points the gate at a private copy of the base commit's baselines and records what the pull
+/// request changes in them. A directory that neither the base nor the working tree has stays
+/// as named, so a misspelled `--baselines` still fails closed.
+fn use_base_baselines(
+    base: &BaseCommit,
+    config_path: &Path,
+    cfg: &mut config::CheckConfig,
+) -> Result<Option<tempfile::TempDir>> {
+    let dir = cfg.options.baselines.clone();
+    let changed = base.changed(&[config_path, &dir])?;
+    let copy = base.tree(&dir)?;
+    let base_has_none = std::fs::read_dir(copy.path()).map_or(true, |mut d| d.next().is_none());
+    if base_has_none && !dir.exists() {
+        return Ok(None);
+    }
+    cfg.options.base = Some(check::BaseRef { sha: base.sha.clone(), dir, changed });
+    cfg.options.baselines = copy.path().to_path_buf();
+    Ok(Some(copy))
 }
 
 /// The gate: measure (or load), judge, write the report, then talk to GitHub. The report is on

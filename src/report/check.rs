@@ -376,6 +376,7 @@ mod tests {
             attribution: Some(attribute_events(vec!["t".into()], &events, &Thresholds::default())),
             trace_diff: None,
             baseline: BaselineRef { path: "b.json".into(), exists: false, runs: 0, fingerprint_match: false },
+            base: None,
         }
     }
 

@@ -1,0 +1,157 @@
+//! In a pull request the gate judges with the base commit's baselines and `commgate.toml`, not
+//! the PR's own: a PR that raises `min_effect` or rewrites its baseline store is still judged
+//! by the base's, and the report names what it changed. `--baselines-from-head` opts out; a
+//! base commit missing from a shallow clone fails closed with the command that fetches it.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
+const SLOWER: &str = "tests/fixtures/compare/current-slower.json";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A training repository whose main branch holds the real store and settings, and a PR head
+/// that loosens `min_effect` and replaces the store with copies of the slower run. Returns the
+/// clone and the base SHA.
+fn repository() -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    git(d, &["init", "-q"]);
+    let store_dir = d.join("baselines/SIM-MOCK");
+    std::fs::create_dir_all(&store_dir).expect("dir");
+    std::fs::copy(root().join(STORE), store_dir.join("par-overlap-allreduce-matmul.json")).expect("store");
+    std::fs::write(d.join("commgate.toml"), "[compare]\nmin_effect = 0.03\n").expect("settings");
+    std::fs::copy(root().join(SLOWER), d.join("slower.json")).expect("result");
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-qm", "main"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    std::fs::write(d.join("commgate.toml"), "[compare]\nmin_effect = 0.999999\n").expect("settings");
+    git(d, &["commit", "-qam", "PR: a looser gate"]);
+    (tmp, base)
+}
+
+fn commgate(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("commgate").expect("binary");
+    cmd.current_dir(dir);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn check(dir: &Path, extra: &[&str]) -> Output {
+    commgate(dir)
+        .args(["check", "--result", "slower.json", "--format", "json", "--comment", "never"])
+        .args(extra)
+        .output()
+        .expect("runs")
+}
+
+fn report(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+#[test]
+fn the_head_cannot_loosen_its_own_gate() {
+    let (tmp, base) = repository();
+    // Judged by the PR's own settings, the +8 % run passes…
+    let head = check(tmp.path(), &["--baselines-from-head"]);
+    assert_eq!(head.status.code(), Some(0), "{}", String::from_utf8_lossy(&head.stderr));
+    assert!(report(&head)["base"].is_null());
+    // …judged by the base's, it blocks, and the report names the edit.
+    let out = check(tmp.path(), &["--base", &base]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = report(&out);
+    assert_eq!(v["verdict"], "tune");
+    assert_eq!(v["base"]["sha"], base.as_str());
+    assert_eq!(v["base"]["changed"], json!(["commgate.toml"]));
+    assert_eq!(v["baseline"]["path"], "baselines/SIM-MOCK/par-overlap-allreduce-matmul.json");
+    let reasons = v["reasons"].to_string();
+    assert!(reasons.contains("this pull request changes commgate.toml"), "{reasons}");
+}
+
+#[test]
+fn an_edited_baseline_is_ignored_in_favour_of_the_base_one() {
+    let (tmp, base) = repository();
+    // The PR replaces every stored run with its own slower run: compared with itself, it passes.
+    let store = tmp.path().join("baselines/SIM-MOCK/par-overlap-allreduce-matmul.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&store).expect("store")).expect("json");
+    let slower: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join(SLOWER)).expect("run")).expect("json");
+    let runs = v["runs"].as_array_mut().expect("runs");
+    for (i, run) in runs.iter_mut().enumerate() {
+        *run = slower.clone();
+        run["created_at"] = format!("2026-11-30T00:00:{i:02}Z").into();
+    }
+    std::fs::write(&store, v.to_string()).expect("forge");
+    std::fs::write(tmp.path().join("commgate.toml"), "[compare]\nmin_effect = 0.03\n").expect("settings");
+    git(tmp.path(), &["commit", "-qam", "PR: a friendlier baseline"]);
+    assert_eq!(check(tmp.path(), &["--baselines-from-head"]).status.code(), Some(0));
+
+    // In Actions, the base comes from the event payload.
+    let event = tmp.path().join("event.json");
+    std::fs::write(&event, json!({"pull_request": {"number": 9, "base": {"sha": base}}}).to_string()).expect("event");
+    let out = commgate(tmp.path())
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_EVENT_NAME", "pull_request")
+        .env("GITHUB_EVENT_PATH", &event)
+        .args(["check", "--result", "slower.json", "--format", "json", "--comment", "never"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = report(&out);
+    assert_eq!(v["base"]["changed"], json!(["baselines/SIM-MOCK/par-overlap-allreduce-matmul.json"]));
+}
+
+#[test]
+fn a_base_commit_missing_from_a_shallow_clone_fails_closed() {
+    let (tmp, _) = repository();
+    let absent = "0123456789abcdef0123456789abcdef01234567";
+    let out = check(tmp.path(), &["--base", absent]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("fetch-depth: 0") && stderr.contains(absent), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_base_without_baselines_means_no_baseline_yet_but_a_misspelled_dir_still_fails() {
+    let (tmp, base) = repository();
+    // A directory neither the base nor the head has: a misspelling, exit 2.
+    let out = check(tmp.path(), &["--base", &base, "--baselines", "baselnes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(report(&out)["error"]["kind"], "baselines_missing");
+    // A PR that adds the first store: the base has none, so there is honestly no baseline yet.
+    std::fs::create_dir_all(tmp.path().join("new-stores/SIM-MOCK")).expect("dir");
+    std::fs::copy(root().join(STORE), tmp.path().join("new-stores/SIM-MOCK/par-overlap-allreduce-matmul.json"))
+        .expect("store");
+    git(tmp.path(), &["add", "-A"]);
+    git(tmp.path(), &["commit", "-qm", "PR: first baselines"]);
+    let out = check(tmp.path(), &["--base", &base, "--baselines", "new-stores"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = report(&out);
+    assert_eq!(v["verdict"], "collect_more_evidence");
+    assert_eq!(v["baseline"]["exists"], false);
+    assert_eq!(v["baseline"]["path"], "new-stores/SIM-MOCK/par-overlap-allreduce-matmul.json");
+}
