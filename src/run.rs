@@ -27,11 +27,12 @@ pub enum Outcome {
 }
 
 pub fn run(cli: Cli) -> Result<Outcome> {
-    let file = config::load_file(cli.config.as_deref())?;
+    let file = config::load_file(&cli)?;
     match cli.command {
         Command::Attribute(args) => {
             let cfg = config::attribute(args, &file)?;
             let attribution = attribute_paths(&cfg.paths, &cfg.options)?;
+            print_notes(&attribution);
             let rendered = report::render_attribution(&attribution, cfg.format);
             emit(&rendered, cfg.output.as_deref())?;
             Ok(Outcome::Passed)
@@ -105,6 +106,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     )?,
                 };
                 let attribution = attribute_paths(&cfg.traces, &config::attribute_defaults(&file)?)?;
+                print_notes(&attribution);
                 let n = baseline::add_traces(&path, &cfg.name, attribution)?;
                 eprintln!("commgate: {} now holds trace summary \"{}\" ({n} collectives)", path.display(), cfg.name);
             }
@@ -137,6 +139,9 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
         }
     };
     let report = check::evaluate(result, &cfg.options)?;
+    if let Some(a) = &report.attribution {
+        print_notes(a);
+    }
     if let Some(path) = &cfg.output {
         emit(&report::render_check(&report, Format::Json), Some(path))?;
     }
@@ -167,6 +172,14 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
         eprintln!("commgate: warning: --comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");
     }
     Ok(if report.fails() { Outcome::Blocked } else { Outcome::Passed })
+}
+
+/// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
+/// where a reader of the exit code looks.
+fn print_notes(a: &crate::trace::attribute::Attribution) {
+    for note in a.source.notes() {
+        eprintln!("commgate: note: {}", report::text::plain(&note));
+    }
 }
 
 /// Posts or updates the PR comment; trouble is a warning, never an error.
