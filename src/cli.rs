@@ -22,6 +22,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "COMMGATE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// The `COMMGATE_*` variables that gave a value (name, value as written), filled by
+    /// `config::parse_args` so that a bad value is reported as the variable that set it.
+    #[arg(skip)]
+    pub from_env: Vec<(String, String)>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -274,7 +279,8 @@ pub struct AttributeArgs {
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Number of steps the traces hold, when they have no ProfilerStep markers (or to override).
+    /// Number of steps of traces that have no ProfilerStep markers (where markers delimit steps,
+    /// they win and a note says the setting was ignored).
     #[arg(long, env = "COMMGATE_STEPS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: Option<u64>,
 

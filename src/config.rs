@@ -11,15 +11,21 @@ use crate::baseline::DEFAULT_KEEP;
 use crate::bench::settings::{BackendChoice, BenchRequest, RunOptions};
 use crate::bench::Dtype;
 use crate::check::CheckOptions;
-use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, CompareArgs, UpdateArgs};
+use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
 use crate::compare::CompareOptions;
 use crate::github::CommentPolicy;
 use crate::hotspots::Thresholds;
 use crate::report::Format;
-use crate::trace::attribute::{AttributeOptions, Compat};
+use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
 use crate::verdict::FailOn;
 
 pub const DEFAULT_FILE: &str = "commgate.toml";
+
+mod origin;
+use origin::{
+    bench_key, key, ACCEPT_EXPOSED_MS, IMBALANCE_RATIO, KEEP, LOW_OVERLAP_RATIO, MIN_EFFECT, RESAMPLES, STEPS,
+};
+pub use origin::{parse_args, ArgsError, Provenance};
 
 /// `commgate.toml`, as written. Unknown keys and unknown choices are errors (naming the line and
 /// the accepted values) so that typos do not pass silently.
@@ -38,6 +44,9 @@ pub struct FileConfig {
     pub bench: BenchFile,
     #[serde(default)]
     pub check: CheckFile,
+    /// Where the values came from, for error messages (not a key of the file).
+    #[serde(skip)]
+    pub provenance: Provenance,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -103,28 +112,55 @@ pub struct ThresholdsFile {
     pub accept_exposed_ms: Option<f64>,
 }
 
-/// Reads the settings file: the explicit one (which must exist), else `./commgate.toml` if present.
-pub fn load_file(explicit: Option<&Path>) -> Result<FileConfig> {
-    let path: PathBuf = match explicit {
+/// Reads the settings file: `--config` (which must exist), else `./commgate.toml` if present.
+/// The result remembers the file and the `COMMGATE_*` variables clap read (see [`parse_args`]),
+/// so that a bad value is reported where it was set.
+pub fn load_file(cli: &Cli) -> Result<FileConfig> {
+    let path: PathBuf = match cli.config.as_deref() {
         Some(p) => p.to_path_buf(),
         None if Path::new(DEFAULT_FILE).exists() => PathBuf::from(DEFAULT_FILE),
-        None => return Ok(FileConfig::default()),
+        None => return Ok(FileConfig { provenance: Provenance::new(None, &cli.from_env), ..FileConfig::default() }),
     };
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("{}: cannot read the settings file", path.display()))?;
-    parse_file(&text).with_context(|| format!("{}", path.display()))
+    let named = match cli.from_env.iter().find(|(var, _)| var == "COMMGATE_CONFIG") {
+        Some((var, value)) => format!("{var}={value}"),
+        None => path.display().to_string(),
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{named}: cannot read the settings file"))?;
+    let mut file = parse_file_at(&text, Some(&path))?;
+    file.provenance = Provenance::new(Some((path, text)), &cli.from_env);
+    Ok(file)
 }
 
-/// Parses `commgate.toml` text.
+/// Settings text read from somewhere other than the working tree (the base commit's
+/// `commgate.toml`); errors and setting origins name it `label` (`commgate.toml@1a2b3c4d5e6f`).
+/// `from_env` is [`Cli::from_env`]: the `COMMGATE_*` variables that gave values.
+pub fn file_from_text(from_env: &[(String, String)], label: &Path, text: String) -> Result<FileConfig> {
+    let mut file = parse_file_at(&text, Some(label))?;
+    file.provenance = Provenance::new(Some((label.to_path_buf(), text)), from_env);
+    Ok(file)
+}
+
+/// Parses `commgate.toml` text (errors say `line:column`).
 pub fn parse_file(text: &str) -> Result<FileConfig> {
-    toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.message().trim()).context(toml_place(&e, text)))
+    parse_file_at(text, None)
 }
 
-fn toml_place(e: &toml::de::Error, text: &str) -> String {
-    match e.span() {
-        Some(span) => format!("line {}", text[..span.start.min(text.len())].lines().count().max(1)),
-        None => "settings".to_string(),
-    }
+/// Parses settings text; errors name `path:line:column` (1-based) of the offending key or
+/// value, in words without serde's or Rust's jargon.
+fn parse_file_at(text: &str, path: Option<&Path>) -> Result<FileConfig> {
+    toml::from_str(text).map_err(|e| {
+        let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+        let message = crate::input::plain_message(&message);
+        let place = match e.span() {
+            Some(span) => {
+                let (line, column) = origin::line_column(text, span.start);
+                format!("{line}:{column}")
+            }
+            None => "1:1".to_string(),
+        };
+        let file = path.map_or_else(|| "settings".to_string(), |p| p.display().to_string());
+        anyhow::anyhow!("{file}:{place}: {message}")
+    })
 }
 
 /// Settings for `commgate attribute`.
@@ -146,11 +182,12 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
         low_overlap_ratio: args.low_overlap_ratio.or(t.low_overlap_ratio).unwrap_or(defaults.low_overlap_ratio),
         accept_exposed_ms: args.accept_exposed_ms.or(t.accept_exposed_ms).unwrap_or(defaults.accept_exposed_ms),
     };
-    validate_thresholds(&thresholds)?;
-    let steps = args.steps.or(file.attribute.steps);
-    if steps == Some(0) {
-        bail!("attribute.steps is 0; give the number of steps the traces hold (≥ 1)");
-    }
+    validate_thresholds(&thresholds, file, [args.imbalance_ratio, args.low_overlap_ratio, args.accept_exposed_ms])?;
+    let steps = match (args.steps, file.attribute.steps) {
+        (Some(count), _) => Some(StepsSetting { count, set_by: file.origin(STEPS, true, &count) }),
+        (None, Some(count)) => Some(file_steps(file, count)?),
+        (None, None) => None,
+    };
     let mut comm_patterns = file.attribute.comm_patterns.clone();
     comm_patterns.extend(args.comm_patterns);
     comm_patterns.retain(|p| !p.is_empty());
@@ -177,11 +214,17 @@ pub fn compare(args: CompareArgs, file: &FileConfig) -> Result<CompareConfig> {
     let defaults = CompareOptions::default();
     let min_effect = args.min_effect.or(file.compare.min_effect).unwrap_or(defaults.min_effect);
     if !(0.0..1.0).contains(&min_effect) {
-        bail!("min_effect = {min_effect}; give the smallest change worth acting on as a fraction in 0..1 (e.g. 0.03)");
+        bail!(
+            "{}: give the smallest change worth acting on as a fraction in 0..1 (e.g. 0.03)",
+            file.origin(MIN_EFFECT, args.min_effect.is_some(), &min_effect)
+        );
     }
     let resamples = args.resamples.or(file.compare.resamples).unwrap_or(defaults.resamples);
     if resamples < 100 {
-        bail!("resamples = {resamples}; use at least 100 bootstrap resamples (1000 is the default)");
+        bail!(
+            "{}: use at least 100 bootstrap resamples (1000 is the default)",
+            file.origin(RESAMPLES, args.resamples.is_some(), &resamples)
+        );
     }
     Ok(CompareConfig {
         baseline: args.baseline,
@@ -215,8 +258,17 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     let format = args.format.or(c.format).unwrap_or(Format::Text);
     let relative = c.trace_relative_floor.unwrap_or(0.10);
     let absolute = c.trace_absolute_floor_ms.unwrap_or(0.5);
-    if !(0.0..10.0).contains(&relative) || !absolute.is_finite() || absolute < 0.0 {
-        bail!("check.trace_relative_floor / trace_absolute_floor_ms must be ≥ 0 (defaults 0.10 and 0.5 ms)");
+    if !(0.0..10.0).contains(&relative) {
+        bail!(
+            "{}: it must be a share in 0..10 (default 0.10)",
+            file.origin(key("check", "trace_relative_floor"), false, &relative)
+        );
+    }
+    if !absolute.is_finite() || absolute < 0.0 {
+        bail!(
+            "{}: it must be a finite number of ms ≥ 0 (default 0.5)",
+            file.origin(key("check", "trace_absolute_floor_ms"), false, &absolute)
+        );
     }
     let compare_defaults = CompareOptions::default();
     Ok(CheckConfig {
@@ -256,10 +308,10 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
         low_overlap_ratio: t.low_overlap_ratio.unwrap_or(defaults.low_overlap_ratio),
         accept_exposed_ms: t.accept_exposed_ms.unwrap_or(defaults.accept_exposed_ms),
     };
-    validate_thresholds(&thresholds)?;
+    validate_thresholds(&thresholds, file, [None; 3])?;
     Ok(AttributeOptions {
         compat: Compat::Default,
-        steps: file.attribute.steps,
+        steps: file.attribute.steps.map(|count| file_steps(file, count)).transpose()?,
         comm_patterns: file.attribute.comm_patterns.clone(),
         thresholds,
     })
@@ -280,7 +332,10 @@ pub struct UpdateConfig {
 pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
     let keep = args.keep.or(file.baseline.keep).unwrap_or(DEFAULT_KEEP);
     if keep == 0 {
-        bail!("keep = 0 would keep no runs; use 1 or more (default {DEFAULT_KEEP})");
+        bail!(
+            "{}: that would keep no runs; use 1 or more (default {DEFAULT_KEEP})",
+            file.origin(KEEP, args.keep.is_some(), &keep)
+        );
     }
     if args.from.is_none() && args.environment_profile.is_none() {
         bail!(
@@ -314,18 +369,19 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
     let compute_dim = args.compute_dim.or(f.compute_dim);
     let repeats = args.repeats.or(f.repeats);
     let timeout = args.timeout.or(f.timeout).unwrap_or(300);
-    for (name, value) in [
-        ("payload_elements", payload_elements),
-        ("compute_dim", compute_dim),
-        ("repeats", repeats.map(u64::from)),
-        ("timeout", Some(timeout)),
+    for (name, flag, value) in [
+        ("payload_elements", args.payload_elements.is_some(), payload_elements),
+        ("compute_dim", args.compute_dim.is_some(), compute_dim),
+        ("repeats", args.repeats.is_some(), repeats.map(u64::from)),
+        ("timeout", args.timeout.is_some(), Some(timeout)),
     ] {
         if value == Some(0) {
-            bail!("bench {name} is 0; give a positive number");
+            bail!("{}: give a positive number", file.origin(bench_key(name), flag, &0));
         }
     }
     if let Some(dim) = compute_dim.filter(|d| *d > 65_536) {
-        bail!("bench compute_dim {dim} is too large (at most 65536)");
+        let origin = file.origin(bench_key("compute_dim"), args.compute_dim.is_some(), &dim);
+        bail!("{origin}: too large (at most 65536)");
     }
     let ci = env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
     Ok(BenchRequest {
@@ -349,16 +405,34 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
     })
 }
 
-fn validate_thresholds(t: &Thresholds) -> Result<()> {
-    for (name, v) in [("imbalance_ratio", t.imbalance_ratio), ("low_overlap_ratio", t.low_overlap_ratio)] {
+/// Checks the thresholds in use; `from_args` holds the flag (or variable) values, in the order
+/// imbalance, low overlap, accept, so that a bad one is named where it was set.
+fn validate_thresholds(t: &Thresholds, file: &FileConfig, from_args: [Option<f64>; 3]) -> Result<()> {
+    let [imbalance, low_overlap, accept] = from_args.map(|v| v.is_some());
+    for (k, v, flag) in
+        [(IMBALANCE_RATIO, t.imbalance_ratio, imbalance), (LOW_OVERLAP_RATIO, t.low_overlap_ratio, low_overlap)]
+    {
         if !(0.0..=1.0).contains(&v) {
-            bail!("threshold {name} = {v}; it must be a ratio in 0..=1");
+            bail!("{}: it must be a ratio in 0..=1", file.origin(k, flag, &v));
         }
     }
     if !t.accept_exposed_ms.is_finite() || t.accept_exposed_ms < 0.0 {
-        bail!("threshold accept_exposed_ms = {}; it must be a finite number of ms ≥ 0", t.accept_exposed_ms);
+        bail!("{}: it must be a finite number of ms ≥ 0", file.origin(ACCEPT_EXPOSED_MS, accept, &t.accept_exposed_ms));
     }
     Ok(())
+}
+
+/// `attribute.steps` from the file, which clap's range check never saw.
+fn file_steps(file: &FileConfig, count: u64) -> Result<StepsSetting> {
+    let origin = file.origin(STEPS, false, &count);
+    if count == 0 {
+        bail!("{origin}: give the number of steps traces without ProfilerStep markers hold (≥ 1)");
+    }
+    let set_by = match &file.provenance.file {
+        Some((path, _)) => format!("steps = {count} ({})", path.display()),
+        None => format!("steps = {count}"),
+    };
+    Ok(StepsSetting { count, set_by })
 }
 
 #[cfg(test)]
@@ -394,14 +468,37 @@ mod tests {
     }
 
     #[test]
-    fn bad_settings_are_named() {
+    fn bad_settings_are_named_where_they_were_set() {
         let e = parse_file("[thresholds]\naccept_exposed = 1\n").unwrap_err();
-        assert!(format!("{e:#}").contains("accept_exposed"), "{e:#}");
+        assert_eq!(
+            e.to_string(),
+            "settings:2:1: unknown key `accept_exposed`; expected one of imbalance_ratio, low_overlap_ratio, accept_exposed_ms"
+        );
         let e = attribute(args(&["t.json", "--low-overlap-ratio", "1.5"]), &FileConfig::default()).unwrap_err();
-        assert!(e.to_string().contains("low_overlap_ratio"), "{e}");
+        assert_eq!(e.to_string(), "--low-overlap-ratio 1.5: it must be a ratio in 0..=1");
         // An unknown choice is refused as the file is read, naming the value and the choices.
         let e = parse_file("[attribute]\nformat = \"html\"\n").unwrap_err();
-        assert!(format!("{e:#}").contains("html"), "{e:#}");
+        assert_eq!(e.to_string(), "settings:2:10: unknown value `html`; expected one of text, json, markdown");
+        let e = parse_file("[bench]\nworld_size = \"x\"\n").unwrap_err();
+        assert_eq!(e.to_string(), "settings:2:14: found the string \"x\", expected a whole number ≥ 0");
+        // A value out of range in the file: the file, the key's line and column, the value.
+        let text = "# tuned\n[thresholds]\n\n  imbalance_ratio = 1.5\n[attribute]\nsteps = 0\n";
+        let mut file = parse_file(text).expect("valid TOML");
+        file.provenance = Provenance::new(Some((PathBuf::from("other.toml"), text.to_string())), &[]);
+        let e = attribute(args(&["t.json"]), &file).unwrap_err();
+        assert_eq!(e.to_string(), "other.toml:4:3: thresholds.imbalance_ratio = 1.5: it must be a ratio in 0..=1");
+        let e = attribute_defaults(&FileConfig { thresholds: ThresholdsFile::default(), ..file }).unwrap_err();
+        assert!(e.to_string().starts_with("other.toml:6:1: attribute.steps = 0: "), "{e}");
+    }
+
+    #[test]
+    fn a_steps_setting_remembers_how_it_was_set() {
+        let text = "[attribute]\nsteps = 4\n";
+        let mut file = parse_file(text).expect("valid");
+        file.provenance = Provenance::new(Some((PathBuf::from("commgate.toml"), text.to_string())), &[]);
+        let steps = |line: &[&str]| attribute(args(line), &file).expect("ok").options.steps.expect("set");
+        assert_eq!(steps(&["t.json"]).set_by, "steps = 4 (commgate.toml)");
+        assert_eq!(steps(&["t.json", "--steps", "3"]), StepsSetting { count: 3, set_by: "--steps 3".into() });
     }
 }
 
@@ -430,7 +527,7 @@ mod compare_tests {
         else {
             panic!("compare")
         };
-        assert!(compare(args, &file).unwrap_err().to_string().contains("min_effect"));
+        assert!(compare(args, &file).unwrap_err().to_string().starts_with("--min-effect 1.5: "));
         let crate::cli::Command::Baseline(crate::cli::BaselineCommand::Update(args)) =
             cli(&["commgate", "baseline", "update", "--from", "r.json"])
         else {

@@ -16,7 +16,8 @@
 //! [`run`](mod@run) is the top: it resolves the benchmark against the machine once
 //! ([`bench::settings::BenchRequest::resolve`]), calls the layers in order, and returns the
 //! [`Outcome`] that `main` maps to an exit code (0 passed, 1 blocked, 2 could not evaluate).
-//! Shared data types ([`result`], [`units`]) sit below all of them.
+//! Shared data types ([`result`], [`units`]) and the reading of input files ([`input`]) sit below
+//! all of them.
 
 pub mod base_commit;
 pub mod baseline;
@@ -28,6 +29,7 @@ pub mod config;
 pub mod decision;
 pub mod github;
 pub mod hotspots;
+pub mod input;
 pub mod output;
 pub mod report;
 pub mod result;

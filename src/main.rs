@@ -3,10 +3,17 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use commgate::config::{parse_args, ArgsError};
 
 fn main() -> ExitCode {
-    let cli = commgate::cli::Cli::parse();
+    let cli = match parse_args(std::env::args_os(), |k| std::env::var(k).ok()) {
+        Ok(cli) => cli,
+        Err(ArgsError::Clap(e)) => e.exit(),
+        Err(ArgsError::Value(line)) => {
+            eprintln!("commgate: error: {line}");
+            return ExitCode::from(2);
+        }
+    };
     match commgate::run(cli) {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(e) => {

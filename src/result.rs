@@ -191,35 +191,59 @@ impl FileError {
     }
 }
 
-/// Reads a JSON file into `T`, checking `schema_version` first; errors carry the field path.
+/// The most a result, baseline or report file may hold (decompressed): far beyond any file
+/// commgate writes, far below a profiler trace passed by mistake.
+const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// Reads a JSON file (plain or gzip) into `T`, checking `schema_version` first; errors carry
+/// the field path.
 pub fn read_versioned<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, FileError> {
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => FileError::new(path, format!("does not exist; pass an existing {what}")),
-        _ => FileError::new(path, format!("cannot be read: {e}")),
+    let text = crate::input::read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+        crate::input::TextError::NotFound => FileError::new(path, format!("does not exist; pass an existing {what}")),
+        other => FileError::new(path, other.to_string()),
     })?;
     parse_versioned(&text, what).map_err(|m| FileError::new(path, m))
 }
 
-/// Parses JSON text into `T` after checking `schema_version`.
+/// Parses JSON text into `T` after checking that it is the `what` (a check report passed as a
+/// result is named as such) and its `schema_version`. Messages are in the user's words: the
+/// field path and what was wrong there, never a Rust type.
 pub fn parse_versioned<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, String> {
-    #[derive(Deserialize)]
-    struct Version {
-        schema_version: Option<serde_json::Value>,
-    }
+    use crate::input::{json_kind, DocKeys};
     if text.trim().is_empty() {
         return Err(format!("is empty; expected a {what}"));
     }
-    let version: Version = serde_json::from_str(text).map_err(|e| format!("is not a JSON object: {}", one_line(&e)))?;
-    match version.schema_version {
-        None => return Err(format!("has no `schema_version`; is it a {what}?")),
-        Some(v) if v.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
-        Some(v) if v.as_u64() == Some(1) => {
-            let mut doc: serde_json::Value =
-                serde_json::from_str(text).map_err(|e| format!("is not a JSON object: {}", one_line(&e)))?;
+    let found = json_kind(text.as_bytes());
+    if found != "a JSON object" {
+        return match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+            Err(e) if !e.is_data() => Err(not_json(&e, what)),
+            _ => Err(format!("is not a {what} ({found}); {}", what_to_pass(what))),
+        };
+    }
+    let keys: std::collections::HashMap<String, serde::de::IgnoredAny> =
+        serde_json::from_str(text).map_err(|e| not_json(&e, what))?;
+    let mut doc = DocKeys::default();
+    keys.keys().for_each(|k| doc.saw(k));
+    if let Some(kind) = doc.kind().filter(|k| !k.is(what)) {
+        return Err(format!("is a {}, not a {what}; {}", kind.noun(), what_to_pass(what)));
+    }
+    let version = keys.contains_key("schema_version").then(|| {
+        #[derive(Deserialize)]
+        struct Version {
+            schema_version: serde_json::Value,
+        }
+        serde_json::from_str::<Version>(text).map(|v| v.schema_version)
+    });
+    match version {
+        None => return Err(format!("has no `schema_version`; is it a {what}? {}", what_to_pass(what))),
+        Some(Err(e)) => return Err(not_json(&e, what)),
+        Some(Ok(v)) if v.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
+        Some(Ok(v)) if v.as_u64() == Some(1) => {
+            let mut doc: serde_json::Value = serde_json::from_str(text).map_err(|e| not_json(&e, what))?;
             migrate::upgrade_v1(&mut doc);
             return serde_path_to_error::deserialize(doc).map_err(|e| field_error(&e));
         }
-        Some(v) => {
+        Some(Ok(v)) => {
             return Err(format!(
                 "`schema_version` is {v}, this commgate reads {SCHEMA_VERSION}; use the commgate version that wrote it, or re-run it"
             ))
@@ -229,10 +253,10 @@ pub fn parse_versioned<T: serde::de::DeserializeOwned>(text: &str, what: &str) -
     serde_path_to_error::deserialize(de).map_err(|e| field_error(&e))
 }
 
-/// "`rows[2].samples_ms[5]`: invalid type…": the field path, then serde's message on one line.
-fn field_error(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+/// "`rows[2].samples_ms[5]`: invalid type…": the field path, then the message in plain words.
+fn field_error<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>) -> String {
     let path = e.path().to_string();
-    let inner = one_line(e.inner());
+    let inner = crate::input::plain_message(&e.inner().to_string());
     if path == "." {
         inner
     } else {
@@ -240,11 +264,25 @@ fn field_error(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
     }
 }
 
-fn one_line(e: &serde_json::Error) -> String {
-    let m = e.to_string();
-    match m.rfind(" at line ") {
-        Some(i) => m[..i].to_string(),
-        None => m,
+/// Malformed JSON: what the parser said and where, in the user's words.
+fn not_json(e: &serde_json::Error, what: &str) -> String {
+    format!(
+        "is not valid JSON (line {}, column {}: {}); expected a {what}",
+        e.line(),
+        e.column(),
+        crate::input::plain_message(&e.to_string())
+    )
+}
+
+/// Which file belongs where `what` was expected, and which command writes it.
+fn what_to_pass(what: &str) -> &'static str {
+    match what {
+        "commgate result file" => {
+            "pass the result (`--result`, `--current` and `--from` take what `commgate bench` writes)"
+        }
+        "baseline file" => "pass a baseline (baselines/<profile>/<workload>.json, kept by `commgate baseline update`)",
+        "commgate check report" => "pass the report that `commgate check --output` wrote",
+        _ => "pass the file commgate wrote for it",
     }
 }
 

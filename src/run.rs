@@ -32,11 +32,12 @@ use crate::verdict::{ErrorKind, EvaluationError, FailOn};
 use crate::{baseline, compare, result};
 
 pub fn run(cli: Cli) -> Result<Outcome> {
-    let file = config::load_file(cli.config.as_deref())?;
+    let file = config::load_file(&cli)?;
     match cli.command {
         Command::Attribute(args) => {
             let cfg = config::attribute(args, &file)?;
             let attribution = attribute_paths(&cfg.paths, &cfg.options)?;
+            print_notes(&attribution);
             let rendered = report::render_attribution(&attribution, cfg.format);
             emit(&rendered, cfg.output.as_deref())?;
             Ok(Outcome::Passed)
@@ -76,7 +77,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let base = base_commit(&args.base)?;
             let config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
             let file = match &base {
-                Some(b) => base_settings(b, &config_path)?,
+                Some(b) => base_settings(&cli.from_env, b, &config_path)?,
                 None => file,
             };
             let mut cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
@@ -125,7 +126,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let traces = if cfg.traces.is_empty() {
                 None
             } else {
-                Some((cfg.name, attribute_paths(&cfg.traces, &config::attribute_defaults(&file)?)?))
+                let attribution = attribute_paths(&cfg.traces, &config::attribute_defaults(&file)?)?;
+                print_notes(&attribution);
+                Some((cfg.name, attribution))
             };
             let target = match cfg.from {
                 Some(from) => baseline::Target::Result(from),
@@ -157,11 +160,12 @@ fn base_commit(flags: &BaseFlags) -> Result<Option<BaseCommit>> {
     Ok(Some(BaseCommit::resolve(&cwd, &rev)?))
 }
 
-/// The base commit's settings file (defaults when it had none).
-fn base_settings(base: &BaseCommit, path: &Path) -> Result<config::FileConfig> {
+/// The base commit's settings file, named `PATH@SHA` in messages (defaults when it had none).
+fn base_settings(from_env: &[(String, String)], base: &BaseCommit, path: &Path) -> Result<config::FileConfig> {
     match base.file(path)? {
         Some(text) => {
-            config::parse_file(&text).with_context(|| format!("{} at the base commit {}", path.display(), base.short()))
+            let label = PathBuf::from(format!("{}@{}", path.display(), base.short()));
+            config::file_from_text(from_env, &label, text)
         }
         None => Ok(config::FileConfig::default()),
     }
@@ -218,6 +222,9 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
             }
         }
     };
+    if let Some(a) = &report.attribution {
+        print_notes(a);
+    }
     publish(&cfg, &report)?;
     let outcome = report.outcome();
     if let Some(e) = &report.error {
@@ -228,6 +235,14 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
         }
     }
     Ok(outcome)
+}
+
+/// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
+/// where a reader of the exit code looks.
+fn print_notes(a: &crate::trace::attribute::Attribution) {
+    for note in a.source.notes() {
+        eprintln!("commgate: note: {}", report::text::plain(&note));
+    }
 }
 
 /// The end of a non-zero rank whose own part of the benchmark failed: one line, and the exit

@@ -205,8 +205,9 @@ pub struct Evidence<'a> {
 /// The one decision. Evidence that could not be gathered → `collect_more_evidence`, not
 /// blocking, the errors first in the reasons and then what the rest of the evidence says (the
 /// exit code comes from [`FailOn::outcome`]). Otherwise a confirmed regression → `tune`,
-/// blocking; a missing baseline, other hardware, an inconclusive primary metric or missing traces
-/// → `collect_more_evidence`, never blocking; otherwise the trace follow-up chooses between
+/// blocking; a missing baseline, other hardware, an inconclusive primary metric, missing traces
+/// or traces missing some of the job's ranks (whose trace diff then decides nothing) →
+/// `collect_more_evidence`, never blocking; otherwise the trace follow-up chooses between
 /// `accept` and a non-blocking `tune` with its mitigation.
 pub fn decide(e: &Evidence<'_>) -> Verdict {
     let judged = judge(e);
@@ -222,8 +223,12 @@ pub fn decide(e: &Evidence<'_>) -> Verdict {
 /// The verdict on the evidence that was gathered.
 fn judge(e: &Evidence<'_>) -> Verdict {
     let mut reasons = Vec::new();
-    let regressed_collectives: Vec<&CollectiveDiff> =
-        e.trace_diff.map(|d| d.collectives.iter().filter(|c| c.regressed).collect()).unwrap_or_default();
+    // Traces missing some of the job's ranks can neither show a regression nor clear one.
+    let partial = e.attribution.and_then(|a| a.source.coverage.as_ref()).filter(|c| c.is_partial());
+    let regressed_collectives: Vec<&CollectiveDiff> = match e.trace_diff {
+        Some(d) if partial.is_none() => d.collectives.iter().filter(|c| c.regressed).collect(),
+        _ => Vec::new(),
+    };
     let comparison_regressed = e.comparison.is_some_and(|c| c.regression);
     if comparison_regressed || !regressed_collectives.is_empty() {
         if let Some(c) = e.comparison.filter(|c| c.regression) {
@@ -255,6 +260,12 @@ fn judge(e: &Evidence<'_>) -> Verdict {
         if c.verdict == Decision::CollectMoreEvidence {
             reasons.extend(c.reasons.iter().cloned());
         }
+    }
+    if let Some(c) = partial {
+        reasons.push(format!(
+            "the traces are a partial rank set ({}): attach one trace per rank to judge them",
+            c.summary()
+        ));
     }
     if e.traces_expected {
         reasons
@@ -393,5 +404,23 @@ mod tests {
         assert_eq!((v.decision, v.blocking), (Decision::Tune, true));
         let d = diff_traces("default", &base, &attribution(4.3), 0.10, 0.5);
         assert!(!d.collectives[0].regressed, "0.3 ms is under the 0.5 ms floor");
+    }
+
+    #[test]
+    fn a_partial_rank_set_neither_regresses_nor_passes() {
+        let partial = |exposed| {
+            let mut a = attribution(exposed);
+            a.source.coverage = Some(crate::trace::caveats::RankCoverage::new(&[0, 1, 2, 3], Some(8)));
+            a
+        };
+        let (base, cur) = (attribution(4.0), partial(5.0));
+        let d = diff_traces("default", &base, &cur, 0.10, 0.5);
+        assert!(d.collectives[0].regressed, "the diff itself still shows the growth");
+        let v = decide(&Evidence { attribution: Some(&cur), trace_diff: Some(&d), ..evidence() });
+        assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false), "{:?}", v.reasons);
+        assert!(v.reasons[0].contains("ranks 0-3 of 8: 4 missing (4-7)"), "{:?}", v.reasons);
+        let small = partial(2.0);
+        let v = decide(&Evidence { attribution: Some(&small), ..evidence() });
+        assert_eq!(v.decision, Decision::CollectMoreEvidence, "never accept on part of the ranks");
     }
 }

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use approx::assert_relative_eq;
 use commgate::decision::Decision;
 use commgate::hotspots::{Strategy, Thresholds};
-use commgate::trace::attribute::{AttributeOptions, Compat};
+use commgate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
 use commgate::trace::load::attribute_paths;
 
 fn fixture() -> Vec<PathBuf> {
@@ -97,10 +97,12 @@ fn priority_mitigation_and_followup_follow_the_seed_rules() {
 }
 
 #[test]
-fn steps_override_and_hta_window() {
-    let opts = AttributeOptions { steps: Some(4), ..AttributeOptions::default() };
+fn step_markers_win_over_a_steps_setting_and_hta_window() {
+    let opts = AttributeOptions { steps: Some(StepsSetting::new(4)), ..AttributeOptions::default() };
     let a = attribute_paths(&fixture(), &opts).expect("attributes");
-    assert_relative_eq!(a.ranks[0].comm_ms, 0.2);
+    assert_relative_eq!(a.ranks[0].comm_ms, 0.4);
+    let ignored = a.source.steps_ignored.expect("the setting the markers overrode is noted");
+    assert_eq!((ignored.requested, ignored.marker_steps), (4, 2));
 
     // HTA keeps everything launched before the last step start: the same kernels here.
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };

@@ -301,3 +301,295 @@ fn good_run_with_output_writes_the_file_and_nothing_on_stdout() {
     assert!(!report.trim().is_empty());
     assert_eq!(listing(dir.path()), ["out.md", "rank-0.json", "rank-1.json.gz"], "no temp file left");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Settings: a bad value is named where it was set (the file and line, the variable, the flag),
+// and no message carries a Rust type name or serde's words.
+
+/// `commgate ARGS...` (any command) in `dir` with `env`, isolated from the caller's settings.
+fn commgate_any(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::cargo_bin("commgate").expect("the commgate binary");
+    cmd.current_dir(dir).args(args);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" {
+            cmd.env_remove(key);
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("runs")
+}
+
+/// Words that mean a serde or Rust message reached the user.
+const JARGON: [&str; 10] =
+    ["struct ", "Sniff", "RawEvent", "enum ", "variant", "sequence", "u32", "u64", "f64", "missing field"];
+
+/// Exit 2, nothing on stdout, and exactly the one line `commgate: error: {expected}…`, free of
+/// jargon. Returns the line.
+fn assert_error_line(dir: &Path, args: &[&str], env: &[(&str, &str)], expected: &str) -> String {
+    let out = commgate_any(dir, args, env);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+    assert!(out.stdout.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
+    let line = stderr.strip_suffix('\n').unwrap_or(&stderr);
+    assert!(!line.contains('\n'), "more than one line for {args:?}:\n{stderr}");
+    assert!(line.starts_with(&format!("commgate: error: {expected}")), "{args:?} {env:?}:\n{line}\nwanted: {expected}");
+    for word in JARGON {
+        assert!(!line.contains(word), "{args:?}: {word:?} in {line}");
+    }
+    line.to_string()
+}
+
+#[test]
+fn settings_file_errors_name_the_file_line_and_column() {
+    let dir = TempDir::new().expect("tempdir");
+    write(dir.path(), "rank-0.json", RANK_0);
+    write(dir.path(), "other.toml", "# mine\n[thresholds]\n  bogus = 1\n");
+    assert_error_line(
+        dir.path(),
+        &["--config", "other.toml", "attribute", "rank-0.json"],
+        &[],
+        "other.toml:3:3: unknown key `bogus`; expected one of imbalance_ratio, low_overlap_ratio, accept_exposed_ms",
+    );
+    // The same file through COMMGATE_CONFIG, and a missing one named as the variable.
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json"],
+        &[("COMMGATE_CONFIG", "other.toml")],
+        "other.toml:3:3: ",
+    );
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json"],
+        &[("COMMGATE_CONFIG", "nope.toml")],
+        "COMMGATE_CONFIG=nope.toml: cannot read the settings file",
+    );
+    // The discovered commgate.toml: a choice, a type and a value out of range.
+    write(dir.path(), "commgate.toml", "[attribute]\nformat = \"html\"\n");
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json"],
+        &[],
+        "commgate.toml:2:10: unknown value `html`; expected one of text, json, markdown",
+    );
+    write(dir.path(), "commgate.toml", "[bench]\nrepeats = \"many\"\n");
+    assert_error_line(
+        dir.path(),
+        &["bench", "--dry-run"],
+        &[],
+        "commgate.toml:2:11: found the string \"many\", expected a whole number ≥ 0",
+    );
+    write(dir.path(), "commgate.toml", "[bench]\nbackend = \"mock\"\n\n[thresholds]\naccept_exposed_ms = -1\n");
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json"],
+        &[],
+        "commgate.toml:5:1: thresholds.accept_exposed_ms = -1: it must be a finite number of ms ≥ 0",
+    );
+    write(dir.path(), "commgate.toml", "[attribute]\nsteps = 0\n");
+    assert_error_line(dir.path(), &["attribute", "rank-0.json"], &[], "commgate.toml:2:1: attribute.steps = 0: ");
+    write(dir.path(), "commgate.toml", "[check]\ntrace_absolute_floor_ms = -2\n");
+    assert_error_line(
+        dir.path(),
+        &["check", "--backend", "mock"],
+        &[],
+        "commgate.toml:2:1: check.trace_absolute_floor_ms = -2: ",
+    );
+    write(dir.path(), "commgate.toml", "[attribute\n");
+    assert_error_line(dir.path(), &["attribute", "rank-0.json"], &[], "commgate.toml:1:11: ");
+}
+
+#[test]
+fn a_bad_variable_is_named_as_the_variable_and_a_bad_flag_as_the_flag() {
+    let dir = TempDir::new().expect("tempdir");
+    write(dir.path(), "rank-0.json", RANK_0);
+    let unknown = "unknown backend; expected one of auto, cuda, cpu, mock";
+    assert_error_line(
+        dir.path(),
+        &["bench", "--dry-run"],
+        &[("COMMGATE_BACKEND", "gpu")],
+        &format!("COMMGATE_BACKEND=gpu: {unknown}"),
+    );
+    assert_error_line(
+        dir.path(),
+        &["check"],
+        &[("COMMGATE_BACKEND", "gpu")],
+        &format!("COMMGATE_BACKEND=gpu: {unknown}"),
+    );
+    assert_error_line(
+        dir.path(),
+        &["bench", "--dry-run", "--backend", "gpu"],
+        &[],
+        &format!("--backend gpu: {unknown}"),
+    );
+    // The flag wins over the variable, so a bad flag is named even when the variable is fine…
+    assert_error_line(dir.path(), &["bench", "--backend=gpu"], &[("COMMGATE_BACKEND", "mock")], "--backend gpu: ");
+    // …and a value the settings check refuses is named the same way.
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json"],
+        &[("COMMGATE_IMBALANCE_RATIO", "1.5")],
+        "COMMGATE_IMBALANCE_RATIO=1.5: it must be a ratio in 0..=1",
+    );
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json", "--imbalance-ratio", "1.5"],
+        &[],
+        "--imbalance-ratio 1.5: it must be a ratio in 0..=1",
+    );
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json"],
+        &[("COMMGATE_STEPS", "0")],
+        "COMMGATE_STEPS=0: 0 is less than 1",
+    );
+    assert_error_line(
+        dir.path(),
+        &["attribute", "rank-0.json"],
+        &[("COMMGATE_ACCEPT_EXPOSED_MS", "lots")],
+        "COMMGATE_ACCEPT_EXPOSED_MS=lots: not a number",
+    );
+    assert_error_line(
+        dir.path(),
+        &["compare", "--baseline", "b.json", "--current", "c.json"],
+        &[("COMMGATE_MIN_EFFECT", "2")],
+        "COMMGATE_MIN_EFFECT=2: give the smallest change",
+    );
+    assert_error_line(dir.path(), &["baseline", "update", "--from", "r.json", "--keep", "0"], &[], "--keep 0: ");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files of the wrong kind: named as what they are, never in serde's words.
+
+const RESULT: &str = include_str!("fixtures/compare/current-same.json");
+const STORE: &str = include_str!("fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json");
+
+#[test]
+fn a_json_value_that_is_not_a_trace_says_what_it_is() {
+    let expected = "expected a PyTorch profiler trace (an object with `traceEvents`) or seed events";
+    for (doc, found) in [
+        ("[1, 2]", "a JSON array of numbers"),
+        ("[[1]]", "a JSON array of arrays"),
+        ("\"rank-0\"", "a JSON string"),
+        ("42", "a number"),
+        ("{}", "an empty JSON object"),
+        ("{\"name\": \"x\"}", "a JSON object without `traceEvents`"),
+        (RESULT, "a commgate result file"),
+        (STORE, "a commgate baseline file"),
+    ] {
+        let line = bad_file("x.json", doc, &format!("x.json: is not a profiler trace ({found}); {expected}"));
+        for word in JARGON {
+            assert!(!line.contains(word), "{word:?} in {line}");
+        }
+    }
+}
+
+#[test]
+fn a_malformed_value_inside_a_trace_names_its_place_in_plain_words() {
+    for (doc, fragment) in [
+        ("{\"traceEvents\": [5]}", "traceEvents[0]: found the number 5, expected an object"),
+        ("{\"traceEvents\": [], \"distributedInfo\": 0}", "`distributedInfo`: found the number 0, expected an object"),
+        ("{\"events\": [\"all_reduce\"]}", "events[0]: found the string \"all_reduce\", expected an object"),
+        ("{\"traceEvents\": [{\"ph\": 5}]}", "traceEvents[0]: found the number 5, expected a string"),
+        (
+            "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": 2, \"args\": 5}]}",
+            "traceEvents[0]: `args`: found the number 5, expected an object",
+        ),
+    ] {
+        let line = bad_file("x.json", doc, fragment);
+        for word in JARGON {
+            assert!(!line.contains(word), "{word:?} in {line}");
+        }
+    }
+}
+
+/// A scratch directory holding the fixtures' baseline store and a check report.
+fn check_dir() -> (TempDir, String) {
+    let dir = TempDir::new().expect("tempdir");
+    let store = dir.path().join("baselines/SIM-MOCK");
+    std::fs::create_dir_all(&store).expect("dir");
+    write(&store, "par-overlap-allreduce-matmul.json", STORE);
+    write(dir.path(), "result.json", RESULT);
+    let out = commgate_any(
+        dir.path(),
+        &[
+            "check",
+            "--result",
+            "result.json",
+            "--baselines",
+            "baselines",
+            "--output",
+            "report.json",
+            "--comment",
+            "never",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    (dir, "baselines".to_string())
+}
+
+#[test]
+fn a_file_of_the_wrong_kind_passed_as_a_result_says_what_it_is() {
+    let (dir, store) = check_dir();
+    let check = |file: &str| ["check", "--result", file, "--baselines", &store].map(str::to_string);
+    let run = |file: &str, expected: &str| {
+        let args = check(file);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_error_line(dir.path(), &args, &[], expected)
+    };
+    let pass = "pass the result (`--result`, `--current` and `--from` take what `commgate bench` writes)";
+    run("report.json", &format!("report.json: is a commgate check report, not a commgate result file; {pass}"));
+    run(
+        "baselines/SIM-MOCK/par-overlap-allreduce-matmul.json",
+        "baselines/SIM-MOCK/par-overlap-allreduce-matmul.json: is a commgate baseline file, not a commgate result file; ",
+    );
+    write(dir.path(), "trace.json", RANK_0);
+    run("trace.json", "trace.json: is a PyTorch profiler trace, not a commgate result file; ");
+    write(dir.path(), "array.json", "[1]");
+    run("array.json", &format!("array.json: is not a commgate result file (a JSON array); {pass}"));
+    write(dir.path(), "tool.json", edited(RESULT, |v| v["tool"] = Value::from(5)));
+    run("tool.json", "tool.json: `tool`: found the number 5, expected an object");
+    write(dir.path(), "cut.json", &RESULT[..RESULT.len() / 2]);
+    run("cut.json", "cut.json: is not valid JSON (line ");
+    write(dir.path(), "binary.json", [0x7b, 0xff, 0xfe, 0x00]);
+    run("binary.json", "binary.json: is not UTF-8 text (byte 1)");
+    // The other readers of commgate's files say the same.
+    assert_error_line(dir.path(), &["comment", "--report", "result.json"], &[], "result.json: is a commgate result file, not a commgate check report; pass the report that `commgate check --output` wrote");
+    assert_error_line(
+        dir.path(),
+        &["compare", "--baseline", "report.json", "--current", "result.json"],
+        &[],
+        "report.json: is a commgate check report, not a commgate result file",
+    );
+    assert_error_line(
+        dir.path(),
+        &["baseline", "update", "--from", "report.json", "--baselines", "b2"],
+        &[],
+        "report.json: is a commgate check report, not a commgate result file",
+    );
+}
+
+#[test]
+fn a_gzip_result_is_read_like_a_plain_one() {
+    let (dir, store) = check_dir();
+    write(dir.path(), "result.json.gz", gzip(RESULT.as_bytes()));
+    let out = commgate_any(
+        dir.path(),
+        &["check", "--result", "result.json.gz", "--baselines", &store, "--format", "json"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["verdict"], "accept");
+    let gz = gzip(RESULT.as_bytes());
+    write(dir.path(), "cut.json.gz", &gz[..gz.len() / 2]);
+    assert_error_line(
+        dir.path(),
+        &["check", "--result", "cut.json.gz", "--baselines", &store],
+        &[],
+        "cut.json.gz: the gzip data is corrupt or truncated",
+    );
+}

@@ -217,9 +217,10 @@ fn hotspots_section(r: &CheckReport) -> String {
         ("payload/step", Align::Right),
     ];
     format!(
-        "#### Hotspots ({} ranks, {} steps)\n\n{}\n{}",
+        "#### Hotspots ({} ranks, {} steps)\n\n{}{}\n{}",
         a.ranks.len(),
         a.source.steps,
+        super::markdown::notes(a),
         table(&columns, &rows),
         mitigation(a)
     )

@@ -16,6 +16,7 @@ pub fn attribution(a: &Attribution) -> String {
     let mut out = format!("**commgate attribute: `{}`** — {}\n\n", f.decision.as_str(), escape_md(&f.reason));
     out.push_str(&super::source_line(a, escape_md, &format!(" ({})", file_list(&a.source.files))));
     out.push_str("\n\n");
+    out.push_str(&notes(a));
     if a.by_collective.is_empty() {
         out.push_str("_No communication kernels found._\n");
     } else {
@@ -29,6 +30,12 @@ pub fn attribution(a: &Attribution) -> String {
     out.push('\n');
     out.push_str(&decision_lines(a));
     out
+}
+
+/// What the figures do not cover (missing ranks, an ignored steps setting), one bold-led
+/// paragraph each, escaped; empty when there is nothing to say.
+pub(crate) fn notes(a: &Attribution) -> String {
+    a.source.notes().iter().map(|n| format!("**Note:** {}\n\n", escape_md(n))).collect()
 }
 
 /// Escapes a string for Markdown and HTML so it renders as the literal text: inline-significant

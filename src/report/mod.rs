@@ -343,6 +343,7 @@ pub(crate) mod fixtures {
 
     use crate::hotspots::{CommEvent, Hotspot, Thresholds};
     use crate::trace::attribute::{attribute_events, conclude, Attribution, Compat, RankSummary, Source};
+    use crate::trace::caveats::{RankCoverage, StepsIgnored};
 
     /// The seed's fixture through the events path, with its exact values.
     pub fn seed() -> Attribution {
@@ -364,10 +365,12 @@ pub(crate) mod fixtures {
             format: "kineto".to_string(),
             files: files.iter().map(|f| f.to_string()).collect(),
             world_size: ranks.len() as u32,
+            coverage: Some(RankCoverage::new(&ranks, None)),
             ranks,
             steps: 4,
             window: "steps".to_string(),
             compat: Compat::Default,
+            steps_ignored: None,
         }
     }
 
@@ -437,6 +440,17 @@ pub(crate) mod fixtures {
         conclude(source, by_collective, ranks, 70, &Thresholds::default())
     }
 
+    /// [`multi_rank`] as ranks 0 and 1 of an 8-rank job, analysed with a `steps = 2` the
+    /// markers overrode: both notes.
+    pub fn partial() -> Attribution {
+        let mut a = multi_rank();
+        a.source.coverage = Some(RankCoverage::new(&a.source.ranks, Some(8)));
+        a.source.world_size = 8;
+        a.source.steps_ignored =
+            Some(StepsIgnored { requested: 2, set_by: "steps = 2 (commgate.toml)".to_string(), marker_steps: 4 });
+        a
+    }
+
     /// One rank whose trace held no communication kernel.
     pub fn empty() -> Attribution {
         let ranks = vec![RankSummary {
@@ -470,7 +484,7 @@ pub(crate) mod fixtures {
 
 #[cfg(test)]
 mod tests {
-    use super::fixtures::{empty, multi_rank, seed};
+    use super::fixtures::{empty, multi_rank, partial, seed};
     use super::*;
 
     #[test]
@@ -560,5 +574,31 @@ mod tests {
     #[test]
     fn snapshot_empty_asks_for_more_evidence() {
         assert_snapshots("empty", empty());
+    }
+
+    #[test]
+    fn snapshot_partial_rank_set_and_ignored_steps() {
+        assert_snapshots("partial", partial());
+    }
+
+    #[test]
+    fn every_rendering_names_the_missing_ranks_and_the_ignored_setting() {
+        let a = partial();
+        for (format, missing, set_by) in [
+            (Format::Text, "ranks 0-1 of 8: 6 missing (2-7)", "steps = 2 (commgate.toml) ignored"),
+            (Format::Markdown, "ranks 0-1 of 8: 6 missing \\(2-7\\)", "steps = 2 \\(commgate.toml\\) ignored"),
+        ] {
+            let out = render_attribution(&a, format);
+            assert!(out.contains(missing), "{format:?}: {out}");
+            assert!(out.contains(set_by), "{format:?}: {out}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&json::attribution(&a)).expect("JSON");
+        let coverage = &v["source"]["coverage"];
+        assert_eq!((coverage["ranks_present"].as_u64(), coverage["world_size"].as_u64()), (Some(2), Some(8)));
+        assert_eq!(coverage["missing_ranks"], serde_json::json!([{"first": 2, "last": 7}]));
+        assert_eq!(v["source"]["steps_ignored"]["marker_steps"], 4);
+        let text = text::attribution(&a);
+        assert!(text.contains("Note: partial rank set: ranks 0-1 of 8: 6 missing (2-7)\n"), "{text}");
+        assert!(!text::attribution(&multi_rank()).contains("Note:"), "a full rank set says nothing");
     }
 }

@@ -12,7 +12,11 @@ use crate::trace::attribute::Attribution;
 /// Renders an attribution for a terminal.
 pub fn attribution(a: &Attribution) -> String {
     let mut out = super::source_line(a, plain, "");
-    out.push_str("\n\n");
+    out.push('\n');
+    for note in a.source.notes() {
+        out.push_str(&format!("Note: {}\n", plain(&note)));
+    }
+    out.push('\n');
     if a.by_collective.is_empty() {
         out.push_str("No communication kernels found.\n");
     } else {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::caveats::{RankCoverage, StepsIgnored};
 use super::classify::{
     collective_from_kernel_name, dtype_size, kind_default, kind_hta, normalize_collective, KernelKind,
     UNKNOWN_COLLECTIVE,
@@ -34,11 +35,27 @@ pub enum Compat {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AttributeOptions {
     pub compat: Compat,
-    /// Overrides the number of steps the window holds (per-step figures divide by it).
-    pub steps: Option<u64>,
+    /// The number of steps of traces without ProfilerStep markers (per-step figures divide by
+    /// it). Where markers delimit steps they win, and the attribution notes the setting ignored.
+    pub steps: Option<StepsSetting>,
     /// Extra substrings that mark a kernel as communication (custom collectives).
     pub comm_patterns: Vec<String>,
     pub thresholds: Thresholds,
+}
+
+/// A step count the user gave, and how (for the note when the markers win).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepsSetting {
+    pub count: u64,
+    /// `--steps 4`, `COMMGATE_STEPS=4` or `steps = 4 (commgate.toml)`.
+    pub set_by: String,
+}
+
+impl StepsSetting {
+    /// A count set in code (tests, the library), named like the settings-file key.
+    pub fn new(count: u64) -> Self {
+        StepsSetting { count, set_by: format!("steps = {count}") }
+    }
 }
 
 /// Where the numbers came from.
@@ -54,6 +71,23 @@ pub struct Source {
     /// `steps` (ProfilerStep window), `trace` (whole trace), `hta` (HTA's window) or `events`.
     pub window: String,
     pub compat: Compat,
+    /// Which of the job's ranks the traces cover (absent for seed events, which have no ranks,
+    /// and in files written before commgate recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<RankCoverage>,
+    /// A `steps` setting the traces' ProfilerStep markers overrode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps_ignored: Option<StepsIgnored>,
+}
+
+impl Source {
+    /// What the figures do not cover, one plain sentence each (renderers escape them): the
+    /// missing ranks of a partial rank set, and a `steps` setting the markers overrode.
+    pub fn notes(&self) -> Vec<String> {
+        let partial = self.coverage.as_ref().filter(|c| c.is_partial());
+        let ranks = partial.map(|c| format!("partial rank set: {}", c.summary()));
+        ranks.into_iter().chain(self.steps_ignored.as_ref().map(StepsIgnored::summary)).collect()
+    }
 }
 
 /// One rank's overlap, per step.
@@ -119,6 +153,8 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds
         steps: 1,
         window: "events".to_string(),
         compat: Compat::Default,
+        coverage: None,
+        steps_ignored: None,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64, t)
 }
@@ -164,6 +200,8 @@ pub struct RankAnalysis {
     pub file: String,
     /// The divisor for per-step figures.
     pub steps: u64,
+    /// Whether `steps` was counted from ProfilerStep markers (rather than set or defaulted).
+    pub steps_from_markers: bool,
     pub window: &'static str,
     pub comm_ns: Ns,
     pub compute_ns: Ns,
@@ -194,17 +232,33 @@ impl RankAnalysis {
 pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> Attribution {
     let by_collective = combine_ranks(&ranks);
     let summaries = ranks.iter().map(rank_summary).collect();
+    let present: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
+    let coverage = RankCoverage::new(&present, ranks.iter().filter_map(|r| r.world_size).max());
     let source = Source {
         format: "kineto".to_string(),
         files: ranks.iter().map(|r| r.file.clone()).collect(),
-        ranks: ranks.iter().map(|r| r.rank).collect(),
-        world_size: ranks.iter().find_map(|r| r.world_size).unwrap_or(ranks.len() as u32),
+        ranks: present,
+        world_size: coverage.world_size,
         steps: ranks.iter().map(|r| r.steps).min().unwrap_or(1),
         window: ranks.first().map(|r| r.window).unwrap_or("trace").to_string(),
         compat: opts.compat,
+        coverage: Some(coverage),
+        steps_ignored: steps_ignored(&ranks, opts.steps.as_ref()),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events, &opts.thresholds)
+}
+
+/// The note for a step count the markers overrode: the setting differs from the markers' count
+/// (the smallest over the ranks that have markers).
+fn steps_ignored(ranks: &[RankAnalysis], setting: Option<&StepsSetting>) -> Option<StepsIgnored> {
+    let setting = setting?;
+    let marker_steps = ranks.iter().filter(|r| r.steps_from_markers).map(|r| r.steps).min()?;
+    (marker_steps != setting.count).then(|| StepsIgnored {
+        requested: setting.count,
+        set_by: setting.set_by.clone(),
+        marker_steps,
+    })
 }
 
 /// The window on one rank: which kernels count, and how many steps they span.
@@ -250,7 +304,11 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
         },
         Compat::Default => Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace" },
     };
-    Window { steps: opts.steps.unwrap_or(w.steps).max(1), ..w }
+    // Markers win: a `steps` setting only fills in for a trace that has none.
+    match &opts.steps {
+        Some(setting) if w.name == "trace" => Window { steps: setting.count.max(1), ..w },
+        _ => w,
+    }
 }
 
 /// HTA rounds inward to whole microseconds when any timestamp has a fraction.
@@ -334,6 +392,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         rank: t.rank.unwrap_or(0),
         file: t.file.display().to_string(),
         steps: w.steps,
+        steps_from_markers: w.name != "trace",
         window: w.name,
         comm_ns: length(&comm_union),
         compute_ns: length(&compute_union),

@@ -17,6 +17,7 @@ use super::events::{self, RawSeedEvent};
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
 use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError};
 use crate::hotspots::CommEvent;
+use crate::input;
 
 /// A parsed input file.
 #[derive(Debug)]
@@ -154,8 +155,11 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
         Some(b'{') => parse_object(s),
         Some(b'[') => {
             s.expect(b'[', "an array")?;
-            if s.peek()? == Some(b']') {
-                return Err(syntax(s, "the event array is empty: no trace events to attribute"));
+            match s.peek()? {
+                Some(b']') => return Err(syntax(s, "the event array is empty: no trace events to attribute")),
+                Some(b'{') => {}
+                Some(b) => return Err(ReadError::NotATrace { found: array_of(b) }),
+                None => return Err(ReadError::Truncated { offset: s.offset() }),
             }
             let seed = s.with_value::<Owned<Sniff>, _, _>(false, |v| v.collective.is_some())?;
             if seed {
@@ -166,14 +170,38 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
                 Ok(Document::Kineto(Box::new(b.finish())))
             }
         }
-        Some(other) => Err(syntax(
-            s,
-            &format!(
-                "expected a JSON object or array, found '{}' (is this a trace?)",
-                char::from(other).escape_default()
-            ),
-        )),
+        Some(other) => match input::json_kind(&[other]) {
+            "not JSON" => Err(syntax(
+                s,
+                &format!(
+                    "expected a JSON object or array, found '{}' (is this a trace?)",
+                    char::from(other).escape_default()
+                ),
+            )),
+            found => Err(ReadError::NotATrace { found: found.to_string() }),
+        },
         None => Err(ReadError::Syntax { offset: 0, message: "the file is empty".to_string() }),
+    }
+}
+
+/// `a JSON array of numbers`, … from the first byte of the array's first element.
+fn array_of(first: u8) -> String {
+    let elements = match input::json_kind(&[first]) {
+        "a JSON array" => "arrays",
+        "a JSON string" => "strings",
+        "a number" => "numbers",
+        "a boolean" => "booleans",
+        "null" => "nulls",
+        _ => "values",
+    };
+    format!("a JSON array of {elements}")
+}
+
+/// A malformed value's message, prefixed with where in the document it sits.
+fn within(e: ReadError, place: &str) -> ReadError {
+    match e {
+        ReadError::Syntax { offset, message } => ReadError::Syntax { offset, message: format!("{place}: {message}") },
+        other => other,
     }
 }
 
@@ -186,12 +214,14 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
     let mut b = Builder::default();
     let mut saw_trace = false;
     let mut seed: Option<Vec<CommEvent>> = None;
+    let mut keys = input::DocKeys::default();
     if s.peek()? == Some(b'}') {
-        return Err(syntax(s, "the object has no `traceEvents` array (not a PyTorch profiler trace)"));
+        return Err(ReadError::NotATrace { found: "an empty JSON object".to_string() });
     }
     loop {
         let key = s.with_value::<KeyOf, _, _>(true, |k| k.into_owned())?;
         s.expect(b':', "':' after a key")?;
+        keys.saw(&key);
         match key.as_str() {
             "traceEvents" => {
                 expect_array(s, "traceEvents")?;
@@ -203,7 +233,9 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
                 seed = Some(seed_elements(s)?);
             }
             "distributedInfo" => {
-                let info = s.with_value::<Owned<DistributedInfo>, _, _>(true, |d| d)?;
+                let info = s
+                    .with_value::<Owned<DistributedInfo>, _, _>(true, |d| d)
+                    .map_err(|e| within(e, "`distributedInfo`"))?;
                 b.trace.rank = info.rank.as_ref().and_then(json_u32);
                 b.trace.world_size = info.world_size.as_ref().and_then(json_u32);
             }
@@ -222,9 +254,11 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
     }
     match seed {
         Some(events) => Ok(Document::Events(events)),
-        None => Err(ReadError::Syntax {
-            offset: 0,
-            message: "no `traceEvents` array (and no seed `events` array): not a PyTorch profiler trace".to_string(),
+        None => Err(ReadError::NotATrace {
+            found: match keys.kind() {
+                Some(kind) => format!("a {}", kind.noun()),
+                None => "a JSON object without `traceEvents`".to_string(),
+            },
         }),
     }
 }
@@ -252,7 +286,8 @@ fn trace_elements<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) -> Result<(),
     loop {
         let offset = s.offset();
         let index = b.trace.num_events;
-        s.with_value::<EventOf, _, _>(true, |e| b.push(e))?
+        s.with_value::<EventOf, _, _>(true, |e| b.push(e))
+            .map_err(|e| within(e, &format!("traceEvents[{index}]")))?
             .map_err(|message| ReadError::Syntax { offset, message: format!("traceEvents[{index}]: {message}") })?;
         if !s.next_in_array()? {
             return Ok(());
@@ -270,7 +305,8 @@ fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadE
         let offset = s.offset();
         let index = out.len();
         let event = s
-            .with_value::<SeedOf, _, _>(true, events::validate)?
+            .with_value::<SeedOf, _, _>(true, events::validate)
+            .map_err(|e| within(e, &format!("events[{index}]")))?
             .map_err(|message| ReadError::Syntax { offset, message: format!("events[{index}]: {message}") })?;
         out.push(event);
         if !s.next_in_array()? {
@@ -392,15 +428,9 @@ fn args_of(raw: Option<&RawValue>) -> Result<RawArgs<'_>, String> {
     match raw {
         None => Ok(RawArgs::default()),
         Some(raw) if raw.get() == "null" => Ok(RawArgs::default()),
-        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| format!("`args`: {}", strip_json_position(&e))),
-    }
-}
-
-fn strip_json_position(e: &serde_json::Error) -> String {
-    let message = e.to_string();
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message,
+        Some(raw) => {
+            serde_json::from_str(raw.get()).map_err(|e| format!("`args`: {}", input::plain_message(&e.to_string())))
+        }
     }
 }
 

@@ -2,13 +2,9 @@
 //! files in parallel (one rank per thread, as many threads as cores), resolves each rank, and
 //! turns every failure into one [`LoadError`] that names the file and what to do.
 
-use std::fs::File;
-use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-use flate2::read::MultiGzDecoder;
 
 use super::attribute::{self, AttributeOptions, Attribution, Compat, RankAnalysis};
 use super::classify::rank_from_file_name;
@@ -16,6 +12,7 @@ use super::kineto::{parse_document, Document};
 use super::model::RankTrace;
 use super::reader::ReadError;
 use crate::hotspots::CommEvent;
+use crate::input;
 
 /// A problem with one input path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -219,32 +216,13 @@ where
 
 /// Reads one file, plain or gzip.
 pub fn read_file(path: &Path) -> Result<Document, LoadError> {
-    let mut file = File::open(path).map_err(|e| LoadError::new(path, format!("cannot be opened: {e}")))?;
-    let mut magic = [0u8; 2];
-    let n = read_prefix(&mut file, &mut magic).map_err(|e| LoadError::new(path, format!("cannot be read: {e}")))?;
-    let file = File::open(path).map_err(|e| LoadError::new(path, format!("cannot be opened: {e}")))?;
-    let gzip = n == 2 && magic == [0x1f, 0x8b];
-    let result = if gzip {
-        parse_document(MultiGzDecoder::new(BufReader::with_capacity(1 << 16, file)))
-    } else {
-        parse_document(file)
-    };
-    let mut doc = result.map_err(|e| LoadError::new(path, describe(&e, gzip)))?;
+    let opened = input::open(path).map_err(|e| LoadError::new(path, format!("cannot be opened: {e}")))?;
+    let gzip = opened.gzip;
+    let mut doc = parse_document(opened.reader).map_err(|e| LoadError::new(path, describe(&e, gzip)))?;
     if let Document::Kineto(t) = &mut doc {
         t.file = path.to_path_buf();
     }
     Ok(doc)
-}
-
-fn read_prefix(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
 }
 
 fn describe(e: &ReadError, gzip: bool) -> String {
@@ -258,5 +236,9 @@ fn describe(e: &ReadError, gzip: bool) -> String {
         ReadError::Truncated { offset } => {
             format!("the JSON ends early at {place} {offset}: the file is truncated; re-export the trace")
         }
+        ReadError::NotATrace { found } => format!(
+            "is not a profiler trace ({found}); expected a PyTorch profiler trace (an object with `traceEvents`) \
+             or seed events (an array of objects with `collective`, or `{{\"events\": [...]}}`)"
+        ),
     }
 }

@@ -1,6 +1,7 @@
 //! Trace ingestion and attribution: files and directories in, one [`attribute::Attribution`] out.
 
 pub mod attribute;
+pub mod caveats;
 pub mod classify;
 pub mod events;
 pub mod intervals;

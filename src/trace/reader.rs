@@ -24,6 +24,9 @@ pub enum ReadError {
     Syntax { offset: u64, message: String },
     /// The document ended before it was complete.
     Truncated { offset: u64 },
+    /// Well-formed JSON that is neither a profiler trace nor seed events: `found` says what it
+    /// is (`a JSON array of numbers`, `a commgate result file`).
+    NotATrace { found: String },
 }
 
 impl std::fmt::Display for ReadError {
@@ -32,6 +35,7 @@ impl std::fmt::Display for ReadError {
             ReadError::Io { offset, source } => write!(f, "at byte {offset}: {source}"),
             ReadError::Syntax { offset, message } => write!(f, "at byte {offset}: {message}"),
             ReadError::Truncated { offset } => write!(f, "the JSON ends early at byte {offset} (truncated file?)"),
+            ReadError::NotATrace { found } => write!(f, "is not a profiler trace ({found})"),
         }
     }
 }
@@ -197,7 +201,7 @@ impl<R: Read> JsonStream<R> {
                     // may vanish with more input.
                     Some(Err(e)) if !at_eof && error_position(slice, &e) + 4 >= slice.len() => Step::MaybeMore,
                     None => Step::NeedMore,
-                    Some(Err(e)) => Step::Fail(strip_position(&e.to_string())),
+                    Some(Err(e)) => Step::Fail(crate::input::plain_message(&e.to_string())),
                 }
             };
             match step {
@@ -236,15 +240,6 @@ fn error_position(slice: &[u8], e: &serde_json::Error) -> usize {
         }
     };
     (line_start + e.column().saturating_sub(1)).min(slice.len())
-}
-
-/// serde_json appends "at line L column C" relative to our slice; the caller reports the
-/// absolute offset instead.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message.to_string(),
-    }
 }
 
 /// Names a type that borrows from the input for any lifetime (`RawEvent<'de>` and friends):

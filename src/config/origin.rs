@@ -1,0 +1,347 @@
+//! Where each setting came from, so that a bad value is reported at its source: a flag as the
+//! flag (`--imbalance-ratio 1.5`), a variable as the variable and its value
+//! (`COMMGATE_BACKEND=gpu`), a settings-file value as `file:line:column` of its key.
+//!
+//! clap merges flags and `COMMGATE_*` variables before the typed structs exist, so
+//! [`parse_args`] asks clap's matches which values came from the environment and keeps that
+//! list on the [`Cli`]; `load_file` keeps it, with the file's text, in [`Provenance`].
+
+use std::ffi::OsString;
+use std::fmt::Display;
+use std::path::PathBuf;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+
+use super::FileConfig;
+use crate::cli::Cli;
+
+/// The settings file read (its path and text) and the `COMMGATE_*` variables clap took values
+/// from (name, value as written).
+#[derive(Debug, Default, Clone)]
+pub struct Provenance {
+    pub(super) file: Option<(PathBuf, String)>,
+    env: Vec<(String, String)>,
+}
+
+impl Provenance {
+    pub fn new(file: Option<(PathBuf, String)>, env: &[(String, String)]) -> Self {
+        Provenance { file, env: env.to_vec() }
+    }
+}
+
+/// One setting's names: `[section] name` in the file, its flag and its variable.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Key {
+    section: &'static str,
+    name: &'static str,
+    flag: Option<&'static str>,
+    env: Option<&'static str>,
+}
+
+/// A setting only the file sets.
+pub(super) const fn key(section: &'static str, name: &'static str) -> Key {
+    Key { section, name, flag: None, env: None }
+}
+
+const fn full(section: &'static str, name: &'static str, flag: &'static str, env: &'static str) -> Key {
+    Key { section, name, flag: Some(flag), env: Some(env) }
+}
+
+pub(super) const STEPS: Key = full("attribute", "steps", "--steps", "COMMGATE_STEPS");
+pub(super) const IMBALANCE_RATIO: Key =
+    full("thresholds", "imbalance_ratio", "--imbalance-ratio", "COMMGATE_IMBALANCE_RATIO");
+pub(super) const LOW_OVERLAP_RATIO: Key =
+    full("thresholds", "low_overlap_ratio", "--low-overlap-ratio", "COMMGATE_LOW_OVERLAP_RATIO");
+pub(super) const ACCEPT_EXPOSED_MS: Key =
+    full("thresholds", "accept_exposed_ms", "--accept-exposed-ms", "COMMGATE_ACCEPT_EXPOSED_MS");
+pub(super) const MIN_EFFECT: Key = full("compare", "min_effect", "--min-effect", "COMMGATE_MIN_EFFECT");
+pub(super) const RESAMPLES: Key = full("compare", "resamples", "--resamples", "COMMGATE_RESAMPLES");
+pub(super) const KEEP: Key = full("baseline", "keep", "--keep", "COMMGATE_KEEP");
+
+/// A `[bench]` setting and its flag (`payload_elements` → `--payload-elements`).
+pub(super) fn bench_key(name: &'static str) -> Key {
+    match name {
+        "payload_elements" => Key { flag: Some("--payload-elements"), ..key("bench", name) },
+        "compute_dim" => Key { flag: Some("--compute-dim"), ..key("bench", name) },
+        "repeats" => Key { flag: Some("--repeats"), ..key("bench", name) },
+        "warmup" => Key { flag: Some("--warmup"), ..key("bench", name) },
+        "world_size" => Key { flag: Some("--world-size"), ..key("bench", name) },
+        "timeout" => full("bench", name, "--timeout", "COMMGATE_TIMEOUT"),
+        _ => key("bench", name),
+    }
+}
+
+impl FileConfig {
+    /// Where the value in use was set: `COMMGATE_X=value` or `--flag value` when it came through
+    /// clap (`from_args`), else `file:line:column: section.name = value`.
+    pub(super) fn origin(&self, key: Key, from_args: bool, value: &dyn Display) -> String {
+        if from_args {
+            let env = key.env.and_then(|var| self.provenance.env.iter().find(|(name, _)| name == var));
+            if let Some((var, raw)) = env {
+                return format!("{var}={raw}");
+            }
+            if let Some(flag) = key.flag {
+                return format!("{flag} {value}");
+            }
+        }
+        let setting = format!("{}.{} = {value}", key.section, key.name);
+        match &self.provenance.file {
+            Some((path, text)) => match key_position(text, key.section, key.name) {
+                Some((line, column)) => format!("{}:{line}:{column}: {setting}", path.display()),
+                None => format!("{}: {setting}", path.display()),
+            },
+            None => setting,
+        }
+    }
+}
+
+/// The 1-based line and column (in characters) of byte `offset` of `text`.
+pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+}
+
+/// Where `[section] name` is written (a table, a dotted key or an inline table alike).
+fn key_position(text: &str, section: &str, name: &str) -> Option<(usize, usize)> {
+    use std::collections::BTreeMap;
+    type Spans = BTreeMap<String, BTreeMap<toml::Spanned<String>, serde::de::IgnoredAny>>;
+    let tables: Spans = toml::from_str(text).ok()?;
+    let (found, _) = tables.get(section)?.iter().find(|(k, _)| k.get_ref() == name)?;
+    Some(line_column(text, found.span().start))
+}
+
+/// Why the command line could not be used.
+#[derive(Debug)]
+pub enum ArgsError {
+    /// clap's own report (usage, `--help`, `--version`, a missing argument): print it with
+    /// [`clap::Error::exit`].
+    Clap(clap::Error),
+    /// A bad value, as one line naming the flag or the variable that gave it.
+    Value(String),
+}
+
+/// Parses the command line like `Cli::parse`, but a bad value is reported as one line naming
+/// where it came from (`COMMGATE_BACKEND=gpu: unknown backend; expected one of …`, not clap's
+/// `--backend`), and the `COMMGATE_*` variables used are kept in [`Cli::from_env`]. `env` reads
+/// a variable (clap itself reads the real environment; this only tells a variable's value from
+/// a flag's).
+pub fn parse_args<I, T>(args: I, env: impl Fn(&str) -> Option<String>) -> Result<Cli, ArgsError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let command = Cli::command();
+    let matches = command.clone().try_get_matches_from(&args).map_err(|e| explain(e, &command, &args, &env))?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(ArgsError::Clap)?;
+    cli.from_env = env_sourced(&command, &matches);
+    Ok(cli)
+}
+
+/// The (variable, value) pairs clap took from the environment, in the command and the
+/// subcommand that ran.
+fn env_sourced(command: &clap::Command, matches: &ArgMatches) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for arg in command.get_arguments() {
+        let Some(var) = arg.get_env() else { continue };
+        let id = arg.get_id().as_str();
+        if matches.try_contains_id(id).unwrap_or(false) && matches.value_source(id) == Some(ValueSource::EnvVariable) {
+            let value = matches.get_raw(id).and_then(|mut v| v.next()).map(|v| v.to_string_lossy().into_owned());
+            out.push((var.to_string_lossy().into_owned(), value.unwrap_or_default()));
+        }
+    }
+    if let Some((name, sub)) = matches.subcommand() {
+        if let Some(sub_command) = command.find_subcommand(name) {
+            out.extend(env_sourced(sub_command, sub));
+        }
+    }
+    out
+}
+
+/// A bad value becomes one line naming its source; any other clap error stays clap's.
+fn explain(
+    e: clap::Error,
+    command: &clap::Command,
+    args: &[OsString],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> ArgsError {
+    if !matches!(e.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation) {
+        return ArgsError::Clap(e);
+    }
+    let text = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let (Some(shown), Some(value)) = (text(ContextKind::InvalidArg), text(ContextKind::InvalidValue)) else {
+        return ArgsError::Clap(e);
+    };
+    let Some(arg) = find_arg(command, &shown) else { return ArgsError::Clap(e) };
+    let Some(long) = arg.get_long() else { return ArgsError::Clap(e) };
+    let on_command_line = args.iter().skip(1).any(|a| {
+        let a = a.to_string_lossy();
+        a == format!("--{long}") || a.starts_with(&format!("--{long}="))
+    });
+    let var = arg.get_env().map(|v| v.to_string_lossy().into_owned());
+    let source = match var {
+        Some(var) if !on_command_line && env(&var).as_deref() == Some(value.as_str()) => format!("{var}={value}"),
+        _ => format!("--{long} {value}"),
+    };
+    let why = match (e.kind(), e.get(ContextKind::ValidValue)) {
+        (ErrorKind::InvalidValue, Some(ContextValue::Strings(valid))) => {
+            let suggestion = match e.get(ContextKind::SuggestedValue) {
+                Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
+                _ => String::new(),
+            };
+            format!("unknown {}; expected one of {}{suggestion}", noun(long), valid.join(", "))
+        }
+        _ => match std::error::Error::source(&e) {
+            Some(cause) => plain_cause(&cause.to_string()),
+            None => format!("not a valid {}", noun(long)),
+        },
+    };
+    ArgsError::Value(format!("{source}: {why}"))
+}
+
+/// What a value of `--long` is called in a message.
+fn noun(long: &str) -> String {
+    match long {
+        "fail-on" => "--fail-on verdict".to_string(),
+        "comment" => "comment policy".to_string(),
+        other => other.replace('-', " "),
+    }
+}
+
+/// Why clap's value parser refused a value, in words: `0 is not in 1..18446744073709551615` says
+/// `0 is less than 1`, and Rust's number-parsing messages say what was expected.
+fn plain_cause(message: &str) -> String {
+    match message {
+        "invalid float literal" => return "not a number".to_string(),
+        "invalid digit found in string" => return "not a whole number ≥ 0".to_string(),
+        "number too large to fit in target type" => return "too large".to_string(),
+        "cannot parse integer from empty string" => return "empty; give a number".to_string(),
+        _ => {}
+    }
+    match message.split_once(" is not in ") {
+        Some((value, range)) => match range.split_once("..") {
+            Some((low, high)) if high.trim_start_matches('=') == u64::MAX.to_string() => {
+                format!("{value} is less than {low}")
+            }
+            _ => message.to_string(),
+        },
+        None => message.to_string(),
+    }
+}
+
+/// The argument clap shows as `shown` (`--backend <BACKEND>`), in the command or a subcommand.
+fn find_arg<'a>(command: &'a clap::Command, shown: &str) -> Option<&'a clap::Arg> {
+    let long = shown.split_whitespace().next()?.strip_prefix("--")?;
+    let long = long.split('=').next()?;
+    command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .or_else(|| command.get_subcommands().find_map(|sub| find_arg(sub, shown)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn line_and_column_are_one_based() {
+        let text = "[thresholds]\n  bogus = 1\né = 2\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, text.find("bogus").expect("bogus")), (2, 3));
+        assert_eq!(line_column(text, text.find(" = 2").expect("é")), (3, 2), "columns count characters");
+        assert_eq!(line_column(text, 10_000), (4, 1));
+    }
+
+    #[test]
+    fn keys_are_found_in_tables_dotted_keys_and_inline_tables() {
+        let text = "# settings\n[thresholds]\n\n  accept_exposed_ms = -1\n";
+        assert_eq!(key_position(text, "thresholds", "accept_exposed_ms"), Some((4, 3)));
+        let text = "thresholds.imbalance_ratio = 2\nbench = { repeats = 0 }\n";
+        assert_eq!(key_position(text, "thresholds", "imbalance_ratio"), Some((1, 12)));
+        assert_eq!(key_position(text, "bench", "repeats"), Some((2, 11)));
+        assert_eq!(key_position(text, "bench", "warmup"), None);
+    }
+
+    #[test]
+    fn a_bad_flag_value_is_one_line_naming_the_flag() {
+        let Err(ArgsError::Value(line)) = parse_args(["commgate", "bench", "--backend", "gpu"], no_env) else {
+            panic!("not a value error")
+        };
+        assert_eq!(line, "--backend gpu: unknown backend; expected one of auto, cuda, cpu, mock (did you mean cpu?)");
+        let Err(ArgsError::Value(line)) = parse_args(["commgate", "attribute", "t.json", "--steps=0"], no_env) else {
+            panic!("not a value error")
+        };
+        assert_eq!(line, "--steps 0: 0 is less than 1");
+        let Err(ArgsError::Value(line)) =
+            parse_args(["commgate", "compare", "--baseline", "b", "--current", "c", "--seed", "x"], no_env)
+        else {
+            panic!("not a value error")
+        };
+        assert_eq!(line, "--seed x: not a whole number ≥ 0");
+    }
+
+    #[test]
+    fn a_value_that_matches_the_variable_is_named_as_the_variable() {
+        let env = |k: &str| (k == "COMMGATE_FORMAT").then(|| "html".to_string());
+        let e = explain_with(&["commgate", "attribute", "t.json", "--format", "html"], env);
+        assert!(e.starts_with("--format html: unknown format;"), "the flag was given: {e}");
+        // clap reads the real environment, so the variable's case goes through `explain` alone.
+        let err = Cli::command()
+            .try_get_matches_from(["commgate", "attribute", "t.json", "--format", "html"])
+            .expect_err("html is no format");
+        let ArgsError::Value(line) = explain(err, &Cli::command(), &["commgate".into(), "attribute".into()], &env)
+        else {
+            panic!("not a value error")
+        };
+        assert_eq!(line, "COMMGATE_FORMAT=html: unknown format; expected one of text, json, markdown");
+    }
+
+    fn explain_with(args: &[&str], env: impl Fn(&str) -> Option<String>) -> String {
+        match parse_args(args.iter().copied(), env) {
+            Err(ArgsError::Value(line)) => line,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn usage_help_and_version_stay_clap_reports() {
+        for args in [&["commgate"][..], &["commgate", "--help"], &["commgate", "--version"], &["commgate", "attribute"]]
+        {
+            assert!(matches!(parse_args(args.iter().copied(), no_env), Err(ArgsError::Clap(_))), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn values_from_flags_are_not_listed_as_from_the_environment() {
+        let cli = parse_args(["commgate", "attribute", "t.json", "--steps", "3"], no_env).expect("parses");
+        assert!(cli.from_env.iter().all(|(var, _)| var != "COMMGATE_STEPS"), "{:?}", cli.from_env);
+    }
+
+    #[test]
+    fn origins_name_the_variable_the_flag_or_the_file_line() {
+        let text = "[thresholds]\nimbalance_ratio = 1.5\n";
+        let mut file = super::super::parse_file(text).expect("valid");
+        file.provenance = Provenance::new(
+            Some((PathBuf::from("other.toml"), text.to_string())),
+            &[("COMMGATE_LOW_OVERLAP_RATIO".to_string(), "2".to_string())],
+        );
+        assert_eq!(file.origin(IMBALANCE_RATIO, false, &1.5), "other.toml:2:1: thresholds.imbalance_ratio = 1.5");
+        assert_eq!(file.origin(IMBALANCE_RATIO, true, &1.5), "--imbalance-ratio 1.5");
+        assert_eq!(file.origin(LOW_OVERLAP_RATIO, true, &2.0), "COMMGATE_LOW_OVERLAP_RATIO=2");
+        assert_eq!(file.origin(KEEP, false, &0), "other.toml: baseline.keep = 0", "a key the file lacks");
+    }
+}

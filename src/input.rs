@@ -1,0 +1,396 @@
+//! Reading files the user hands over, before anything parses them: plain or gzip (told apart by
+//! the first two bytes, never the name), read whole only up to a bound, and the parsers' error
+//! messages put into the user's words, so that no Rust type name (`u32`, `struct RawEvent`) or
+//! serde term (`variant`, `sequence`, `map`) reaches a terminal.
+//!
+//! A bottom layer like `output`: it imports nothing from the crate.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+use flate2::read::MultiGzDecoder;
+
+/// The gzip magic number.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// An opened input: the (decompressed) bytes, and whether they were gzip on disk.
+pub struct Opened {
+    pub reader: Box<dyn Read + Send>,
+    pub gzip: bool,
+}
+
+/// Opens `path` for reading, decompressing gzip (multi-member streams too) on the fly.
+pub fn open(path: &Path) -> io::Result<Opened> {
+    let mut file = File::open(path)?;
+    let mut magic = [0u8; 2];
+    let n = read_prefix(&mut file, &mut magic)?;
+    let file = File::open(path)?;
+    let gzip = n == 2 && magic == GZIP_MAGIC;
+    let reader: Box<dyn Read + Send> =
+        if gzip { Box::new(MultiGzDecoder::new(BufReader::with_capacity(1 << 16, file))) } else { Box::new(file) };
+    Ok(Opened { reader, gzip })
+}
+
+fn read_prefix(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Why a whole-file read gave no text.
+#[derive(Debug, thiserror::Error)]
+pub enum TextError {
+    #[error("does not exist")]
+    NotFound,
+    #[error("cannot be read: {0}")]
+    Io(io::Error),
+    #[error("the gzip data is corrupt or truncated ({0}); re-copy the file")]
+    Gzip(io::Error),
+    #[error("holds more than {} MiB{}; it is not a file commgate wrote", .limit >> 20, if *.gzip { " once decompressed" } else { "" })]
+    TooLarge { limit: u64, gzip: bool },
+    #[error("is not UTF-8 text (byte {offset}); is it binary, or compressed with something other than gzip?")]
+    NotText { offset: usize },
+}
+
+/// Reads a whole text file, plain or gzip, refusing more than `limit` bytes (decompressed), so
+/// a multi-gigabyte trace passed where a small JSON file belongs fails fast instead of filling
+/// memory.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, TextError> {
+    let opened = open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => TextError::NotFound,
+        _ => TextError::Io(e),
+    })?;
+    let gzip = opened.gzip;
+    let mut bytes = Vec::new();
+    opened.reader.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| {
+        if gzip {
+            TextError::Gzip(e)
+        } else {
+            TextError::Io(e)
+        }
+    })?;
+    if bytes.len() as u64 > limit {
+        return Err(TextError::TooLarge { limit, gzip });
+    }
+    String::from_utf8(bytes).map_err(|e| TextError::NotText { offset: e.utf8_error().valid_up_to() })
+}
+
+/// What kind of JSON value a document starts with, from its first non-blank byte: `a JSON
+/// array`, `a JSON string`, … (for "is not a …" messages).
+pub fn json_kind(text: &[u8]) -> &'static str {
+    let first = text.iter().copied().find(|b| !matches!(b, b' ' | b'\n' | b'\r' | b'\t'));
+    match first {
+        Some(b'{') => "a JSON object",
+        Some(b'[') => "a JSON array",
+        Some(b'"') => "a JSON string",
+        Some(b'-' | b'0'..=b'9') => "a number",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        Some(_) => "not JSON",
+        None => "empty",
+    }
+}
+
+/// commgate's own JSON files, and the inputs they are most often mistaken for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocKind {
+    /// What `commgate bench` writes.
+    ResultFile,
+    /// A store under `baselines/` (`commgate baseline update`).
+    BaselineFile,
+    /// What `commgate check --output` writes.
+    CheckReport,
+    /// `commgate attribute --format json`.
+    AttributionReport,
+    ProfilerTrace,
+    SeedEvents,
+}
+
+impl DocKind {
+    /// Whether a caller that asked for "a `what`" (`commgate result file`, `baseline file`,
+    /// `commgate check report`) has this kind.
+    pub fn is(self, what: &str) -> bool {
+        match self {
+            DocKind::ResultFile => what.contains("result"),
+            DocKind::BaselineFile => what.contains("baseline"),
+            DocKind::CheckReport => what.contains("report") && !what.contains("attribution"),
+            DocKind::AttributionReport => what.contains("attribution"),
+            DocKind::ProfilerTrace => what.contains("trace"),
+            DocKind::SeedEvents => what.contains("events"),
+        }
+    }
+
+    /// The name a message gives it ("is a commgate check report, not …").
+    pub fn noun(self) -> &'static str {
+        match self {
+            DocKind::ResultFile => "commgate result file",
+            DocKind::BaselineFile => "commgate baseline file",
+            DocKind::CheckReport => "commgate check report",
+            DocKind::AttributionReport => "commgate attribution report",
+            DocKind::ProfilerTrace => "PyTorch profiler trace",
+            DocKind::SeedEvents => "seed events file",
+        }
+    }
+}
+
+/// The top-level keys seen so far that tell the [`DocKind`]s apart (only those are kept, so a
+/// document with a million keys costs nothing).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DocKeys {
+    schema_version: bool,
+    tool: bool,
+    workload: bool,
+    runs: bool,
+    verdict: bool,
+    by_collective: bool,
+    trace_events: bool,
+    events: bool,
+}
+
+impl DocKeys {
+    pub fn saw(&mut self, key: &str) {
+        match key {
+            "schema_version" => self.schema_version = true,
+            "tool" => self.tool = true,
+            "workload" => self.workload = true,
+            "runs" => self.runs = true,
+            "verdict" => self.verdict = true,
+            "by_collective" => self.by_collective = true,
+            "traceEvents" => self.trace_events = true,
+            "events" => self.events = true,
+            _ => {}
+        }
+    }
+
+    /// What the keys say the document is, when they say it clearly.
+    pub fn kind(&self) -> Option<DocKind> {
+        let versioned = self.schema_version;
+        if self.trace_events {
+            Some(DocKind::ProfilerTrace)
+        } else if versioned && self.runs {
+            Some(DocKind::BaselineFile)
+        } else if versioned && self.verdict {
+            Some(DocKind::CheckReport)
+        } else if versioned && self.tool && self.workload {
+            Some(DocKind::ResultFile)
+        } else if versioned && self.by_collective {
+            Some(DocKind::AttributionReport)
+        } else if self.events {
+            Some(DocKind::SeedEvents)
+        } else {
+            None
+        }
+    }
+}
+
+/// A serde (serde_json or toml) error message in the user's words: the position suffix
+/// dropped (callers say where), type names replaced by what a JSON or TOML writer knows
+/// (`u32` → a whole number, `struct Foo` → an object, `sequence` → an array), `variant` and
+/// `field` said as `value` and `key`.
+pub fn plain_message(message: &str) -> String {
+    let message = match message.rfind(" at line ") {
+        Some(i) if message[i..].contains(" column ") => &message[..i],
+        _ => message,
+    };
+    let message = message.trim();
+    if let Some(rest) = message.strip_prefix("invalid type: ") {
+        return match rest.split_once(", expected ") {
+            Some((found, expected)) => format!("found {}, expected {}", found_value(found), expected_value(expected)),
+            None => format!("found {}", found_value(rest)),
+        };
+    }
+    if let Some(rest) = message.strip_prefix("invalid value: ") {
+        return match rest.split_once(", expected ") {
+            Some((found, expected)) => format!("{} is not {}", found_value(found), expected_value(expected)),
+            None => format!("invalid value {}", found_value(rest)),
+        };
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        return choices("unknown value", rest);
+    }
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        return choices("unknown key", rest);
+    }
+    if let Some(rest) = message.strip_prefix("missing field ") {
+        return format!("{rest} is missing");
+    }
+    if let Some(rest) = message.strip_prefix("duplicate field ") {
+        return format!("{rest} appears twice");
+    }
+    if message.starts_with("EOF while parsing") {
+        return "the JSON ends early (is the file truncated?)".to_string();
+    }
+    if message.starts_with("data did not match any variant") {
+        return "has a shape commgate does not read".to_string();
+    }
+    if let Some(rest) = message.strip_prefix("invalid length ") {
+        return match rest.split_once(", expected ") {
+            Some((n, expected)) => format!("holds {n} elements, expected {}", expected_value(expected)),
+            None => format!("holds {rest} elements"),
+        };
+    }
+    message.to_string()
+}
+
+/// `` `x`, expected one of `a`, `b` `` → `` `x`; expected one of a, b `` (and the `` `a` or `b` ``,
+/// `` `a` `` and "there are no variants/fields" forms).
+fn choices(lead: &str, rest: &str) -> String {
+    let Some((name, expected)) = rest.split_once(", ") else { return format!("{lead} {rest}") };
+    let listed = expected
+        .strip_prefix("expected one of ")
+        .or_else(|| expected.strip_prefix("expected "))
+        .map(|list| list.replace('`', "").replace(" or ", ", "));
+    match listed {
+        Some(list) => format!("{lead} {name}; expected one of {list}"),
+        None => format!("{lead} {name}"),
+    }
+}
+
+/// serde's "unexpected" half: `integer `5`` → `the number 5`, `sequence` → `an array`, …
+fn found_value(found: &str) -> String {
+    let inner = |prefix: &str| found.strip_prefix(prefix).map(|v| v.trim_matches('`').to_string());
+    if let Some(v) = inner("integer ").or_else(|| inner("floating point ")) {
+        return format!("the number {v}");
+    }
+    if let Some(v) = inner("boolean ") {
+        return v;
+    }
+    if let Some(v) = found.strip_prefix("string ") {
+        return format!("the string {v}");
+    }
+    match found {
+        "sequence" => "an array".to_string(),
+        "map" => "an object".to_string(),
+        "unit value" | "null" | "unit" => "null".to_string(),
+        "character" => "a character".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// serde's "expected" half, with Rust's types said as JSON/TOML values.
+fn expected_value(expected: &str) -> String {
+    let e = expected.trim();
+    let e = e.strip_prefix("a value of type ").unwrap_or(e);
+    if e.starts_with("struct ") || e.starts_with("map") || e == "a map" {
+        return "an object".to_string();
+    }
+    if e.starts_with("enum ") || e == "variant identifier" {
+        return "one of the listed values".to_string();
+    }
+    if e.starts_with("tuple") || e == "a sequence" || e.starts_with("sequence") {
+        return "an array".to_string();
+    }
+    match e {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number ≥ 0".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a boolean" | "bool" => "true or false".to_string(),
+        "a string" | "string" | "a borrowed string" | "str" => "a string".to_string(),
+        "unit" | "null" => "null".to_string(),
+        "char" | "a character" => "a single character".to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn serde_messages_lose_their_rust_names() {
+        let cases = [
+            (
+                "invalid type: integer `5`, expected struct RawEvent at line 1 column 2",
+                "found the number 5, expected an object",
+            ),
+            ("invalid type: sequence, expected struct Sniff", "found an array, expected an object"),
+            ("invalid type: string \"x\", expected u32", "found the string \"x\", expected a whole number ≥ 0"),
+            ("invalid type: map, expected f64", "found an object, expected a number"),
+            ("invalid value: integer `-1`, expected u32", "the number -1 is not a whole number ≥ 0"),
+            (
+                "unknown variant `tpu`, expected one of `auto`, `cuda`, `cpu`, `mock`",
+                "unknown value `tpu`; expected one of auto, cuda, cpu, mock",
+            ),
+            ("unknown variant `x`, expected `a` or `b`", "unknown value `x`; expected one of a, b"),
+            ("unknown field `bogus`, expected one of `a`, `b`", "unknown key `bogus`; expected one of a, b"),
+            ("unknown field `bogus`, there are no fields", "unknown key `bogus`"),
+            ("missing field `tool`", "`tool` is missing"),
+            ("EOF while parsing an object at line 3 column 0", "the JSON ends early (is the file truncated?)"),
+            ("expected `,` or `}` at line 2 column 5", "expected `,` or `}`"),
+        ];
+        for (raw, plain) in cases {
+            assert_eq!(plain_message(raw), plain, "{raw}");
+        }
+    }
+
+    #[test]
+    fn real_serde_errors_carry_no_type_names() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Internal {
+            n: u32,
+        }
+        for doc in ["{\"n\": \"x\"}", "{\"n\": -1}", "5", "{}", "{\"n\": 1.5}"] {
+            let e = serde_json::from_str::<Internal>(doc).unwrap_err();
+            let m = plain_message(&e.to_string());
+            assert!(!m.contains("Internal") && !m.contains("u32") && !m.contains(" line "), "{doc}: {m}");
+        }
+    }
+
+    #[test]
+    fn top_level_keys_tell_commgate_files_apart() {
+        let kind = |keys: &[&str]| {
+            let mut k = DocKeys::default();
+            keys.iter().for_each(|key| k.saw(key));
+            k.kind()
+        };
+        assert_eq!(kind(&["schema_version", "tool", "workload", "rows"]), Some(DocKind::ResultFile));
+        assert_eq!(kind(&["schema_version", "verdict", "bench"]), Some(DocKind::CheckReport));
+        assert_eq!(kind(&["schema_version", "workload_id", "runs"]), Some(DocKind::BaselineFile));
+        assert_eq!(kind(&["schema_version", "source", "by_collective"]), Some(DocKind::AttributionReport));
+        assert_eq!(kind(&["traceEvents", "schemaVersion"]), Some(DocKind::ProfilerTrace));
+        assert_eq!(kind(&["events"]), Some(DocKind::SeedEvents));
+        assert_eq!(kind(&["tool", "workload"]), None, "no schema_version: not commgate's");
+    }
+
+    #[test]
+    fn json_kind_names_the_first_value() {
+        assert_eq!(json_kind(b"  [1]"), "a JSON array");
+        assert_eq!(json_kind(b"\n{}"), "a JSON object");
+        assert_eq!(json_kind(b"\"x\""), "a JSON string");
+        assert_eq!(json_kind(b"-3"), "a number");
+        assert_eq!(json_kind(b""), "empty");
+        assert_eq!(json_kind(b"\x1f\x8b"), "not JSON");
+    }
+
+    #[test]
+    fn read_text_decompresses_gzip_and_bounds_the_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("a.json");
+        std::fs::write(&plain, "{\"a\": 1}").expect("write");
+        assert_eq!(read_text(&plain, 100).expect("reads"), "{\"a\": 1}");
+        let gz = dir.path().join("a.json.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(&vec![b' '; 5000]).expect("compress");
+        std::fs::write(&gz, enc.finish().expect("finish")).expect("write");
+        assert_eq!(read_text(&gz, 5000).expect("reads").len(), 5000);
+        assert!(matches!(read_text(&gz, 4999), Err(TextError::TooLarge { gzip: true, .. })));
+        assert!(matches!(read_text(&dir.path().join("none"), 10), Err(TextError::NotFound)));
+        let binary = dir.path().join("b.bin");
+        std::fs::write(&binary, [b'{', 0xff, 0xfe]).expect("write");
+        assert!(matches!(read_text(&binary, 10), Err(TextError::NotText { offset: 1 })));
+        let cut = dir.path().join("cut.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(b"{\"a\": 1}").expect("compress");
+        let bytes = enc.finish().expect("finish");
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+        assert!(matches!(read_text(&cut, 100), Err(TextError::Gzip(_))));
+    }
+}
