@@ -154,8 +154,9 @@ fn measure(
     // Counted in u64: warm-up plus repeats cannot wrap, whatever the plan says.
     for i in 0..u64::from(plan.warmup) + u64::from(plan.repeats) {
         // Schedules rotate each repeat, so a drift in the machine touches all of them alike.
+        let first = (i % Schedule::ALL.len() as u64) as usize;
         for k in 0..Schedule::ALL.len() {
-            let schedule = Schedule::ALL[(k + (i % Schedule::ALL.len() as u64) as usize) % Schedule::ALL.len()];
+            let schedule = Schedule::ALL[(first + k) % Schedule::ALL.len()];
             let times = backend.run(schedule)?;
             if times.len() != ranks.len() || times.iter().any(|t| !t.is_finite() || *t < 0.0) {
                 return Err(BenchError::failed(
