@@ -78,7 +78,7 @@ pub struct CompareArgs {
     #[arg(long, env = "COMMGATE_MIN_EFFECT", value_name = "FRACTION")]
     pub min_effect: Option<f64>,
 
-    /// Bootstrap resamples per interval.
+    /// Bootstrap resamples per interval (default 1000; 100 to 100000).
     #[arg(long, env = "COMMGATE_RESAMPLES", value_name = "N")]
     pub resamples: Option<usize>,
 
@@ -110,12 +110,18 @@ pub struct BenchFlags {
     #[arg(long, value_enum, env = "COMMGATE_BACKEND")]
     pub backend: Option<BackendChoice>,
 
-    /// Ranks driven by this process (default: every visible GPU; 2 on cpu and mock). Ignored
-    /// under torchrun, srun or mpirun, whose WORLD_SIZE wins.
+    /// Ranks driven by this process (default: every visible GPU; 2 on cpu and mock; at most
+    /// 1024; 1 only with --allow-single-rank). Ignored under torchrun, srun or mpirun, whose
+    /// WORLD_SIZE wins.
     #[arg(long, value_name = "N")]
     pub world_size: Option<u32>,
 
-    /// Elements of the all-reduce buffer per rank (default 4Mi; 1Mi on cpu).
+    /// Run with one rank: a smoke run (loading, timing and GEMM only). One rank communicates
+    /// nothing, so it is refused without this flag, and its bus bandwidth is not applicable.
+    #[arg(long)]
+    pub allow_single_rank: bool,
+
+    /// Elements of the all-reduce buffer per rank (default 4Mi; 1Mi on cpu; at most 64 GiB).
     #[arg(long, value_name = "N")]
     pub payload_elements: Option<u64>,
 
@@ -123,19 +129,21 @@ pub struct BenchFlags {
     #[arg(long, value_enum)]
     pub dtype: Option<Dtype>,
 
-    /// The matmul is DIM×DIM×DIM (default 2048; 192 on cpu).
+    /// The matmul is DIM×DIM×DIM (default 2048; 192 on cpu; at most 65536).
     #[arg(long, value_name = "DIM")]
     pub compute_dim: Option<u64>,
 
-    /// Untimed repeats first (default 10; 3 on cpu).
+    /// Untimed repeats first (default 10; 3 on cpu; at most 10000).
     #[arg(long, value_name = "N")]
     pub warmup: Option<u32>,
 
-    /// Timed repeats of every schedule (default 200; 120 on cpu). A P95 needs at least 100.
+    /// Timed repeats of every schedule (default 200; 120 on cpu; 20 to 100000). The run judges
+    /// its own P95 from 100.
     #[arg(long, value_name = "N")]
     pub repeats: Option<u32>,
 
-    /// Fail the run when no repeat finishes for this long (a dead rank, a hung collective).
+    /// Fail the run when no repeat finishes for this long (a dead rank, a hung collective;
+    /// default 300, at most 86400).
     #[arg(long, value_name = "SECONDS", env = "COMMGATE_TIMEOUT")]
     pub timeout: Option<u64>,
 

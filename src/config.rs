@@ -2,12 +2,12 @@
 //! clap) > `commgate.toml` > defaults. Everything after this module sees only domain types.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use crate::baseline::DEFAULT_KEEP;
+use crate::bench::limits;
 use crate::bench::settings::{BackendChoice, BenchRequest, RunOptions};
 use crate::bench::Dtype;
 use crate::check::CheckOptions;
@@ -22,9 +22,7 @@ use crate::verdict::FailOn;
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
 mod origin;
-use origin::{
-    bench_key, key, ACCEPT_EXPOSED_MS, IMBALANCE_RATIO, KEEP, LOW_OVERLAP_RATIO, MIN_EFFECT, RESAMPLES, STEPS,
-};
+use origin::{key, ACCEPT_EXPOSED_MS, IMBALANCE_RATIO, KEEP, LOW_OVERLAP_RATIO, STEPS};
 pub use origin::{parse_args, ArgsError, Provenance};
 
 /// `commgate.toml`, as written. Unknown keys and unknown choices are errors (naming the line and
@@ -32,6 +30,9 @@ pub use origin::{parse_args, ArgsError, Provenance};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
+    /// The file these settings came from, for messages about its values.
+    #[serde(skip)]
+    pub path: PathBuf,
     #[serde(default)]
     pub attribute: AttributeFile,
     #[serde(default)]
@@ -127,6 +128,7 @@ pub fn load_file(cli: &Cli) -> Result<FileConfig> {
     };
     let text = std::fs::read_to_string(&path).with_context(|| format!("{named}: cannot read the settings file"))?;
     let mut file = parse_file_at(&text, Some(&path))?;
+    file.path = path.clone();
     file.provenance = Provenance::new(Some((path, text)), &cli.from_env);
     Ok(file)
 }
@@ -136,13 +138,14 @@ pub fn load_file(cli: &Cli) -> Result<FileConfig> {
 /// `from_env` is [`Cli::from_env`]: the `COMMGATE_*` variables that gave values.
 pub fn file_from_text(from_env: &[(String, String)], label: &Path, text: String) -> Result<FileConfig> {
     let mut file = parse_file_at(&text, Some(label))?;
+    file.path = label.to_path_buf();
     file.provenance = Provenance::new(Some((label.to_path_buf(), text)), from_env);
     Ok(file)
 }
 
 /// Parses `commgate.toml` text (errors say `line:column`).
 pub fn parse_file(text: &str) -> Result<FileConfig> {
-    parse_file_at(text, None)
+    Ok(FileConfig { path: PathBuf::from(DEFAULT_FILE), ..parse_file_at(text, None)? })
 }
 
 /// Parses settings text; errors name `path:line:column` (1-based) of the offending key or
@@ -209,23 +212,17 @@ pub struct CompareConfig {
     pub options: CompareOptions,
 }
 
-pub fn compare(args: CompareArgs, file: &FileConfig) -> Result<CompareConfig> {
+pub fn compare(args: CompareArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<CompareConfig> {
     let format = args.format.or(file.compare.format).unwrap_or(Format::Text);
     let defaults = CompareOptions::default();
-    let min_effect = args.min_effect.or(file.compare.min_effect).unwrap_or(defaults.min_effect);
-    if !(0.0..1.0).contains(&min_effect) {
-        bail!(
-            "{}: give the smallest change worth acting on as a fraction in 0..1 (e.g. 0.03)",
-            file.origin(MIN_EFFECT, args.min_effect.is_some(), &min_effect)
-        );
-    }
-    let resamples = args.resamples.or(file.compare.resamples).unwrap_or(defaults.resamples);
-    if resamples < 100 {
-        bail!(
-            "{}: use at least 100 bootstrap resamples (1000 is the default)",
-            file.origin(RESAMPLES, args.resamples.is_some(), &resamples)
-        );
-    }
+    let min_effect = limits::min_effect(
+        limits::MIN_EFFECT.pick(args.min_effect, file.compare.min_effect, &file.path, &env),
+        defaults.min_effect,
+    )?;
+    let resamples = limits::resamples(
+        limits::RESAMPLES.pick(args.resamples, file.compare.resamples, &file.path, &env),
+        defaults.resamples,
+    )?;
     Ok(CompareConfig {
         baseline: args.baseline,
         current: args.current,
@@ -283,8 +280,14 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
             trace_name: args.trace_name,
             attribute: attribute_defaults(file)?,
             compare: CompareOptions {
-                min_effect: file.compare.min_effect.unwrap_or(compare_defaults.min_effect),
-                resamples: file.compare.resamples.unwrap_or(compare_defaults.resamples),
+                min_effect: limits::min_effect(
+                    limits::MIN_EFFECT.from_file(file.compare.min_effect, &file.path),
+                    compare_defaults.min_effect,
+                )?,
+                resamples: limits::resamples(
+                    limits::RESAMPLES.from_file(file.compare.resamples, &file.path),
+                    compare_defaults.resamples,
+                )?,
                 seed: file.compare.seed.unwrap_or(compare_defaults.seed),
                 ..compare_defaults
             },
@@ -362,47 +365,38 @@ pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     Ok(request)
 }
 
-/// The benchmark flags `bench` and `check` share.
+/// The benchmark flags `bench` and `check` share, each value checked against its limits
+/// ([`limits`]) with where it came from, before anything is probed or run.
 pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<BenchRequest> {
-    let f = &file.bench;
-    let payload_elements = args.payload_elements.or(f.payload_elements);
-    let compute_dim = args.compute_dim.or(f.compute_dim);
-    let repeats = args.repeats.or(f.repeats);
-    let timeout = args.timeout.or(f.timeout).unwrap_or(300);
-    for (name, flag, value) in [
-        ("payload_elements", args.payload_elements.is_some(), payload_elements),
-        ("compute_dim", args.compute_dim.is_some(), compute_dim),
-        ("repeats", args.repeats.is_some(), repeats.map(u64::from)),
-        ("timeout", args.timeout.is_some(), Some(timeout)),
-    ] {
-        if value == Some(0) {
-            bail!("{}: give a positive number", file.origin(bench_key(name), flag, &0));
-        }
-    }
-    if let Some(dim) = compute_dim.filter(|d| *d > 65_536) {
-        let origin = file.origin(bench_key("compute_dim"), args.compute_dim.is_some(), &dim);
-        bail!("{origin}: too large (at most 65536)");
-    }
+    let (f, path) = (&file.bench, file.path.as_path());
+    let timeout = limits::timeout(limits::TIMEOUT.pick(args.timeout, f.timeout, path, &env))?;
+    let environment_profile = limits::ENVIRONMENT_PROFILE
+        .pick(args.environment_profile, f.environment_profile.clone(), path, &env)
+        .map(limits::environment_profile)
+        .transpose()?;
     let ci = env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
-    Ok(BenchRequest {
+    let request = BenchRequest {
         backend: args.backend.or(f.backend).unwrap_or(BackendChoice::Auto),
-        world_size: args.world_size.or(f.world_size),
+        world_size: limits::WORLD_SIZE.pick(args.world_size, f.world_size, path, &env),
         dtype: args.dtype.or(f.dtype).unwrap_or(Dtype::Bfloat16),
-        payload_elements,
-        compute_dim,
-        warmup: args.warmup.or(f.warmup),
-        repeats,
+        payload_elements: limits::PAYLOAD_ELEMENTS.pick(args.payload_elements, f.payload_elements, path, &env),
+        compute_dim: limits::COMPUTE_DIM.pick(args.compute_dim, f.compute_dim, path, &env),
+        warmup: limits::WARMUP.pick(args.warmup, f.warmup, path, &env),
+        repeats: limits::REPEATS.pick(args.repeats, f.repeats, path, &env),
+        allow_single_rank: args.allow_single_rank,
         seed: args.seed.unwrap_or(1),
         run: RunOptions {
-            timeout: Duration::from_secs(timeout),
+            timeout,
             run_label: args.run_label.or_else(|| f.run_label.clone()).unwrap_or_else(|| "default".to_string()),
-            environment_profile: args.environment_profile.or_else(|| f.environment_profile.clone()),
+            environment_profile,
             output: None,
             results_dir: f.results_dir.clone().unwrap_or_else(|| PathBuf::from("benchmarks/results")),
             progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             dry_run: false,
         },
-    })
+    };
+    request.check()?;
+    Ok(request)
 }
 
 /// Checks the thresholds in use; `from_args` holds the flag (or variable) values, in the order
@@ -520,14 +514,14 @@ mod compare_tests {
         else {
             panic!("compare")
         };
-        let c = compare(args, &file).expect("ok");
+        let c = compare(args, &file, |_| None).expect("ok");
         assert_eq!((c.options.min_effect, c.options.seed, c.options.resamples), (0.05, 4, 1000));
         let crate::cli::Command::Compare(args) =
             cli(&["commgate", "compare", "--baseline", "b", "--current", "c", "--min-effect", "1.5"])
         else {
             panic!("compare")
         };
-        assert!(compare(args, &file).unwrap_err().to_string().starts_with("--min-effect 1.5: "));
+        assert!(compare(args, &file, |_| None).unwrap_err().to_string().contains("--min-effect 1.5"));
         let crate::cli::Command::Baseline(crate::cli::BaselineCommand::Update(args)) =
             cli(&["commgate", "baseline", "update", "--from", "r.json"])
         else {
@@ -559,7 +553,7 @@ mod bench_tests {
 
     /// Resolves a request on a machine with `gpus` visible GPUs (`None`: no CUDA at all).
     fn resolved(request: BenchRequest, gpus: Option<u32>) -> BenchSettings {
-        request.resolve(None, || gpus.ok_or("libcuda.so.1 was not found")).0
+        request.resolve(None, || gpus.ok_or("libcuda.so.1 was not found")).expect("within limits").0
     }
 
     #[test]
@@ -581,7 +575,26 @@ mod bench_tests {
     #[test]
     fn bad_bench_settings_are_named() {
         let e = bench(args(&["--backend", "mock", "--repeats", "0"]), &FileConfig::default(), no_env);
-        assert!(e.unwrap_err().to_string().contains("repeats"));
+        assert!(e.unwrap_err().to_string().starts_with("--repeats 0: at least 20 repeats"));
+        let file = FileConfig {
+            path: PathBuf::from("ci/gate.toml"),
+            ..parse_file("[bench]\nwarmup = 99999\n").expect("valid")
+        };
+        let e = bench(args(&["--backend", "mock"]), &file, no_env).unwrap_err();
+        assert!(e.to_string().starts_with("ci/gate.toml: [bench] warmup = 99999: at most 10000"), "{e}");
+        let env = |k: &str| (k == "COMMGATE_ENVIRONMENT_PROFILE").then(|| "../x".to_string());
+        let mut a = args(&["--backend", "mock"]);
+        a.flags.environment_profile = Some("../x".into());
+        let e = bench(a, &FileConfig::default(), env).unwrap_err();
+        assert!(e.to_string().starts_with("COMMGATE_ENVIRONMENT_PROFILE=\"../x\": "), "{e}");
+        let file = parse_file("[compare]\nresamples = 5\n").expect("valid");
+        let crate::cli::Command::Check(c) =
+            crate::cli::Cli::try_parse_from(["commgate", "check"]).expect("parses").command
+        else {
+            panic!("check")
+        };
+        let e = check(c, &file, no_env).unwrap_err();
+        assert!(e.to_string().starts_with("commgate.toml: [compare] resamples = 5: "), "{e}");
         let e = parse_file("[bench]\nbackend = \"tpu\"\n").unwrap_err();
         assert!(format!("{e:#}").contains("tpu"), "{e:#}");
     }

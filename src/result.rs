@@ -138,19 +138,46 @@ pub struct Row {
     pub rank_mean_ms: Vec<f64>,
 }
 
+/// Figures derived from the row medians (formats.md, "Result file"). A figure that is undefined
+/// is `None` (JSON `null`), never NaN and never a made-up 0: a failed run has no medians, and
+/// one rank communicates nothing, so its bus bandwidth and exposed communication do not apply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
-    pub exposed_comm_ms: f64,
-    pub overlap_ratio: f64,
-    pub busbw_gbps: f64,
-    pub matmul_tflops: f64,
+    /// median(overlap) − median(compute_only), ≥ 0.
+    #[serde(default)]
+    pub exposed_comm_ms: Option<f64>,
+    /// The share of communication overlapping hid, in [0, 1].
+    #[serde(default)]
+    pub overlap_ratio: Option<f64>,
+    #[serde(default)]
+    pub busbw_gbps: Option<f64>,
+    #[serde(default)]
+    pub matmul_tflops: Option<f64>,
 }
 
+/// Overlap against serial. At most one of `saved_ms` and `overlap_penalty_ms` is above 0: an
+/// overlap slower than serial is a penalty, never a negative saving.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunComparison {
-    pub saved_ms: f64,
-    pub overlap_gain_ratio: f64,
-    pub overlap_efficiency: f64,
+    /// median(serial) − median(overlap) when overlap is faster, else 0.
+    #[serde(default)]
+    pub saved_ms: Option<f64>,
+    /// `saved_ms` / median(serial), ≥ 0.
+    #[serde(default)]
+    pub overlap_gain_ratio: Option<f64>,
+    /// `saved_ms` / min(median(comm_only), median(compute_only)), ≥ 0.
+    #[serde(default)]
+    pub overlap_efficiency: Option<f64>,
+    /// median(overlap) − median(serial) when overlap is slower (the streams interfere), else 0.
+    #[serde(default)]
+    pub overlap_penalty_ms: Option<f64>,
+}
+
+impl RunComparison {
+    /// How much slower than serial overlap is, when it is.
+    pub fn penalty(&self) -> Option<f64> {
+        self.overlap_penalty_ms.filter(|p| *p > 0.0)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -397,8 +424,18 @@ pub mod fixtures {
                 row(Schedule::Serial, 1.2),
                 row(Schedule::Overlap, 1.0),
             ],
-            metrics: Metrics { exposed_comm_ms: 0.0, overlap_ratio: 0.0, busbw_gbps: 0.0, matmul_tflops: 0.0 },
-            comparison: RunComparison { saved_ms: 0.0, overlap_gain_ratio: 0.0, overlap_efficiency: 0.0 },
+            metrics: Metrics {
+                exposed_comm_ms: Some(0.0),
+                overlap_ratio: Some(0.0),
+                busbw_gbps: Some(0.0),
+                matmul_tflops: Some(0.0),
+            },
+            comparison: RunComparison {
+                saved_ms: Some(0.0),
+                overlap_gain_ratio: Some(0.0),
+                overlap_efficiency: Some(0.0),
+                overlap_penalty_ms: Some(0.0),
+            },
             decision: RunDecision { verdict: Decision::Accept, reason: "test".into() },
         }
     }
@@ -439,6 +476,23 @@ mod tests {
         assert_eq!(old.software.nccl.as_deref(), Some("2.21.5"));
         assert_eq!(old.software.commgate, "0.1.0");
         assert_eq!(old.hardware, r.hardware, "the fingerprint is the v2 one, from hardware alone");
+    }
+
+    #[test]
+    fn undefined_metrics_are_null_and_read_back() {
+        let mut r = fixtures::run(&[1.0, 2.0]);
+        r.metrics.busbw_gbps = None;
+        r.comparison.overlap_efficiency = None;
+        let v = serde_json::to_value(&r).expect("value");
+        assert!(v["metrics"]["busbw_gbps"].is_null());
+        let back: RunResult = parse_versioned(&v.to_string(), "result").expect("nulls read back");
+        assert_eq!(back, r);
+        // A file written before `overlap_penalty_ms` existed, with every figure a number.
+        let mut old = serde_json::to_value(fixtures::run(&[1.0])).expect("value");
+        old["comparison"] = serde_json::json!({"saved_ms": 0.5, "overlap_gain_ratio": 0.1, "overlap_efficiency": 0.8});
+        let back: RunResult = parse_versioned(&old.to_string(), "result").expect("old files read");
+        assert_eq!((back.comparison.saved_ms, back.comparison.overlap_penalty_ms), (Some(0.5), None));
+        assert_eq!(back.comparison.penalty(), None);
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Compare(args) => {
-            let cfg = config::compare(args, &file)?;
+            let cfg = config::compare(args, &file, |k| std::env::var(k).ok())?;
             let baseline = baseline::load(&cfg.baseline)?;
             let current = result::load_result(&cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
@@ -308,7 +308,7 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
 /// place that probes CUDA to decide a setting, with at most one note on stderr.
 fn resolve_bench(request: BenchRequest) -> Result<(BenchSettings, Option<Launch>)> {
     let launch = launch::from_env(|k| std::env::var(k).ok())?;
-    let (settings, note) = request.resolve(launch.as_ref(), bench::cuda::probe);
+    let (settings, note) = request.resolve(launch.as_ref(), bench::cuda::probe)?;
     if let Some(note) = note {
         eprintln!("commgate: {note}");
     }

@@ -1,7 +1,8 @@
 //! Bad input through the binary: every kind of broken file or path exits 2 with exactly one
 //! line on stderr that names the file and what is wrong, prints nothing on stdout, and with
 //! `--output` leaves no report (and no temporary file) behind. The bad files are made in a
-//! temporary directory from the good fixtures, so each test shows what it broke.
+//! temporary directory from the good fixtures, so each test shows what it broke. Settings out of
+//! range get the same treatment, their line naming the flag, the variable or the file and key.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -591,5 +592,68 @@ fn a_gzip_result_is_read_like_a_plain_one() {
         &["check", "--result", "cut.json.gz", "--baselines", &store],
         &[],
         "cut.json.gz: the gzip data is corrupt or truncated",
+    );
+}
+
+/// `commgate ARGS...` (any command) inside `dir` with `env` set, isolated from the caller's
+/// settings; asserts the bad-settings contract (exit 2, nothing on stdout, one stderr line that
+/// starts with `commgate: error: {expected}`, nothing written in `dir`) and returns the line.
+fn refused_setting(dir: &Path, env: &[(&str, &str)], args: &[&str], expected: &str) -> String {
+    let mut cmd = Command::cargo_bin("commgate").expect("the commgate binary");
+    cmd.current_dir(dir).args(args);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("COMMGATE_")
+            || key.starts_with("GITHUB_")
+            || ["CI", "RANK", "WORLD_SIZE"].contains(&key.as_str())
+        {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    let before = listing(dir);
+    let out = cmd.output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "exit code for {args:?}; stderr: {stderr}");
+    assert!(out.stdout.is_empty(), "stdout for {args:?}: {}", String::from_utf8_lossy(&out.stdout));
+    let line = stderr.strip_suffix('\n').unwrap_or(&stderr);
+    assert!(!line.contains('\n'), "more than one stderr line for {args:?}:\n{stderr}");
+    assert!(line.starts_with(&format!("commgate: error: {expected}")), "stderr for {args:?}: {line}");
+    assert_eq!(listing(dir), before, "{args:?} wrote something");
+    line.to_string()
+}
+
+#[test]
+fn settings_out_of_range_name_the_flag_the_variable_or_the_file_and_exit_2() {
+    let dir = TempDir::new().expect("tempdir");
+    let compare = ["compare", "--baseline", "b.json", "--current", "c.json"];
+    let with = |extra: &[&'static str]| -> Vec<&str> { compare.iter().chain(extra).copied().collect() };
+    refused_setting(dir.path(), &[], &with(&["--resamples", "0"]), "--resamples 0: give 100 to 100000");
+    refused_setting(dir.path(), &[("COMMGATE_RESAMPLES", "0")], &compare, "COMMGATE_RESAMPLES=0: ");
+    refused_setting(dir.path(), &[], &with(&["--min-effect", "2"]), "--min-effect 2: ");
+    refused_setting(dir.path(), &[("COMMGATE_TIMEOUT", "0")], &["bench", "--backend", "mock"], "COMMGATE_TIMEOUT=0: ");
+
+    let settings = write(dir.path(), "gate.toml", "[bench]\nrepeats = 3\n[compare]\nresamples = 7\n");
+    let config = settings.to_string_lossy().into_owned();
+    refused_setting(
+        dir.path(),
+        &[],
+        &["--config", &config, "bench", "--backend", "mock"],
+        &format!("{config}: [bench] repeats = 3: at least 20 repeats"),
+    );
+    // A flag beats the file; check reads [compare] from the file alone.
+    refused_setting(
+        dir.path(),
+        &[("COMMGATE_CONFIG", &config)],
+        &["check", "--backend", "mock", "--repeats", "200"],
+        &format!("{config}: [compare] resamples = 7: "),
+    );
+    let profile = write(dir.path(), "commgate.toml", "[bench]\nenvironment_profile = \"team/a\"\n");
+    assert!(profile.exists());
+    refused_setting(
+        dir.path(),
+        &[],
+        &["bench", "--backend", "mock"],
+        "commgate.toml: [bench] environment_profile = \"team/a\": ",
     );
 }

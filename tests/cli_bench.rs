@@ -1,6 +1,7 @@
 //! `commgate bench` through the binary: the mock and CPU backends, the result file, dry runs,
-//! failures and timeouts, a two-process launch through the launcher's environment, and a clean
-//! refusal of `--backend cuda` on a machine without a GPU.
+//! failures and timeouts, a two-process launch through the launcher's environment, a clean
+//! refusal of `--backend cuda` on a machine without a GPU, and parameters outside their limits
+//! refused before any work.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -13,7 +14,9 @@ fn commgate(dir: &Path) -> Command {
     cmd.current_dir(dir);
     for (key, _) in std::env::vars() {
         if key.starts_with("COMMGATE_")
-            || ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"].contains(&key.as_str())
+            || key.starts_with("GITHUB_")
+            || ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GH_TOKEN", "CI"]
+                .contains(&key.as_str())
             || key.starts_with("SLURM_")
             || key.starts_with("OMPI_")
         {
@@ -153,14 +156,18 @@ fn a_hung_collective_is_ended_by_the_timeout() {
 #[test]
 fn cuda_without_a_gpu_fails_cleanly() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = commgate(tmp.path()).args(["bench", "--backend", "cuda", "--repeats", "5"]).output().expect("runs");
+    let out = commgate(tmp.path()).args(["bench", "--backend", "cuda", "--repeats", "20"]).output().expect("runs");
     if out.status.success() {
         eprintln!("NOTICE: a GPU is present; the no-GPU refusal was not exercised");
         return;
     }
     assert_eq!(out.status.code(), Some(2));
     let line = one_error_line(&out);
-    assert!(line.contains("--backend cpu") || line.contains("install"), "{line}");
+    // A machine with one GPU refuses the one-rank default instead.
+    assert!(
+        line.contains("--backend cpu") || line.contains("install") || line.contains("--allow-single-rank"),
+        "{line}"
+    );
     assert!(!tmp.path().join("benchmarks").exists(), "no result for a machine that cannot run");
 }
 
@@ -173,7 +180,7 @@ fn two_processes_rendezvous_through_the_launcher_environment() {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
         cmd.current_dir(tmp.path())
             .args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
-            .args(["--repeats", "15", "--warmup", "1", "--timeout", "60", "--output"])
+            .args(["--repeats", "20", "--warmup", "1", "--timeout", "60", "--output"])
             .arg(&file)
             .env("RANK", rank.to_string())
             .env("WORLD_SIZE", "2")
@@ -200,4 +207,112 @@ fn bench_then_baseline_then_compare() {
     commgate(tmp.path()).args(["baseline", "update", "--from"]).arg(&file).assert().success();
     let store = tmp.path().join("baselines/PAR-MOCK/par-overlap-allreduce-matmul.json");
     commgate(tmp.path()).args(["compare", "--baseline"]).arg(&store).arg("--current").arg(&file).assert().code(0);
+}
+
+/// Runs `commgate ARGS` in a fresh directory and checks the refusal: exit 2, one error line that
+/// starts with `expected`, nothing on stdout, no result written.
+fn refused(args: &[&str], expected: &str) -> String {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = commgate(tmp.path()).args(args).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
+    let line = one_error_line(&out);
+    assert!(line.starts_with(&format!("commgate: error: {expected}")), "{args:?}: {line}");
+    assert!(!tmp.path().join("benchmarks").exists(), "{args:?} wrote a result");
+    line
+}
+
+#[test]
+fn parameters_outside_their_limits_are_refused_before_any_work() {
+    let line = refused(&["bench", "--backend", "mock", "--warmup", "4294967295"], "--warmup 4294967295: at most 10000");
+    assert!(line.contains("warm-up"), "{line}");
+    refused(&["bench", "--backend", "mock", "--world-size", "0"], "--world-size 0: a job needs at least one rank");
+    refused(&["bench", "--backend", "mock", "--repeats", "0"], "--repeats 0: at least 20 repeats are needed for a P95");
+    refused(&["bench", "--backend", "mock", "--repeats", "3"], "--repeats 3: at least 20 repeats");
+    refused(&["bench", "--backend", "mock", "--repeats", "100001"], "--repeats 100001: at most 100000");
+    refused(&["bench", "--backend", "mock", "--payload-elements", "0"], "--payload-elements 0: ");
+    refused(
+        &["bench", "--backend", "mock", "--dtype", "float32", "--payload-elements", "18446744073709551615"],
+        "--payload-elements 18446744073709551615: at 4 bytes an element (float32)",
+    );
+    refused(&["bench", "--backend", "mock", "--compute-dim", "65537"], "--compute-dim 65537: at most 65536");
+    refused(&["bench", "--backend", "mock", "--timeout", "18446744073709551615"], "--timeout 18446744073709551615: ");
+    // check runs the same benchmark: the same refusals, before the baseline is looked at.
+    refused(&["check", "--backend", "mock", "--warmup", "4294967295"], "--warmup 4294967295: ");
+    // A dry run is refused too: the plan it would print could never run.
+    refused(&["bench", "--backend", "mock", "--dry-run", "--repeats", "3"], "--repeats 3: ");
+}
+
+#[test]
+fn a_bad_profile_name_is_refused_before_the_run() {
+    let line = refused(
+        &["bench", "--backend", "mock", "--environment-profile", "../main"],
+        "--environment-profile \"../main\": ",
+    );
+    assert!(line.contains("letters, digits"), "{line}");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = commgate(tmp.path())
+        .env("COMMGATE_ENVIRONMENT_PROFILE", "a b")
+        .args(["bench", "--backend", "mock"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_error_line(&out).starts_with("commgate: error: COMMGATE_ENVIRONMENT_PROFILE=\"a b\": "));
+    assert!(!tmp.path().join("benchmarks").exists());
+}
+
+#[test]
+fn one_rank_is_a_smoke_run_only_when_asked_for() {
+    let line =
+        refused(&["bench", "--backend", "mock", "--world-size", "1"], "--world-size 1: one rank communicates nothing");
+    assert!(line.contains("--allow-single-rank"), "{line}");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("one.json");
+    let out = commgate(tmp.path())
+        .arg("bench")
+        .args(SMALL_MOCK)
+        .args(["--world-size", "1", "--allow-single-rank", "--output"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = read(&file);
+    assert_eq!(v["workload"]["world_size"], 1);
+    assert!(v["metrics"]["busbw_gbps"].is_null(), "not applicable, not 0: {}", v["metrics"]);
+    assert!(v["metrics"]["overlap_ratio"].is_null());
+    assert!(v["metrics"]["matmul_tflops"].as_f64().is_some_and(|t| t > 0.0), "the GEMM is measured");
+    assert_eq!(v["decision"]["verdict"], "collect_more_evidence");
+    // Figures rounded to 6 digits: the mock's noise goes through the platform's `exp`.
+    let rounded = |block: &Value| -> Value {
+        block
+            .as_object()
+            .expect("object")
+            .iter()
+            .map(|(k, x)| (k.clone(), x.as_f64().map_or(x.clone(), |f| Value::from(format!("{f:.6}")))))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let judged = serde_json::json!({
+        "metrics": rounded(&v["metrics"]),
+        "comparison": rounded(&v["comparison"]),
+        "decision": v["decision"],
+    });
+    insta::assert_snapshot!("one_rank_figures", serde_json::to_string_pretty(&judged).expect("pretty"));
+    // The one-rank result goes through the gate, and its report reads back.
+    let report = tmp.path().join("report.json");
+    std::fs::create_dir_all(tmp.path().join("baselines")).expect("an empty store");
+    let out = commgate(tmp.path())
+        .args(["check", "--comment", "never", "--format", "markdown", "--result"])
+        .arg(&file)
+        .arg("--output")
+        .arg(&report)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("| busbw | not applicable (one rank communicates nothing) |"), "{md}");
+    // `comment` reads what check wrote (its preview renders the same comment).
+    let out = commgate(tmp.path()).args(["comment", "--dry-run", "--report"]).arg(&report).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| busbw | not applicable (one rank communicates nothing) |"));
 }

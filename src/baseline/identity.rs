@@ -119,7 +119,7 @@ mod tests {
         let mut same = run.clone();
         same.run_label = "relabelled".into();
         same.decision.reason = "edited".into();
-        same.metrics.busbw_gbps = 99.0;
+        same.metrics.busbw_gbps = Some(99.0);
         same.hardware.host_cpu = Some("other words".into());
         same.rows.reverse();
         assert_eq!(run_id(&same), id);

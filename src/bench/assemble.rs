@@ -43,29 +43,10 @@ pub struct RunContext {
 /// Builds the result file of a finished run, or of a failed one (`failure` set, no rows).
 pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failure>) -> RunResult {
     let rows: Vec<Row> = timings.map(|t| rows(&ctx.plan, t)).unwrap_or_default();
-    let median = |s: Schedule| rows.iter().find(|r| r.schedule == s).map_or(f64::NAN, |r| r.median_max_rank_ms);
-    let (comm, compute, serial, overlap) = (
-        median(Schedule::CommOnly),
-        median(Schedule::ComputeOnly),
-        median(Schedule::Serial),
-        median(Schedule::Overlap),
-    );
-    let exposed = overlap - compute;
-    let n = f64::from(ctx.plan.world_size.max(1));
-    let algbw = ctx.plan.payload_bytes_per_rank() as f64 / (comm * 1e-3) / 1e9;
-    let saved = serial - overlap;
-    let metrics = Metrics {
-        exposed_comm_ms: finite(exposed),
-        overlap_ratio: finite(1.0 - exposed / comm),
-        busbw_gbps: finite(algbw * 2.0 * (n - 1.0) / n),
-        matmul_tflops: finite(ctx.plan.matmul_flops() / (compute * 1e-3) / 1e12),
-    };
-    let comparison = RunComparison {
-        saved_ms: finite(saved),
-        overlap_gain_ratio: finite(saved / serial),
-        overlap_efficiency: finite(saved / comm.min(compute)),
-    };
-    let decision = decide(&rows, failure.as_ref(), &comparison).into();
+    let medians = Medians::of(&rows);
+    let metrics = metrics(&ctx.plan, &medians);
+    let comparison = run_comparison(&ctx.plan, &medians);
+    let decision = decide(ctx.plan.world_size, &rows, failure.as_ref(), &comparison).into();
     RunResult {
         schema_version: SCHEMA_VERSION,
         tool: Tool { name: "commgate".to_string(), version: env!("CARGO_PKG_VERSION").to_string() },
@@ -96,13 +77,66 @@ pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failur
     }
 }
 
-/// Undefined figures (a failed run has no medians) are written as 0, never NaN, so the file
-/// stays valid JSON; `failure` says why.
-fn finite(x: f64) -> f64 {
-    if x.is_finite() {
-        x
-    } else {
-        0.0
+/// The row medians the figures derive from: `None` for a row the run lacks (a failed run) or a
+/// median that is not a positive step time, so no division below can give NaN or infinity.
+struct Medians {
+    comm: Option<f64>,
+    compute: Option<f64>,
+    serial: Option<f64>,
+    overlap: Option<f64>,
+}
+
+impl Medians {
+    fn of(rows: &[Row]) -> Self {
+        let median = |s: Schedule| {
+            rows.iter().find(|r| r.schedule == s).map(|r| r.median_max_rank_ms).filter(|m| m.is_finite() && *m > 0.0)
+        };
+        Medians {
+            comm: median(Schedule::CommOnly),
+            compute: median(Schedule::ComputeOnly),
+            serial: median(Schedule::Serial),
+            overlap: median(Schedule::Overlap),
+        }
+    }
+
+    /// The communication time, when there is communication: one rank's all-reduce moves nothing,
+    /// so its `comm_only` row times a no-op and describes no link.
+    fn communication(&self, plan: &Plan) -> Option<f64> {
+        self.comm.filter(|_| plan.world_size > 1)
+    }
+}
+
+/// `x` when it is a number a file can hold.
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// formats.md, "Result file", `metrics`.
+fn metrics(plan: &Plan, m: &Medians) -> Metrics {
+    let comm = m.communication(plan);
+    // Overlap faster than compute alone hid all communication; the difference is noise.
+    let exposed = m.overlap.zip(m.compute).map(|(o, c)| (o - c).max(0.0));
+    let n = f64::from(plan.world_size);
+    Metrics {
+        exposed_comm_ms: comm.and(exposed),
+        // Beyond [0, 1] the ratio would describe noise (below 0: see `overlap_penalty_ms`).
+        overlap_ratio: exposed.zip(comm).map(|(e, c)| (1.0 - e / c).clamp(0.0, 1.0)),
+        busbw_gbps: comm
+            .and_then(|c| finite(plan.payload_bytes_per_rank() as f64 / (c * 1e-3) / 1e9 * 2.0 * (n - 1.0) / n)),
+        matmul_tflops: m.compute.and_then(|c| finite(plan.matmul_flops() / (c * 1e-3) / 1e12)),
+    }
+}
+
+/// formats.md, "Result file", `comparison`: a saving or a penalty, each ≥ 0.
+fn run_comparison(plan: &Plan, m: &Medians) -> RunComparison {
+    let difference = m.serial.zip(m.overlap).map(|(s, o)| s - o);
+    let saved = difference.map(|d| if d > 0.0 { d } else { 0.0 });
+    let hideable = m.communication(plan).zip(m.compute).map(|(c, k)| c.min(k));
+    RunComparison {
+        saved_ms: saved,
+        overlap_gain_ratio: saved.zip(m.serial).map(|(d, s)| d / s),
+        overlap_efficiency: saved.zip(hideable).map(|(d, h)| d / h),
+        overlap_penalty_ms: difference.map(|d| if d < 0.0 { -d } else { 0.0 }),
     }
 }
 
@@ -121,8 +155,9 @@ fn rows(plan: &Plan, t: &Timings) -> Vec<Row> {
                 schedule,
                 collective: "all_reduce".to_string(),
                 payload_bytes_per_rank: plan.payload_bytes_per_rank(),
-                median_max_rank_ms: finite(type7_quantile(&sorted, 0.5)),
-                p95_max_rank_ms: finite(type7_quantile(&sorted, 0.95)),
+                // An empty row (no repeat finished) has no quantiles; 0 keeps the file valid JSON.
+                median_max_rank_ms: finite(type7_quantile(&sorted, 0.5)).unwrap_or(0.0),
+                p95_max_rank_ms: finite(type7_quantile(&sorted, 0.95)).unwrap_or(0.0),
                 rank_mean_ms: per_rank.values().map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64).collect(),
                 samples_ms: samples,
             }
@@ -131,9 +166,10 @@ fn rows(plan: &Plan, t: &Timings) -> Vec<Row> {
 }
 
 /// The run's own verdict on overlap (formats.md, `decision`): accept when overlap beats serial
-/// in median and P95 beyond the run's own noise and no rank grows a tail; tune otherwise;
-/// collect more evidence for failed runs or too few repeats.
-pub fn decide(rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> Verdict {
+/// in median and P95 beyond the run's own noise and no rank grows a tail; tune otherwise, saying
+/// so when overlap is slower than serial; collect more evidence for failed runs, one-rank smoke
+/// runs or too few repeats.
+pub fn decide(world_size: u32, rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> Verdict {
     let verdict = Verdict::because;
     if let Some(f) = failure {
         return verdict(Decision::CollectMoreEvidence, format!("the run failed ({}): {}", f.kind, f.message));
@@ -142,6 +178,14 @@ pub fn decide(rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> Ver
     let (Some(serial), Some(overlap)) = (row(Schedule::Serial), row(Schedule::Overlap)) else {
         return verdict(Decision::CollectMoreEvidence, "the run has no serial and overlap rows".to_string());
     };
+    if world_size < 2 {
+        return verdict(
+            Decision::CollectMoreEvidence,
+            "one rank communicates nothing: a smoke run (loading, timing and GEMM) says nothing about overlap; \
+             run on 2 or more GPUs"
+                .to_string(),
+        );
+    }
     let n = overlap.samples_ms.len().min(serial.samples_ms.len());
     if n < MIN_REPEATS_FOR_P95 {
         return verdict(
@@ -155,17 +199,31 @@ pub fn decide(rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> Ver
             format!("rank {rank}'s mean overlap step is {ratio:.2}× the other ranks': find what slows it first"),
         );
     }
-    let p = mann_whitney_u(&overlap.samples_ms, &serial.samples_ms).p_less;
-    let beats_median = overlap.median_max_rank_ms < serial.median_max_rank_ms && p <= 0.01;
+    let mw = mann_whitney_u(&overlap.samples_ms, &serial.samples_ms);
+    let medians = (overlap.median_max_rank_ms, serial.median_max_rank_ms);
+    if let Some(penalty) = c.penalty().filter(|_| mw.p_greater <= 0.01) {
+        return verdict(
+            Decision::Tune,
+            format!(
+                "overlap is {penalty:.3} ms slower than serial (median {:.3} vs {:.3} ms, p = {:.3}): \
+                 the streams interfere",
+                medians.0, medians.1, mw.p_greater
+            ),
+        );
+    }
+    let p = mw.p_less;
+    let beats_median = medians.0 < medians.1 && p <= 0.01;
     let beats_p95 = overlap.p95_max_rank_ms < serial.p95_max_rank_ms;
     match (beats_median, beats_p95) {
         (true, true) => verdict(
             Decision::Accept,
             format!(
-                "overlap saves {:.3} ms per step ({:.1} % of serial) and hides {:.0} % of what it could",
-                c.saved_ms,
-                100.0 * c.overlap_gain_ratio,
-                100.0 * c.overlap_efficiency
+                "overlap saves {:.3} ms per step ({:.1} % of serial){}",
+                c.saved_ms.unwrap_or(0.0),
+                100.0 * c.overlap_gain_ratio.unwrap_or(0.0),
+                c.overlap_efficiency
+                    .map(|e| format!(" and hides {:.0} % of what it could", 100.0 * e))
+                    .unwrap_or_default()
             ),
         ),
         (false, _) => verdict(
@@ -173,7 +231,7 @@ pub fn decide(rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> Ver
             format!(
                 "overlap does not beat serial beyond the run's noise (median {:.3} vs {:.3} ms, p = {p:.3}): \
                  communication is not hidden behind compute",
-                overlap.median_max_rank_ms, serial.median_max_rank_ms
+                medians.0, medians.1
             ),
         ),
         (true, false) => verdict(
@@ -301,6 +359,7 @@ pub fn default_output(dir: &Path, created_at: &str, label: &str) -> PathBuf {
 mod tests {
     use super::*;
     use crate::bench::Dtype;
+    use crate::result::RunResult;
 
     fn ctx(world: u32) -> RunContext {
         RunContext {
@@ -353,12 +412,14 @@ mod tests {
         assert_eq!(overlap.rank_mean_ms.len(), 2);
         let m = &r.metrics;
         let (comm, compute, serial, ov) = (1.0495, 2.0 * 1.0495, 3.0 * 1.0495, 2.2 * 1.0495);
-        assert!((m.exposed_comm_ms - (ov - compute)).abs() < 1e-9);
-        assert!((m.overlap_ratio - (1.0 - (ov - compute) / comm)).abs() < 1e-9);
+        let close = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 1e-6);
+        assert!(close(m.exposed_comm_ms, ov - compute));
+        assert!(close(m.overlap_ratio, 1.0 - (ov - compute) / comm));
         let algbw = (1u64 << 21) as f64 / (comm * 1e-3) / 1e9;
-        assert!((m.busbw_gbps - algbw).abs() < 1e-6, "2(n−1)/n = 1 at n = 2");
-        assert!((r.comparison.saved_ms - (serial - ov)).abs() < 1e-9);
-        assert!((r.comparison.overlap_efficiency - (serial - ov) / comm).abs() < 1e-9);
+        assert!(close(m.busbw_gbps, algbw), "2(n−1)/n = 1 at n = 2");
+        assert!(close(r.comparison.saved_ms, serial - ov));
+        assert!(close(r.comparison.overlap_efficiency, (serial - ov) / comm));
+        assert_eq!(r.comparison.overlap_penalty_ms, Some(0.0));
         assert_eq!(r.decision.verdict, Decision::Accept, "{}", r.decision.reason);
         assert_eq!(crate::result::validate(&r), Ok(()));
     }
@@ -376,7 +437,62 @@ mod tests {
             build(&ctx(2), None, Some(Failure { kind: "timeout".into(), message: "no progress".into(), rank: None }));
         assert_eq!(failed.decision.verdict, Decision::CollectMoreEvidence);
         assert!(failed.rows.is_empty());
-        assert_eq!(failed.metrics.busbw_gbps, 0.0);
+        assert_eq!(
+            failed.metrics,
+            Metrics { exposed_comm_ms: None, overlap_ratio: None, busbw_gbps: None, matmul_tflops: None }
+        );
+        assert_eq!(failed.comparison.saved_ms, None);
+    }
+
+    #[test]
+    fn an_overlap_slower_than_serial_is_a_penalty_not_a_negative_saving() {
+        // comm 1, compute 2, serial 3, overlap 3.5: overlapping costs 0.5 ms.
+        let r = build(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 3.5], None)), None);
+        let c = &r.comparison;
+        assert_eq!((c.saved_ms, c.overlap_gain_ratio, c.overlap_efficiency), (Some(0.0), Some(0.0), Some(0.0)));
+        assert!(c.penalty().is_some_and(|p| (p - 0.5 * 1.0495).abs() < 1e-9), "{c:?}");
+        assert_eq!(r.metrics.overlap_ratio, Some(0.0), "exposed beyond all communication hides none of it");
+        assert_eq!(r.decision.verdict, Decision::Tune);
+        assert!(
+            r.decision.reason.starts_with("overlap is 0.525 ms slower than serial")
+                && r.decision.reason.ends_with("the streams interfere"),
+            "{}",
+            r.decision.reason
+        );
+        // Overlap faster than compute alone: nothing exposed, everything hidden (not a ratio above 1).
+        let r = build(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 1.9], None)), None);
+        assert_eq!((r.metrics.exposed_comm_ms, r.metrics.overlap_ratio), (Some(0.0), Some(1.0)));
+    }
+
+    #[test]
+    fn one_rank_has_no_bus_bandwidth_and_cannot_judge_overlap() {
+        // A single-rank all-reduce is nearly free: comm_only 0.001 ms against compute 2 ms.
+        let r = build(&ctx(1), Some(&timings(1, 100, [0.001, 2.0, 2.001, 2.3], None)), None);
+        let m = &r.metrics;
+        assert_eq!((m.busbw_gbps, m.exposed_comm_ms, m.overlap_ratio), (None, None, None));
+        assert!(m.matmul_tflops.is_some_and(|t| t > 0.0), "the GEMM is still measured");
+        assert_eq!(r.comparison.overlap_efficiency, None);
+        assert_eq!(r.decision.verdict, Decision::CollectMoreEvidence);
+        assert!(r.decision.reason.starts_with("one rank communicates nothing"), "{}", r.decision.reason);
+        let text = serde_json::to_string(&r).expect("serialises");
+        assert!(!text.contains("NaN") && !text.contains("inf"), "{text}");
+    }
+
+    #[test]
+    fn no_figure_is_ever_non_finite() {
+        // Zero-length steps (a broken clock) and a failed run: every figure is a number or null.
+        let zero = build(&ctx(2), Some(&timings(2, 100, [0.0, 0.0, 0.0, 0.0], None)), None);
+        let failed = build(&ctx(2), None, Some(Failure { kind: "x".into(), message: "y".into(), rank: None }));
+        for r in [zero, failed] {
+            let v = serde_json::to_value(&r).expect("value");
+            for block in ["metrics", "comparison"] {
+                for (k, x) in v[block].as_object().expect("object") {
+                    assert!(x.is_null() || x.as_f64().is_some_and(f64::is_finite), "{block}.{k} = {x}");
+                }
+            }
+            let back: RunResult = serde_json::from_value(v).expect("reads back");
+            assert_eq!(back.metrics, r.metrics);
+        }
     }
 
     #[test]

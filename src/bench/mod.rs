@@ -6,13 +6,15 @@
 //! Hardware sits behind the narrow [`Backend`] trait: `cuda/` is the only
 //! module that touches CUDA, `cpu/` gives real timings without a GPU, `mock.rs` exact ones for
 //! tests, `host.rs` reads what `/proc` says about the machine. `launch/` reads the launcher's
-//! environment and runs the TCP rendezvous; `settings.rs` turns a request into settings.
+//! environment and runs the TCP rendezvous; `settings.rs` turns a request into settings, within the
+//! limits `limits.rs` sets.
 
 pub mod assemble;
 pub mod cpu;
 pub mod cuda;
 pub mod host;
 pub mod launch;
+pub mod limits;
 pub mod mock;
 pub mod runner;
 pub mod settings;
@@ -63,7 +65,9 @@ pub struct Plan {
 
 impl Plan {
     pub fn payload_bytes_per_rank(&self) -> u64 {
-        self.payload_elements * self.dtype.size()
+        // A resolved plan is within `limits::MAX_PAYLOAD_BYTES`; saturating keeps a hand-built
+        // one from wrapping.
+        self.payload_elements.saturating_mul(self.dtype.size())
     }
 
     /// Floating-point operations of one matmul (2·m·n·k).

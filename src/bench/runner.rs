@@ -52,7 +52,8 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
             })
             .map_err(|e| BenchError::failed("internal", format!("cannot start the benchmark thread: {e}"), None))?;
     }
-    let total = u64::from(plan.warmup + plan.repeats) * Schedule::ALL.len() as u64;
+    // Two u32s summed in u64, times four: cannot wrap.
+    let total = (u64::from(plan.warmup) + u64::from(plan.repeats)) * Schedule::ALL.len() as u64;
     let bar = settings.run.progress.then(|| progress_bar(total));
     let measured = wait(&rx, &progress, settings.run.timeout, bar.as_ref());
     if let Some(bar) = bar {
@@ -156,10 +157,12 @@ fn measure(
     let ranks = backend.local_ranks();
     let mut local: BTreeMap<Schedule, Vec<Vec<f64>>> =
         Schedule::ALL.iter().map(|&s| (s, vec![Vec::with_capacity(plan.repeats as usize); ranks.len()])).collect();
-    for i in 0..(plan.warmup + plan.repeats) {
+    // Counted in u64: warm-up plus repeats cannot wrap, whatever the plan says.
+    for i in 0..u64::from(plan.warmup) + u64::from(plan.repeats) {
         // Schedules rotate each repeat, so a drift in the machine touches all of them alike.
+        let first = (i % Schedule::ALL.len() as u64) as usize;
         for k in 0..Schedule::ALL.len() {
-            let schedule = Schedule::ALL[(k + i as usize) % Schedule::ALL.len()];
+            let schedule = Schedule::ALL[(first + k) % Schedule::ALL.len()];
             let times = backend.run(schedule)?;
             if times.len() != ranks.len() || times.iter().any(|t| !t.is_finite() || *t < 0.0) {
                 return Err(BenchError::failed(
@@ -168,7 +171,7 @@ fn measure(
                     None,
                 ));
             }
-            if i >= plan.warmup {
+            if i >= u64::from(plan.warmup) {
                 if let Some(per_rank) = local.get_mut(&schedule) {
                     for (slot, t) in per_rank.iter_mut().zip(&times) {
                         slot.push(*t);

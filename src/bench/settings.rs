@@ -1,7 +1,8 @@
 //! What a benchmark is asked to do and what it will do. `config` produces a [`BenchRequest`]
-//! (validated, nothing probed); the top layer calls [`BenchRequest::resolve`] once, which turns
-//! `auto` into the backend that will run, fills the defaults of that backend and the world size,
-//! and hands back at most one note for stderr. Nothing below the top layer probes the machine to
+//! (each value with where it came from, checked against [`super::limits`], nothing probed); the
+//! top layer calls [`BenchRequest::resolve`] once, which turns `auto` into the backend that will
+//! run, fills the defaults of that backend and the world size, checks the plan as a whole, and
+//! hands back at most one note for stderr. Nothing below the top layer probes the machine to
 //! decide a setting.
 
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::launch::Launch;
+use super::limits::{self, LimitError, Origin, PlanSettings, Setting};
 use super::{Dtype, Plan};
 
 /// Which backend the user asked for.
@@ -42,18 +44,21 @@ impl BackendKind {
     }
 }
 
-/// A benchmark as the user asked for it: flags > environment > `commgate.toml`, validated;
-/// `None` where the default depends on the backend that will run.
+/// A benchmark as the user asked for it: flags > environment > `commgate.toml`, each value with
+/// where it came from; `None` where the default depends on the backend that will run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchRequest {
     pub backend: BackendChoice,
-    /// `None` (or 0): every visible GPU on cuda, 2 otherwise; a launcher's `WORLD_SIZE` wins.
-    pub world_size: Option<u32>,
+    /// `None`: every visible GPU on cuda, 2 otherwise; a launcher's `WORLD_SIZE` wins.
+    pub world_size: Option<Setting<u32>>,
     pub dtype: Dtype,
-    pub payload_elements: Option<u64>,
-    pub compute_dim: Option<u64>,
-    pub warmup: Option<u32>,
-    pub repeats: Option<u32>,
+    pub payload_elements: Option<Setting<u64>>,
+    pub compute_dim: Option<Setting<u64>>,
+    pub warmup: Option<Setting<u32>>,
+    pub repeats: Option<Setting<u32>>,
+    /// `--allow-single-rank`: a one-rank run is a smoke run (loading, timing, GEMM), refused
+    /// without it.
+    pub allow_single_rank: bool,
     pub seed: u64,
     pub run: RunOptions,
 }
@@ -96,15 +101,27 @@ const CPU_DEFAULTS: Defaults = Defaults { payload_elements: 1 << 20, compute_dim
 const DEFAULT_WORLD_SIZE: u32 = 2;
 
 impl BenchRequest {
+    /// Checks every value the user gave against its limits, before anything is probed or run.
+    pub fn check(&self) -> Result<(), LimitError> {
+        self.world_size.as_ref().map_or(Ok(()), limits::world_size)?;
+        self.payload_elements.as_ref().map_or(Ok(()), limits::payload_elements)?;
+        self.compute_dim.as_ref().map_or(Ok(()), limits::compute_dim)?;
+        self.warmup.as_ref().map_or(Ok(()), limits::warmup)?;
+        self.repeats.as_ref().map_or(Ok(()), limits::repeats)
+    }
+
     /// Resolves the request. `probe` counts the usable GPUs (or says what is missing); it is
     /// called at most once, and only when `auto` or a cuda world size needs it. The note, when
-    /// there is one, says why `auto` chose the CPU.
+    /// there is one, says why `auto` chose the CPU. The resolved plan is checked as a whole
+    /// ([`limits::check_plan`]): one rank without `--allow-single-rank`, a payload too large, too
+    /// many timings to gather are refused here, before any work.
     pub fn resolve<E: std::fmt::Display>(
         self,
         launch: Option<&Launch>,
         probe: impl FnOnce() -> Result<u32, E>,
-    ) -> (BenchSettings, Option<String>) {
-        let world_size = launch.map(|l| l.world_size).or(self.world_size.filter(|n| *n > 0));
+    ) -> Result<(BenchSettings, Option<String>), LimitError> {
+        let world_size =
+            launch.map(|l| Setting::new(l.world_size, Origin::Launcher)).or_else(|| self.world_size.clone());
         // The GPUs are counted only when `auto` must choose, or cuda must size the job.
         let must_count = match self.backend {
             BackendChoice::Auto => true,
@@ -131,21 +148,36 @@ impl BenchRequest {
         };
         let world_size = match (world_size, &visible) {
             (Some(n), _) => n,
-            (None, Some(Ok(n))) if backend == BackendKind::Cuda && *n > 0 => *n,
-            (None, _) => DEFAULT_WORLD_SIZE,
+            (None, Some(Ok(n))) if backend == BackendKind::Cuda && *n > 0 => Setting::new(*n, Origin::VisibleGpus),
+            (None, _) => Setting::new(DEFAULT_WORLD_SIZE, Origin::Default("--world-size")),
         };
         let d = if backend == BackendKind::Cpu { CPU_DEFAULTS } else { GPU_DEFAULTS };
-        let plan = Plan {
+        let checked = PlanSettings {
             world_size,
             dtype: self.dtype,
-            payload_elements: self.payload_elements.unwrap_or(d.payload_elements),
-            compute_dim: self.compute_dim.unwrap_or(d.compute_dim),
-            warmup: self.warmup.unwrap_or(d.warmup),
-            repeats: self.repeats.unwrap_or(d.repeats),
+            payload_elements: or_default(self.payload_elements, d.payload_elements, "--payload-elements"),
+            compute_dim: or_default(self.compute_dim, d.compute_dim, "--compute-dim"),
+            warmup: or_default(self.warmup, d.warmup, "--warmup"),
+            repeats: or_default(self.repeats, d.repeats, "--repeats"),
+            allow_single_rank: self.allow_single_rank,
+        };
+        limits::check_plan(&checked)?;
+        let plan = Plan {
+            world_size: checked.world_size.value,
+            dtype: self.dtype,
+            payload_elements: checked.payload_elements.value,
+            compute_dim: checked.compute_dim.value,
+            warmup: checked.warmup.value,
+            repeats: checked.repeats.value,
             seed: self.seed,
         };
-        (BenchSettings { plan, backend, run: self.run }, note)
+        Ok((BenchSettings { plan, backend, run: self.run }, note))
     }
+}
+
+/// The user's value, or the backend's default under the flag that would change it.
+fn or_default<T>(given: Option<Setting<T>>, value: T, flag: &'static str) -> Setting<T> {
+    given.unwrap_or_else(|| Setting::new(value, Origin::Default(flag)))
 }
 
 #[cfg(test)]
@@ -161,6 +193,7 @@ mod tests {
             compute_dim: None,
             warmup: None,
             repeats: None,
+            allow_single_rank: false,
             seed: 1,
             run: RunOptions {
                 timeout: Duration::from_secs(300),
@@ -174,41 +207,89 @@ mod tests {
         }
     }
 
+    fn flag<T>(value: T, flag: &'static str) -> Option<Setting<T>> {
+        Some(Setting::new(value, Origin::Flag(flag)))
+    }
+
     fn no_probe() -> Result<u32, String> {
         panic!("no probe expected")
+    }
+
+    fn resolve(r: BenchRequest, probe: impl FnOnce() -> Result<u32, String>) -> (BenchSettings, Option<String>) {
+        r.resolve(None, probe).expect("within limits")
     }
 
     #[test]
     fn auto_probes_once_and_says_why_it_chose_the_cpu() {
         let calls = std::cell::Cell::new(0);
-        let (s, note) = request(BackendChoice::Auto).resolve(None, || {
+        let (s, note) = resolve(request(BackendChoice::Auto), || {
             calls.set(calls.get() + 1);
-            Err::<u32, _>("libcuda.so.1 was not found")
+            Err("libcuda.so.1 was not found".to_string())
         });
         assert_eq!((s.backend, s.plan.world_size, s.plan.repeats), (BackendKind::Cpu, 2, 120));
         assert_eq!(note.as_deref(), Some("libcuda.so.1 was not found; using the CPU backend (--backend cpu)"));
-        let (s, note) = request(BackendChoice::Auto).resolve(None, || {
+        let (s, note) = resolve(request(BackendChoice::Auto), || {
             calls.set(calls.get() + 1);
-            Ok::<u32, String>(4)
+            Ok(4)
         });
         assert_eq!((s.backend, s.plan.world_size, s.plan.compute_dim, note), (BackendKind::Cuda, 4, 2048, None));
         assert_eq!(calls.get(), 2, "one probe per resolution");
-        let (s, note) = request(BackendChoice::Auto).resolve(None, || Ok::<u32, String>(0));
+        let (s, note) = resolve(request(BackendChoice::Auto), || Ok(0));
         assert_eq!(s.backend, BackendKind::Cpu);
         assert!(note.is_some_and(|n| n.contains("no CUDA device visible")));
     }
 
     #[test]
     fn explicit_choices_and_sizes_need_no_probe() {
-        let (s, note) = request(BackendChoice::Mock).resolve(None, no_probe);
+        let (s, note) = resolve(request(BackendChoice::Mock), no_probe);
         assert_eq!(
             (s.backend, s.plan.world_size, s.plan.payload_elements, note),
             (BackendKind::Mock, 2, 4 << 20, None)
         );
-        let (s, _) = BenchRequest { world_size: Some(3), repeats: Some(7), ..request(BackendChoice::Cuda) }
-            .resolve(None, no_probe);
-        assert_eq!((s.plan.world_size, s.plan.repeats, s.plan.warmup), (3, 7, 10));
-        let (s, _) = request(BackendChoice::Cuda).resolve(None, || Err::<u32, _>("no GPU"));
+        let (s, _) = resolve(
+            BenchRequest {
+                world_size: flag(3, "--world-size"),
+                repeats: flag(70, "--repeats"),
+                ..request(BackendChoice::Cuda)
+            },
+            no_probe,
+        );
+        assert_eq!((s.plan.world_size, s.plan.repeats, s.plan.warmup), (3, 70, 10));
+        let (s, _) = resolve(request(BackendChoice::Cuda), || Err("no GPU".to_string()));
         assert_eq!((s.backend, s.plan.world_size), (BackendKind::Cuda, 2));
+    }
+
+    #[test]
+    fn one_rank_only_when_asked_for() {
+        // A machine with one GPU: the default world size is 1, refused without the flag.
+        let e = request(BackendChoice::Auto).resolve(None, || Ok::<u32, String>(1)).unwrap_err();
+        assert!(e.to_string().starts_with("1 visible GPU(s) (the default --world-size): one rank"), "{e}");
+        let e = BenchRequest { world_size: flag(1, "--world-size"), ..request(BackendChoice::Mock) }
+            .resolve(None, no_probe)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("--world-size 1: one rank"), "{e}");
+        let smoke = BenchRequest { allow_single_rank: true, ..request(BackendChoice::Cuda) };
+        let (s, _) = resolve(smoke, || Ok(1));
+        assert_eq!(s.plan.world_size, 1);
+    }
+
+    #[test]
+    fn defaults_are_within_the_limits() {
+        for d in [GPU_DEFAULTS, CPU_DEFAULTS] {
+            let default = |v| Setting::new(v, Origin::Default("--x"));
+            assert!(limits::repeats(&default(d.repeats)).is_ok());
+            assert!(limits::warmup(&default(d.warmup)).is_ok());
+            assert!(limits::payload_elements(&Setting::new(d.payload_elements, Origin::Default("--x"))).is_ok());
+            assert!(limits::compute_dim(&Setting::new(d.compute_dim, Origin::Default("--x"))).is_ok());
+        }
+    }
+
+    #[test]
+    fn values_out_of_range_are_refused_before_any_probe() {
+        let r = BenchRequest { warmup: flag(u32::MAX, "--warmup"), ..request(BackendChoice::Auto) };
+        assert!(r.check().unwrap_err().to_string().starts_with("--warmup 4294967295: "));
+        let r = BenchRequest { world_size: flag(0, "--world-size"), ..request(BackendChoice::Auto) };
+        assert!(r.check().unwrap_err().to_string().starts_with("--world-size 0: "));
+        assert_eq!(request(BackendChoice::Auto).check(), Ok(()));
     }
 }

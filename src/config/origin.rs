@@ -56,22 +56,7 @@ pub(super) const LOW_OVERLAP_RATIO: Key =
     full("thresholds", "low_overlap_ratio", "--low-overlap-ratio", "COMMGATE_LOW_OVERLAP_RATIO");
 pub(super) const ACCEPT_EXPOSED_MS: Key =
     full("thresholds", "accept_exposed_ms", "--accept-exposed-ms", "COMMGATE_ACCEPT_EXPOSED_MS");
-pub(super) const MIN_EFFECT: Key = full("compare", "min_effect", "--min-effect", "COMMGATE_MIN_EFFECT");
-pub(super) const RESAMPLES: Key = full("compare", "resamples", "--resamples", "COMMGATE_RESAMPLES");
 pub(super) const KEEP: Key = full("baseline", "keep", "--keep", "COMMGATE_KEEP");
-
-/// A `[bench]` setting and its flag (`payload_elements` → `--payload-elements`).
-pub(super) fn bench_key(name: &'static str) -> Key {
-    match name {
-        "payload_elements" => Key { flag: Some("--payload-elements"), ..key("bench", name) },
-        "compute_dim" => Key { flag: Some("--compute-dim"), ..key("bench", name) },
-        "repeats" => Key { flag: Some("--repeats"), ..key("bench", name) },
-        "warmup" => Key { flag: Some("--warmup"), ..key("bench", name) },
-        "world_size" => Key { flag: Some("--world-size"), ..key("bench", name) },
-        "timeout" => full("bench", name, "--timeout", "COMMGATE_TIMEOUT"),
-        _ => key("bench", name),
-    }
-}
 
 impl FileConfig {
     /// Where the value in use was set: `COMMGATE_X=value` or `--flag value` when it came through

@@ -10,6 +10,7 @@ use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
 use crate::compare::Comparison;
 use crate::github::MARKER;
+use crate::result::{RunComparison, RunResult};
 use crate::trace::attribute::Attribution;
 use crate::verdict::{EvaluationError, Outcome, TraceDiff};
 
@@ -30,6 +31,11 @@ pub fn text(r: &CheckReport) -> String {
     out.push_str(&format!("Verdict: {}{}\n", r.verdict.as_str(), if r.blocking { " (blocking)" } else { "" }));
     for reason in other_reasons(r) {
         out.push_str(&format!("  - {}\n", super::text::plain(reason)));
+    }
+    // A failed run measured nothing: its error above is the whole story.
+    if let Some(b) = r.bench.as_ref().filter(|b| b.failure.is_none()) {
+        let figures: Vec<String> = run_figures(b).iter().map(|(label, value)| format!("{label} {value}")).collect();
+        out.push_str(&format!("Run: {}\n", figures.join(" · ")));
     }
     if let Some(c) = &r.comparison {
         out.push('\n');
@@ -252,7 +258,7 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
     if let Some(b) = &r.bench {
         let (h, sw) = (&b.hardware, &b.software);
         let text = format!(
-            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| NCCL settings | {} |\n| fingerprint | `{}` |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n| busbw | {:.2} GB/s |\n| matmul | {:.2} TFLOPS |\n| overlap saves | {:.3} ms ({:.1} %) |\n| run's own decision | `{}`: {} |\n",
+            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| NCCL settings | {} |\n| fingerprint | `{}` |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n{}| run's own decision | `{}`: {} |\n",
             escape_md(&b.workload.backend),
             escape_md(&format!("{:?}", b.evidence_level)),
             escape_md(&hardware_line(h)),
@@ -267,10 +273,7 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
             b.workload.payload_elements,
             b.workload.compute_dim,
             b.workload.repeats,
-            b.metrics.busbw_gbps,
-            b.metrics.matmul_tflops,
-            b.comparison.saved_ms,
-            100.0 * b.comparison.overlap_gain_ratio,
+            run_figures(b).iter().map(|(label, value)| format!("| {label} | {value} |\n")).collect::<String>(),
             b.decision.verdict.as_str(),
             escape_md(&b.decision.reason)
         );
@@ -283,6 +286,31 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
         out.push(fold("Per-rank overlap", &ranks(a)));
     }
     out
+}
+
+/// The benchmark run's own figures as (label, value), the same in the terminal and the PR
+/// comment. An undefined figure reads `-`; with one rank, bus bandwidth does not apply.
+fn run_figures(b: &RunResult) -> [(&'static str, String); 3] {
+    let busbw = match b.metrics.busbw_gbps {
+        Some(v) => format!("{} GB/s", two(v)),
+        None if b.workload.world_size == 1 => "not applicable (one rank communicates nothing)".to_string(),
+        None => "-".to_string(),
+    };
+    let matmul = b.metrics.matmul_tflops.map_or_else(|| "-".to_string(), |v| format!("{} TFLOPS", two(v)));
+    [("busbw", busbw), ("matmul", matmul), ("overlap", overlap_against_serial(&b.comparison))]
+}
+
+/// A saving, or a penalty when overlapping is slower than running serially.
+fn overlap_against_serial(c: &RunComparison) -> String {
+    match (c.penalty(), c.saved_ms) {
+        (Some(penalty), _) => format!("{} ms slower than serial per step", ms(penalty)),
+        (None, Some(saved)) => format!(
+            "saves {} ms per step{}",
+            ms(saved),
+            c.overlap_gain_ratio.map(|g| format!(" ({:.1} % of serial)", 100.0 * g)).unwrap_or_default()
+        ),
+        (None, None) => "-".to_string(),
+    }
 }
 
 fn trace_diff(d: &TraceDiff) -> String {
@@ -404,6 +432,68 @@ mod tests {
         }
     }
 
+    /// A finished run's result: `base` ms for comm_only, compute_only, serial, overlap, 120
+    /// repeats with a small ramp, on `world` ranks.
+    fn run(world: u32, base: [f64; 4], failure: Option<crate::result::Failure>) -> RunResult {
+        use crate::bench::assemble::{build, RunContext};
+        let ctx = RunContext {
+            plan: crate::bench::Plan {
+                world_size: world,
+                dtype: crate::bench::Dtype::Bfloat16,
+                payload_elements: 1 << 20,
+                compute_dim: 1024,
+                warmup: 0,
+                repeats: 120,
+                seed: 0,
+            },
+            backend: "mock".into(),
+            evidence_level: crate::result::EvidenceLevel::Mock,
+            hardware: crate::bench::HardwareInfo::default(),
+            nodes: 1,
+            nccl_env: Default::default(),
+            provenance: Default::default(),
+            run_label: "t".into(),
+            environment_profile: "P".into(),
+            created_at: "2026-11-30T00:00:00Z".into(),
+        };
+        let timings: crate::bench::assemble::Timings = crate::result::Schedule::ALL
+            .iter()
+            .zip(base)
+            .map(|(&s, b)| {
+                (s, (0..world).map(|r| (r, (0..120).map(|i| b * (1.0 + 0.001 * f64::from(i))).collect())).collect())
+            })
+            .collect();
+        build(&ctx, failure.is_none().then_some(&timings), failure)
+    }
+
+    #[test]
+    fn every_report_check_writes_reads_back_for_comment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let failure = crate::result::Failure { kind: "timeout".into(), message: "hung".into(), rank: None };
+        let runs = [
+            run(2, [1.0, 2.0, 3.0, 2.2], None),
+            run(1, [0.001, 2.0, 2.001, 2.3], None),
+            run(2, [1.0, 2.0, 3.0, 3.5], None),
+            run(2, [0.0, 0.0, 0.0, 0.0], None),
+            run(2, [1.0, 2.0, 3.0, 2.2], Some(failure)),
+        ];
+        for (i, bench) in runs.into_iter().enumerate() {
+            let report = CheckReport { bench: Some(bench), ..report(2, 4) };
+            let path = dir.path().join(format!("report-{i}.json"));
+            std::fs::write(&path, super::super::json::check(&report)).expect("write");
+            let back = crate::check::load_report(&path).unwrap_or_else(|e| panic!("report {i}: {e}"));
+            // Floats may differ in the last bit (serde_json's parser); what is null stays null.
+            let shape = |r: &CheckReport| {
+                r.bench.as_ref().map(|b| {
+                    let (m, c) = (&b.metrics, &b.comparison);
+                    let figures = [m.exposed_comm_ms, m.overlap_ratio, m.busbw_gbps, m.matmul_tflops, c.saved_ms];
+                    (figures.map(|x| x.is_some()), c.penalty().is_some(), b.decision.clone())
+                })
+            };
+            assert_eq!(shape(&back), shape(&report), "report {i}");
+        }
+    }
+
     #[test]
     fn a_report_that_could_not_be_evaluated_leads_with_the_failure_escaped() {
         let r = could_not_evaluate(FailOn::Regression);
@@ -434,6 +524,20 @@ mod tests {
         let r = could_not_evaluate(FailOn::Never);
         assert!(text(&r).contains("exits 0 only because of --fail-on never"));
         assert!(markdown(&r).contains("### ⛔ commgate: could not evaluate"));
+    }
+
+    #[test]
+    fn the_run_reads_one_rank_and_a_slower_overlap_for_what_they_are() {
+        let one = CheckReport { bench: Some(run(1, [0.001, 2.0, 2.001, 2.3], None)), ..report(1, 4) };
+        let slower = CheckReport { bench: Some(run(2, [1.0, 2.0, 3.0, 3.5], None)), ..report(1, 4) };
+        let (one_text, one_md) = (text(&one), markdown(&one));
+        assert!(one_text.contains("busbw not applicable (one rank communicates nothing)"), "{one_text}");
+        assert!(one_md.contains("| busbw | not applicable (one rank communicates nothing) |"), "{one_md}");
+        let (slower_text, slower_md) = (text(&slower), markdown(&slower));
+        assert!(slower_text.contains("overlap 0.530 ms slower than serial per step"), "{slower_text}");
+        assert!(slower_md.contains("| overlap | 0.530 ms slower than serial per step |"), "{slower_md}");
+        assert!(slower_md.contains("the streams interfere"), "{slower_md}");
+        assert!(!slower_md.contains("saves"), "{slower_md}");
     }
 
     #[test]
