@@ -1,6 +1,6 @@
 //! `commgate bench` through the binary: the mock and CPU backends, the result file, dry runs,
 //! failures and timeouts, a two-process launch through the launcher's environment, and a clean
-//! refusal of `--backend cuda` on a machine without a GPU.
+//! refusal of `--backend cuda` on a machine without a GPU or with a misspelt timing-gate setting.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -159,6 +159,22 @@ fn cuda_without_a_gpu_fails_cleanly() {
     let line = one_error_line(&out);
     assert!(line.contains("--backend cpu") || line.contains("install"), "{line}");
     assert!(!tmp.path().join("benchmarks").exists(), "no result for a machine that cannot run");
+}
+
+#[test]
+fn a_timing_gate_setting_that_is_not_on_or_off_is_bad_input() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = commgate(tmp.path())
+        .args(["bench", "--backend", "cuda", "--world-size", "1", "--repeats", "5"])
+        .env("COMMGATE_CUDA_GATE", "maybe")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        one_error_line(&out),
+        "commgate: error: COMMGATE_CUDA_GATE=\"maybe\" is not understood: set it to on or off, or unset it"
+    );
+    assert!(!tmp.path().join("benchmarks").exists(), "no result for a run that never started");
 }
 
 #[test]
