@@ -70,7 +70,7 @@ pub(super) const HOLD_LIMIT: Duration = Duration::from_secs(10);
 pub enum TimingGate {
     /// Every stream waits for the host's release: windows hold device work only.
     Held,
-    /// No gate on this machine, and why: windows open when the host queues them, as before.
+    /// No gate, and why: each window opens when the host queues it (what ungated timing does).
     Off(String),
 }
 

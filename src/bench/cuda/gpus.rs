@@ -261,7 +261,7 @@ where
     }
 
     fn run(&mut self, schedule: Schedule) -> Result<Vec<f64>, BenchError> {
-        let result = self.step(schedule).and_then(|()| self.collect());
+        let result = self.enqueue_step(schedule).and_then(|()| self.collect());
         if result.is_err() {
             self.poisoned = true;
         }
@@ -270,7 +270,7 @@ where
 
     /// Queues one step of `schedule` on every local GPU behind the gate, then releases it (or,
     /// with the gate off, queues it as it comes).
-    fn step(&mut self, schedule: Schedule) -> Result<(), BenchError> {
+    fn enqueue_step(&mut self, schedule: Schedule) -> Result<(), BenchError> {
         let Some((word, generation)) = self.gate.next() else {
             return self.launch(&step::step(schedule, false), None);
         };
