@@ -13,8 +13,10 @@
 //! the schedule, and only then stores `g` in the word ([`hold_while`]); the GPUs, polling the word,
 //! all start within microseconds. The word is allocated once per run, not per step. Stream memory
 //! operations (the `_v2` API) are on by default on every platform the CUDA 12.8+ driver that
-//! commgate needs runs on; [`Gate::open`] still asks the device (host memory mapping) and tries a
-//! wait that is already satisfied, and without either the windows stay ungated, with a note.
+//! commgate needs runs on, and no device attribute describes them
+//! (`CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1` is about the legacy API, off by default, so it
+//! is not asked); [`Gate::open`] asks whether each GPU maps host memory and tries a wait that is
+//! already satisfied, and without either the windows stay ungated, with a note.
 //!
 //! **Why not CUDA graphs.** Capturing each schedule as a graph also removes launch gaps, but NCCL
 //! inside stream capture has conditions of its own (every rank of every process must capture and
