@@ -60,13 +60,19 @@ pub struct Workload {
     pub warmup: u32,
     pub repeats: u32,
     pub backend: String,
+    /// How the backend's timing windows were taken where that varies (CUDA: `gated`, or
+    /// `ungated` when the device-side gate was off); absent for the CPU and mock backends and
+    /// in files from before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<String>,
 }
 
 impl Workload {
     /// The first field in which two workloads differ in what they measure (not in how often:
     /// warm-up and repeats may change between runs), as `(field, self, other)`.
     pub fn difference(&self, other: &Workload) -> Option<(&'static str, String, String)> {
-        let pairs: [(&'static str, String, String); 7] = [
+        let timing = |t: &Option<String>| t.clone().unwrap_or_else(|| "unrecorded".to_string());
+        let pairs: [(&'static str, String, String); 8] = [
             ("id", self.id.clone(), other.id.clone()),
             ("collective", self.collective.clone(), other.collective.clone()),
             ("world_size", self.world_size.to_string(), other.world_size.to_string()),
@@ -74,6 +80,7 @@ impl Workload {
             ("payload_elements", self.payload_elements.to_string(), other.payload_elements.to_string()),
             ("compute_dim", self.compute_dim.to_string(), other.compute_dim.to_string()),
             ("backend", self.backend.clone(), other.backend.clone()),
+            ("timing", timing(&self.timing), timing(&other.timing)),
         ];
         pairs.into_iter().find(|(_, a, b)| a != b)
     }
@@ -403,6 +410,7 @@ pub mod fixtures {
                 warmup: 10,
                 repeats: samples.len() as u32,
                 backend: "mock".into(),
+                timing: None,
             },
             hardware: Hardware {
                 gpu_name: None,
@@ -493,6 +501,18 @@ mod tests {
         let back: RunResult = parse_versioned(&old.to_string(), "result").expect("old files read");
         assert_eq!((back.comparison.saved_ms, back.comparison.overlap_penalty_ms), (Some(0.5), None));
         assert_eq!(back.comparison.penalty(), None);
+    }
+
+    #[test]
+    fn runs_timed_differently_are_different_workloads() {
+        let old = fixtures::run(&[1.0]).workload;
+        let gated = Workload { timing: Some("gated".into()), ..old.clone() };
+        let ungated = Workload { timing: Some("ungated".into()), ..old.clone() };
+        assert_eq!(old.difference(&gated).map(|d| d.0), Some("timing"), "an old CUDA baseline was ungated");
+        assert_eq!(gated.difference(&ungated), Some(("timing", "gated".into(), "ungated".into())));
+        assert_eq!(gated.difference(&gated.clone()), None);
+        let text = serde_json::to_string(&old).expect("json");
+        assert!(!text.contains("timing"), "CPU and mock results do not carry it: {text}");
     }
 
     #[test]

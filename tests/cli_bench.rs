@@ -1,7 +1,7 @@
 //! `commgate bench` through the binary: the mock and CPU backends, the result file, dry runs,
 //! failures and timeouts, a two-process launch through the launcher's environment, a clean
-//! refusal of `--backend cuda` on a machine without a GPU, and parameters outside their limits
-//! refused before any work.
+//! refusal of `--backend cuda` on a machine without a GPU or with a misspelt timing-gate setting,
+//! and parameters outside their limits refused before any work.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -169,6 +169,22 @@ fn cuda_without_a_gpu_fails_cleanly() {
         "{line}"
     );
     assert!(!tmp.path().join("benchmarks").exists(), "no result for a machine that cannot run");
+}
+
+#[test]
+fn a_timing_gate_setting_that_is_not_on_or_off_is_bad_input() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = commgate(tmp.path())
+        .args(["bench", "--backend", "cuda", "--world-size", "2", "--repeats", "20"])
+        .env("COMMGATE_CUDA_GATE", "maybe")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        one_error_line(&out),
+        "commgate: error: COMMGATE_CUDA_GATE=\"maybe\" is not understood: set it to on or off, or unset it"
+    );
+    assert!(!tmp.path().join("benchmarks").exists(), "no result for a run that never started");
 }
 
 #[test]

@@ -64,6 +64,7 @@ pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failur
             warmup: ctx.plan.warmup,
             repeats: ctx.plan.repeats,
             backend: ctx.backend.clone(),
+            timing: ctx.hardware.timing.clone(),
         },
         hardware: hardware(&ctx.hardware, ctx.nodes),
         software: software(&ctx.hardware, ctx.nccl_env.clone()),

@@ -57,6 +57,7 @@ impl MockBackend {
             cuda: None,
             nccl: None,
             host_cpu: Some("mock".to_string()),
+            timing: None,
         };
         let info = BackendInfo { name: "mock", evidence_level: EvidenceLevel::Mock, hardware, local_ranks: ranks };
         MockBackend { plan: plan.clone(), info, rngs, fault }

@@ -90,6 +90,10 @@ pub struct HardwareInfo {
     pub cuda: Option<String>,
     pub nccl: Option<String>,
     pub host_cpu: Option<String>,
+    /// How the timing windows were taken, where that varies (CUDA: `gated` or `ungated`). Not
+    /// hardware: it becomes the result's `workload.timing`, so runs timed differently are never
+    /// compared.
+    pub timing: Option<String>,
 }
 
 /// Why a benchmark could not run or did not finish.

@@ -1,18 +1,24 @@
 //! Every `unsafe` call in commgate, and the only module allowed one: cudarc marks its library
-//! checks, the event-tracking switch, the driver-version query and the GEMM unsafe, and each call
-//! here says why it is sound.
+//! checks, the event-tracking switch, the driver-version query, the GEMM, the timing gate's
+//! host-mapped word and stream wait, and the peer-to-peer queries unsafe, and each call here says
+//! why it is sound.
 
 #![expect(
     unsafe_code,
-    reason = "cudarc's library checks, event-tracking switch, driver version and GEMM are unsafe fns"
+    reason = "cudarc's library checks, event-tracking switch, driver queries, pinned memory, stream waits and \
+              GEMM are unsafe fns"
 )]
 
 use super::gpus::Element;
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaContext, CudaSlice};
+use cudarc::driver::sys::{self, CUdevice, CUdevice_P2PAttribute, CUdeviceptr, CUresult, CUstreamWaitValue_flags};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError, PinnedHostSlice};
 use std::ffi::c_int;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 pub(super) fn driver_present() -> bool {
     // SAFETY: dlopens cudarc's candidate names for libcuda and closes them again; no memory
@@ -90,4 +96,79 @@ where
     // host scalars (cuBLAS's default pointer mode, which we never change); all three live on
     // the handle's device and outlive the kernel (freed only after a synchronisation).
     unsafe { blas.gemm(cfg, a, b, c) }
+}
+
+/// The timing gate's word: four bytes of page-locked host memory, mapped into the address space
+/// of every context of this process (`PORTABLE | DEVICEMAP`), that the host writes and the GPUs'
+/// streams wait on. Not write-combined, so a store is visible to the GPUs without a flush.
+pub(super) struct GateWord {
+    /// Owns the allocation (freed on drop, after every stream that waits on it has finished:
+    /// `Gpus::drop` synchronises each context first, or leaks the gate with everything else).
+    _host: PinnedHostSlice<u32>,
+    word: NonNull<u32>,
+}
+
+impl GateWord {
+    /// Allocates the word, set to 0, in `ctx` (usable from every context of the process).
+    pub(super) fn new(ctx: &Arc<CudaContext>) -> Result<GateWord, DriverError> {
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        // SAFETY: cudarc's one condition is that the memory starts uninitialised; nothing reads it
+        // before the store below sets it (no stream knows its address yet).
+        let mut host = unsafe { ctx.alloc_pinned_with_flags::<u32>(1, flags) }?;
+        let word = NonNull::new(host.as_mut_ptr()?).ok_or(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY))?;
+        let gate = GateWord { _host: host, word };
+        gate.word().store(0, Ordering::SeqCst);
+        Ok(gate)
+    }
+
+    /// The word, for the host: every host access goes through this atomic.
+    pub(super) fn word(&self) -> &AtomicU32 {
+        // SAFETY: `word` points to one u32 of page-locked memory (page-aligned, so aligned for an
+        // AtomicU32) that `_host` keeps allocated while `self`, and so the returned borrow, lives.
+        // On the host it is only ever accessed through this atomic; the GPUs only read it.
+        unsafe { AtomicU32::from_ptr(self.word.as_ptr()) }
+    }
+
+    /// The word's address in `ctx`'s device address space.
+    pub(super) fn device_address(&self, ctx: &CudaContext) -> Result<CUdeviceptr, DriverError> {
+        ctx.bind_to_thread()?;
+        let mut address: CUdeviceptr = 0;
+        // SAFETY: `word` is a live cuMemHostAlloc(DEVICEMAP | PORTABLE) allocation, which is what
+        // cuMemHostGetDevicePointer takes (flags must be 0); it only writes the local `address`.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut address, self.word.as_ptr().cast(), 0) }.result()?;
+        Ok(address)
+    }
+}
+
+/// Queues on `stream` a wait until the gate word at `address` reaches `generation` (a cyclic
+/// comparison, `(i32)(word − generation) ≥ 0`, so the counter may wrap).
+pub(super) fn wait_at_gate(stream: &CudaStream, address: CUdeviceptr, generation: u32) -> Result<(), DriverError> {
+    stream.context().bind_to_thread()?;
+    let flags = CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
+    // SAFETY: `address` comes from `GateWord::device_address` in this stream's context, and the
+    // `GateWord` outlives every wait on it (`Gpus` drops it only after synchronising every context,
+    // and opens the gate before that). The stream is live (borrowed). The driver only reads the
+    // word.
+    unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), address, generation, flags) }.result()
+}
+
+/// A peer-to-peer attribute of the link from `src` to `dst` (`cuDeviceGetP2PAttribute`).
+pub(super) fn p2p_attribute(
+    attribute: CUdevice_P2PAttribute,
+    src: CUdevice,
+    dst: CUdevice,
+) -> Result<i32, DriverError> {
+    let mut value: c_int = 0;
+    // SAFETY: both devices are handles from cuDeviceGet after cuInit (a context is open); the
+    // pointer is to a live local int, which the call only writes.
+    unsafe { sys::cuDeviceGetP2PAttribute(&mut value, attribute, src, dst) }.result()?;
+    Ok(value)
+}
+
+/// Whether `dev` can map `peer`'s memory (`cuDeviceCanAccessPeer`).
+pub(super) fn can_access_peer(dev: CUdevice, peer: CUdevice) -> Result<bool, DriverError> {
+    let mut value: c_int = 0;
+    // SAFETY: as `p2p_attribute`.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut value, dev, peer) }.result()?;
+    Ok(value != 0)
 }

@@ -1,29 +1,26 @@
 //! The opened GPUs and the timed step: per GPU its streams, cuBLAS handles, buffers and events,
-//! one NCCL communicator each, the four schedules, and a teardown that cannot abort.
+//! one NCCL communicator each, the timing gate, and a teardown that cannot abort.
 //!
 //! **Timing.** Everything is allocated in [`Rig::open`]: buffers (each on the stream that uses
 //! it, with cudarc's per-buffer event tracking off, so the overlap schedule is not silently
-//! serialised by waits cudarc would insert), cuBLAS handles and events. Each step first lines the
-//! ranks up on the GPU with a one-element all-reduce (so a rank whose host arrived late does not
-//! inflate the others' times), then records a start event (`CU_EVENT_DEFAULT`: timing on),
-//! launches the schedule on every local GPU, records a stop event, and only then synchronises the
-//! host, once, and reads `elapsed_ms` per GPU. Nothing inside the timed region allocates or waits
-//! on the host. Per GPU there is a compute stream and a comm stream (the NCCL communicator's):
-//! `comm_only` runs the all-reduce on the comm stream, `compute_only` the matmul on the compute
-//! stream, `serial` both back to back on the comm stream, and `overlap` both at once, joined by
-//! events (start on the compute stream, the comm stream waits on it; the comm stream's end event
-//! is waited on by the compute stream, which records the stop). The all-reduce is out of place
-//! (send → receive buffer, nccl-tests' "out-of-place" column), so repeated sums never overflow
-//! the payload. First-use costs (NCCL's connections, cuBLAS's workspace) fall in the caller's
-//! warm-up steps.
+//! serialised by waits cudarc would insert), cuBLAS handles, events, and the timing gate's host
+//! word (`gate.rs`); then every schedule runs once, untimed and ungated, so that first-use costs
+//! (NCCL's connections, cuBLAS's workspace, lazily loaded kernels) never happen while the gate
+//! holds the GPUs. A step queues `step.rs`'s operations on every local GPU — the gate, the
+//! line-up all-reduce, the start event, the schedule, the stop event — releases the gate, and only
+//! then synchronises the host, once, and reads `elapsed_ms` per GPU. Nothing inside a window
+//! allocates, waits on the host, or (with the gate) waits for the host to queue the next GPU's
+//! work. The all-reduce is out of place (send → receive buffer, nccl-tests' "out-of-place"
+//! column), so repeated sums never overflow the payload.
 //!
 //! **Teardown.** cudarc's `Comm` panics in `drop` if `ncclCommAbort` fails, and `CudaBlas` if
 //! `cublasDestroy` does. After any error the GPUs are poisoned and leak their NCCL and cuBLAS
-//! objects instead of dropping them (the process is about to write a failure and exit, and the OS
-//! reclaims everything); healthy ones synchronise, then drop each object on its own under
-//! `catch_unwind`, so even an unexpected panic there cannot escalate into an abort. Opening makes
-//! buffers and events first, cuBLAS handles next and communicators last, so a failure part way
-//! never drops a `Comm`, and drops at most a just-made cuBLAS handle.
+//! objects (and the gate word, which a GPU may still read) instead of dropping them (the process
+//! is about to write a failure and exit, and the OS reclaims everything); healthy ones open the
+//! gate, synchronise, then drop each object on its own under `catch_unwind`, so even an unexpected
+//! panic there cannot escalate into an abort. Opening makes buffers and events first, cuBLAS
+//! handles next and communicators last, so a failure part way never drops a `Comm`, and drops at
+//! most a just-made cuBLAS handle.
 
 use std::ffi::c_char;
 use std::fmt::Display;
@@ -32,11 +29,13 @@ use std::sync::Arc;
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, Gemm};
-use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
 use cudarc::nccl::result::NcclError;
 use cudarc::nccl::{group_end, group_start, Comm, Id, NcclType, ReduceOp};
 
+use super::gate::{self, Gate, TimingGate, HOLD_LIMIT};
+use super::step::{self, Lane, Mark, Op, Payload};
 use super::{ffi, Device, Sizes};
 use crate::bench::launch::{Launch, Rendezvous};
 use crate::bench::{BenchError, Dtype, Plan};
@@ -91,16 +90,18 @@ pub(super) enum Rig {
 
 impl Rig {
     /// Opens `devices` and allocates everything the runs need, in `plan.dtype`.
+    /// `gate_off`: why the timing gate stays off, when it does not depend on the machine.
     pub(super) fn open(
         plan: &Plan,
         sizes: &Sizes,
         devices: &[Device],
         id_source: IdSource<'_>,
+        gate_off: Option<String>,
     ) -> Result<Rig, BenchError> {
         Ok(match plan.dtype {
-            Dtype::Bfloat16 => Rig::Bf16(Gpus::open(plan, sizes, devices, id_source)?),
-            Dtype::Float16 => Rig::F16(Gpus::open(plan, sizes, devices, id_source)?),
-            Dtype::Float32 => Rig::F32(Gpus::open(plan, sizes, devices, id_source)?),
+            Dtype::Bfloat16 => Rig::Bf16(Gpus::open(plan, sizes, devices, id_source, gate_off)?),
+            Dtype::Float16 => Rig::F16(Gpus::open(plan, sizes, devices, id_source, gate_off)?),
+            Dtype::Float32 => Rig::F32(Gpus::open(plan, sizes, devices, id_source, gate_off)?),
         })
     }
 
@@ -113,14 +114,22 @@ impl Rig {
         }
     }
 
-    /// The first local GPU's name, as the driver reports it.
-    pub(super) fn gpu_name(&self) -> Option<String> {
-        let first = match self {
+    /// The first local GPU's context: its name and memory stand for the job's.
+    pub(super) fn first_context(&self) -> Option<&Arc<CudaContext>> {
+        match self {
             Rig::Bf16(gpus) => gpus.gpus.first().map(|g| &g.ctx),
             Rig::F16(gpus) => gpus.gpus.first().map(|g| &g.ctx),
             Rig::F32(gpus) => gpus.gpus.first().map(|g| &g.ctx),
-        };
-        first.and_then(|ctx| ctx.name().ok())
+        }
+    }
+
+    /// Whether the timing windows open at the gate.
+    pub(super) fn timing_gate(&self) -> &TimingGate {
+        match self {
+            Rig::Bf16(gpus) => gpus.gate.status(),
+            Rig::F16(gpus) => gpus.gate.status(),
+            Rig::F32(gpus) => gpus.gate.status(),
+        }
     }
 }
 
@@ -148,6 +157,8 @@ struct Gpu<T> {
     /// Ordering-only events (timing disabled): the line-up done, the overlap's all-reduce done.
     aligned: CudaEvent,
     joined: CudaEvent,
+    /// The gate word's address in this GPU's context; `None` while the gate is off.
+    gate_address: Option<CUdeviceptr>,
 }
 
 /// Every GPU this process drives, with one NCCL communicator each (`comms[i]` runs on
@@ -156,6 +167,7 @@ pub(super) struct Gpus<T> {
     gpus: Vec<Gpu<T>>,
     comms: Vec<Comm>,
     dim: usize,
+    gate: Gate,
     /// Set by any failed call: the NCCL and cuBLAS objects are then leaked, not dropped.
     poisoned: bool,
 }
@@ -164,13 +176,24 @@ impl<T: Element> Gpus<T>
 where
     CudaBlas: Gemm<T>,
 {
-    fn open(plan: &Plan, sizes: &Sizes, devices: &[Device], id_source: IdSource<'_>) -> Result<Gpus<T>, BenchError> {
+    fn open(
+        plan: &Plan,
+        sizes: &Sizes,
+        devices: &[Device],
+        id_source: IdSource<'_>,
+        gate_off: Option<String>,
+    ) -> Result<Gpus<T>, BenchError> {
         // The matrices are the same on every rank; the payload differs per rank.
         let matrix_a = host_values::<T>(sizes.dim * sizes.dim, plan.seed ^ 0xa);
         let matrix_b = host_values::<T>(sizes.dim * sizes.dim, plan.seed ^ 0xb);
         // Built up in place, so that a failure part way is torn down by `Gpus::drop` too.
-        let mut opened =
-            Gpus { gpus: Vec::with_capacity(devices.len()), comms: Vec::new(), dim: sizes.dim, poisoned: false };
+        let mut opened = Gpus {
+            gpus: Vec::with_capacity(devices.len()),
+            comms: Vec::new(),
+            dim: sizes.dim,
+            gate: Gate::off("not set up yet".to_string()),
+            poisoned: false,
+        };
         for device in devices {
             let payload = host_values::<T>(sizes.payload, plan.seed.wrapping_add(u64::from(device.rank)));
             opened.gpus.push(open_gpu(*device, sizes, &payload, &matrix_a, &matrix_b)?);
@@ -203,68 +226,86 @@ where
                 vec![comm]
             }
         };
+        match gate_off {
+            None => opened.open_gate(),
+            Some(why) => opened.gate = Gate::off(why),
+        }
+        opened.prime()?;
         Ok(opened)
     }
 
+    /// Sets up the timing gate on every stream, or leaves it off with the reason.
+    fn open_gate(&mut self) {
+        let contexts: Vec<_> = self.gpus.iter().map(|g| &g.ctx).collect();
+        let streams: Vec<_> = self.gpus.iter().flat_map(|g| [&*g.comm, &*g.compute]).collect();
+        let (gate, addresses) = Gate::open(&contexts, &streams);
+        if matches!(gate.status(), TimingGate::Held) {
+            for (gpu, address) in self.gpus.iter_mut().zip(addresses) {
+                gpu.gate_address = Some(address);
+            }
+        }
+        self.gate = gate;
+    }
+
+    /// Every schedule once, ungated and untimed: whatever a first use does (connect, allocate,
+    /// load a kernel, possibly waiting for the GPU) happens here, not while the gate is held.
+    fn prime(&mut self) -> Result<(), BenchError> {
+        for schedule in Schedule::ALL {
+            let primed = self.launch(&step::step(schedule, false), None).and_then(|()| self.collect());
+            if let Err(e) = primed {
+                self.poisoned = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     fn run(&mut self, schedule: Schedule) -> Result<Vec<f64>, BenchError> {
-        let result = self.launch(schedule).and_then(|()| self.collect());
+        let result = self.enqueue_step(schedule).and_then(|()| self.collect());
         if result.is_err() {
             self.poisoned = true;
         }
         result
     }
 
-    /// Queues one step of `schedule` on every local GPU, between its start and stop events.
-    fn launch(&mut self, schedule: Schedule) -> Result<(), BenchError> {
-        // Line the ranks up on the GPU, outside the timed region.
-        self.all_reduce(Payload::Align)?;
-        for gpu in &self.gpus {
-            gpu.aligned.record(&gpu.comm).map_err(cuda_error(gpu.rank, "recording the line-up event"))?;
+    /// Queues one step of `schedule` on every local GPU behind the gate, then releases it (or,
+    /// with the gate off, queues it as it comes).
+    fn enqueue_step(&mut self, schedule: Schedule) -> Result<(), BenchError> {
+        let Some((word, generation)) = self.gate.next() else {
+            return self.launch(&step::step(schedule, false), None);
+        };
+        let ops = step::step(schedule, true);
+        let held = gate::hold_while(word.word(), generation, HOLD_LIMIT, || self.launch(&ops, Some(generation)))
+            .map_err(|e| {
+                BenchError::failed("internal", format!("cannot start the timing gate's watchdog: {e}"), None)
+            })?;
+        if held.tripped {
+            return Err(BenchError::failed(
+                "cuda",
+                format!(
+                    "queueing one {schedule} step held the GPUs at the timing gate for over {} s (a CUDA, cuBLAS or \
+                     NCCL call waited for the GPU), so its times cannot be trusted: rerun with {}=off to time \
+                     without the gate",
+                    HOLD_LIMIT.as_secs(),
+                    gate::GATE_VARIABLE
+                ),
+                None,
+            ));
         }
-        match schedule {
-            Schedule::CommOnly => {
-                for gpu in &self.gpus {
-                    gpu.start.record(&gpu.comm).map_err(cuda_error(gpu.rank, "recording the start event"))?;
-                }
-                self.all_reduce(Payload::Full)?;
-                for gpu in &self.gpus {
-                    gpu.stop.record(&gpu.comm).map_err(cuda_error(gpu.rank, "recording the stop event"))?;
-                }
-            }
-            Schedule::ComputeOnly => {
-                for gpu in &mut self.gpus {
-                    let rank = gpu.rank;
-                    gpu.compute.wait(&gpu.aligned).map_err(cuda_error(rank, "waiting for the line-up"))?;
-                    gpu.start.record(&gpu.compute).map_err(cuda_error(rank, "recording the start event"))?;
-                    gpu.gemm(self.dim, Lane::Compute)?;
-                    gpu.stop.record(&gpu.compute).map_err(cuda_error(rank, "recording the stop event"))?;
+        held.out
+    }
+
+    /// Queues `ops` (one step, see `step.rs`): each segment on one GPU after another, then the
+    /// all-reduce that ends it on all GPUs at once. `generation`: what the gate waits for.
+    fn launch(&mut self, ops: &[Op], generation: Option<u32>) -> Result<(), BenchError> {
+        for (per_gpu, reduce) in step::segments(ops) {
+            for gpu in &mut self.gpus {
+                for &op in per_gpu {
+                    gpu.queue(op, self.dim, generation)?;
                 }
             }
-            Schedule::Serial => {
-                for gpu in &self.gpus {
-                    gpu.start.record(&gpu.comm).map_err(cuda_error(gpu.rank, "recording the start event"))?;
-                }
-                self.all_reduce(Payload::Full)?;
-                for gpu in &mut self.gpus {
-                    gpu.gemm(self.dim, Lane::Comm)?;
-                    gpu.stop.record(&gpu.comm).map_err(cuda_error(gpu.rank, "recording the stop event"))?;
-                }
-            }
-            Schedule::Overlap => {
-                for gpu in &self.gpus {
-                    let rank = gpu.rank;
-                    gpu.compute.wait(&gpu.aligned).map_err(cuda_error(rank, "waiting for the line-up"))?;
-                    gpu.start.record(&gpu.compute).map_err(cuda_error(rank, "recording the start event"))?;
-                    gpu.comm.wait(&gpu.start).map_err(cuda_error(rank, "ordering the comm stream after the start"))?;
-                }
-                self.all_reduce(Payload::Full)?;
-                for gpu in &mut self.gpus {
-                    let rank = gpu.rank;
-                    gpu.gemm(self.dim, Lane::Compute)?;
-                    gpu.joined.record(&gpu.comm).map_err(cuda_error(rank, "recording the all-reduce's end"))?;
-                    gpu.compute.wait(&gpu.joined).map_err(cuda_error(rank, "joining the comm stream"))?;
-                    gpu.stop.record(&gpu.compute).map_err(cuda_error(rank, "recording the stop event"))?;
-                }
+            if let Some(payload) = reduce {
+                self.all_reduce(payload)?;
             }
         }
         Ok(())
@@ -311,22 +352,52 @@ where
     }
 }
 
-#[derive(Clone, Copy)]
-enum Payload {
-    Full,
-    Align,
-}
-
-#[derive(Clone, Copy)]
-enum Lane {
-    Compute,
-    Comm,
-}
-
 impl<T: Element> Gpu<T>
 where
     CudaBlas: Gemm<T>,
 {
+    /// Queues one per-GPU operation of a step on this GPU.
+    fn queue(&mut self, op: Op, dim: usize, generation: Option<u32>) -> Result<(), BenchError> {
+        let rank = self.rank;
+        match op {
+            Op::Gate(lane) => {
+                let (Some(address), Some(generation)) = (self.gate_address, generation) else {
+                    return Err(BenchError::failed("internal", "a gated step without a gate", Some(rank)));
+                };
+                ffi::wait_at_gate(self.stream(lane), address, generation)
+                    .map_err(cuda_error(rank, "queueing the wait at the timing gate (cuStreamWaitValue32)"))
+            }
+            Op::Record(mark, lane) => self
+                .event(mark)
+                .record(self.stream(lane))
+                .map_err(cuda_error(rank, format!("recording the {} event", mark_name(mark)))),
+            Op::Wait(lane, mark) => self
+                .stream(lane)
+                .wait(self.event(mark))
+                .map_err(cuda_error(rank, format!("waiting for the {} event", mark_name(mark)))),
+            Op::Gemm(lane) => self.gemm(dim, lane),
+            Op::AllReduce(_) => {
+                Err(BenchError::failed("internal", "an all-reduce is queued on every GPU at once", Some(rank)))
+            }
+        }
+    }
+
+    fn stream(&self, lane: Lane) -> &CudaStream {
+        match lane {
+            Lane::Comm => &self.comm,
+            Lane::Compute => &self.compute,
+        }
+    }
+
+    fn event(&self, mark: Mark) -> &CudaEvent {
+        match mark {
+            Mark::Aligned => &self.aligned,
+            Mark::Start => &self.start,
+            Mark::Joined => &self.joined,
+            Mark::Stop => &self.stop,
+        }
+    }
+
     /// C = A·B on the stream of `lane`'s cuBLAS handle.
     fn gemm(&mut self, dim: usize, lane: Lane) -> Result<(), BenchError> {
         // A cuBLAS handle belongs to the device that was current when it was made; one thread
@@ -389,18 +460,33 @@ fn open_gpu<T: Element>(
         stop,
         aligned,
         joined,
+        gate_address: None,
     })
+}
+
+fn mark_name(mark: Mark) -> &'static str {
+    match mark {
+        Mark::Aligned => "line-up",
+        Mark::Start => "start",
+        Mark::Joined => "all-reduce's end",
+        Mark::Stop => "stop",
+    }
 }
 
 impl<T> Drop for Gpus<T> {
     fn drop(&mut self) {
         let comms = std::mem::take(&mut self.comms);
         let gpus = std::mem::take(&mut self.gpus);
+        // Never synchronise with a stream still held at the gate.
+        self.gate.release_all();
+        let gate_word = self.gate.take_word();
         let healthy = !self.poisoned && gpus.iter().all(|g| g.ctx.synchronize().is_ok());
         if !healthy {
-            // `Comm`'s and `CudaBlas`'s drops panic when teardown fails, which is likely now.
+            // `Comm`'s and `CudaBlas`'s drops panic when teardown fails, which is likely now; a
+            // GPU may still read the gate word.
             std::mem::forget(comms);
             std::mem::forget(gpus);
+            std::mem::forget(gate_word);
             return;
         }
         let mut clean = true;

@@ -7,14 +7,25 @@
 //!   this program);
 //! - `gpus.rs`: the opened GPUs: allocation, the timed step of each schedule, and a teardown that
 //!   cannot abort the process;
+//! - `step.rs`: what one timed step queues on each stream, as data (where each window opens and
+//!   closes);
+//! - `gate.rs`: the timing gate that holds every stream until the whole step is queued, so no
+//!   window holds host-side launch latency;
+//! - `topology.rs`: how the GPUs reach each other (`hardware.topology`) and their memory;
 //! - `ffi.rs`: every `unsafe` call in commgate (cudarc marks a few calls unsafe, and each says why
 //!   it is sound here), the one module allowed any.
 
 mod discovery;
 mod ffi;
+mod gate;
 mod gpus;
+mod step;
+mod topology;
 
 pub use discovery::{ensure_nccl_loadable, probe, CudaUnavailable};
+pub use gate::{TimingGate, GATE_VARIABLE};
+
+use std::env::VarError;
 
 use super::launch::{Launch, Rendezvous};
 use super::{host, Backend, BackendInfo, BenchError, HardwareInfo, Plan};
@@ -39,6 +50,8 @@ impl CudaBackend {
         launch: Option<&Launch>,
         rendezvous: Option<Rendezvous>,
     ) -> Result<CudaBackend, BenchError> {
+        let gate_off = gate::wanted(env_value(GATE_VARIABLE).as_deref(), env_value("CUDA_LAUNCH_BLOCKING").as_deref())
+            .map_err(BenchError::Unavailable)?;
         let visible = probe()?;
         let devices = assign_devices(plan, launch, visible)?;
         match launch {
@@ -55,23 +68,40 @@ impl CudaBackend {
             None => IdSource::Local,
             Some(launch) => IdSource::Rendezvous { launch, rendezvous: rendezvous.as_ref() },
         };
-        let rig = Rig::open(plan, &sizes, &devices, id_source)?;
+        let rig = Rig::open(plan, &sizes, &devices, id_source, gate_off)?;
         // NCCL is resident now (cudarc keeps it open for the life of the process).
         discovery::remove_own_link_dir();
+        if let Some(note) = rig.timing_gate().note() {
+            // An ungated run is not comparable with gated ones: say so where the user looks.
+            eprintln!("commgate: note: {note}");
+        }
+        let first = rig.first_context();
+        let topology = topology::query(topology::ordinals(visible, plan.world_size))
+            .ok()
+            .and_then(|links| topology::summarise(plan.world_size, &links));
         let hardware = HardwareInfo {
-            gpu_name: rig.gpu_name(),
+            gpu_name: first.and_then(|ctx| ctx.name().ok()),
             // GPUs in the job: one per rank, whether one process drives them or many.
             gpu_count: plan.world_size,
-            gpu_memory_mib: None,
-            topology: None,
+            gpu_memory_mib: first.and_then(|ctx| ctx.total_mem().ok()).map(topology::mib),
+            topology: topology.map(str::to_string),
             driver: host::driver_version(),
             cuda: ffi::driver_cuda_version().map(cuda_version_string),
             nccl: cudarc::nccl::result::get_nccl_version().ok().map(nccl_version_string),
             host_cpu: host::cpu_model(),
+            timing: Some(rig.timing_gate().as_str().to_string()),
         };
         let local_ranks = devices.iter().map(|d| d.rank).collect();
         let info = BackendInfo { name: "cuda", evidence_level: EvidenceLevel::GpuNccl, hardware, local_ranks };
         Ok(CudaBackend { rig, info })
+    }
+}
+
+impl CudaBackend {
+    /// Whether this run's timing windows open at the device-side gate (docs/formats.md, "How the
+    /// CUDA backend times a schedule").
+    pub fn timing_gate(&self) -> &TimingGate {
+        self.rig.timing_gate()
     }
 }
 
@@ -153,6 +183,15 @@ impl Sizes {
                 i32::MAX
             ))),
         }
+    }
+}
+
+/// An environment variable's value (one that is not UTF-8 lossily, so that it reads as not understood).
+fn env_value(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(value) => Some(value),
+        Err(VarError::NotPresent) => None,
+        Err(VarError::NotUnicode(raw)) => Some(raw.to_string_lossy().into_owned()),
     }
 }
 
