@@ -182,3 +182,42 @@ fn assert_update_refused(from: &Path, dir: &Path, fragment: &str) {
         .code(2)
         .stderr(predicate::str::contains(fragment));
 }
+
+#[test]
+fn forged_or_dead_rows_exit_2_for_compare_and_check() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    // A faked, faster overlap row in front of the real one: judged on neither.
+    let duplicated = edited(d, "dup.json", SLOWER, |v| {
+        let rows = v["rows"].as_array_mut().expect("rows");
+        let mut fake = rows.iter().find(|r| r["schedule"] == "overlap").expect("overlap").clone();
+        fake["samples_ms"] = Value::Array(vec![0.5.into(); 120]);
+        rows.insert(0, fake);
+    });
+    let zeros = edited(d, "zeros.json", SLOWER, |v| {
+        for row in v["rows"].as_array_mut().expect("rows") {
+            row["samples_ms"] = Value::Array(vec![0.into(); 120]);
+        }
+    });
+    let frozen = edited(d, "frozen.json", SLOWER, |v| {
+        v["workload"]["backend"] = "cuda".into();
+        v["rows"][3]["samples_ms"] = Value::Array(vec![0.9.into(); 120]);
+    });
+    let store = root().join(STORE);
+    for (file, fragment) in [
+        (&duplicated, "`rows[4]` repeats the `overlap` row of `rows[0]`"),
+        (&zeros, "`rows[0].samples_ms[0]` (comm_only) is 0"),
+        (&frozen, "holds 120 identical step times"),
+    ] {
+        assert_bad(&store, file, fragment);
+        let out = commgate()
+            .args(["check", "--baselines", "tests/fixtures/compare/baselines", "--result"])
+            .arg(file)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(fragment), "expected {fragment:?} in {stderr}");
+    }
+}
