@@ -9,7 +9,7 @@
               GEMM are unsafe fns"
 )]
 
-use super::gpus::Element;
+use super::element::Element;
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};

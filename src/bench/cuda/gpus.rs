@@ -30,10 +30,11 @@ use std::sync::Arc;
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, Gemm};
 use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 use cudarc::nccl::result::NcclError;
-use cudarc::nccl::{group_end, group_start, Comm, Id, NcclType, ReduceOp};
+use cudarc::nccl::{group_end, group_start, Comm, Id, ReduceOp};
 
+use super::element::Element;
 use super::gate::{self, Gate, TimingGate, HOLD_LIMIT};
 use super::step::{self, Lane, Mark, Op, Payload};
 use super::{ffi, Device, Sizes};
@@ -48,37 +49,6 @@ pub(super) enum IdSource<'a> {
     Local,
     /// One process per rank: rank 0 creates the id, the rendezvous carries it.
     Rendezvous { launch: &'a Launch, rendezvous: Option<&'a Rendezvous> },
-}
-
-/// The element types the benchmark runs in: NCCL and cuBLAS both take them.
-pub(super) trait Element: DeviceRepr + ValidAsZeroBits + NcclType + Copy {
-    const ZERO: Self;
-    const ONE: Self;
-    fn from_f32(x: f32) -> Self;
-}
-
-impl Element for half::bf16 {
-    const ZERO: Self = half::bf16::ZERO;
-    const ONE: Self = half::bf16::ONE;
-    fn from_f32(x: f32) -> Self {
-        half::bf16::from_f32(x)
-    }
-}
-
-impl Element for half::f16 {
-    const ZERO: Self = half::f16::ZERO;
-    const ONE: Self = half::f16::ONE;
-    fn from_f32(x: f32) -> Self {
-        half::f16::from_f32(x)
-    }
-}
-
-impl Element for f32 {
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-    fn from_f32(x: f32) -> Self {
-        x
-    }
 }
 
 /// The opened GPUs, in the plan's dtype.

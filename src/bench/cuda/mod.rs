@@ -16,6 +16,7 @@
 //!   it is sound here), the one module allowed any.
 
 mod discovery;
+mod element;
 mod ffi;
 mod gate;
 mod gpus;
