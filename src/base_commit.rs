@@ -56,6 +56,8 @@ pub enum BaseError {
 pub struct BaseCommit {
     /// Where `git` runs (the working directory paths are relative to).
     cwd: PathBuf,
+    /// `cwd` relative to the repository's top level (`git rev-parse --show-prefix`).
+    prefix: PathBuf,
     /// The full SHA.
     pub sha: String,
 }
@@ -63,19 +65,21 @@ pub struct BaseCommit {
 impl BaseCommit {
     /// `rev` (a SHA from the event payload, or `--base`) resolved in the repository at `cwd`.
     pub fn resolve(cwd: &Path, rev: &str) -> Result<BaseCommit, BaseError> {
-        Ok(BaseCommit { cwd: cwd.to_path_buf(), sha: resolve(cwd, rev)? })
+        let sha = resolve(cwd, rev)?;
+        let prefix = String::from_utf8_lossy(&git(cwd, ["rev-parse", "--show-prefix"])?).trim().to_string();
+        Ok(BaseCommit { cwd: cwd.to_path_buf(), prefix: PathBuf::from(prefix), sha })
     }
 
     /// The text of `path` at this commit, `None` when it had no such file.
     pub fn file(&self, path: &Path) -> Result<Option<String>, BaseError> {
-        let rel = relative(&self.cwd, path)?;
+        let rel = relative(&self.cwd, &self.prefix, path)?;
         Ok(show(&self.cwd, &self.sha, &rel)?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     /// The tree under `dir` at this commit, copied into a private temporary directory (empty
     /// when the commit had none), deleted when the returned value drops.
     pub fn tree(&self, dir: &Path) -> Result<tempfile::TempDir, BaseError> {
-        let rel = relative(&self.cwd, dir)?;
+        let rel = relative(&self.cwd, &self.prefix, dir)?;
         let into = tempfile::Builder::new()
             .prefix("commgate-base-")
             .tempdir()
@@ -87,7 +91,7 @@ impl BaseCommit {
     /// Which files under `paths` the working tree changed since this commit (committed or not),
     /// relative to the working directory.
     pub fn changed(&self, paths: &[&Path]) -> Result<Vec<String>, BaseError> {
-        let rels = paths.iter().map(|p| relative(&self.cwd, p)).collect::<Result<Vec<_>, _>>()?;
+        let rels = paths.iter().map(|p| relative(&self.cwd, &self.prefix, p)).collect::<Result<Vec<_>, _>>()?;
         changed_paths(&self.cwd, &self.sha, &rels.iter().map(PathBuf::as_path).collect::<Vec<_>>())
     }
 
@@ -138,21 +142,29 @@ fn resolve(cwd: &Path, rev: &str) -> Result<String, BaseError> {
     }
 }
 
-/// `path` relative to `cwd`, without `..` (git's `<rev>:./path` is relative to the current
-/// directory).
-fn relative(cwd: &Path, path: &Path) -> Result<PathBuf, BaseError> {
+/// `path` (relative to `cwd`, or absolute under it) relative to the repository's top level,
+/// `..` resolved by hand: what git's `<rev>:<path>` and `:(top)` pathspecs take. A path that
+/// climbs above the top level is outside the repository.
+fn relative(cwd: &Path, prefix: &Path, path: &Path) -> Result<PathBuf, BaseError> {
     let outside = || BaseError::OutsideRepository { path: path.display().to_string() };
     let rel = if path.is_absolute() { path.strip_prefix(cwd).map_err(|_| outside())? } else { path };
-    if rel.components().any(|c| matches!(c, Component::ParentDir | Component::Prefix(_) | Component::RootDir)) {
-        return Err(outside());
+    let mut parts: Vec<&OsStr> = prefix.iter().collect();
+    for c in rel.components() {
+        match c {
+            Component::Normal(name) => parts.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop().ok_or_else(outside)?;
+            }
+            Component::Prefix(_) | Component::RootDir => return Err(outside()),
+        }
     }
-    let clean: PathBuf = rel.components().filter(|c| !matches!(c, Component::CurDir)).collect();
-    Ok(clean)
+    Ok(parts.iter().collect())
 }
 
 /// `git show <sha>:./<path>`, or `None` when the base has no such file.
 fn show(cwd: &Path, sha: &str, path: &Path) -> Result<Option<Vec<u8>>, BaseError> {
-    let object = format!("{sha}:./{}", path.display());
+    let object = format!("{sha}:{}", path.display());
     if git(cwd, ["cat-file", "-e", object.as_str()]).is_err() {
         return Ok(None);
     }
@@ -166,11 +178,11 @@ fn show(cwd: &Path, sha: &str, path: &Path) -> Result<Option<Vec<u8>>, BaseError
 
 /// Copies every blob under `<sha>:./<dir>` into `into`, keeping relative paths.
 fn copy_tree(cwd: &Path, sha: &str, dir: &Path, into: &Path) -> Result<(), BaseError> {
-    let tree = format!("{sha}:./{}", dir.display());
+    let tree = format!("{sha}:{}", dir.display());
     if git(cwd, ["cat-file", "-e", tree.as_str()]).is_err() {
         return Ok(()); // The base has no baselines yet: every workload is new.
     }
-    let listing = git(cwd, ["ls-tree", "-r", "-z", "--name-only", tree.as_str()])?;
+    let listing = git(cwd, ["ls-tree", "-r", "-z", "--full-tree", "--name-only", tree.as_str()])?;
     let names: Vec<&[u8]> = listing.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
     if names.len() > MAX_FILES {
         return Err(BaseError::TooManyFiles { dir: dir.display().to_string(), limit: MAX_FILES });
@@ -194,11 +206,19 @@ fn copy_tree(cwd: &Path, sha: &str, dir: &Path, into: &Path) -> Result<(), BaseE
 
 /// Paths among `paths` that differ between `sha` and the working tree (committed or not).
 fn changed_paths(cwd: &Path, sha: &str, paths: &[&Path]) -> Result<Vec<String>, BaseError> {
-    let mut args: Vec<&OsStr> = ["diff", "--name-only", "-z", "--relative", sha, "--"].map(OsStr::new).to_vec();
-    let specs: Vec<String> = paths.iter().map(|p| format!("./{}", p.display())).collect();
-    args.extend(specs.iter().map(OsStr::new));
-    let out = git(cwd, args)?;
-    Ok(out.split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect())
+    let specs: Vec<String> = paths.iter().map(|p| format!(":(top){}", p.display())).collect();
+    let names = |head: &[&str]| -> Result<Vec<String>, BaseError> {
+        let mut args: Vec<&OsStr> = head.iter().map(OsStr::new).collect();
+        args.extend(specs.iter().map(OsStr::new));
+        let out = git(cwd, args)?;
+        Ok(out.split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect())
+    };
+    // Tracked files that differ from the base, then files not yet added (not ignored).
+    let mut changed = names(&["diff", "--name-only", "-z", sha, "--"])?;
+    changed.extend(names(&["ls-files", "--others", "--exclude-standard", "--full-name", "-z", "--"])?);
+    changed.sort();
+    changed.dedup();
+    Ok(changed)
 }
 
 /// Runs git in `cwd` with nothing of our environment but `PATH` and `HOME`: no token, no
@@ -276,6 +296,21 @@ mod tests {
         let named = BaseCommit::resolve(tmp.path(), "HEAD~1").expect("resolves");
         assert_eq!(named.sha, sha);
         assert!(named.file(&tmp.path().join("commgate.toml")).expect("reads").is_some());
+    }
+
+    #[test]
+    fn paths_from_a_subdirectory_and_untracked_edits_count() {
+        let (tmp, sha) = repo();
+        let sub = tmp.path().join("train");
+        std::fs::create_dir_all(&sub).expect("dir");
+        std::fs::write(sub.join("new.toml"), "x = 1\n").expect("untracked");
+        let base = BaseCommit::resolve(&sub, &sha).expect("resolves from a subdirectory");
+        assert_eq!(base.file(Path::new("../commgate.toml")).expect("reads").as_deref(), Some("min_effect = 0.03\n"));
+        let tree = base.tree(Path::new("../baselines")).expect("copies");
+        assert!(tree.path().join("P/w.json").exists());
+        let changed = base.changed(&[Path::new("new.toml"), Path::new("../commgate.toml")]).expect("diff");
+        assert_eq!(changed, ["commgate.toml", "train/new.toml"]);
+        assert!(matches!(base.file(Path::new("../../x")).unwrap_err(), BaseError::OutsideRepository { .. }));
     }
 
     #[test]

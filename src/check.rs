@@ -148,9 +148,9 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
             Some((field, base, cur)) => (
                 None,
                 Some(format!(
-                    "the baseline {} measured another workload (`workload.{field}`: {base} there, {cur} now): \
-                     start a new baseline for this workload",
-                    shown.display()
+                    "the baseline {} measured another workload (`workload.{field}`: {base} there, {cur} now): {}",
+                    shown.display(),
+                    crate::result::Workload::mismatch_advice(field)
                 )),
             ),
             None => {

@@ -68,6 +68,22 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// What to do when a store's runs measured another workload than a new run, by the field
+    /// [`Workload::difference`] named: the store answers for one workload only.
+    pub fn mismatch_advice(field: &str) -> &'static str {
+        match field {
+            "timing" => {
+                "the stored runs were timed another way (CUDA runs recorded before the timing gate \
+                 existed, or with COMMGATE_CUDA_GATE=off): move the store file aside (git keeps its \
+                 history) and record new runs"
+            }
+            _ => {
+                "a store answers for one workload: move the store file aside (git keeps its history) or \
+                 use another --environment-profile, then record runs of this workload"
+            }
+        }
+    }
+
     /// The first field in which two workloads differ in what they measure (not in how often:
     /// warm-up and repeats may change between runs), as `(field, self, other)`.
     pub fn difference(&self, other: &Workload) -> Option<(&'static str, String, String)> {
@@ -227,7 +243,7 @@ impl FileError {
 
 /// The most a result, baseline or report file may hold (decompressed): far beyond any file
 /// commgate writes, far below a profiler trace passed by mistake.
-const MAX_FILE_BYTES: u64 = 256 << 20;
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
 
 /// Reads a JSON file (plain or gzip) into `T`, checking `schema_version` first; errors carry
 /// the field path.

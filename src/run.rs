@@ -32,7 +32,17 @@ use crate::verdict::{ErrorKind, EvaluationError, FailOn};
 use crate::{baseline, compare, result};
 
 pub fn run(cli: Cli) -> Result<Outcome> {
-    let file = config::load_file(&cli)?;
+    // `check` on a pull request is judged by its base commit's settings: the PR's own
+    // commgate.toml is then not even parsed.
+    let base = match &cli.command {
+        Command::Check(args) => base_commit(&args.base)?,
+        _ => None,
+    };
+    let config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
+    let file = match &base {
+        Some(b) => base_settings(&cli.from_env, b, &config_path)?,
+        None => config::load_file(&cli)?,
+    };
     match cli.command {
         Command::Attribute(args) => {
             let cfg = config::attribute(args, &file)?;
@@ -74,12 +84,6 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Check(args) => {
-            let base = base_commit(&args.base)?;
-            let config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
-            let file = match &base {
-                Some(b) => base_settings(&cli.from_env, b, &config_path)?,
-                None => file,
-            };
             let mut cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
             // Held until the gate is done: the private copy of the base commit's baselines.
             let _copy = match &base {

@@ -155,3 +155,24 @@ fn a_base_without_baselines_means_no_baseline_yet_but_a_misspelled_dir_still_fai
     assert_eq!(v["baseline"]["exists"], false);
     assert_eq!(v["baseline"]["path"], "new-stores/SIM-MOCK/par-overlap-allreduce-matmul.json");
 }
+
+#[test]
+fn a_head_whose_settings_do_not_even_parse_is_judged_by_the_base() {
+    let (tmp, base) = repository();
+    std::fs::write(tmp.path().join("commgate.toml"), "[compare\nmin_effect = \n").expect("broken settings");
+    let out = check(tmp.path(), &["--base", &base]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = report(&out);
+    assert_eq!(v["base"]["changed"], json!(["commgate.toml"]));
+    // From a subdirectory, paths climb to the same files.
+    let sub = tmp.path().join("jobs");
+    std::fs::create_dir_all(&sub).expect("dir");
+    std::fs::copy(tmp.path().join("slower.json"), sub.join("slower.json")).expect("result");
+    let out = commgate(&sub)
+        .args(["--config", "../commgate.toml", "check", "--result", "slower.json", "--format", "json"])
+        .args(["--comment", "never", "--baselines", "../baselines", "--base", &base])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(report(&out)["baseline"]["path"], "../baselines/SIM-MOCK/par-overlap-allreduce-matmul.json");
+}

@@ -77,12 +77,12 @@ pub fn load(path: &Path) -> Result<Baseline, FileError> {
     struct Shape {
         runs: Option<serde::de::IgnoredAny>,
     }
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => FileError::new(
+    let text = crate::input::read_text(path, result::MAX_FILE_BYTES).map_err(|e| match e {
+        crate::input::TextError::NotFound => FileError::new(
             path,
             "does not exist; pass a baseline file (baselines/<profile>/<workload>.json) or a result file",
         ),
-        _ => FileError::new(path, format!("cannot be read: {e}")),
+        other => FileError::new(path, other.to_string()),
     })?;
     let is_store = serde_json::from_str::<Shape>(&text).map(|s| s.runs.is_some()).unwrap_or(false);
     if !is_store {

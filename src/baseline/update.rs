@@ -156,11 +156,11 @@ pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Upda
                     return Err(FileError::new(
                         from,
                         format!(
-                            "measures a different workload than {} (`workload.{field}`: {} there, {} here); \
-                             give it its own workload id",
+                            "measures a different workload than {} (`workload.{field}`: {} there, {} here); {}",
                             path.display(),
                             base.escape_debug(),
-                            new.escape_debug()
+                            new.escape_debug(),
+                            crate::result::Workload::mismatch_advice(field)
                         ),
                     ));
                 }

@@ -174,12 +174,17 @@ fn explain(
         a == format!("--{long}") || a.starts_with(&format!("--{long}="))
     });
     let var = arg.get_env().map(|v| v.to_string_lossy().into_owned());
-    let source = match var {
-        Some(var) if !on_command_line && env(&var).as_deref() == Some(value.as_str()) => format!("{var}={value}"),
-        _ => format!("--{long} {value}"),
+    let (source, from_env) = match var {
+        Some(var) if !on_command_line && env(&var).as_deref() == Some(value.as_str()) => {
+            (format!("{var}={value}"), true)
+        }
+        _ => (format!("--{long} {value}"), false),
     };
     let why = match (e.kind(), e.get(ContextKind::ValidValue)) {
-        (ErrorKind::InvalidValue, Some(ContextValue::Strings(valid))) => {
+        // An empty value (`COMMGATE_BASELINES=`): clap lists no valid values then.
+        _ if value.is_empty() && from_env => "empty; give a value, or unset the variable".to_string(),
+        _ if value.is_empty() => "empty; give a value".to_string(),
+        (ErrorKind::InvalidValue, Some(ContextValue::Strings(valid))) if !valid.is_empty() => {
             let suggestion = match e.get(ContextKind::SuggestedValue) {
                 Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
                 _ => String::new(),
@@ -293,6 +298,18 @@ mod tests {
             panic!("not a value error")
         };
         assert_eq!(line, "COMMGATE_FORMAT=html: unknown format; expected one of text, json, markdown");
+        // An empty value lists no valid values: say it is empty, for the variable or the flag.
+        let empty = || {
+            Cli::command()
+                .try_get_matches_from(["commgate", "attribute", "t.json", "--format", ""])
+                .expect_err("empty is no format")
+        };
+        let args = ["commgate".into(), "attribute".into()];
+        let unset_var = |k: &str| (k == "COMMGATE_FORMAT").then(String::new);
+        let ArgsError::Value(line) = explain(empty(), &Cli::command(), &args, &unset_var) else { panic!("value") };
+        assert_eq!(line, "COMMGATE_FORMAT=: empty; give a value, or unset the variable");
+        let ArgsError::Value(line) = explain(empty(), &Cli::command(), &args, &|_| None) else { panic!("value") };
+        assert_eq!(line, "--format : empty; give a value");
     }
 
     fn explain_with(args: &[&str], env: impl Fn(&str) -> Option<String>) -> String {

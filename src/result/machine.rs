@@ -78,8 +78,8 @@ impl Hardware {
     }
 
     /// FNV-1a 64 over the fields that identify the machine. The host CPU counts only where it
-    /// is what was measured (no GPU: the CPU and mock backends); on GPU runners it would split
-    /// one GPU fleet by the host's CPU stepping.
+    /// is what was measured (no GPU: the CPU backend; the mock backend reports a simulated GPU);
+    /// on GPU runners it would split one GPU fleet by the host's CPU stepping.
     pub fn compute_fingerprint(&self) -> String {
         let text = format!(
             "v2|{}|{}|{}|{}|{}|{}",
