@@ -119,7 +119,9 @@ mod tests {
 
     #[test]
     fn no_message_can_start_a_line_with_a_workflow_command() {
-        for hostile in ["::error title=x::pwned", "\n::error::x", "ok\r::warning::y", "a\u{2028}::notice::z", "\n##[error]x"] {
+        for hostile in
+            ["::error title=x::pwned", "\n::error::x", "ok\r::warning::y", "a\u{2028}::notice::z", "\n##[error]x"]
+        {
             let written = format!("{}\n", line(format_args!("error: {hostile}")));
             assert_eq!(written.lines().count(), 1, "{written:?}");
             assert!(written.starts_with("commgate: error: "), "{written:?}");
@@ -128,7 +130,8 @@ mod tests {
 
     #[test]
     fn usage_errors_keep_their_lines_but_none_begins_a_command() {
-        let rendered = "error: unexpected argument 'x\n::error title=x::pwned' found\n\n  ##[group]y\n\nUsage: commgate check\n";
+        let rendered =
+            "error: unexpected argument 'x\n::error title=x::pwned' found\n\n  ##[group]y\n\nUsage: commgate check\n";
         let safe = usage_lines(rendered);
         assert_eq!(
             safe,

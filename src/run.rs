@@ -67,7 +67,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let (settings, launch) = resolve_bench(request)?;
             match runner::run(&settings, launch)? {
                 BenchOutcome::Planned(text) => emit(&text, None)?,
-                BenchOutcome::Contributed { rank } => diag::info(format_args!("rank {rank} done; rank 0 writes the result")),
+                BenchOutcome::Contributed { rank } => {
+                    diag::info(format_args!("rank {rank} done; rank 0 writes the result"))
+                }
                 BenchOutcome::Written { path, result } => {
                     diag::info(format_args!(
                         "wrote {} ({}: {})",
@@ -118,7 +120,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             }
             match github::upsert_comment(&gh, &markdown) {
                 CommentOutcome::Created { url, .. } => diag::info(format_args!("commented on the pull request: {url}")),
-                CommentOutcome::Updated { url, .. } => diag::info(format_args!("updated the pull-request comment: {url}")),
+                CommentOutcome::Updated { url, .. } => {
+                    diag::info(format_args!("updated the pull-request comment: {url}"))
+                }
                 CommentOutcome::Skipped(why) | CommentOutcome::Warning(why) => {
                     anyhow::bail!("nothing was posted: {why}")
                 }
@@ -301,9 +305,7 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
             CommentOutcome::Created { url, .. } => diag::info(format_args!("commented on the pull request: {url}")),
             CommentOutcome::Updated { url, .. } => diag::info(format_args!("updated the pull-request comment: {url}")),
             CommentOutcome::Skipped(why) => diag::info(format_args!("no comment: {why}")),
-            CommentOutcome::Warning(why) => {
-                diag::warn(format_args!("{why}; the report is in the job summary"))
-            }
+            CommentOutcome::Warning(why) => diag::warn(format_args!("{why}; the report is in the job summary")),
         }
     }
     Ok(())
