@@ -27,6 +27,7 @@ pub mod cli;
 pub mod compare;
 pub mod config;
 pub mod decision;
+pub mod diag;
 pub mod github;
 pub mod hotspots;
 pub mod input;

@@ -1,23 +1,30 @@
 //! The switchboard: parse, run, map the outcome to an exit code (0 passed, 1 blocked, 2 could
-//! not evaluate), print an error once, on one line.
+//! not evaluate), print an error once, on one line (through [`commgate::diag`], so that nothing
+//! quoted in it can start a line of its own).
 
 use std::process::ExitCode;
 
 use commgate::config::{parse_args, ArgsError};
+use commgate::diag;
 
 fn main() -> ExitCode {
     let cli = match parse_args(std::env::args_os(), |k| std::env::var(k).ok()) {
         Ok(cli) => cli,
-        Err(ArgsError::Clap(e)) => e.exit(),
+        // `--help` and `--version` go to stdout as clap writes them.
+        Err(ArgsError::Clap(e)) if !e.use_stderr() => e.exit(),
+        Err(ArgsError::Clap(e)) => {
+            diag::usage_error(&e.render().to_string());
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
         Err(ArgsError::Value(line)) => {
-            eprintln!("commgate: error: {line}");
+            diag::error(line);
             return ExitCode::from(2);
         }
     };
     match commgate::run(cli) {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(e) => {
-            eprintln!("commgate: error: {e:#}");
+            diag::error(format_args!("{e:#}"));
             ExitCode::from(2)
         }
     }

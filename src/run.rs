@@ -22,6 +22,7 @@ use crate::check;
 use crate::cli::{BaseFlags, BaselineCommand, Cli, Command};
 use crate::config;
 use crate::decision::{Decision, Verdict};
+use crate::diag;
 use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
 use crate::output::emit;
 use crate::report;
@@ -66,14 +67,16 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let (settings, launch) = resolve_bench(request)?;
             match runner::run(&settings, launch)? {
                 BenchOutcome::Planned(text) => emit(&text, None)?,
-                BenchOutcome::Contributed { rank } => eprintln!("commgate: rank {rank} done; rank 0 writes the result"),
+                BenchOutcome::Contributed { rank } => {
+                    diag::info(format_args!("rank {rank} done; rank 0 writes the result"))
+                }
                 BenchOutcome::Written { path, result } => {
-                    eprintln!(
-                        "commgate: wrote {} ({}: {})",
+                    diag::info(format_args!(
+                        "wrote {} ({}: {})",
                         path.display(),
                         result.decision.verdict.as_str(),
                         result.decision.reason
-                    );
+                    ));
                 }
                 BenchOutcome::Failed { path, result } => {
                     let why =
@@ -116,8 +119,10 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 );
             }
             match github::upsert_comment(&gh, &markdown) {
-                CommentOutcome::Created { url, .. } => eprintln!("commgate: commented on the pull request: {url}"),
-                CommentOutcome::Updated { url, .. } => eprintln!("commgate: updated the pull-request comment: {url}"),
+                CommentOutcome::Created { url, .. } => diag::info(format_args!("commented on the pull request: {url}")),
+                CommentOutcome::Updated { url, .. } => {
+                    diag::info(format_args!("updated the pull-request comment: {url}"))
+                }
                 CommentOutcome::Skipped(why) | CommentOutcome::Warning(why) => {
                     anyhow::bail!("nothing was posted: {why}")
                 }
@@ -142,9 +147,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 },
             };
             let change = baseline::Change { target, keep: cfg.keep, traces };
-            let waiting = || eprintln!("commgate: waiting for another update of {} to finish", cfg.dir.display());
+            let waiting = || diag::info(format_args!("waiting for another update of {} to finish", cfg.dir.display()));
             for line in baseline::update(&cfg.dir, change, waiting)?.messages() {
-                eprintln!("commgate: {line}");
+                diag::info(line);
             }
             Ok(Outcome::Passed)
         }
@@ -206,11 +211,11 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
             let rank = launch.as_ref().map_or(0, |l| l.rank);
             match runner::run(&settings, launch) {
                 Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
-                    eprintln!("commgate: benchmark result in {}", path.display());
+                    diag::info(format_args!("benchmark result in {}", path.display()));
                     check::evaluate(*result, &cfg.options)?
                 }
                 Ok(BenchOutcome::Contributed { rank }) => {
-                    eprintln!("commgate: rank {rank} done; rank 0 judges the run");
+                    diag::info(format_args!("rank {rank} done; rank 0 judges the run"));
                     return Ok(Outcome::Passed);
                 }
                 Ok(BenchOutcome::Planned(text)) => {
@@ -233,9 +238,9 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
     let outcome = report.outcome();
     if let Some(e) = &report.error {
         if outcome == Outcome::CouldNotEvaluate {
-            eprintln!("commgate: error: {e}");
+            diag::error(e);
         } else {
-            eprintln!("commgate: warning: {e}; exit 0 only because of --fail-on never");
+            diag::warn(format_args!("{e}; exit 0 only because of --fail-on never"));
         }
     }
     Ok(outcome)
@@ -245,7 +250,7 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
 /// where a reader of the exit code looks.
 fn print_notes(a: &crate::trace::attribute::Attribution) {
     for note in a.source.notes() {
-        eprintln!("commgate: note: {}", report::text::plain(&note));
+        diag::note(report::text::plain(&note));
     }
 }
 
@@ -255,9 +260,9 @@ fn rank_failed(rank: u32, e: &BenchError, fail_on: FailOn) -> Outcome {
     let error = EvaluationError::new(ErrorKind::BenchFailed, format!("rank {rank}'s part: {e}"));
     let outcome = fail_on.outcome(&Verdict::new(Decision::CollectMoreEvidence, Vec::new()), Some(&error));
     if outcome == Outcome::CouldNotEvaluate {
-        eprintln!("commgate: error: {error}; rank 0 reports the run");
+        diag::error(format_args!("{error}; rank 0 reports the run"));
     } else {
-        eprintln!("commgate: warning: {error}; rank 0 reports the run; exit 0 only because of --fail-on never");
+        diag::warn(format_args!("{error}; rank 0 reports the run; exit 0 only because of --fail-on never"));
     }
     outcome
 }
@@ -271,13 +276,13 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
     emit(&report::render_check(report, cfg.format), None)?;
     let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
         if cfg.comment == CommentPolicy::Always {
-            eprintln!("commgate: warning: --comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");
+            diag::warn("--comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");
         }
         return Ok(());
     };
     let markdown = report::render_check(report, Format::Markdown);
     if let Err(e) = github::write_step_summary(&gh, &markdown) {
-        eprintln!("commgate: warning: {e}");
+        diag::warn(e);
     }
     let report_path = cfg.output.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let outputs = [
@@ -287,7 +292,7 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
         ("report", report_path.as_str()),
     ];
     if let Err(e) = github::write_outputs(&gh, &outputs) {
-        eprintln!("commgate: warning: {e}");
+        diag::warn(e);
     }
     let wanted = match cfg.comment {
         CommentPolicy::Never => false,
@@ -297,12 +302,10 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
     if wanted {
         // A warning at most: see the module doc.
         match github::upsert_comment(&gh, &markdown) {
-            CommentOutcome::Created { url, .. } => eprintln!("commgate: commented on the pull request: {url}"),
-            CommentOutcome::Updated { url, .. } => eprintln!("commgate: updated the pull-request comment: {url}"),
-            CommentOutcome::Skipped(why) => eprintln!("commgate: no comment: {why}"),
-            CommentOutcome::Warning(why) => {
-                eprintln!("commgate: warning: {why}; the report is in the job summary")
-            }
+            CommentOutcome::Created { url, .. } => diag::info(format_args!("commented on the pull request: {url}")),
+            CommentOutcome::Updated { url, .. } => diag::info(format_args!("updated the pull-request comment: {url}")),
+            CommentOutcome::Skipped(why) => diag::info(format_args!("no comment: {why}")),
+            CommentOutcome::Warning(why) => diag::warn(format_args!("{why}; the report is in the job summary")),
         }
     }
     Ok(())
@@ -314,7 +317,7 @@ fn resolve_bench(request: BenchRequest) -> Result<(BenchSettings, Option<Launch>
     let launch = launch::from_env(|k| std::env::var(k).ok())?;
     let (settings, note) = request.resolve(launch.as_ref(), bench::cuda::probe)?;
     if let Some(note) = note {
-        eprintln!("commgate: {note}");
+        diag::info(note);
     }
     Ok((settings, launch))
 }

@@ -1,5 +1,6 @@
 //! `commgate::github` against a real HTTP server on 127.0.0.1 (wiremock): the sticky comment's
 //! find-update-create logic, pagination, GitHub Enterprise's `/api/v3` prefix, failures and retries,
+//! the sticky comment's author (only the token's own identity's comment is ever edited),
 //! the token never showing, and the Actions files (`GITHUB_STEP_SUMMARY`, `GITHUB_OUTPUT`).
 //!
 //! `upsert_comment_with` is synchronous and runs its own runtime on its own thread; wiremock's server
@@ -48,6 +49,37 @@ fn comment(id: u64, body: &str) -> Value {
         "html_url": format!("https://github.com/octo/gpu/pull/7#issuecomment-{id}"),
         "user": {"login": "github-actions[bot]", "type": "Bot"},
     })
+}
+
+/// A comment by `login` of GitHub account type `kind` (`User`, `Bot`).
+fn comment_by(id: u64, body: &str, login: &str, kind: &str) -> Value {
+    let mut c = comment(id, body);
+    c["user"] = json!({"login": login, "type": kind});
+    c
+}
+
+/// `GET /user` answered as for an installation token (Actions' `GITHUB_TOKEN`, a GitHub App's).
+fn installation_token() -> Mock {
+    Mock::given(method("GET"))
+        .and(path("/user"))
+        .respond_with(
+            ResponseTemplate::new(403).set_body_json(json!({"message": "Resource not accessible by integration"})),
+        )
+        .with_priority(1)
+}
+
+/// `GET /user` answered as for a personal access token of `login`.
+fn personal_token(login: &str) -> Mock {
+    Mock::given(method("GET"))
+        .and(path("/user"))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"login": login, "id": 1, "type": "User"})))
+        .with_priority(1)
+}
+
+/// No PATCH at all may reach the server.
+fn never_patched() -> Mock {
+    Mock::given(method("PATCH")).respond_with(ResponseTemplate::new(200)).expect(0)
 }
 
 fn report() -> String {
@@ -193,7 +225,8 @@ async fn forbidden_is_one_warning_without_a_retry_storm() {
     assert!(why.contains("permissions: pull-requests: write"), "says what to do: {why}");
     assert!(!why.contains("job summary"), "what the caller does next is the caller's to say: {why}");
     assert!(why.contains("Resource not accessible by integration"), "{why}");
-    assert_eq!(server.received_requests().await.unwrap_or_default().len(), 2);
+    // Who the token is (unanswered here), the listing, the refused POST.
+    assert_eq!(server.received_requests().await.unwrap_or_default().len(), 3);
 }
 
 #[tokio::test]
@@ -220,7 +253,8 @@ async fn bad_gateway_then_ok_succeeds_after_one_retry() {
 
     let outcome = upsert(&server);
     assert_eq!(outcome, CommentOutcome::Created { id: 88, url: url_of(88) });
-    assert_eq!(requests(&server, "GET").await.len(), 2);
+    let listings = requests(&server, "GET").await.into_iter().filter(|r| r.url.path() == COMMENTS).count();
+    assert_eq!(listings, 2);
 }
 
 #[tokio::test]
@@ -536,4 +570,105 @@ async fn persistent_server_errors_stop_after_exactly_four_requests() {
     };
     assert!(why.contains("HTTP 503") && why.contains("gave up after 4 attempts"), "{why}");
     assert!(why.contains("re-run the job"), "{why}");
+}
+
+#[tokio::test]
+async fn a_marker_comment_planted_by_a_user_is_never_edited_and_a_new_one_is_created() {
+    let server = MockServer::start().await;
+    installation_token().mount(&server).await;
+    let mut deleted_account = comment(32, &report());
+    deleted_account["user"] = Value::Null;
+    listing(json!([
+        comment_by(30, &report(), "mallory", "User"),
+        // A user cannot become a bot by choosing a login that looks like one.
+        comment_by(31, &report(), "github-actions[bot]", "User"),
+        deleted_account,
+    ]))
+    .mount(&server)
+    .await;
+    never_patched().mount(&server).await;
+    created(41).mount(&server).await;
+
+    let outcome = upsert(&server);
+    assert_eq!(outcome, CommentOutcome::Created { id: 41, url: url_of(41) });
+}
+
+#[tokio::test]
+async fn the_bots_own_comment_is_updated_even_when_a_user_planted_a_newer_one() {
+    let server = MockServer::start().await;
+    installation_token().mount(&server).await;
+    listing(json!([
+        comment(20, &report()),
+        comment_by(25, &report(), "mallory", "User"),
+        comment_by(26, &format!("{MARKER}\nplanted"), "mallory", "User"),
+    ]))
+    .mount(&server)
+    .await;
+    patched(20).mount(&server).await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(201)).expect(0).mount(&server).await;
+
+    let outcome = upsert(&server);
+    assert_eq!(outcome, CommentOutcome::Updated { id: 20, url: url_of(20) });
+}
+
+#[tokio::test]
+async fn a_personal_token_updates_only_its_own_users_comment() {
+    let server = MockServer::start().await;
+    personal_token("alice").mount(&server).await;
+    listing(json!([
+        comment_by(10, &report(), "Alice", "User"),
+        comment(11, &report()),
+        comment_by(12, &report(), "mallory", "User"),
+    ]))
+    .mount(&server)
+    .await;
+    patched(10).mount(&server).await;
+
+    let outcome = upsert(&server);
+    assert_eq!(outcome, CommentOutcome::Updated { id: 10, url: url_of(10) });
+}
+
+#[tokio::test]
+async fn a_personal_token_does_not_adopt_a_bots_comment() {
+    let server = MockServer::start().await;
+    personal_token("alice").mount(&server).await;
+    listing(json!([comment(11, &report())])).mount(&server).await;
+    never_patched().mount(&server).await;
+    created(12).mount(&server).await;
+
+    let outcome = upsert(&server);
+    assert_eq!(outcome, CommentOutcome::Created { id: 12, url: url_of(12) });
+}
+
+#[tokio::test]
+async fn the_identity_is_asked_once_per_run_across_retries() {
+    let server = MockServer::start().await;
+    installation_token().mount(&server).await;
+    first_listing(ResponseTemplate::new(502)).mount(&server).await;
+    listing(json!([comment(7, &report())])).mount(&server).await;
+    patched(7).mount(&server).await;
+
+    let outcome = upsert(&server);
+    assert_eq!(outcome, CommentOutcome::Updated { id: 7, url: url_of(7) });
+    let asked = requests(&server, "GET").await.into_iter().filter(|r| r.url.path() == "/user").count();
+    assert_eq!(asked, 1);
+}
+
+#[tokio::test]
+async fn a_server_error_on_the_identity_question_is_retried_not_guessed() {
+    // Guessing "a bot" on a 5xx would cost nothing in safety, but the answer may well come.
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/user"))
+        .respond_with(ResponseTemplate::new(502))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    personal_token("alice").mount(&server).await;
+    listing(json!([comment_by(3, &report(), "alice", "User")])).mount(&server).await;
+    patched(3).mount(&server).await;
+
+    let outcome = upsert(&server);
+    assert_eq!(outcome, CommentOutcome::Updated { id: 3, url: url_of(3) });
 }

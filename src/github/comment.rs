@@ -1,16 +1,22 @@
 //! The sticky pull-request comment, over GitHub's REST API through octocrab.
 //!
 //! - [`upsert_comment`] keeps exactly one sticky report comment per pull request: it lists the
-//!   comments (every page, 100 per page), finds the one carrying [`MARKER`], and PATCHes it, or POSTs
-//!   a new one. octocrab's `update_comment` sends POST where GitHub documents PATCH, and its comment
+//!   comments (every page, 100 per page), finds the one carrying [`MARKER`] that the token's own
+//!   identity wrote, and PATCHes it, or POSTs a new one. octocrab's `update_comment` sends POST where GitHub documents PATCH, and its comment
 //!   model is strict (a schema drift on GitHub's side would fail deserialisation), so this module
 //!   sends raw requests through octocrab (`_get`, `_post`, `_patch`: auth, base URI, TLS, timeouts)
 //!   and reads only the fields it needs into its own serde structs.
-//! - The marked comment chosen is the most recent one whose body starts with the marker (a reply
-//!   quoting it counts only when there is nothing better). Asking who the token belongs to would
-//!   cost a request and fails for the Actions token (`GET /user` is 403 for an app installation);
-//!   instead a PATCH refused with 403/404 (a comment written under another identity) falls back to
-//!   one POST, which the next run then finds as the most recent.
+//! - Only a comment written by the token's own identity can be the sticky one: anybody can post
+//!   a comment that starts with the marker, and commgate must neither overwrite nor adopt it (nor
+//!   edit a comment it does not own with a token that may). [`Author`] is who that is, asked once
+//!   per call with `GET /user`: a personal access token answers with its user, whose login must
+//!   match. An installation token (the Actions `GITHUB_TOKEN`, a GitHub App's) is refused there
+//!   (403), and neither kind of token can name its app's bot account without a signed app JWT;
+//!   then only a bot account (`user.type` `Bot`, login ending in `[bot]`) qualifies, which no user
+//!   and no fork can write as. Among those, the most recent comment whose body starts with the
+//!   marker wins (a reply quoting it counts only when there is nothing better). A PATCH refused
+//!   with 403/404 (another app's bot) falls back to one POST, which the next run finds as the
+//!   most recent.
 //! - [`upsert_comment`] returns a [`CommentOutcome`], never an error, and the caller decides what
 //!   not posting means: for `check` a warning (the verdict is the exit code and the report is
 //!   already in the job summary and `--output`), for `comment` exit 2 (posting is its whole
@@ -103,8 +109,8 @@ pub fn upsert_comment(env: &GithubEnv, body: &str) -> CommentOutcome {
     upsert_comment_with(env, body, &RetryPolicy::default())
 }
 
-/// Finds this tool's previous comment on the pull request by [`MARKER`] (every page, 100 per page),
-/// updates it (PATCH), or creates one (POST). Never returns an error: no token, no pull request or
+/// Finds this tool's previous comment on the pull request by [`MARKER`] and by its author, the
+/// token's own identity (every page, 100 per page), updates it (PATCH), or creates one (POST). Never returns an error: no token, no pull request or
 /// no repository → `Skipped`; a read-only token (401/403/404) → one `Warning` without retries; 5xx,
 /// transport errors, timeouts and rate limits → up to `policy.attempts` attempts with exponential
 /// backoff (honouring `retry-after` up to 10 s), then `Warning`. No text in the outcome contains
@@ -180,8 +186,10 @@ async fn upsert(target: &Target<'_>, policy: &RetryPolicy, deadline: Instant) ->
     let client = Client { crab, request_timeout: policy.request_timeout };
     let attempts = policy.attempts.max(1);
     let mut attempt = 1;
+    // Asked once; a retry asks again only if the first answer never came.
+    let mut author = None;
     loop {
-        let failure = match find_and_write(&client, target).await {
+        let failure = match find_and_write(&client, target, &mut author).await {
             Ok(outcome) => return outcome,
             Err(failure) => failure,
         };
@@ -248,9 +256,54 @@ enum Failure {
     Transient { why: String, retry_after: Option<Duration> },
 }
 
-/// One find-then-write: list every page, PATCH the marked comment if there is one, else POST.
-async fn find_and_write(client: &Client, target: &Target<'_>) -> Result<CommentOutcome, Failure> {
+/// Whose comment may be the sticky one: the identity of the token (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Author {
+    /// `GET /user` answered (a personal access token): its user's login.
+    Login(String),
+    /// `GET /user` was refused (an installation token: Actions' `GITHUB_TOKEN` or a GitHub App's)
+    /// or answered something unreadable: a bot account, `type` `Bot` and a login ending in `[bot]`.
+    AppBot,
+}
+
+impl Author {
+    /// Whether `user` (a comment's author; `None` for a deleted account) is this identity.
+    fn wrote(&self, user: Option<&WireUser>) -> bool {
+        let Some(user) = user else { return false };
+        match self {
+            // Logins are case-insensitive on GitHub.
+            Author::Login(login) => user.login.eq_ignore_ascii_case(login),
+            Author::AppBot => user.kind.as_deref() == Some("Bot") && user.login.ends_with("[bot]"),
+        }
+    }
+}
+
+/// Who the token belongs to, from `GET /user`. Any refusal or unreadable answer means an
+/// installation token ([`Author::AppBot`]): a fallback that no user-written comment matches, so
+/// an unexpected answer can cost a duplicate comment, never a hijacked one. Only what a retry
+/// could fix (5xx, rate limits, the network) is an error.
+async fn whoami(client: &Client) -> Result<Author, Failure> {
+    match client.send(Method::Get, "/user", None).await {
+        Ok(reply) => Ok(reply
+            .json::<WireUser>("asking who the token is")
+            .map_or(Author::AppBot, |user| Author::Login(user.login))),
+        Err(Failure::Fatal { .. }) => Ok(Author::AppBot),
+        Err(transient) => Err(transient),
+    }
+}
+
+/// One find-then-write: learn the token's identity (once per call: `author` keeps it), list
+/// every page, PATCH the marked comment that identity wrote if there is one, else POST.
+async fn find_and_write(
+    client: &Client,
+    target: &Target<'_>,
+    author: &mut Option<Author>,
+) -> Result<CommentOutcome, Failure> {
     let Target { owner, repo, number, .. } = target;
+    let me = match author {
+        Some(known) => known.clone(),
+        None => author.insert(whoami(client).await?).clone(),
+    };
     let mut next = Some(format!("/repos/{owner}/{repo}/issues/{number}/comments?per_page=100"));
     let mut best: Option<WireComment> = None;
     let mut pages = 0;
@@ -261,7 +314,8 @@ async fn find_and_write(client: &Client, target: &Target<'_>) -> Result<CommentO
         }
         let reply = client.send(Method::Get, &route, None).await?;
         let comments: Vec<WireComment> = reply.json("listing the pull request's comments")?;
-        for comment in comments.into_iter().filter(WireComment::has_marker) {
+        // A marked comment by anybody else is somebody else's text: never edited, never adopted.
+        for comment in comments.into_iter().filter(|c| c.has_marker() && me.wrote(c.user.as_ref())) {
             if best.as_ref().is_none_or(|b| comment.rank() > b.rank()) {
                 best = Some(comment);
             }
@@ -298,6 +352,18 @@ struct WireComment {
     body: Option<String>,
     #[serde(default)]
     html_url: Option<String>,
+    /// `null` for a deleted account.
+    #[serde(default)]
+    user: Option<WireUser>,
+}
+
+/// A comment's author, or the token's own user (`GET /user`).
+#[derive(Debug, Deserialize)]
+struct WireUser {
+    login: String,
+    /// `User`, `Bot` or `Organization`.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
 }
 
 impl WireComment {
@@ -575,11 +641,27 @@ mod tests {
 
     #[test]
     fn a_marked_report_beats_a_quoting_reply_and_newer_beats_older() {
-        let c = |id, body: &str| WireComment { id, body: Some(body.to_string()), html_url: None };
+        let c = |id, body: &str| WireComment { id, body: Some(body.to_string()), html_url: None, user: None };
         let report = c(5, &format!("{MARKER}\nreport"));
         let reply = c(9, &format!("> quoting {MARKER}"));
         let newer_report = c(12, &format!("{MARKER}\nreport"));
         assert!(report.rank() > reply.rank());
         assert!(newer_report.rank() > report.rank());
+    }
+
+    #[test]
+    fn only_the_tokens_own_identity_wrote_the_sticky_comment() {
+        let user = |login: &str, kind: &str| WireUser { login: login.to_string(), kind: Some(kind.to_string()) };
+        let bot = Author::AppBot;
+        assert!(bot.wrote(Some(&user("github-actions[bot]", "Bot"))));
+        assert!(bot.wrote(Some(&user("my-gate-app[bot]", "Bot"))));
+        assert!(!bot.wrote(Some(&user("github-actions[bot]", "User"))), "a user cannot be a bot");
+        assert!(!bot.wrote(Some(&user("mallory", "User"))));
+        assert!(!bot.wrote(Some(&user("botty", "Bot"))));
+        assert!(!bot.wrote(None), "a deleted account is nobody");
+        let alice = Author::Login("Alice".to_string());
+        assert!(alice.wrote(Some(&user("alice", "User"))));
+        assert!(!alice.wrote(Some(&user("alice2", "User"))));
+        assert!(!alice.wrote(Some(&user("github-actions[bot]", "Bot"))));
     }
 }

@@ -7,8 +7,9 @@
 //!   from the event payload; a missing or unreadable payload just means "not a pull request".
 //! - [`write_step_summary`] and [`write_outputs`] append to the files Actions names. Multi-line
 //!   outputs use GitHub's `name<<DELIMITER` form with a delimiter that does not occur in the value.
-//! - [`upsert_comment`] keeps exactly one sticky report comment per pull request and returns what
-//!   happened, never an error: `check` turns not posting into a warning, `comment` into exit 2
+//! - [`upsert_comment`] keeps exactly one sticky report comment per pull request, found by its
+//!   marker and its author (the token's own identity: a marked comment anybody else wrote is
+//!   never edited nor adopted), and returns what happened, never an error: `check` turns not posting into a warning, `comment` into exit 2
 //!   (`comment.rs` says how, `run.rs` why).
 //! - The token is a [`Token`], whose `Debug` and `Display` print `***`; every message leaving this
 //!   module is scrubbed of the token as well, in case an error text ever echoed it.

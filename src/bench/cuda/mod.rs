@@ -74,7 +74,7 @@ impl CudaBackend {
         discovery::remove_own_link_dir();
         if let Some(note) = rig.timing_gate().note() {
             // An ungated run is not comparable with gated ones: say so where the user looks.
-            eprintln!("commgate: note: {note}");
+            crate::diag::note(note);
         }
         let first = rig.first_context();
         let topology = topology::query(topology::ordinals(visible, plan.world_size))
