@@ -245,6 +245,11 @@ impl FileError {
 /// commgate writes, far below a profiler trace passed by mistake.
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
 
+/// The most step times one row may hold: 100 × the most `bench --repeats` records. `compare`
+/// judges longer rows on a subsample (docs/gate.md, "Sample limit"), but a row past this is not
+/// a measurement.
+pub const MAX_SAMPLES_PER_ROW: usize = 10_000_000;
+
 /// Reads a JSON file (plain or gzip) into `T`, checking `schema_version` first; errors carry
 /// the field path.
 pub fn read_versioned<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, FileError> {
@@ -353,6 +358,14 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
                 "`rows[{i}]` repeats the `{}` row of `rows[{first}]`; a result holds one row per schedule \
                  (was the file edited by hand?)",
                 row.schedule.as_str()
+            ));
+        }
+        if row.samples_ms.len() > MAX_SAMPLES_PER_ROW {
+            return Err(format!(
+                "`rows[{i}].samples_ms` ({}) holds {} step times, more than the {MAX_SAMPLES_PER_ROW} a row may hold; \
+                 record the run with fewer repeats",
+                row.schedule.as_str(),
+                row.samples_ms.len()
             ));
         }
         for (j, &x) in row.samples_ms.iter().enumerate() {

@@ -27,8 +27,10 @@
 //!   `inconclusive` and the verdict asks for another run. Block lengths also grow with the
 //!   autocorrelation ([`crate::stats::dependent_block_length`]).
 
+mod bound;
 mod estimate;
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +42,8 @@ use crate::stats::holm::holm_adjust;
 use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
 use crate::units::{change, interval, pct};
+pub use bound::SAMPLE_LIMIT;
+use bound::{Bounder, Whose};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -204,6 +208,11 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
     let fingerprint_match = !same_hardware.is_empty();
     // Only runs on this hardware are evidence; without any, the others are shown but not judged.
     let runs: Vec<&RunResult> = if fingerprint_match { same_hardware } else { usable.collect() };
+    // Rows over the sample limit are judged on a subsample (bound.rs); the rest is untouched.
+    let mut bounder = Bounder::new(opts.seed);
+    let bounded: Vec<Cow<'_, RunResult>> =
+        runs.iter().enumerate().map(|(i, r)| bounder.run(r, Whose::Baseline(i))).collect();
+    let runs: Vec<&RunResult> = bounded.iter().map(AsRef::as_ref).collect();
     let software_changes = runs.last().map(|newest| newest.software.changes_to(&current.software)).unwrap_or_default();
     let mut w = Weights::default();
     let base_rows: Vec<RunRows> = runs.iter().map(|r| RunRows::of(r)).collect();
@@ -230,6 +239,10 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
             reasons: vec![reason],
         };
     }
+    // The slow-episode guard reads the whole current run (O(n)); the statistics its bounded rows.
+    let episodes = episodic(current);
+    let current = bounder.run(current, Whose::Current);
+    let current = current.as_ref();
     let cur_rows = RunRows::of(current);
     let mut rng = Rng::new(opts.seed);
     let estimates: Vec<Estimate> = if base_rows.len() >= 3 {
@@ -238,7 +251,6 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
     } else {
         pooled(&runs, current, &cur_rows, opts, &mut rng, &mut w)
     };
-    let episodes = episodic(current);
     let p_reg = holm_adjust(&estimates.iter().map(|e| e.p_regressed).collect::<Vec<_>>());
     let p_imp = holm_adjust(&estimates.iter().map(|e| e.p_improved).collect::<Vec<_>>());
     let metrics: Vec<MetricComparison> = METRICS
@@ -247,7 +259,8 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         .enumerate()
         .map(|(i, (&m, e))| judge(m, e, p_reg[i], p_imp[i], delta, episodes, opts))
         .collect();
-    let v = decide(&metrics, &summary, &runs, current, delta, opts);
+    let mut v = decide(&metrics, &summary, &runs, current, delta, opts);
+    v.reasons.extend(bounder.note());
     Comparison {
         schema_version: SCHEMA_VERSION,
         verdict: v.decision,

@@ -11,6 +11,7 @@
 //! | [`interval`] | mean/sd, Student's t, prediction interval for a new run, 1.4826·MAD | Hahn & Meeker 1991; Hampel 1974 |
 //! | [`tail`] | exceedance test: share above the baseline's HD quantile, one-sided Fisher exact | Fisher 1922; Agresti 2013 |
 //! | [`holm`] | Holm step-down adjusted p-values for the family of compared metrics | Holm 1979 |
+//! | [`subsample`] | seeded stratified (jittered systematic) subsample of a long series, in time order | Cochran 1977 |
 //!
 //! Conventions: functions on slices expect finite values (callers validate their input) and, where
 //! an answer does not exist (empty input, NaN probability), return NaN or `None` rather than
@@ -25,6 +26,7 @@ pub mod mann_whitney;
 pub mod quantile;
 pub mod rng;
 pub mod serial;
+pub mod subsample;
 pub mod tail;
 
 pub use bootstrap::{block_length, percentile_interval, resample_blocks, SortedResampler};
@@ -34,4 +36,5 @@ pub use mann_whitney::{mann_whitney_u, MannWhitney};
 pub use quantile::{harrell_davis, median, type7_quantile, HdWeights};
 pub use rng::Rng;
 pub use serial::{dependent_block_length, lag1_autocorrelation};
+pub use subsample::stratified_subsample;
 pub use tail::{exceedance_test, fisher_exact_greater, Exceedance};
