@@ -1,7 +1,8 @@
 //! `commgate bench` through the binary: the mock and CPU backends, the result file, dry runs,
 //! failures and timeouts, a two-process launch through the launcher's environment, a clean
 //! refusal of `--backend cuda` on a machine without a GPU or with a misspelt timing-gate setting,
-//! and parameters outside their limits refused before any work.
+//! parameters outside their limits refused before any work, and intruders on the rendezvous port
+//! dropped while the real ranks complete the run.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -213,6 +214,123 @@ fn two_processes_rendezvous_through_the_launcher_environment() {
     let v = read(&file);
     assert_eq!(v["workload"]["world_size"], 2);
     assert_eq!(v["rows"][3]["rank_mean_ms"].as_array().expect("rank means").len(), 2);
+}
+
+/// Connects to rank 0's port once it listens (the probes are connect-and-close peers it drops).
+fn connect_when_listening(port: u16) -> std::net::TcpStream {
+    for _ in 0..600 {
+        if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).expect("timeout");
+            stream.set_write_timeout(Some(std::time::Duration::from_secs(5))).expect("timeout");
+            return stream;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("rank 0 never listened on port {port}");
+}
+
+/// Everything rank 0 sends on `stream` until it closes it.
+fn until_closed(mut stream: std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut got = Vec::new();
+    let _ = stream.read_to_end(&mut got);
+    got
+}
+
+/// A frame: its body length (tag byte included) as a little-endian u64, the tag, the payload.
+fn frame(tag: u8, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = (payload.len() as u64 + 1).to_le_bytes().to_vec();
+    bytes.push(tag);
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+#[test]
+fn intruders_on_the_rendezvous_port_are_dropped_and_the_run_completes() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let file = tmp.path().join("two.json");
+    let spawn = |rank: u32| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
+        cmd.current_dir(tmp.path())
+            .args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
+            .args(["--repeats", "20", "--warmup", "1", "--timeout", "60", "--output"])
+            .arg(&file)
+            .env("RANK", rank.to_string())
+            .env("WORLD_SIZE", "2")
+            .env("LOCAL_RANK", rank.to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .env("COMMGATE_RENDEZVOUS_SECRET", "a secret for this test only")
+            .env_remove("COMMGATE_RENDEZVOUS_BIND")
+            .env_remove("COMMGATE_MOCK_FAULT")
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().expect("spawns")
+    };
+    let r0 = spawn(0);
+    // Connect and close.
+    drop(connect_when_listening(port));
+    // 64 junk bytes.
+    let mut junk = connect_when_listening(port);
+    junk.write_all(&[0xAB; 64]).expect("junk");
+    until_closed(junk);
+    // A hello that claims rank 1 without the secret: magic, version 2, rank, world size, a
+    // nonce and a proof of zeros, after reading rank 0's challenge (a header and 40 bytes).
+    let mut forged = connect_when_listening(port);
+    let mut challenge = [0u8; 9 + 40];
+    forged.read_exact(&mut challenge).expect("challenge");
+    assert_eq!(&challenge[9..13], b"CGRV");
+    let mut hello = b"CGRV".to_vec();
+    for word in [2u32, 1, 2] {
+        hello.extend_from_slice(&word.to_le_bytes());
+    }
+    hello.extend_from_slice(&[0; 64]);
+    forged.write_all(&frame(1, &hello)).expect("hello");
+    let answer = String::from_utf8_lossy(&until_closed(forged)).to_string();
+    assert!(answer.contains("does not prove this job's rendezvous secret"), "{answer:?}");
+    // A frame with an unexpected tag (an all-reduce) and a 2^40 length, then bytes: rank 0
+    // refuses it on its header, so the writes fail long before 64 MiB.
+    let mut huge = connect_when_listening(port);
+    let mut header = (1u64 << 40).to_le_bytes().to_vec();
+    header.push(6);
+    huge.write_all(&header).expect("header");
+    let chunk = vec![0u8; 1 << 20];
+    let mut sent = 0usize;
+    let failure = loop {
+        match huge.write(&chunk) {
+            Ok(n) => sent += n,
+            Err(e) => break e,
+        }
+        assert!(sent < 64 << 20, "rank 0 took {sent} bytes of a frame it should have refused");
+    };
+    assert!(
+        !matches!(failure.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        "rank 0 kept the connection open: {failure}"
+    );
+    // Rank 0's peak memory so far stays small (the frame was not buffered; about 14 MiB here).
+    #[cfg(target_os = "linux")]
+    {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", r0.id())).expect("status");
+        let peak_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM");
+        assert!(peak_kib < 256 * 1024, "rank 0 peaked at {peak_kib} KiB");
+    }
+    let r1 = spawn(1);
+    let (o0, o1) = (r0.wait_with_output().expect("rank 0"), r1.wait_with_output().expect("rank 1"));
+    let stderr0 = String::from_utf8_lossy(&o0.stderr).to_string();
+    assert!(o0.status.success(), "rank 0: {stderr0}");
+    assert!(o1.status.success(), "rank 1: {}", String::from_utf8_lossy(&o1.stderr));
+    let drops: Vec<&str> = stderr0
+        .lines()
+        .filter(|l| l.starts_with("commgate: note: rendezvous: dropped a peer from 127.0.0.1:"))
+        .collect();
+    assert!(drops.len() >= 4, "{stderr0}");
+    assert!(!stderr0.contains("a secret for this test only"), "the secret is never printed: {stderr0}");
+    assert_eq!(read(&file)["workload"]["world_size"], 2);
 }
 
 #[test]

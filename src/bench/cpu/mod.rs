@@ -357,13 +357,7 @@ mod tests {
             .map(|rank| {
                 let listener = if rank == 0 { listener.take() } else { None };
                 std::thread::spawn(move || {
-                    let launch = Launch {
-                        rank,
-                        world_size: 2,
-                        local_rank: rank,
-                        master_addr: "127.0.0.1".to_string(),
-                        master_port: port,
-                    };
+                    let launch = Launch::new(rank, 2, rank, "127.0.0.1", port);
                     let rdzv = Rendezvous::connect_with_listener(&launch, listener, Duration::from_secs(10))?;
                     let mut backend = CpuBackend::open(&plan(2), Some(&launch), Some(rdzv.clone()))?;
                     assert_eq!(backend.local_ranks(), vec![rank]);
@@ -386,8 +380,7 @@ mod tests {
 
     #[test]
     fn inconsistent_setups_are_refused() {
-        let launch =
-            Launch { rank: 0, world_size: 2, local_rank: 0, master_addr: "127.0.0.1".to_string(), master_port: 1 };
+        let launch = Launch::new(0, 2, 0, "127.0.0.1", 1);
         let missing = CpuBackend::open(&plan(2), Some(&launch), None).err().unwrap();
         assert!(missing.to_string().contains("no rendezvous"), "{missing}");
         let zero = CpuBackend::open(&plan(0), None, None).err().unwrap();

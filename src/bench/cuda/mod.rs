@@ -296,8 +296,7 @@ mod tests {
         let single = assign_devices(&plan, None, 4).ok();
         assert_eq!(single, Some(vec![Device { ordinal: 0, rank: 0 }, Device { ordinal: 1, rank: 1 }]));
         assert!(matches!(assign_devices(&plan, None, 1), Err(BenchError::Unavailable(_))));
-        let launch =
-            Launch { rank: 1, world_size: 2, local_rank: 1, master_addr: "127.0.0.1".to_string(), master_port: 29500 };
+        let launch = Launch::new(1, 2, 1, "127.0.0.1", 29500);
         assert_eq!(assign_devices(&plan, Some(&launch), 2).ok(), Some(vec![Device { ordinal: 1, rank: 1 }]));
         // One GPU per task through CUDA_VISIBLE_DEVICES.
         assert_eq!(assign_devices(&plan, Some(&launch), 1).ok(), Some(vec![Device { ordinal: 0, rank: 1 }]));

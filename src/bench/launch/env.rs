@@ -1,6 +1,15 @@
 //! The launcher's environment: which of torchrun, Open MPI's `mpirun` or Slurm's `srun` started
 //! this process, and the rank, world size, local rank and master address it was given
-//! ([`from_env`] → [`Launch`]). Reads variables only; forming the job is the rendezvous's work.
+//! ([`from_env`] → [`Launch`]), with the rendezvous's secret and the address rank 0 listens on
+//! (`COMMGATE_RENDEZVOUS_BIND`). Reads variables only; forming the job is the rendezvous's work.
+
+use std::net::IpAddr;
+
+use super::secret::Secret;
+
+/// Set to an IP address to make rank 0 listen there instead of on `MASTER_ADDR` (`0.0.0.0` or
+/// `::` for every interface).
+pub const BIND_VAR: &str = "COMMGATE_RENDEZVOUS_BIND";
 
 /// The port torchrun uses when `--master-port` is not given; also ours when a launcher sets
 /// `MASTER_ADDR` but no `MASTER_PORT` (Slurm and Open MPI have no port variable of their own).
@@ -18,9 +27,37 @@ pub struct Launch {
     /// Where rank 0 listens (host name or IP address).
     pub master_addr: String,
     pub master_port: u16,
+    /// Authenticates the ranks to each other.
+    pub secret: Secret,
+    /// Where rank 0 listens.
+    pub bind: Bind,
+}
+
+/// Where rank 0 listens for its peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// On the address(es) `MASTER_ADDR` resolves to: only the interface the peers were told.
+    MasterAddr,
+    /// On this address, from `COMMGATE_RENDEZVOUS_BIND` (the unspecified address: every interface).
+    Address(IpAddr),
 }
 
 impl Launch {
+    /// A launch with the secret derived from the master address, port and world size alone (as
+    /// `from_env` derives it without a launcher's job id) and rank 0 listening on `master_addr`:
+    /// for callers that start ranks themselves, such as tests.
+    pub fn new(rank: u32, world_size: u32, local_rank: u32, master_addr: &str, master_port: u16) -> Launch {
+        Launch {
+            rank,
+            world_size,
+            local_rank,
+            master_addr: master_addr.to_string(),
+            master_port,
+            secret: Secret::from_env("", world_size, master_addr, master_port, |_| None),
+            bind: Bind::MasterAddr,
+        }
+    }
+
     /// `host:port` (IPv6 literals bracketed), for messages.
     pub fn master(&self) -> String {
         if self.master_addr.contains(':') && !self.master_addr.starts_with('[') {
@@ -78,6 +115,21 @@ pub enum LaunchError {
     NoMasterAddr { world_size_name: &'static str, world_size: u32 },
     #[error("MASTER_PORT={value:?} is not a TCP port (1-65535)")]
     BadPort { value: String },
+    #[error(
+        "COMMGATE_RENDEZVOUS_BIND={value:?} is not an IP address: set it to the address rank 0 should listen on \
+         (0.0.0.0 or :: for every interface), or unset it to listen on MASTER_ADDR"
+    )]
+    BadBind { value: String },
+}
+
+/// `COMMGATE_RENDEZVOUS_BIND`, read by every rank so a typo stops the job on all of them.
+fn bind_from_env(value: Option<String>) -> Result<Bind, LaunchError> {
+    let Some(value) = value else { return Ok(Bind::MasterAddr) };
+    value
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse::<IpAddr>()
+        .map(Bind::Address)
+        .map_err(|_| LaunchError::BadBind { value })
 }
 
 /// Reads the launcher's environment through `var` (pass `|k| std::env::var(k).ok()`; tests pass a
@@ -88,6 +140,10 @@ pub enum LaunchError {
 /// wrappers set and mpirun users export. `MASTER_PORT` defaults to 29500, torchrun's own default;
 /// `MASTER_ADDR` has no default when the world has more than one rank, since guessing
 /// `localhost` would hang every multi-node job.
+///
+/// The rendezvous's secret is `COMMGATE_RENDEZVOUS_SECRET`, or derived from per-job variables
+/// (see [`Secret::from_env`]); `COMMGATE_RENDEZVOUS_BIND` moves rank 0's listener off
+/// `MASTER_ADDR`.
 ///
 /// Empty variables count as unset. `Ok(None)`: no launcher variables, or a world of one rank.
 /// `Err`: one line naming the variable and what is wrong with it.
@@ -143,7 +199,9 @@ pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, 
             _ => return Err(LaunchError::BadPort { value }),
         },
     };
-    Ok(Some(Launch { rank, world_size, local_rank, master_addr, master_port }))
+    let bind = bind_from_env(get(BIND_VAR))?;
+    let secret = Secret::from_env(family.launcher, world_size, &master_addr, master_port, &var);
+    Ok(Some(Launch { rank, world_size, local_rank, master_addr, master_port, secret, bind }))
 }
 
 /// Nodes a job spans: `SLURM_JOB_NUM_NODES`/`SLURM_NNODES` where Slurm says, else the world
@@ -184,10 +242,10 @@ mod tests {
             ("SLURM_NTASKS", "2"),
         ]);
         let got = from_env(vars).unwrap();
-        assert_eq!(
-            got,
-            Some(Launch { rank: 3, world_size: 4, local_rank: 1, master_addr: "node0".into(), master_port: 1234 })
-        );
+        let got = got.unwrap();
+        assert_eq!(got, Launch { secret: got.secret.clone(), ..Launch::new(3, 4, 1, "node0", 1234) });
+        assert_eq!(got.bind, Bind::MasterAddr);
+        assert!(got.secret.source().contains("MASTER_ADDR"), "{:?}", got.secret);
     }
 
     #[test]
@@ -245,6 +303,16 @@ mod tests {
                 ],
                 "MASTER_PORT=\"70000\"",
             ),
+            (
+                &[
+                    ("RANK", "1"),
+                    ("WORLD_SIZE", "2"),
+                    ("LOCAL_RANK", "0"),
+                    ("MASTER_ADDR", "a"),
+                    ("COMMGATE_RENDEZVOUS_BIND", "eth0"),
+                ],
+                "COMMGATE_RENDEZVOUS_BIND=\"eth0\"",
+            ),
             (&[("SLURM_PROCID", "2"), ("SLURM_NTASKS", "2")], "SLURM_PROCID=2"),
             (&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "x")], "OMPI_COMM_WORLD_SIZE"),
         ];
@@ -253,6 +321,22 @@ mod tests {
             assert!(error.contains(needle), "{error:?} should name {needle:?}");
             assert!(!error.contains('\n'), "one line: {error:?}");
         }
+    }
+
+    #[test]
+    fn the_bind_address_and_secret_come_from_the_environment() {
+        let base = [("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "10.0.0.1")];
+        let with = |extra: &[(&str, &str)]| {
+            let pairs: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+            from_env(env(&pairs)).unwrap().unwrap()
+        };
+        assert_eq!(with(&[]).bind, Bind::MasterAddr);
+        assert_eq!(with(&[("COMMGATE_RENDEZVOUS_BIND", "0.0.0.0")]).bind, Bind::Address("0.0.0.0".parse().unwrap()));
+        assert_eq!(with(&[("COMMGATE_RENDEZVOUS_BIND", "[::]")]).bind, Bind::Address("::".parse().unwrap()));
+        assert_eq!(with(&[("COMMGATE_RENDEZVOUS_SECRET", "s")]).secret.source(), "COMMGATE_RENDEZVOUS_SECRET");
+        let run = |id: &str| with(&[("TORCHELASTIC_RUN_ID", id)]).secret;
+        assert_eq!(run("a"), run("a"));
+        assert_ne!(run("a"), run("b"));
     }
 
     #[test]

@@ -1,65 +1,124 @@
-//! Forming the job: rank 0 binds its port and accepts one connection per peer, every other rank
-//! connects to `MASTER_ADDR:MASTER_PORT`, and each peer's hello is checked and answered with a
-//! welcome (or with an abort that says why it was refused). Who may join, and on which address
-//! rank 0 listens, is decided here.
+//! Forming the job, outside rank 0's accept loop (`accept`): where rank 0 listens (the bind
+//! rule), and a peer's side of the handshake: it connects to `MASTER_ADDR:MASTER_PORT`, answers
+//! rank 0's challenge with a hello that proves it holds the job's secret, and checks that the
+//! welcome proves the same of rank 0 before it trusts anything rank 0 sends (NCCL's id).
 
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::wire::{decode_abort, encode_abort, frame, hello_payload, parse_hello, read_frame, ReadError, Tag};
+use super::wire::{
+    decode_abort, frame, hello_payload, parse_challenge, parse_welcome, read_frame, Hello, Len, ReadError, Tag,
+    CHALLENGE_LEN, WELCOME_LEN,
+};
 use super::{is_timeout, rendezvous_error, Inner, Rendezvous};
-use crate::bench::launch::Launch;
+use crate::bench::launch::secret::{nonce, Secret};
+use crate::bench::launch::{Bind, Launch, BIND_VAR};
 use crate::bench::BenchError;
 
-fn configure(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
+pub(super) fn configure(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))
 }
 
-/// The address rank 0 listens on: every interface, in MASTER_ADDR's address family. Not
-/// MASTER_ADDR itself: on many distributions the host's own name resolves to a loopback alias
-/// (127.0.1.1), and listening there would shut out every other node. torch's TCPStore does the
-/// same. The other family's address second, for hosts where the first cannot be bound (IPv6
-/// turned off while the name resolves to `::1` first).
-fn listen_addrs(launch: &Launch) -> [SocketAddr; 2] {
-    let v6 = match launch.master_addr.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>() {
-        Ok(ip) => ip.is_ipv6(),
-        Err(_) => (launch.master_addr.as_str(), launch.master_port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut addrs| addrs.next())
-            .is_some_and(|a| a.is_ipv6()),
+/// Where rank 0 tries to listen, in order, and a note to print when it had to widen
+/// `MASTER_ADDR`. `resolved` is `MASTER_ADDR:MASTER_PORT` resolved on rank 0 (used only for a
+/// host name under [`Bind::MasterAddr`]).
+///
+/// The rule: `COMMGATE_RENDEZVOUS_BIND` when set; else `MASTER_ADDR` itself, so a job told
+/// `127.0.0.1` is not reachable from the network. One exception: a host name (not `localhost`)
+/// that resolves here to loopback addresses only. Many distributions map the host's own name to
+/// 127.0.1.1, which no other node can reach, while the other nodes resolve the same name to the
+/// host's real address; listening on loopback would hang every multi-node job, so rank 0 listens
+/// on every interface of that family and says so.
+pub(super) fn listen_addrs(
+    launch: &Launch,
+    resolved: impl FnOnce() -> io::Result<Vec<SocketAddr>>,
+) -> Result<(Vec<SocketAddr>, Option<String>), String> {
+    let port = launch.master_port;
+    let name = launch.master_addr.as_str();
+    if let Bind::Address(ip) = launch.bind {
+        return Ok((vec![SocketAddr::new(ip, port)], None));
+    }
+    if let Ok(ip) = name.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>() {
+        return Ok((vec![SocketAddr::new(ip, port)], None));
+    }
+    let mut addrs = resolved().map_err(|e| {
+        format!("rank 0 could not resolve MASTER_ADDR={name:?} ({e}): set MASTER_ADDR to rank 0's IP address")
+    })?;
+    addrs.dedup();
+    let Some(first) = addrs.first().copied() else {
+        return Err(format!("MASTER_ADDR={name:?} resolves to no address: set MASTER_ADDR to rank 0's IP address"));
     };
-    let (v4, v6_addr) = (IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V6(Ipv6Addr::UNSPECIFIED));
-    let (first, second) = if v6 { (v6_addr, v4) } else { (v4, v6_addr) };
-    [SocketAddr::new(first, launch.master_port), SocketAddr::new(second, launch.master_port)]
+    let localhost = name.eq_ignore_ascii_case("localhost") || name.to_ascii_lowercase().ends_with(".localhost");
+    if !localhost && addrs.iter().all(|a| a.ip().is_loopback()) {
+        let any = |v6: bool| {
+            SocketAddr::new(
+                if v6 { IpAddr::V6(Ipv6Addr::UNSPECIFIED) } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) },
+                port,
+            )
+        };
+        let note = format!(
+            "rendezvous: MASTER_ADDR={name:?} resolves to {} on rank 0, a loopback address other nodes cannot reach; \
+             rank 0 listens on every interface instead (set MASTER_ADDR to this host's IP address, or \
+             {BIND_VAR}, to choose one)",
+            first.ip()
+        );
+        return Ok((vec![any(first.is_ipv6()), any(!first.is_ipv6())], Some(note)));
+    }
+    Ok((addrs, None))
+}
+
+/// Rank 0's listener, bound by the rule in [`listen_addrs`].
+fn bind_listener(launch: &Launch) -> Result<TcpListener, BenchError> {
+    let port = launch.master_port;
+    let resolve = || (launch.master_addr.as_str(), port).to_socket_addrs().map(Iterator::collect);
+    let (addrs, note) = listen_addrs(launch, resolve).map_err(|why| rendezvous_error(why, 0))?;
+    if let Some(note) = note {
+        eprintln!("commgate: note: {note}");
+    }
+    let mut first_error = None;
+    for addr in &addrs {
+        match TcpListener::bind(addr) {
+            Ok(listener) => return Ok(listener),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                return Err(rendezvous_error(
+                    format!("rank 0 could not listen on {addr} ({e}): another job may hold port {port}; choose a free MASTER_PORT"),
+                    0,
+                ));
+            }
+            Err(e) => {
+                first_error.get_or_insert((*addr, e));
+            }
+        }
+    }
+    let Some((addr, e)) = first_error else {
+        return Err(rendezvous_error("rank 0 found no address to listen on".to_string(), 0));
+    };
+    let source = match launch.bind {
+        Bind::Address(_) => BIND_VAR.to_string(),
+        Bind::MasterAddr => format!("MASTER_ADDR={:?}", launch.master_addr),
+    };
+    Err(rendezvous_error(
+        format!(
+            "rank 0 could not listen on {addr} from {source} ({e}): it must be an address of rank 0's own host \
+             (or set {BIND_VAR}=0.0.0.0 to listen on every interface)"
+        ),
+        0,
+    ))
 }
 
 impl Rendezvous {
-    /// Forms the job. Rank 0 listens on `master_port` and accepts `world_size − 1` peers, each
-    /// of which says its rank in a hello frame (a duplicate or out-of-range rank, or a different
-    /// world size, is an error); the other ranks connect to `master_addr:master_port`, retrying
-    /// until `timeout` has passed. `timeout` also bounds every later read and write.
+    /// Forms the job. Rank 0 listens on `MASTER_ADDR:MASTER_PORT` (see [`listen_addrs`]) and
+    /// lets in `world_size − 1` peers that prove they hold `launch.secret`, dropping any other
+    /// connection; the other ranks connect to `master_addr:master_port`, retrying until
+    /// `timeout` has passed. `timeout` also bounds every later read and write.
     pub fn connect(launch: &Launch, timeout: Duration) -> Result<Rendezvous, BenchError> {
         if launch.rank == 0 {
-            let [addr, fallback] = listen_addrs(launch);
-            let bound = TcpListener::bind(addr).or_else(|e| match e.kind() {
-                io::ErrorKind::AddrInUse => Err(e),
-                _ => TcpListener::bind(fallback).map_err(|_| e),
-            });
-            let listener = bound.map_err(|e| {
-                rendezvous_error(
-                    format!(
-                        "rank 0 could not listen on {addr} ({e}): another job may hold port {}; choose a free MASTER_PORT",
-                        launch.master_port
-                    ),
-                    0,
-                )
-            })?;
+            let listener = bind_listener(launch)?;
             Self::connect_with_listener(launch, Some(listener), timeout)
         } else {
             Self::connect_with_listener(launch, None, timeout)
@@ -93,7 +152,7 @@ impl Rendezvous {
             ));
         }
         match (launch.rank, listener) {
-            (0, Some(listener)) => inner.accept_peers(&listener)?,
+            (0, Some(listener)) => inner.accept_peers(&listener, &launch.secret)?,
             (0, None) => {
                 return Err(rendezvous_error("rank 0 needs a listener to accept its peers".to_string(), 0));
             }
@@ -103,130 +162,23 @@ impl Rendezvous {
     }
 }
 
+/// How a peer's attempt at the handshake ended, when it did not end in a welcome.
+enum Attempt {
+    /// Rank 0 closed the connection before its challenge (busy with other connections, or a
+    /// listener of an earlier run): connect again.
+    Retry(String),
+    Fatal(BenchError),
+}
+
 impl Inner {
-    /// Rank 0: accepts `world_size − 1` peers before the deadline.
-    fn accept_peers(&mut self, listener: &TcpListener) -> Result<(), BenchError> {
-        let deadline = Instant::now() + self.timeout;
-        let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| self.master.clone());
-        let result = (|| {
-            listener
-                .set_nonblocking(true)
-                .map_err(|e| rendezvous_error(format!("rank 0 could not poll its listener on {local}: {e}"), 0))?;
-            let mut missing = self.world_size - 1;
-            while missing > 0 {
-                match listener.accept() {
-                    Ok((stream, peer_addr)) => {
-                        self.welcome(stream, peer_addr, deadline)?;
-                        missing -= 1;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
-                        let now = Instant::now();
-                        if now >= deadline {
-                            let absent: Vec<String> = (1..self.world_size)
-                                .filter(|r| self.links[*r as usize].is_none())
-                                .map(|r| r.to_string())
-                                .collect();
-                            return Err(rendezvous_error(
-                                format!(
-                                    "rank 0 waited {:?} on {local} (MASTER_ADDR {}) and rank(s) {} never connected: \
-                                     check that every rank was started, that they share MASTER_ADDR and MASTER_PORT, \
-                                     and that no firewall blocks the port",
-                                    self.timeout,
-                                    self.master,
-                                    absent.join(", ")
-                                ),
-                                0,
-                            ));
-                        }
-                        std::thread::sleep(Duration::from_millis(2).min(deadline - now));
-                    }
-                    // A connection reset before it was accepted is the peer's problem, not ours: it
-                    // retries.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-                    Err(e) => {
-                        return Err(rendezvous_error(format!("rank 0 could not accept on {local}: {e}"), 0));
-                    }
-                }
-            }
-            Ok(())
-        })();
-        // Tells the peers already accepted why the job will not form.
-        result.inspect_err(|e| self.fail(e.clone()))
-    }
-
-    /// Rank 0: reads one peer's hello, checks it, and answers with a welcome.
-    fn welcome(&mut self, mut stream: TcpStream, peer_addr: SocketAddr, deadline: Instant) -> Result<(), BenchError> {
-        let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        let setup =
-            |e: io::Error| rendezvous_error(format!("rank 0 could not set up the socket from {peer_addr}: {e}"), 0);
-        configure(&stream, self.timeout).map_err(setup)?;
-        stream.set_read_timeout(Some(remaining)).map_err(setup)?;
-        let mut payload = Vec::new();
-        let hello = match read_frame(&mut stream, &mut payload, Some((Tag::Hello, 16))) {
-            Ok(Tag::Hello) => parse_hello(&payload),
-            Ok(tag) => Err(format!("a {} frame instead of a hello", tag.call())),
-            Err(ReadError::Garbage(what)) => Err(what),
-            Err(ReadError::Io(e)) if is_timeout(&e) => Err(format!("no hello within {remaining:?}")),
-            Err(ReadError::Io(e)) => Err(format!("a connection that failed before its hello ({e})")),
-        };
-        let (rank, world_size) = hello.map_err(|what| {
-            rendezvous_error(
-                format!(
-                    "rank 0 got {what} from {peer_addr} on MASTER_PORT: is another program or job using this port?"
-                ),
-                0,
-            )
-        })?;
-        let reject = |stream: &mut TcpStream, error: BenchError| {
-            let _ = stream.write_all(&frame(Tag::Abort, &encode_abort(&error)));
-            error
-        };
-        if world_size != self.world_size {
-            let error = rendezvous_error(
-                format!(
-                    "rank {rank} at {peer_addr} says the world has {world_size} ranks, rank 0 says {}: \
-                     start every rank with the same WORLD_SIZE",
-                    self.world_size
-                ),
-                rank,
-            );
-            return Err(reject(&mut stream, error));
-        }
-        if rank == 0 || rank >= self.world_size {
-            let error = rendezvous_error(
-                format!(
-                    "a peer at {peer_addr} says it is rank {rank}, outside 1..{}: check each process's RANK",
-                    self.world_size
-                ),
-                0,
-            );
-            return Err(reject(&mut stream, error));
-        }
-        if self.links[rank as usize].is_some() {
-            let error = rendezvous_error(
-                format!(
-                    "two processes say they are rank {rank} (the second from {peer_addr}): \
-                     check each process's RANK, or whether an earlier job still runs"
-                ),
-                rank,
-            );
-            return Err(reject(&mut stream, error));
-        }
-        stream.set_read_timeout(Some(self.timeout)).map_err(setup)?;
-        stream
-            .write_all(&frame(Tag::Welcome, &hello_payload(0, self.world_size)))
-            .map_err(|e| rendezvous_error(format!("rank 0 could not answer rank {rank} at {peer_addr}: {e}"), rank))?;
-        self.links[rank as usize] = Some(stream);
-        Ok(())
-    }
-
-    /// Ranks other than 0: connects to rank 0, retrying until the deadline, then says hello.
+    /// Ranks other than 0: connects to rank 0 and completes the handshake, connecting again
+    /// while rank 0 closes before its challenge, until the deadline.
     fn reach_rank0(&mut self, launch: &Launch) -> Result<(), BenchError> {
         let rank = self.rank;
         let master = self.master.clone();
         let deadline = Instant::now() + self.timeout;
         let mut last_error = String::from("no attempt finished");
-        let mut stream = loop {
+        loop {
             let now = Instant::now();
             if now >= deadline {
                 return Err(rendezvous_error(
@@ -242,64 +194,117 @@ impl Inner {
             let attempt = deadline - now;
             match (launch.master_addr.as_str(), launch.master_port).to_socket_addrs() {
                 Ok(addrs) => {
-                    let mut connected = None;
                     for addr in addrs {
                         match TcpStream::connect_timeout(&addr, attempt.min(Duration::from_secs(2))) {
-                            Ok(stream) => {
-                                connected = Some(stream);
-                                break;
-                            }
+                            Ok(stream) => match self.handshake(stream, &launch.secret, deadline) {
+                                Ok(stream) => {
+                                    self.links[0] = Some(stream);
+                                    return Ok(());
+                                }
+                                Err(Attempt::Retry(why)) => last_error = format!("{addr}: {why}"),
+                                Err(Attempt::Fatal(error)) => return Err(error),
+                            },
                             Err(e) => last_error = format!("{addr}: {e}"),
                         }
-                    }
-                    if let Some(stream) = connected {
-                        break stream;
                     }
                 }
                 Err(e) => last_error = format!("cannot resolve {:?}: {e}", launch.master_addr),
             }
             std::thread::sleep(Duration::from_millis(50).min(deadline.saturating_duration_since(Instant::now())));
-        };
-        let lost = |what: String| {
-            rendezvous_error(
-                format!("rank {rank} reached {master} but {what}: is rank 0 a commgate of this job?"),
-                rank,
-            )
-        };
-        configure(&stream, self.timeout).map_err(|e| lost(format!("could not set up the socket ({e})")))?;
-        stream
-            .write_all(&frame(Tag::Hello, &hello_payload(rank, self.world_size)))
-            .map_err(|e| lost(format!("could not send its hello ({e})")))?;
-        let mut payload = Vec::new();
-        match read_frame(&mut stream, &mut payload, None) {
-            Ok(Tag::Welcome) => match parse_hello(&payload) {
-                Ok((0, world_size)) if world_size == self.world_size => {}
-                Ok(_) => return Err(lost("the answer named another rank or world size".to_string())),
-                Err(what) => return Err(lost(format!("got {what}"))),
-            },
-            Ok(Tag::Abort) => return Err(decode_abort(&payload)),
-            Ok(tag) => return Err(lost(format!("got a {} frame instead of a welcome", tag.call()))),
-            Err(ReadError::Garbage(what)) => return Err(lost(format!("got {what}"))),
-            Err(ReadError::Io(e)) if is_timeout(&e) => {
-                return Err(lost(format!("no answer came within {:?}", self.timeout)));
-            }
-            Err(ReadError::Io(e)) => return Err(lost(format!("the connection failed ({e})"))),
         }
-        self.links[0] = Some(stream);
-        Ok(())
+    }
+
+    /// A peer's side of the handshake on a fresh connection: challenge, hello, welcome.
+    fn handshake(&self, mut stream: TcpStream, secret: &Secret, deadline: Instant) -> Result<TcpStream, Attempt> {
+        let (rank, world_size, master) = (self.rank, self.world_size, self.master.as_str());
+        let fatal = |what: String| {
+            Attempt::Fatal(rendezvous_error(
+                format!(
+                    "rank {rank} reached {master} but {what}: is rank 0 a commgate of this job, of the same version?"
+                ),
+                rank,
+            ))
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        configure(&stream, remaining).map_err(|e| fatal(format!("could not set up the socket ({e})")))?;
+        let mut payload = Vec::new();
+        let challenge = match read_frame(&mut stream, &mut payload, Tag::Challenge, Len::AtMost(CHALLENGE_LEN as u64)) {
+            Ok(Tag::Challenge) => parse_challenge(&payload).map_err(|what| fatal(format!("got {what}")))?,
+            Ok(_) => return Err(Attempt::Fatal(refused(&payload, rank, secret))),
+            Err(ReadError::Io(e)) if is_timeout(&e) => {
+                return Err(fatal(format!("no challenge came within {remaining:?}")));
+            }
+            Err(ReadError::Io(e)) => return Err(Attempt::Retry(format!("closed before its challenge ({e})"))),
+            Err(ReadError::Unexpected(tag)) => return Err(fatal(format!("got a {} frame first", tag.call()))),
+            Err(ReadError::Garbage(what)) => return Err(fatal(format!("got {what}"))),
+        };
+        let my_nonce = nonce().map_err(|why| Attempt::Fatal(rendezvous_error(format!("rank {rank}: {why}"), rank)))?;
+        let hello = Hello {
+            rank,
+            world_size,
+            nonce: my_nonce,
+            proof: secret.hello_proof(&challenge, &my_nonce, rank, world_size),
+        };
+        stream
+            .write_all(&frame(Tag::Hello, &hello_payload(&hello)))
+            .map_err(|e| fatal(format!("could not send its hello ({e})")))?;
+        match read_frame(&mut stream, &mut payload, Tag::Welcome, Len::AtMost(WELCOME_LEN as u64)) {
+            Ok(Tag::Welcome) => {
+                let (to, world, proof) = parse_welcome(&payload).map_err(|what| fatal(format!("got {what}")))?;
+                if (to, world) != (rank, world_size) {
+                    return Err(fatal(format!("the welcome was for rank {to} of {world}")));
+                }
+                if !secret.verify_welcome(&challenge, &my_nonce, rank, world_size, &proof) {
+                    return Err(Attempt::Fatal(rendezvous_error(
+                        format!(
+                            "rank {rank} reached {master} but its welcome does not prove this job's rendezvous \
+                             secret ({}): is another job's rank 0 on this port, or do the ranks have different \
+                             secrets? Set the same {} on every rank",
+                            secret.source(),
+                            crate::bench::launch::SECRET_VAR
+                        ),
+                        rank,
+                    )));
+                }
+            }
+            Ok(_) => return Err(Attempt::Fatal(refused(&payload, rank, secret))),
+            Err(ReadError::Io(e)) if is_timeout(&e) => {
+                return Err(fatal(format!("no welcome came within {remaining:?}")))
+            }
+            Err(ReadError::Io(e)) => return Err(fatal(format!("the connection failed before the welcome ({e})"))),
+            Err(ReadError::Unexpected(tag)) => {
+                return Err(fatal(format!("got a {} frame instead of a welcome", tag.call())))
+            }
+            Err(ReadError::Garbage(what)) => return Err(fatal(format!("got {what}"))),
+        }
+        configure(&stream, self.timeout).map_err(|e| fatal(format!("could not set up the socket ({e})")))?;
+        Ok(stream)
+    }
+}
+
+/// The error for rank 0's refusal of this peer (an abort during the handshake), with where this
+/// rank's secret came from: the most likely fix when the refusal was about the proof.
+fn refused(payload: &[u8], rank: u32, secret: &Secret) -> BenchError {
+    match decode_abort(payload) {
+        BenchError::Failed { kind, message, rank: blamed } => BenchError::failed(
+            &kind,
+            format!("rank {rank} was refused: {message} (this rank's secret: {})", secret.source()),
+            blamed.or(Some(rank)),
+        ),
+        other => other,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::net::{TcpListener, TcpStream};
+    use std::net::TcpListener;
     use std::time::Instant;
 
     use super::super::local_launch as launch;
     use super::*;
 
     #[test]
-    fn connect_listens_on_every_interface_for_rank_0() {
+    fn connect_listens_on_master_addr_only() {
         // A port that was free a moment ago; rank 0 binds it again through `connect`.
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let peer = std::thread::spawn(move || {
@@ -309,6 +314,45 @@ mod tests {
         let rdzv = Rendezvous::connect(&launch(0, 2, port), Duration::from_secs(10)).unwrap();
         assert_eq!(rdzv.broadcast(Some(b"id")).unwrap(), b"id");
         assert_eq!(peer.join().unwrap().unwrap(), b"id");
+    }
+
+    fn addrs(launch: &Launch, resolved: &[&str]) -> Result<(Vec<String>, Option<String>), String> {
+        let resolved: Vec<SocketAddr> = resolved.iter().map(|a| a.parse().unwrap()).collect();
+        listen_addrs(launch, || Ok(resolved)).map(|(a, note)| (a.iter().map(|a| a.to_string()).collect(), note))
+    }
+
+    #[test]
+    fn rank_0_listens_where_master_addr_says_unless_told_otherwise() {
+        let mut l = Launch::new(0, 2, 0, "127.0.0.1", 4000);
+        assert_eq!(addrs(&l, &[]), Ok((vec!["127.0.0.1:4000".to_string()], None)));
+        l.master_addr = "[::1]".to_string();
+        assert_eq!(addrs(&l, &[]), Ok((vec!["[::1]:4000".to_string()], None)));
+        l.master_addr = "node7".to_string();
+        assert_eq!(
+            addrs(&l, &["10.1.2.3:4000", "[fd00::3]:4000"]),
+            Ok((vec!["10.1.2.3:4000".to_string(), "[fd00::3]:4000".to_string()], None))
+        );
+        l.master_addr = "localhost".to_string();
+        assert_eq!(addrs(&l, &["127.0.0.1:4000"]), Ok((vec!["127.0.0.1:4000".to_string()], None)));
+        // The host's own name mapped to a loopback alias: every interface, and a note saying why.
+        l.master_addr = "node7".to_string();
+        let (widened, note) = addrs(&l, &["127.0.1.1:4000"]).unwrap();
+        assert_eq!(widened, ["0.0.0.0:4000", "[::]:4000"]);
+        let note = note.unwrap();
+        assert!(note.contains("MASTER_ADDR=\"node7\" resolves to 127.0.1.1") && note.contains(BIND_VAR), "{note}");
+        // The opt-in wins over all of it.
+        l.bind = Bind::Address("0.0.0.0".parse().unwrap());
+        assert_eq!(addrs(&l, &["127.0.1.1:4000"]), Ok((vec!["0.0.0.0:4000".to_string()], None)));
+        l.bind = Bind::MasterAddr;
+        let unresolved = listen_addrs(&l, || Err(io::Error::other("no such host"))).unwrap_err();
+        assert!(unresolved.contains("could not resolve MASTER_ADDR=\"node7\""), "{unresolved}");
+    }
+
+    #[test]
+    fn a_master_addr_of_another_host_is_named() {
+        // TEST-NET-1 is never an address of this host.
+        let error = Rendezvous::connect(&Launch::new(0, 2, 0, "192.0.2.1", 4000), Duration::from_secs(1)).unwrap_err();
+        assert!(error.to_string().contains("must be an address of rank 0's own host"), "{error}");
     }
 
     /// Runs `form`, which must give up well within 5 s with a `rendezvous` error on `rank` whose
@@ -330,7 +374,7 @@ mod tests {
         assert_gives_up(
             || Rendezvous::connect_with_listener(&launch(0, 3, port), Some(listener), timeout),
             0,
-            "rank(s) 1, 2 never connected",
+            "rank(s) 1, 2 never joined",
         );
     }
 
@@ -346,34 +390,35 @@ mod tests {
     }
 
     #[test]
-    fn garbage_on_the_port_is_an_error_not_a_panic() {
+    fn a_stranger_on_the_port_is_not_taken_for_rank_0() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let intruder = std::thread::spawn(move || {
-            let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-            let _ = stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let stranger = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+            std::thread::sleep(Duration::from_millis(500));
         });
-        let error =
-            Rendezvous::connect_with_listener(&launch(0, 2, port), Some(listener), Duration::from_secs(5)).unwrap_err();
-        intruder.join().unwrap();
-        assert!(error.to_string().contains("is another program or job using this port?"), "{error}");
+        let error = Rendezvous::connect(&launch(1, 2, port), Duration::from_secs(5)).unwrap_err();
+        stranger.join().unwrap();
+        assert!(error.to_string().contains("is rank 0 a commgate of this job"), "{error}");
     }
 
     #[test]
-    fn a_duplicate_rank_is_refused_and_told_why() {
+    fn ranks_with_different_secrets_are_refused_and_told_where_their_secret_came_from() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let peers: Vec<_> = (0..2)
-            .map(|_| {
-                std::thread::spawn(move || Rendezvous::connect(&launch(1, 3, port), Duration::from_secs(5)).map(|_| ()))
-            })
-            .collect();
-        let error =
-            Rendezvous::connect_with_listener(&launch(0, 3, port), Some(listener), Duration::from_secs(5)).unwrap_err();
-        assert!(error.to_string().contains("two processes say they are rank 1"), "{error}");
-        let peer_errors: Vec<String> =
-            peers.into_iter().filter_map(|p| p.join().unwrap().err()).map(|e| e.to_string()).collect();
-        assert!(!peer_errors.is_empty());
-        assert!(peer_errors.iter().all(|e| e.contains("rank 0 aborted the run")), "{peer_errors:?}");
+        let peer = std::thread::spawn(move || {
+            let mut other = launch(1, 2, port);
+            other.secret = Secret::from_env("", 2, "127.0.0.1", port, |k| {
+                (k == "COMMGATE_RENDEZVOUS_SECRET").then(|| "x".to_string())
+            });
+            Rendezvous::connect(&other, Duration::from_secs(5)).map(|_| ())
+        });
+        let rank0 = Rendezvous::connect_with_listener(&launch(0, 2, port), Some(listener), Duration::from_millis(1500));
+        let error = peer.join().unwrap().unwrap_err().to_string();
+        assert!(error.contains("does not prove this job's rendezvous secret"), "{error}");
+        assert!(error.contains("(this rank's secret: COMMGATE_RENDEZVOUS_SECRET)"), "{error}");
+        let error = rank0.unwrap_err().to_string();
+        assert!(error.contains("rank(s) 1 never joined (1 other connection(s) were dropped"), "{error}");
     }
 }

@@ -2,7 +2,8 @@
 //! shares NCCL's unique id (broadcast), collects per-rank timings on rank 0 (gather), lines the
 //! ranks up before a timed step (barrier), and carries the CPU backend's all-reduce between
 //! processes. This module holds the calls made once the job has formed; `handshake` forms it
-//! (listening, connecting, hello and welcome) and `wire` is the byte format both speak.
+//! (binding, connecting, and a peer's side of the authenticated handshake), `accept` is rank 0's
+//! side (which peers it lets in and which it drops), and `wire` is the byte format they speak.
 //!
 //! The topology is a star through rank 0: rank 0 holds one socket per peer, every other rank one
 //! socket to rank 0. Each socket has TCP_NODELAY and read and write timeouts equal to the
@@ -14,6 +15,7 @@
 //! the timeout; `rank` names it). When rank 0 gives up it tells every peer why before closing, so
 //! each rank's error names the first cause rather than a disconnected rank 0.
 
+mod accept;
 mod handshake;
 mod wire;
 
@@ -22,7 +24,9 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use self::wire::{decode_abort, encode_abort, f32_frame, f32s, frame, read_frame, ReadError, Tag};
+use self::wire::{
+    decode_abort, encode_abort, f32_frame, f32s, frame, read_frame, Len, ReadError, Tag, BROADCAST_MAX, GATHER_MAX,
+};
 use crate::bench::BenchError;
 
 /// The job's TCP bootstrap: a star through rank 0. Cloning shares the same sockets; calls from
@@ -172,15 +176,13 @@ impl Inner {
         result.map_err(|e| self.io_error(peer, call, true, &e))
     }
 
-    /// Reads `peer`'s next frame into `self.recv`, which must carry `tag` (and `expect_len` bytes
-    /// when given). An abort frame from rank 0 becomes the error it carries.
-    fn recv_from(&mut self, peer: u32, tag: Tag, expect_len: Option<u64>) -> Result<(), BenchError> {
+    /// Reads `peer`'s next frame into `self.recv`, which must carry `tag` within `len` (checked
+    /// before the payload is read). An abort frame from rank 0 becomes the error it carries.
+    fn recv_from(&mut self, peer: u32, tag: Tag, len: Len) -> Result<(), BenchError> {
         let mut payload = std::mem::take(&mut self.recv);
-        let result = read_frame(self.stream(peer)?, &mut payload, expect_len.map(|len| (tag, len)));
-        let error = match result {
-            Ok(got) if got == tag => None,
-            Ok(Tag::Abort) if peer == 0 => Some(decode_abort(&payload)),
-            Ok(got) => Some(BenchError::failed(
+        let result = read_frame(self.stream(peer)?, &mut payload, tag, len);
+        let unexpected = |got: Tag| {
+            BenchError::failed(
                 "rendezvous",
                 format!(
                     "rank {peer} sent a {} frame while rank {} was in {}: the ranks disagree on the sequence of \
@@ -190,7 +192,12 @@ impl Inner {
                     tag.call()
                 ),
                 Some(peer),
-            )),
+            )
+        };
+        let error = match result {
+            Ok(got) if got == tag => None,
+            Ok(Tag::Abort) if peer == 0 => Some(decode_abort(&payload)),
+            Ok(got) | Err(ReadError::Unexpected(got)) => Some(unexpected(got)),
             Err(ReadError::Garbage(what)) => Some(BenchError::failed(
                 "rendezvous",
                 format!("rank {peer} sent {what} during {}", tag.call()),
@@ -204,6 +211,13 @@ impl Inner {
 
     fn broadcast(&mut self, bytes: Option<&[u8]>) -> Result<Vec<u8>, BenchError> {
         match (self.rank, bytes) {
+            (0, Some(bytes)) if bytes.len() as u64 > BROADCAST_MAX => Err(rendezvous_error(
+                format!(
+                    "rank 0 cannot broadcast {} bytes: the rendezvous carries at most {BROADCAST_MAX}",
+                    bytes.len()
+                ),
+                0,
+            )),
             (0, Some(bytes)) => {
                 let message = frame(Tag::Broadcast, bytes);
                 for peer in 1..self.world_size {
@@ -213,13 +227,20 @@ impl Inner {
             }
             (0, None) => Err(rendezvous_error("rank 0 called broadcast without bytes to send".to_string(), 0)),
             (_, _) => {
-                self.recv_from(0, Tag::Broadcast, None)?;
+                self.recv_from(0, Tag::Broadcast, Len::AtMost(BROADCAST_MAX))?;
                 Ok(self.recv.clone())
             }
         }
     }
 
     fn gather(&mut self, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, BenchError> {
+        if bytes.len() as u64 > GATHER_MAX {
+            let me = self.rank;
+            return Err(rendezvous_error(
+                format!("rank {me} cannot gather {} bytes: the rendezvous carries at most {GATHER_MAX}", bytes.len()),
+                me,
+            ));
+        }
         if self.rank != 0 {
             self.send_to(0, "gather", &frame(Tag::Gather, bytes))?;
             return Ok(None);
@@ -227,7 +248,7 @@ impl Inner {
         let mut all = Vec::with_capacity(self.world_size as usize);
         all.push(bytes.to_vec());
         for peer in 1..self.world_size {
-            self.recv_from(peer, Tag::Gather, None)?;
+            self.recv_from(peer, Tag::Gather, Len::AtMost(GATHER_MAX))?;
             all.push(self.recv.clone());
         }
         Ok(Some(all))
@@ -237,10 +258,10 @@ impl Inner {
         let token = frame(Tag::Barrier, &[]);
         if self.rank != 0 {
             self.send_to(0, "barrier", &token)?;
-            return self.recv_from(0, Tag::Barrier, Some(0));
+            return self.recv_from(0, Tag::Barrier, Len::Exactly(0));
         }
         for peer in 1..self.world_size {
-            self.recv_from(peer, Tag::Barrier, Some(0))?;
+            self.recv_from(peer, Tag::Barrier, Len::Exactly(0))?;
         }
         for peer in 1..self.world_size {
             self.send_to(peer, "barrier", &token)?;
@@ -256,14 +277,14 @@ impl Inner {
             let sent = self.send_to(0, "all_reduce", &message);
             self.send = message;
             sent?;
-            self.recv_from(0, Tag::Reduced, Some(bytes))?;
+            self.recv_from(0, Tag::Reduced, Len::Exactly(bytes))?;
             for (x, sum) in data.iter_mut().zip(f32s(&self.recv)) {
                 *x = sum;
             }
             return Ok(());
         }
         for peer in 1..self.world_size {
-            self.recv_from(peer, Tag::Reduce, Some(bytes))?;
+            self.recv_from(peer, Tag::Reduce, Len::Exactly(bytes))?;
             for (x, theirs) in data.iter_mut().zip(f32s(&self.recv)) {
                 *x += theirs;
             }
@@ -285,13 +306,7 @@ impl Inner {
 /// A launch of `world_size` ranks on 127.0.0.1 at `port`, for tests.
 #[cfg(test)]
 fn local_launch(rank: u32, world_size: u32, port: u16) -> crate::bench::launch::Launch {
-    crate::bench::launch::Launch {
-        rank,
-        world_size,
-        local_rank: rank,
-        master_addr: "127.0.0.1".to_string(),
-        master_port: port,
-    }
+    crate::bench::launch::Launch::new(rank, world_size, rank, "127.0.0.1", port)
 }
 
 #[cfg(test)]
