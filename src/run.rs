@@ -245,7 +245,7 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
 /// where a reader of the exit code looks.
 fn print_notes(a: &crate::trace::attribute::Attribution) {
     for note in a.source.notes() {
-        eprintln!("commgate: note: {}", report::text::plain(&note));
+        eprintln!("commgate: note: {}", report::escape::plain(&note, report::escape::TEXT));
     }
 }
 
