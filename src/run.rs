@@ -250,7 +250,7 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
 /// where a reader of the exit code looks.
 fn print_notes(a: &crate::trace::attribute::Attribution) {
     for note in a.source.notes() {
-        diag::note(report::text::plain(&note));
+        diag::note(report::escape::plain(&note, report::escape::TEXT));
     }
 }
 

@@ -5,7 +5,8 @@
 //! size limit. A report that could not be evaluated leads with what failed and the exit code it
 //! gives, in every format, before anything else.
 
-use super::markdown::{code_span, escape_md, metric_table, table};
+use super::escape::{code_cell, code_span, md_cell, md_text, mermaid_label, plain, LABEL, NAME, PATH, TEXT};
+use super::markdown::{metric_table, table};
 use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
 use crate::compare::Comparison;
@@ -20,17 +21,14 @@ pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
 /// Terminal text: the verdict and reasons, then the comparison and attribution tables.
 pub fn text(r: &CheckReport) -> String {
     let mut out = match &r.error {
-        Some(e) => format!(
-            "Could not evaluate: {} ({})\n{}\n",
-            e.kind.summary(),
-            super::text::plain(&e.message),
-            not_judged(r)
-        ),
+        Some(e) => {
+            format!("Could not evaluate: {} ({})\n{}\n", e.kind.summary(), plain(&e.message, TEXT), not_judged(r))
+        }
         None => String::new(),
     };
     out.push_str(&format!("Verdict: {}{}\n", r.verdict.as_str(), if r.blocking { " (blocking)" } else { "" }));
     for reason in other_reasons(r) {
-        out.push_str(&format!("  - {}\n", super::text::plain(reason)));
+        out.push_str(&format!("  - {}\n", plain(reason, TEXT)));
     }
     // A failed run measured nothing: its error above is the whole story.
     if let Some(b) = r.bench.as_ref().filter(|b| b.failure.is_none()) {
@@ -42,11 +40,11 @@ pub fn text(r: &CheckReport) -> String {
         out.push_str(&super::text::comparison(c));
     }
     if let Some(d) = &r.trace_diff {
-        out.push_str(&format!("\nTraces against baseline \"{}\":\n", super::text::plain(&d.name)));
+        out.push_str(&format!("\nTraces against baseline \"{}\":\n", plain(&d.name, PATH)));
         for c in &d.collectives {
             out.push_str(&format!(
                 "  {:<16} {} → {} ms/step ({:+.3}){}\n",
-                super::text::plain(&c.collective),
+                plain(&c.collective, NAME),
                 c.baseline_exposed_ms.map_or("-".into(), ms),
                 c.current_exposed_ms.map_or("-".into(), ms),
                 c.delta_ms,
@@ -61,23 +59,32 @@ pub fn text(r: &CheckReport) -> String {
     out
 }
 
+/// At most this many reasons are listed in the comment (then how many more), and at most this
+/// many collectives in its hotspot table: with every value bounded ([`NAME`], [`TEXT`]), the
+/// verdict, the reasons and the hotspot table always fit [`GITHUB_COMMENT_LIMIT`].
+const REASONS_SHOWN: usize = 12;
+const HOTSPOTS_SHOWN: usize = 30;
+
 /// Markdown for the PR comment and the job summary, at most [`GITHUB_COMMENT_LIMIT`]
-/// characters: folded details are dropped first, then the hotspot table is cut.
+/// characters: folded details are dropped first (least important first), then the metric table;
+/// the verdict, the reasons and the hotspot table stay.
 pub fn markdown(r: &CheckReport) -> String {
     let head = head(r);
-    let mut body = vec![metrics_section(r), hotspots_section(r)];
+    let mut body = vec![metrics_section(r), hotspots_section(r), reasons_section(r)];
     let mut details = details_sections(r);
+    let mut cut = false;
     loop {
-        let text = assemble(&head, &body, &details, false);
+        let text = assemble(&head, &body, &details, cut);
         if text.chars().count() <= GITHUB_COMMENT_LIMIT {
             return text;
         }
+        cut = true;
         if details.pop().is_none() {
             break;
         }
     }
-    // Still too long (a trace with thousands of collectives): keep the verdict and metrics.
-    body.truncate(1);
+    // Only a forged report gets here (its metric rows are the one list left unbounded).
+    body[0] = String::new();
     let text = assemble(&head, &body, &[], true);
     text.chars().take(GITHUB_COMMENT_LIMIT).collect()
 }
@@ -121,7 +128,7 @@ fn head(r: &CheckReport) -> String {
         ("accept", _) => "🟢",
         _ => "🟡",
     };
-    let lead = r.reasons.first().map(|x| format!("\n\n{}", escape_md(x))).unwrap_or_default();
+    let lead = r.reasons.first().map(|x| format!("\n\n{}", md_text(x, TEXT))).unwrap_or_default();
     format!(
         "{MARKER}\n### {icon} commgate: `{}`{}{lead}\n",
         r.verdict.as_str(),
@@ -135,10 +142,10 @@ fn error_head(r: &CheckReport, e: &EvaluationError) -> String {
     let mut out = format!(
         "{MARKER}\n### ⛔ commgate: could not evaluate\n\n**Could not evaluate: {}** ({})\n\n{}\n",
         e.kind.summary(),
-        escape_md(&e.message),
+        md_text(&e.message, TEXT),
         not_judged(r).replace("--fail-on never", "`--fail-on never`")
     );
-    let others: Vec<String> = other_reasons(r).map(|x| format!("- {}", escape_md(x))).collect();
+    let others: Vec<String> = other_reasons(r).take(REASONS_SHOWN).map(|x| format!("- {}", md_text(x, TEXT))).collect();
     if !others.is_empty() {
         out.push('\n');
         out.push_str(&others.join("\n"));
@@ -152,13 +159,13 @@ fn metrics_section(r: &CheckReport) -> String {
     let Some(c) = &r.comparison else {
         return format!(
             "Baseline {}: {}\n",
-            code_span(&r.baseline.path),
+            code_span(&r.baseline.path, PATH),
             if r.baseline.exists { "present" } else { "not found" }
         );
     };
     format!(
         "Against {} ({} run{}, δ = {}):\n\n{}\n{}",
-        code_span(&c.baseline.path),
+        code_span(&c.baseline.path, PATH),
         c.baseline.runs,
         if c.baseline.runs == 1 { "" } else { "s" },
         super::pct(c.delta),
@@ -177,7 +184,7 @@ fn chart(c: &Comparison) -> String {
     if metrics.is_empty() {
         return String::new();
     }
-    let labels: Vec<String> = metrics.iter().map(|m| format!("\"{}\"", m.label().replace('"', "'"))).collect();
+    let labels: Vec<String> = metrics.iter().map(|m| mermaid_label(&m.label(), LABEL)).collect();
     let series = |f: &dyn Fn(&crate::compare::MetricComparison) -> f64| {
         metrics.iter().map(|m| format!("{:.4}", f(m))).collect::<Vec<_>>().join(", ")
     };
@@ -196,6 +203,8 @@ fn hotspots_section(r: &CheckReport) -> String {
     let diff = r.trace_diff.as_ref();
     let mut collectives: Vec<_> = a.by_collective.values().collect();
     collectives.sort_by(|x, y| y.exposed_comm_ms.total_cmp(&x.exposed_comm_ms));
+    let more = collectives.len().saturating_sub(HOTSPOTS_SHOWN);
+    collectives.truncate(HOTSPOTS_SHOWN);
     let rows: Vec<Vec<String>> = collectives
         .iter()
         .map(|h| {
@@ -203,7 +212,7 @@ fn hotspots_section(r: &CheckReport) -> String {
                 .and_then(|d| d.collectives.iter().find(|c| c.collective == h.collective))
                 .map_or("-".to_string(), |c| format!("{:+.3}{}", c.delta_ms, if c.regressed { " 🔺" } else { "" }));
             vec![
-                escape_md(&h.collective),
+                md_cell(&h.collective, NAME),
                 ms(h.exposed_comm_ms),
                 delta,
                 ms(h.total_comm_ms),
@@ -222,8 +231,13 @@ fn hotspots_section(r: &CheckReport) -> String {
         ("imbalance", Align::Right),
         ("payload/step", Align::Right),
     ];
+    let more = if more > 0 {
+        format!("\n_{more} more collectives with less exposed time (the JSON report lists them all)._\n")
+    } else {
+        String::new()
+    };
     format!(
-        "#### Hotspots ({} ranks, {} steps)\n\n{}{}\n{}",
+        "#### Hotspots ({} ranks, {} steps)\n\n{}{}{more}\n{}",
         a.ranks.len(),
         a.source.steps,
         super::markdown::notes(a),
@@ -234,48 +248,55 @@ fn hotspots_section(r: &CheckReport) -> String {
 
 fn mitigation(a: &Attribution) -> String {
     let m = &a.mitigation;
-    let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s)).collect();
+    let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s, NAME)).collect();
     format!(
         "**Mitigation:** `{}`{} — measure next: {}\n",
         m.strategy.as_str(),
-        m.target.as_ref().map(|t| format!(" on {}", escape_md(t))).unwrap_or_default(),
+        m.target.as_ref().map(|t| format!(" on {}", md_text(t, NAME))).unwrap_or_default(),
         if next.is_empty() { "-".to_string() } else { next.join(", ") }
     )
+}
+
+/// Every reason (the report's, then the comparison's, once each), folded: the first
+/// [`REASONS_SHOWN`], then how many more. Empty when the head's lead reason is the only one.
+fn reasons_section(r: &CheckReport) -> String {
+    if r.reasons.len() <= 1 && r.comparison.as_ref().is_none_or(|c| c.reasons.is_empty()) {
+        return String::new();
+    }
+    let all = r.reasons.iter().chain(r.comparison.iter().flat_map(|c| &c.reasons));
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<&String> = all.filter(|x| seen.insert(x.as_str())).collect();
+    let mut items: Vec<String> = unique.iter().take(REASONS_SHOWN).map(|x| format!("- {}", md_text(x, TEXT))).collect();
+    if unique.len() > REASONS_SHOWN {
+        items.push(format!("- and {} more (the JSON report lists them all)", unique.len() - REASONS_SHOWN));
+    }
+    fold("All reasons", &items.join("\n"))
 }
 
 /// Folded sections, least important last (they are dropped first when the comment is too long).
 fn details_sections(r: &CheckReport) -> Vec<String> {
     let mut out = Vec::new();
-    if r.reasons.len() > 1 || r.comparison.as_ref().is_some_and(|c| !c.reasons.is_empty()) {
-        let mut items: Vec<String> = r.reasons.iter().map(|x| format!("- {}", escape_md(x))).collect();
-        if let Some(c) = &r.comparison {
-            items.extend(c.reasons.iter().map(|x| format!("- {}", escape_md(x))));
-        }
-        let mut seen = std::collections::HashSet::new();
-        items.retain(|i| seen.insert(i.clone()));
-        out.push(fold("All reasons", &items.join("\n")));
-    }
     if let Some(b) = &r.bench {
         let (h, sw) = (&b.hardware, &b.software);
         let text = format!(
-            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| NCCL settings | {} |\n| fingerprint | `{}` |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n{}| run's own decision | `{}`: {} |\n",
-            escape_md(&b.workload.backend),
-            escape_md(&format!("{:?}", b.evidence_level)),
-            escape_md(&hardware_line(h)),
-            escape_md(sw.driver.as_deref().unwrap_or("-")),
-            escape_md(sw.cuda.as_deref().unwrap_or("-")),
-            escape_md(sw.nccl.as_deref().unwrap_or("-")),
+            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| NCCL settings | {} |\n| fingerprint | {} |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n{}| run's own decision | `{}`: {} |\n",
+            md_cell(&b.workload.backend, NAME),
+            md_cell(&format!("{:?}", b.evidence_level), NAME),
+            md_cell(&hardware_line(h), NAME),
+            md_cell(sw.driver.as_deref().unwrap_or("-"), NAME),
+            md_cell(sw.cuda.as_deref().unwrap_or("-"), NAME),
+            md_cell(sw.nccl.as_deref().unwrap_or("-"), NAME),
             nccl_settings(&sw.nccl_env),
-            // Always 16 hex digits: recomputed from the hardware fields whenever a file is read.
-            h.fingerprint.replace('`', "'"),
-            escape_md(&b.workload.id),
-            escape_md(&b.workload.dtype),
+            // 16 hex digits when this crate computed it; a report file may say anything.
+            code_cell(&h.fingerprint, NAME),
+            md_cell(&b.workload.id, NAME),
+            md_cell(&b.workload.dtype, NAME),
             b.workload.payload_elements,
             b.workload.compute_dim,
             b.workload.repeats,
             run_figures(b).iter().map(|(label, value)| format!("| {label} | {value} |\n")).collect::<String>(),
             b.decision.verdict.as_str(),
-            escape_md(&b.decision.reason)
+            md_cell(&b.decision.reason, TEXT)
         );
         out.push(fold("Benchmark run", &text));
     }
@@ -319,7 +340,7 @@ fn trace_diff(d: &TraceDiff) -> String {
         .iter()
         .map(|c| {
             vec![
-                escape_md(&c.collective),
+                md_cell(&c.collective, NAME),
                 c.baseline_exposed_ms.map_or("-".into(), ms),
                 c.current_exposed_ms.map_or("-".into(), ms),
                 format!("{:+.3}", c.delta_ms),
@@ -336,7 +357,7 @@ fn trace_diff(d: &TraceDiff) -> String {
     ];
     format!(
         "Baseline {}; a collective regresses when its exposed time per step grows by more than {} and {} ms.\n\n{}",
-        code_span(&d.name),
+        code_span(&d.name, PATH),
         super::pct(d.relative_floor),
         d.absolute_floor_ms,
         table(&columns, &rows)
@@ -377,11 +398,11 @@ fn nccl_settings(env: &std::collections::BTreeMap<String, String>) -> String {
     if env.is_empty() {
         return "-".to_string();
     }
-    env.iter().map(|(k, v)| escape_md(&format!("{k}={v}"))).collect::<Vec<_>>().join(", ")
+    env.iter().map(|(k, v)| md_cell(&format!("{k}={v}"), NAME)).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::check::{BaselineRef, CheckReport};
     use crate::decision::Decision;
@@ -389,7 +410,7 @@ mod tests {
     use crate::trace::attribute::attribute_events;
     use crate::verdict::FailOn;
 
-    fn report(collectives: usize, name_len: usize) -> CheckReport {
+    pub(in crate::report) fn report(collectives: usize, name_len: usize) -> CheckReport {
         let events: Vec<CommEvent> = (0..collectives)
             .map(|i| CommEvent::new(&format!("{i}_{}", "x".repeat(name_len)), 1.0 + i as f64, 1024.0, 0.5))
             .collect();
@@ -434,7 +455,7 @@ mod tests {
 
     /// A finished run's result: `base` ms for comm_only, compute_only, serial, overlap, 120
     /// repeats with a small ramp, on `world` ranks.
-    fn run(world: u32, base: [f64; 4], failure: Option<crate::result::Failure>) -> RunResult {
+    pub(in crate::report) fn run(world: u32, base: [f64; 4], failure: Option<crate::result::Failure>) -> RunResult {
         use crate::bench::assemble::{build, RunContext};
         let ctx = RunContext {
             plan: crate::bench::Plan {
@@ -545,6 +566,8 @@ mod tests {
         let md = markdown(&report(3000, 40));
         assert!(md.chars().count() <= GITHUB_COMMENT_LIMIT, "{}", md.chars().count());
         assert!(md.starts_with(MARKER));
-        assert!(md.contains("fit GitHub's comment size limit"));
+        assert!(md.contains("\n_2970 more collectives with less exposed time"), "{md}");
+        assert_eq!(md.matches("\n| 29").count(), 30, "the 30 collectives with most exposed time: {md}");
+        assert!(md.contains("All reasons"), "{md}");
     }
 }

@@ -3,9 +3,11 @@
 //! folded in a `<details>` block, the mitigation and the next measurements.
 //!
 //! Every string that comes from a trace or a file (collective names, file names, reasons) goes
-//! through [`escape_md`]: a trace is untrusted input, and a PR comment renders HTML and links.
-//! Strings this crate owns (strategy and decision names, formatted numbers) are written as-is.
+//! through one function of [`super::escape`] where it enters the text: a trace is untrusted
+//! input, and a PR comment renders HTML, links and mentions. Strings this crate owns (strategy
+//! and decision names, formatted numbers) are written as-is.
 
+use super::escape::{code_span, md_cell, md_text, NAME, PATH, TEXT};
 use super::{pct, Align};
 use crate::compare::Comparison;
 use crate::trace::attribute::Attribution;
@@ -13,14 +15,14 @@ use crate::trace::attribute::Attribution;
 /// Renders an attribution as Markdown.
 pub fn attribution(a: &Attribution) -> String {
     let f = &a.followup;
-    let mut out = format!("**commgate attribute: `{}`** — {}\n\n", f.decision.as_str(), escape_md(&f.reason));
-    out.push_str(&super::source_line(a, escape_md, &format!(" ({})", file_list(&a.source.files))));
+    let mut out = format!("**commgate attribute: `{}`** — {}\n\n", f.decision.as_str(), md_text(&f.reason, TEXT));
+    out.push_str(&super::source_line(a, |s| md_text(s, NAME), &format!(" ({})", file_list(&a.source.files))));
     out.push_str("\n\n");
     out.push_str(&notes(a));
     if a.by_collective.is_empty() {
         out.push_str("_No communication kernels found._\n");
     } else {
-        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, escape_md)));
+        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, |s| md_cell(s, NAME))));
     }
     if !a.ranks.is_empty() {
         out.push_str("\n<details><summary>Per rank</summary>\n\n");
@@ -35,61 +37,14 @@ pub fn attribution(a: &Attribution) -> String {
 /// What the figures do not cover (missing ranks, an ignored steps setting), one bold-led
 /// paragraph each, escaped; empty when there is nothing to say.
 pub(crate) fn notes(a: &Attribution) -> String {
-    a.source.notes().iter().map(|n| format!("**Note:** {}\n\n", escape_md(n))).collect()
-}
-
-/// Escapes a string for Markdown and HTML so it renders as the literal text: inline-significant
-/// punctuation gets a backslash (CommonMark lets any ASCII punctuation be escaped), `-`, `+`,
-/// `.` and `!` only where they could open a block (the start of the value: list markers,
-/// `1.`), so that numbers and file names stay readable in the raw comment; `<`, `>` and `&`
-/// become HTML entities (a backslash does not stop an HTML tag in every renderer), and line
-/// breaks become spaces so one value stays on one line of a table or a paragraph.
-pub fn escape_md(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for (i, c) in s.chars().enumerate() {
-        match c {
-            '+' | '-' | '.' | '!' if i == 0 => {
-                out.push('\\');
-                out.push(c);
-            }
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '|' | '~' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\r' | '\n' => out.push(' '),
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Text inside a code span renders literally (no Markdown, no HTML), so it needs no escaping
-/// beyond what could close the span or break the line.
-pub(crate) fn code_span(s: &str) -> String {
-    let inner: String = s
-        .chars()
-        .map(|c| {
-            if c == '`' {
-                '\''
-            } else if c.is_control() {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect();
-    format!("`{inner}`")
+    a.source.notes().iter().map(|n| format!("**Note:** {}\n\n", md_text(n, TEXT))).collect()
 }
 
 /// The first few file names, escaped, then how many more: one trace per rank would otherwise
 /// turn a 512-rank job's comment into a wall of names.
 fn file_list(files: &[String]) -> String {
     const SHOWN: usize = 4;
-    let mut names: Vec<String> = files.iter().take(SHOWN).map(|f| escape_md(f)).collect();
+    let mut names: Vec<String> = files.iter().take(SHOWN).map(|f| md_text(f, NAME)).collect();
     if files.len() > SHOWN {
         names.push(format!("and {} more", files.len() - SHOWN));
     }
@@ -98,7 +53,7 @@ fn file_list(files: &[String]) -> String {
 
 /// Priority, mitigation and next measurements, as a list.
 fn decision_lines(a: &Attribution) -> String {
-    let d = super::decisions(a, escape_md, |strategy| format!("`{strategy}`"));
+    let d = super::decisions(a, |s| md_text(s, NAME), |strategy| format!("`{strategy}`"));
     format!("- **Priority:** {}\n- **Mitigation:** {}\n- **Next measurements:** {}\n", d.priority, d.mitigation, d.next)
 }
 
@@ -122,13 +77,13 @@ pub(crate) fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
 /// Renders a comparison as Markdown: the verdict and its first reason, the metric table, all
 /// reasons. Everything from files is escaped.
 pub fn comparison(c: &Comparison) -> String {
-    let lead = c.reasons.first().map(|r| format!(" — {}", escape_md(r))).unwrap_or_default();
+    let lead = c.reasons.first().map(|r| format!(" — {}", md_text(r, TEXT))).unwrap_or_default();
     let blocking = if c.regression { " (blocking)" } else { "" };
     let mut out = format!("**commgate compare: `{}`{blocking}**{lead}\n\n", c.verdict.as_str());
     let b = &c.baseline;
     out.push_str(&format!(
         "Baseline {}: {} run{}, hardware {}, {}; δ = {}\n\n",
-        code_span(&b.path),
+        code_span(&b.path, PATH),
         b.runs,
         if b.runs == 1 { "" } else { "s" },
         if b.fingerprint_match { "matches" } else { "**differs**" },
@@ -140,7 +95,7 @@ pub fn comparison(c: &Comparison) -> String {
         out.push('\n');
     }
     for r in &c.reasons {
-        out.push_str(&format!("- {}\n", escape_md(r)));
+        out.push_str(&format!("- {}\n", md_text(r, TEXT)));
     }
     out
 }
@@ -151,7 +106,7 @@ pub(crate) fn metric_table(c: &Comparison) -> String {
         .metrics
         .iter()
         .map(|m| {
-            let mut row = super::metric_cells(m, escape_md);
+            let mut row = super::metric_cells(m, |s| md_cell(s, NAME));
             row.push(format!("`{}`", m.state.as_str()));
             row
         })
@@ -163,18 +118,6 @@ pub(crate) fn metric_table(c: &Comparison) -> String {
 mod tests {
     use super::super::fixtures::{empty, hostile, multi_rank, seed};
     use super::*;
-
-    #[test]
-    fn escape_md_escapes_every_significant_character() {
-        assert_eq!(escape_md("all_reduce"), "all\\_reduce");
-        assert_eq!(escape_md("\\`*_{}[]()#|~"), "\\\\\\`\\*\\_\\{\\}\\[\\]\\(\\)\\#\\|\\~");
-        assert_eq!(escape_md("- 1.5 ms +2 !"), "\\- 1.5 ms +2 !");
-        assert_eq!(escape_md("+x"), "\\+x");
-        assert_eq!(escape_md("a<b>&c"), "a&lt;b&gt;&amp;c");
-        assert_eq!(escape_md("one\ntwo\r\nthree"), "one two  three");
-        assert_eq!(escape_md("plain text 42"), "plain text 42");
-        assert_eq!(escape_md("ünïcode"), "ünïcode");
-    }
 
     #[test]
     fn hostile_collective_and_file_names_render_inert() {

@@ -4,10 +4,13 @@
 //! text and Markdown renderers share: the cell formatting, the table columns and rows, the source
 //! line and the decisions (so a payload or a ratio reads the same in a terminal and in a PR
 //! comment). Where a trace-supplied string goes in, the renderer passes its escaping function
-//! (`plain` or `escape_md`). Renderers display the decisions an [`Attribution`] carries; they
+//! from [`escape`] (`plain` for a terminal, `md_text` or `md_cell` for Markdown). Renderers display the decisions an [`Attribution`] carries; they
 //! never recompute them.
 
 pub mod check;
+pub mod escape;
+#[cfg(test)]
+mod injection_tests;
 pub mod json;
 pub mod markdown;
 pub mod text;

@@ -2,25 +2,27 @@
 //! and the decision lines. No color, so it reads the same in a pipe, a log and a CI console.
 //! The one non-ASCII character is the em dash of `Follow-up: <decision> — <reason>`.
 //!
-//! Strings that come from traces (collective names) pass through `plain`, so a control
-//! character in a kernel's metadata cannot move the cursor or recolor the terminal.
+//! Strings that come from traces and files (collective names, paths, reasons) pass through
+//! [`plain`], so a control character in a kernel's metadata cannot move the cursor, recolor the
+//! terminal or issue a CI workflow command.
 
+use super::escape::{plain, NAME, PATH, TEXT};
 use super::{pct, Align};
 use crate::compare::{Comparison, MetricComparison};
 use crate::trace::attribute::Attribution;
 
 /// Renders an attribution for a terminal.
 pub fn attribution(a: &Attribution) -> String {
-    let mut out = super::source_line(a, plain, "");
+    let mut out = super::source_line(a, |s| plain(s, NAME), "");
     out.push('\n');
     for note in a.source.notes() {
-        out.push_str(&format!("Note: {}\n", plain(&note)));
+        out.push_str(&format!("Note: {}\n", plain(&note, TEXT)));
     }
     out.push('\n');
     if a.by_collective.is_empty() {
         out.push_str("No communication kernels found.\n");
     } else {
-        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, plain)));
+        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, |s| plain(s, NAME))));
     }
     if !a.ranks.is_empty() {
         out.push_str("\nPer rank (ms per step):\n");
@@ -36,13 +38,13 @@ pub fn attribution(a: &Attribution) -> String {
 
 /// Priority, mitigation, next measurements and follow-up, one line each.
 fn decision_lines(a: &Attribution) -> [String; 4] {
-    let d = super::decisions(a, plain, str::to_owned);
+    let d = super::decisions(a, |s| plain(s, NAME), str::to_owned);
     let f = &a.followup;
     [
         format!("Priority: {}", d.priority),
         format!("Mitigation: {}", d.mitigation),
         format!("Next measurements: {}", d.next),
-        format!("Follow-up: {} — {}", f.decision.as_str(), plain(&f.reason)),
+        format!("Follow-up: {} — {}", f.decision.as_str(), plain(&f.reason, TEXT)),
     ]
 }
 
@@ -83,12 +85,6 @@ fn table_line(columns: &[(&str, Align)], widths: &[usize], row: &[String]) -> St
     cells.join("  ").trim_end().to_string()
 }
 
-/// A trace-supplied string made safe for a terminal: control characters (escape sequences,
-/// newlines, carriage returns) are written as Rust escapes (`\u{1b}`, `\n`) instead of acting.
-pub(crate) fn plain(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
-}
-
 /// Renders a comparison for a terminal: the baseline, one row per metric, the verdict and the
 /// reasons a reviewer acts on.
 pub fn comparison(c: &Comparison) -> String {
@@ -102,7 +98,7 @@ pub fn comparison(c: &Comparison) -> String {
     let blocking = if c.regression { " (blocking: confirmed regression)" } else { "" };
     out.push_str(&format!("\nVerdict: {}{blocking}\n", c.verdict.as_str()));
     for r in &c.reasons {
-        out.push_str(&format!("  - {}\n", plain(r)));
+        out.push_str(&format!("  - {}\n", plain(r, TEXT)));
     }
     out
 }
@@ -116,7 +112,7 @@ fn baseline_line(c: &Comparison) -> String {
     let spread = b.spread.map_or_else(|| "spread unknown (< 3 runs)".to_string(), |s| format!("run spread {}", pct(s)));
     format!(
         "Baseline: {} ({} run{}, {hardware}, {spread}); smallest change that counts: δ = {}",
-        plain(&b.path),
+        plain(&b.path, PATH),
         b.runs,
         if b.runs == 1 { "" } else { "s" },
         pct(c.delta)
@@ -143,13 +139,6 @@ mod tests {
         ];
         let cols = [("name", Align::Left), ("ms", Align::Right), ("note", Align::Left)];
         assert_eq!(table(&cols, &rows), "name       ms  note\n------  -----  ----\na         1.5  x\nlonger  10.25\n");
-    }
-
-    #[test]
-    fn plain_defuses_control_characters() {
-        assert_eq!(plain("all_reduce"), "all_reduce");
-        assert_eq!(plain("a\u{1b}[31mb\nc"), "a\\u{1b}[31mb\\nc");
-        assert_eq!(plain("élan"), "élan");
     }
 
     #[test]

@@ -134,7 +134,7 @@ impl Dropped {
         self.count += 1;
         if self.count <= MAX_NOTED {
             let more = if self.count == MAX_NOTED { "; further drops are counted, not noted" } else { "" };
-            eprintln!("commgate: note: rendezvous: dropped a peer from {addr}: {why}{more}");
+            crate::diag::note(format_args!("rendezvous: dropped a peer from {addr}: {why}{more}"));
         }
     }
 }

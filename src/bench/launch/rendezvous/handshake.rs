@@ -78,7 +78,7 @@ fn bind_listener(launch: &Launch) -> Result<TcpListener, BenchError> {
     let resolve = || (launch.master_addr.as_str(), port).to_socket_addrs().map(Iterator::collect);
     let (addrs, note) = listen_addrs(launch, resolve).map_err(|why| rendezvous_error(why, 0))?;
     if let Some(note) = note {
-        eprintln!("commgate: note: {note}");
+        crate::diag::note(note);
     }
     let mut first_error = None;
     for addr in &addrs {
