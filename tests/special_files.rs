@@ -208,3 +208,18 @@ fn links_planted_at_temporary_names_receive_nothing() {
     after.sort();
     assert_eq!(listing(dir.path()), after, "only report.json is new");
 }
+
+/// A committed `commgate.toml` that is a link to a device or a pipe: refused by name, not read
+/// forever (git stores links, so a pull request can add one).
+#[test]
+fn a_settings_file_that_is_a_device_or_a_pipe_is_refused() {
+    let dir = TempDir::new().expect("tempdir");
+    write(dir.path(), "rank-0.json", RANK_0);
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("commgate.toml")).expect("symlink");
+    let out = commgate(dir.path(), &["attribute", "rank-0.json"]);
+    assert_refused(&out, "commgate.toml", "cannot read the settings file: it is a device");
+    std::fs::remove_file(dir.path().join("commgate.toml")).expect("rm");
+    mkfifo(&dir.path().join("commgate.toml"));
+    let out = commgate(dir.path(), &["attribute", "rank-0.json"]);
+    assert_refused(&out, "commgate.toml", "is a named pipe (FIFO)");
+}
