@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Deserialize;
 
 use crate::baseline::DEFAULT_KEEP;
@@ -113,6 +113,9 @@ pub struct ThresholdsFile {
     pub accept_exposed_ms: Option<f64>,
 }
 
+/// The most a settings file may hold: far beyond any real one.
+const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+
 /// Reads the settings file: `--config` (which must exist), else `./commgate.toml` if present.
 /// The result remembers the file and the `COMMGATE_*` variables clap read (see [`parse_args`]),
 /// so that a bad value is reported where it was set.
@@ -126,7 +129,10 @@ pub fn load_file(cli: &Cli) -> Result<FileConfig> {
         Some((var, value)) => format!("{var}={value}"),
         None => path.display().to_string(),
     };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("{named}: cannot read the settings file"))?;
+    // Through `input`: a regular file only, read once and bounded (a committed `commgate.toml`
+    // link to /dev/zero or a pipe must not hang or fill memory).
+    let text = crate::input::read_text(&path, MAX_SETTINGS_BYTES)
+        .map_err(|e| anyhow::anyhow!("{named}: cannot read the settings file: it {e}"))?;
     let mut file = parse_file_at(&text, Some(&path))?;
     file.path = path.clone();
     file.provenance = Provenance::new(Some((path, text)), &cli.from_env);

@@ -5,8 +5,9 @@
 //!
 //! A bottom layer like `output`: it imports nothing from the crate.
 
-use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Cursor, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
@@ -20,24 +21,99 @@ pub struct Opened {
     pub gzip: bool,
 }
 
+/// Why an input could not be opened. Each reads after the file name: `PATH: is a named pipe …`.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("does not exist")]
+    NotFound,
+    /// A symbolic link whose target does not exist.
+    #[error("is a broken symbolic link (its target does not exist); fix or remove the link")]
+    BrokenLink,
+    /// `-`: commgate reads files, not standard input.
+    #[error("commgate does not read standard input; save the data to a file and pass its path")]
+    Stdin,
+    /// A FIFO, socket, device or directory: not something commgate can read once, whole and
+    /// without waiting on another process.
+    #[error(
+        "is {kind}, not a regular file; commgate reads inputs from regular files only (save the data to a file first)"
+    )]
+    NotRegular { kind: &'static str },
+    #[error("cannot be opened: {0}")]
+    Io(io::Error),
+}
+
 /// Opens `path` for reading, decompressing gzip (multi-member streams too) on the fly.
-pub fn open(path: &Path) -> io::Result<Opened> {
-    let mut file = File::open(path)?;
+///
+/// The file is opened once, and the opened handle (not the path) is checked to be a regular
+/// file, so a name swapped between a check and the open cannot smuggle in something else.
+/// Named pipes, sockets, devices and directories are refused: a FIFO would block until some
+/// other process writes to it, and `/dev/stdin` or a pipe can be read only once. The open is
+/// non-blocking so that opening a FIFO with no writer returns at once instead of hanging (the
+/// flag changes nothing for a regular file, which is all that gets read).
+pub fn open(path: &Path) -> Result<Opened, OpenError> {
+    if path.as_os_str() == "-" {
+        return Err(OpenError::Stdin);
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| open_error(path, e))?;
+    let kind = file.metadata().map_err(OpenError::Io)?.file_type();
+    if !kind.is_file() {
+        return Err(OpenError::NotRegular { kind: describe_kind(&kind) });
+    }
+    from_file(file).map_err(OpenError::Io)
+}
+
+/// A failed open in the user's words: a missing file, a dangling link, or the system's reason.
+fn open_error(path: &Path, e: io::Error) -> OpenError {
+    if e.kind() != io::ErrorKind::NotFound {
+        return OpenError::Io(e);
+    }
+    match path.symlink_metadata() {
+        Ok(m) if m.file_type().is_symlink() => OpenError::BrokenLink,
+        _ => OpenError::NotFound,
+    }
+}
+
+/// What a file that is not a regular file is, as a message names it.
+pub fn describe_kind(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Wraps an opened regular file: the first two bytes tell gzip from plain, and are put back in
+/// front of the rest, so the file is read once, front to back.
+fn from_file(mut file: File) -> io::Result<Opened> {
     let mut magic = [0u8; 2];
     let n = read_prefix(&mut file, &mut magic)?;
-    let file = File::open(path)?;
     let gzip = n == 2 && magic == GZIP_MAGIC;
+    let whole = Cursor::new(magic).take(n as u64).chain(file);
     let reader: Box<dyn Read + Send> =
-        if gzip { Box::new(MultiGzDecoder::new(BufReader::with_capacity(1 << 16, file))) } else { Box::new(file) };
+        if gzip { Box::new(MultiGzDecoder::new(BufReader::with_capacity(1 << 16, whole))) } else { Box::new(whole) };
     Ok(Opened { reader, gzip })
 }
 
 fn read_prefix(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match file.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(n)
@@ -48,6 +124,9 @@ fn read_prefix(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 pub enum TextError {
     #[error("does not exist")]
     NotFound,
+    /// The file could not be opened as an input (not `NotFound`: that is the variant above).
+    #[error("{0}")]
+    Open(OpenError),
     #[error("cannot be read: {0}")]
     Io(io::Error),
     #[error("the gzip data is corrupt or truncated ({0}); re-copy the file")]
@@ -62,9 +141,9 @@ pub enum TextError {
 /// a multi-gigabyte trace passed where a small JSON file belongs fails fast instead of filling
 /// memory.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, TextError> {
-    let opened = open(path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => TextError::NotFound,
-        _ => TextError::Io(e),
+    let opened = open(path).map_err(|e| match e {
+        OpenError::NotFound => TextError::NotFound,
+        other => TextError::Open(other),
     })?;
     let gzip = opened.gzip;
     let mut bytes = Vec::new();
@@ -392,5 +471,42 @@ mod tests {
         let bytes = enc.finish().expect("finish");
         std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
         assert!(matches!(read_text(&cut, 100), Err(TextError::Gzip(_))));
+    }
+
+    #[test]
+    fn only_regular_files_are_opened() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("rank-0.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success());
+        // No writer ever opens the FIFO: a blocking open would hang here.
+        assert!(matches!(open(&fifo), Err(OpenError::NotRegular { kind: "a named pipe (FIFO)" })));
+        assert!(matches!(open(Path::new("/dev/null")), Err(OpenError::NotRegular { kind: "a device" })));
+        assert!(matches!(open(dir.path()), Err(OpenError::NotRegular { kind: "a directory" })));
+        assert!(matches!(open(Path::new("-")), Err(OpenError::Stdin)));
+        let dangling = dir.path().join("gone.json");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).expect("symlink");
+        assert!(matches!(open(&dangling), Err(OpenError::BrokenLink)));
+        assert!(matches!(open(&dir.path().join("none")), Err(OpenError::NotFound)));
+        let message = read_text(&fifo, 10).expect_err("refused").to_string();
+        assert!(message.starts_with("is a named pipe (FIFO), not a regular file;"), "{message}");
+        // A link to a regular file is read through (the user named it).
+        let plain = dir.path().join("a.json");
+        std::fs::write(&plain, "{}").expect("write");
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&plain, &link).expect("symlink");
+        assert_eq!(read_text(&link, 10).expect("reads"), "{}");
+    }
+
+    #[test]
+    fn files_shorter_than_the_magic_number_read_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for bytes in [&b""[..], b"7", b"\x1f", b"[]"] {
+            let path = dir.path().join("short");
+            std::fs::write(&path, bytes).expect("write");
+            let mut read = Vec::new();
+            open(&path).expect("opens").reader.read_to_end(&mut read).expect("reads");
+            assert_eq!(read, bytes);
+        }
     }
 }

@@ -6,6 +6,13 @@
 //! Temporary files are named `.commgate-tmp-*` ([`TEMP_PREFIX`]) so that they are recognisable:
 //! the baseline store removes any a killed process left behind ([`is_leftover_temp`]).
 //!
+//! **Links are never written through.** The temporary file's name carries 64 random bits and is
+//! created exclusively (`O_CREAT|O_EXCL`, which refuses any existing name, a symbolic link
+//! included, dangling or not), so a link planted in the directory cannot receive the bytes. When
+//! the destination itself is a symbolic link, the rename replaces the link with the new file;
+//! the file it pointed at is left as it was. (A link among the destination's *directories* is
+//! followed: that part of the path is the caller's choice.)
+//!
 //! The bottom layer: it imports nothing from the crate, and every module that writes a file goes
 //! through [`write_atomic`].
 
@@ -62,22 +69,35 @@ fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// Creates a new temporary file in `dir`. The name is unique to this process and call; the file
-/// is created exclusively, so two processes sharing a directory but not a process-id space (two
-/// containers on one volume) never write into the same temporary file.
+/// Creates a new temporary file in `dir`, named `.commgate-tmp-<pid>-<random hex>-<n>`. The name
+/// cannot be guessed ahead of time (64 bits from the process's random hash keys), and the file is
+/// created exclusively: an existing name, a planted symbolic link included, is never opened, only
+/// skipped for the next name. Two processes sharing a directory but not a process-id space (two
+/// containers on one volume) therefore never write into the same temporary file either.
 fn create_temp(dir: &Path) -> std::io::Result<(PathBuf, File)> {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let mut attempt = 0;
     loop {
         let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!("{TEMP_PREFIX}{}-{nanos:08x}-{n}", std::process::id()));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        let tmp = dir.join(format!("{TEMP_PREFIX}{}-{:016x}-{n}", std::process::id(), random_u64()));
+        match create_exclusive(&tmp) {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 16 => attempt += 1,
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Creates `path` for writing only if no entry of that name exists; never follows a link.
+fn create_exclusive(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().write(true).create_new(true).open(path)
+}
+
+/// 64 unpredictable bits without a random-number crate: each `RandomState` is seeded from the
+/// operating system's randomness (and varies per call), and hashing nothing yields its keys' mix.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
 /// Flushes a directory's entries (a rename or a new file in it) to disk. A filesystem that
@@ -149,5 +169,49 @@ mod tests {
         for name in ["par.json", ".gitignore", ".par.json.tmp-", ".par.json.tmp-12a", "..tmp-1", "commgate-tmp-1"] {
             assert!(!is_leftover_temp(name), "{name}");
         }
+    }
+
+    #[test]
+    fn a_symbolic_link_at_the_destination_is_replaced_never_written_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").expect("write");
+        let out = dir.path().join("report.json");
+        std::os::unix::fs::symlink(&victim, &out).expect("symlink");
+        write_atomic(&out, b"report").expect("write");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+        assert!(std::fs::symlink_metadata(&out).expect("stat").file_type().is_file(), "the link was replaced");
+        assert_eq!(std::fs::read_to_string(&out).expect("read"), "report");
+    }
+
+    #[test]
+    fn a_planted_link_at_a_temporary_name_is_never_opened() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        // A dangling link: a plain create would make `victim` through it; an exclusive one fails.
+        let planted = dir.path().join(format!("{TEMP_PREFIX}1-0-0"));
+        std::os::unix::fs::symlink(&victim, &planted).expect("symlink");
+        let e = create_exclusive(&planted).expect_err("refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(!victim.exists(), "nothing was created through the link");
+        // Links at the names earlier versions used (`.<name>.tmp-<pid>`) and at this version's
+        // prefix with this process's id are left alone by a real write.
+        let pid = std::process::id();
+        for name in [format!(".r.json.tmp-{pid}"), format!("{TEMP_PREFIX}{pid}-0000000000000000-0")] {
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).expect("symlink");
+        }
+        write_atomic(&dir.path().join("r.json"), b"report").expect("write");
+        assert!(!victim.exists(), "nothing was written through a planted link");
+        assert_eq!(std::fs::read_to_string(dir.path().join("r.json")).expect("read"), "report");
+    }
+
+    #[test]
+    fn temporary_names_differ_unpredictably() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, _) = create_temp(dir.path()).expect("temp");
+        let (b, _) = create_temp(dir.path()).expect("temp");
+        let hex = |p: &Path| p.file_name().map(|n| n.to_string_lossy().split('-').nth(3).unwrap_or("").to_string());
+        assert_ne!(hex(&a), hex(&b), "{} {}", a.display(), b.display());
+        assert!(a.file_name().is_some_and(|n| is_leftover_temp(&n.to_string_lossy())));
     }
 }

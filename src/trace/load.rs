@@ -105,24 +105,21 @@ fn step_names(t: &RankTrace) -> Vec<String> {
 }
 
 /// Expands directories (their `*.json` and `*.gz` files, sorted) and checks that files exist.
+///
+/// In a directory, an entry whose name looks like a trace (`*.json`, `*.gz`, `rank-N…`) but is
+/// a broken link, a named pipe, a socket, a device or a directory is an error naming it: skipping
+/// it would judge a run with a rank silently missing. Everything else in the directory is
+/// ignored. Whether each file really is a regular file is decided again when it is opened
+/// ([`input::open`]), on the opened handle.
 pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                LoadError::new(path, "does not exist; pass trace files or a directory of them")
-            }
-            _ => LoadError::new(path, format!("cannot be read: {e}")),
-        })?;
+        let meta = std::fs::metadata(path).map_err(|e| missing_input(path, &e))?;
         if !meta.is_dir() {
             files.push(path.clone());
             continue;
         }
-        let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| LoadError::new(path, format!("cannot list the directory: {e}")))?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && is_trace_name(p))
-            .collect();
+        let mut found = list_traces(path)?;
         if found.is_empty() {
             return Err(LoadError::new(
                 path,
@@ -138,9 +135,70 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     Ok(files)
 }
 
+/// Why a path given on the command line cannot be read: missing, a dangling link, or the
+/// system's reason.
+fn missing_input(path: &Path, e: &std::io::Error) -> LoadError {
+    if e.kind() != std::io::ErrorKind::NotFound {
+        return LoadError::new(path, format!("cannot be read: {e}"));
+    }
+    if path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        return LoadError::new(path, input::OpenError::BrokenLink.to_string());
+    }
+    if path.as_os_str() == "-" {
+        return LoadError::new(path, input::OpenError::Stdin.to_string());
+    }
+    LoadError::new(path, "does not exist; pass trace files or a directory of them")
+}
+
+/// The trace files in directory `dir` (unsorted); an entry named like a trace that is not a
+/// regular file (after following links) is an error.
+fn list_traces(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| LoadError::new(dir, format!("cannot list the directory: {e}")))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| LoadError::new(dir, format!("cannot list the directory: {e}")))?;
+        let path = entry.path();
+        if !looks_like_trace(&path) {
+            continue;
+        }
+        match std::fs::metadata(&path) {
+            // A regular `rank-3.txt` is not read (only its name looked like a rank's).
+            Ok(m) if m.is_file() => {
+                if is_trace_name(&path) {
+                    found.push(path);
+                }
+            }
+            Ok(m) => {
+                let kind = input::describe_kind(&m.file_type());
+                return Err(LoadError::new(
+                    &path,
+                    format!(
+                        "is {kind}, not a regular file; remove it from {} or replace it with the trace",
+                        dir.display()
+                    ),
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(LoadError::new(&path, input::OpenError::BrokenLink.to_string()));
+            }
+            Err(e) => return Err(LoadError::new(&path, format!("cannot be read: {e}"))),
+        }
+    }
+    Ok(found)
+}
+
+/// A name commgate reads as a trace in a directory.
 fn is_trace_name(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
     name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".gz")
+}
+
+/// A name that is a trace's, or that a rank's trace could have (`rank-3`, `rank-3.pt.trace`):
+/// such an entry is never skipped silently.
+fn looks_like_trace(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let rank_n = name.strip_prefix("rank-").or_else(|| name.strip_prefix("rank_"));
+    is_trace_name(p) || rank_n.is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// Seed events and profiler traces are attributed separately, never mixed.
@@ -216,7 +274,7 @@ where
 
 /// Reads one file, plain or gzip.
 pub fn read_file(path: &Path) -> Result<Document, LoadError> {
-    let opened = input::open(path).map_err(|e| LoadError::new(path, format!("cannot be opened: {e}")))?;
+    let opened = input::open(path).map_err(|e| LoadError::new(path, e.to_string()))?;
     let gzip = opened.gzip;
     let mut doc = parse_document(opened.reader).map_err(|e| LoadError::new(path, describe(&e, gzip)))?;
     if let Document::Kineto(t) = &mut doc {

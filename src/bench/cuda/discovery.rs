@@ -15,8 +15,10 @@
 //! and loading the `.so.2` ourselves first does not help either (glibc matches an already-loaded
 //! library by the name it was opened with or its soname, `libnccl.so.2`, never `libnccl.so`). So
 //! [`ensure_nccl_loadable`] makes a private directory holding a `libnccl.so` link to the `.so.2`
-//! it finds (under `LD_LIBRARY_PATH`, Python's `nvidia/nccl/lib`, the usual system directories)
-//! and re-executes this program (same pid, same arguments) with that directory first on
+//! it finds (under `LD_LIBRARY_PATH`, Python's `nvidia/nccl/lib` in the site-packages of the usual
+//! prefixes, the usual system directories — listed, never asked of Python, which would run code)
+//! and re-executes this program (same pid, same arguments, same environment: it is this program,
+//! not another one) with that directory first on
 //! `LD_LIBRARY_PATH`; the new process removes the directory once NCCL is loaded. It must run
 //! before anything that a re-exec would break (threads that matter, the rendezvous sockets):
 //! [`CudaBackend::open`](super::CudaBackend::open) does it itself in single-process mode; a
@@ -163,28 +165,69 @@ fn manual_fix(so2: &Path) -> String {
     )
 }
 
+/// The installed `libnccl.so.2`, if any, from the directories [`candidate_dirs`] lists.
 fn find_so2() -> Option<PathBuf> {
-    let found = candidate_dirs().into_iter().map(|dir| dir.join("libnccl.so.2")).find(|p| p.is_file());
-    // Last, the Python environment on PATH, wherever its site-packages are.
-    found.or_else(|| python_nccl_dirs().into_iter().map(|dir| dir.join("libnccl.so.2")).find(|p| p.is_file()))
+    first_so2(&candidate_dirs(&SearchEnv::from_process(), &system_prefixes()))
 }
 
-fn candidate_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
-        .map(|paths| std::env::split_paths(&paths).filter(|p| !p.as_os_str().is_empty()).collect())
+fn first_so2(dirs: &[PathBuf]) -> Option<PathBuf> {
+    dirs.iter().map(|dir| dir.join("libnccl.so.2")).find(|p| p.is_file())
+}
+
+/// The variables the NCCL search reads (a test supplies its own).
+#[derive(Debug, Default)]
+struct SearchEnv {
+    ld_library_path: Option<OsString>,
+    virtual_env: Option<OsString>,
+    conda_prefix: Option<OsString>,
+    home: Option<OsString>,
+}
+
+impl SearchEnv {
+    fn from_process() -> Self {
+        SearchEnv {
+            ld_library_path: std::env::var_os("LD_LIBRARY_PATH"),
+            virtual_env: std::env::var_os("VIRTUAL_ENV"),
+            conda_prefix: std::env::var_os("CONDA_PREFIX"),
+            home: std::env::var_os("HOME"),
+        }
+    }
+}
+
+/// Where Python installs live when no environment variable names one: the system's, and a
+/// conda base in its usual place.
+fn system_prefixes() -> Vec<PathBuf> {
+    ["/usr/local", "/usr", "/opt/conda"].map(PathBuf::from).to_vec()
+}
+
+/// Where `libnccl.so.2` may be, in the order looked at: `LD_LIBRARY_PATH`; the site-packages of
+/// the active virtualenv, the active conda environment, the user's `~/.local` and the system
+/// prefixes (pip's `nvidia-nccl-cu12`/`-cu13` wheels put it in `nvidia/nccl/lib`); then the
+/// system library directories (`libnccl2`).
+///
+/// Found by listing directories only. Asking `python3` where `nvidia.nccl` lives would run
+/// code: `find_spec` imports the package's parent, and `./nvidia/__init__.py` in the working
+/// directory (a pull request's checkout) comes first on Python's path, in a process that would
+/// inherit the job's environment and tokens.
+fn candidate_dirs(env: &SearchEnv, system: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = env
+        .ld_library_path
+        .as_ref()
+        .map(|paths| std::env::split_paths(paths).filter(|p| !p.as_os_str().is_empty()).collect())
         .unwrap_or_default();
     let mut prefixes: Vec<PathBuf> =
-        ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(|var| std::env::var_os(var).map(PathBuf::from)).collect();
-    if let Some(conda) = std::env::var_os("CONDA_PREFIX") {
+        [&env.virtual_env, &env.conda_prefix].into_iter().flatten().map(PathBuf::from).collect();
+    if let Some(conda) = &env.conda_prefix {
         dirs.push(PathBuf::from(conda).join("lib"));
     }
-    if let Some(home) = std::env::var_os("HOME") {
+    if let Some(home) = &env.home {
         prefixes.push(PathBuf::from(home).join(".local"));
     }
-    prefixes.push(PathBuf::from("/usr/local"));
-    prefixes.push(PathBuf::from("/usr"));
+    prefixes.extend(system.iter().cloned());
     for prefix in prefixes {
-        dirs.extend(site_packages(&prefix.join("lib")).into_iter().map(|sp| sp.join("nvidia/nccl/lib")));
+        for lib in ["lib", "lib64"] {
+            dirs.extend(site_packages(&prefix.join(lib)).into_iter().map(|sp| sp.join("nvidia/nccl/lib")));
+        }
     }
     dirs.extend(
         [
@@ -201,40 +244,27 @@ fn candidate_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// `LIB/python3*/{site,dist}-packages` and `LIB/python3/dist-packages` (Debian).
+/// `LIB/python3*/{site,dist}-packages` and `LIB/python3/dist-packages` (Debian), newest Python
+/// first (a venv rebuilt for a newer Python may keep the old directory).
 fn site_packages(lib: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(lib) else {
         return Vec::new();
     };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with("python3") {
-            found.push(entry.path().join("site-packages"));
-            found.push(entry.path().join("dist-packages"));
-        }
-    }
-    found.sort();
-    found
-}
-
-/// Asks `python3` where the `nvidia.nccl` package lives (pip's nvidia-nccl-cu1x).
-fn python_nccl_dirs() -> Vec<PathBuf> {
-    let script = "import importlib.util as u\n\
-                  s = u.find_spec('nvidia.nccl')\n\
-                  print('\\n'.join(s.submodule_search_locations or []) if s else '')";
-    let Ok(output) = std::process::Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| PathBuf::from(l.trim()).join("lib"))
-        .collect()
+    let mut pythons: Vec<(u32, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let minor = name.to_str()?.strip_prefix("python3")?;
+            let minor = match minor.strip_prefix('.') {
+                Some(m) => m.parse().ok()?,
+                None if minor.is_empty() => 0,
+                None => return None,
+            };
+            Some((minor, entry.path()))
+        })
+        .collect();
+    pythons.sort_by(|a, b| b.cmp(a));
+    pythons.into_iter().flat_map(|(_, dir)| [dir.join("site-packages"), dir.join("dist-packages")]).collect()
 }
 
 /// Re-executes this program with a private `libnccl.so` link first on `LD_LIBRARY_PATH`.
@@ -374,5 +404,62 @@ mod tests {
             assert!(!message.contains('\n') && fixes.iter().any(|fix| message.contains(fix)), "{message}");
             assert_eq!(BenchError::from(unavailable), BenchError::Unavailable(message));
         }
+    }
+
+    /// A fake `prefix/lib/<python>/<packages>/nvidia/nccl/lib/libnccl.so.2`.
+    fn fake_wheel(prefix: &Path, python: &str, packages: &str) -> PathBuf {
+        let lib = prefix.join("lib").join(python).join(packages).join("nvidia/nccl/lib");
+        std::fs::create_dir_all(&lib).expect("mkdir");
+        let so2 = lib.join("libnccl.so.2");
+        std::fs::write(&so2, "").expect("write");
+        so2
+    }
+
+    #[test]
+    fn pip_wheels_are_found_by_listing_site_packages() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let (venv, home, usr) = (root.path().join("venv"), root.path().join("home"), root.path().join("usr"));
+        let in_venv = fake_wheel(&venv, "python3.12", "site-packages");
+        let in_home = fake_wheel(&home.join(".local"), "python3.11", "site-packages");
+        let in_usr = fake_wheel(&usr, "python3", "dist-packages");
+        // Not Python 3's: never looked at.
+        fake_wheel(&venv, "python2.7", "site-packages");
+        let env = |venv: bool, home: bool| SearchEnv {
+            virtual_env: venv.then(|| root.path().join("venv").into_os_string()),
+            home: home.then(|| root.path().join("home").into_os_string()),
+            ..SearchEnv::default()
+        };
+        let system = [usr.clone()];
+        assert_eq!(first_so2(&candidate_dirs(&env(true, true), &system)), Some(in_venv));
+        assert_eq!(first_so2(&candidate_dirs(&env(false, true), &system)), Some(in_home));
+        assert_eq!(first_so2(&candidate_dirs(&env(false, false), &system)), Some(in_usr.clone()));
+        // LD_LIBRARY_PATH comes first; conda's own lib/ too.
+        let ld = SearchEnv { ld_library_path: Some(in_usr.parent().expect("dir").into()), ..env(true, true) };
+        assert_eq!(first_so2(&candidate_dirs(&ld, &system)), Some(in_usr));
+        let conda = root.path().join("conda");
+        std::fs::create_dir_all(conda.join("lib")).expect("mkdir");
+        std::fs::write(conda.join("lib/libnccl.so.2"), "").expect("write");
+        let env = SearchEnv { conda_prefix: Some(conda.clone().into_os_string()), ..SearchEnv::default() };
+        assert_eq!(first_so2(&candidate_dirs(&env, &system)), Some(conda.join("lib/libnccl.so.2")));
+    }
+
+    #[test]
+    fn the_newest_python_comes_first() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let newer = fake_wheel(root.path(), "python3.12", "site-packages");
+        fake_wheel(root.path(), "python3.9", "site-packages");
+        let env = SearchEnv { virtual_env: Some(root.path().into()), ..SearchEnv::default() };
+        assert_eq!(first_so2(&candidate_dirs(&env, &[])), Some(newer));
+    }
+
+    /// The search starts no other program (Python would import from the working directory): the
+    /// only process this module starts is the re-exec of this very program (`current_exe`).
+    #[test]
+    fn the_search_starts_no_python() {
+        let source = include_str!("discovery.rs");
+        let code = source.split("#[cfg(test)]").next().unwrap_or(source);
+        assert!(!code.contains("Command::new(\""), "the NCCL search must not run another program (Python)");
+        assert_eq!(code.matches("Command::new(").count(), 1, "only the re-exec of this program");
+        assert!(code.contains("Command::new(&exe)"));
     }
 }
