@@ -371,6 +371,7 @@ pub(crate) mod fixtures {
             window: "steps".to_string(),
             compat: Compat::Default,
             steps_ignored: None,
+            names_truncated: false,
         }
     }
 

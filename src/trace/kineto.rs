@@ -8,12 +8,14 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::classify::{dtype_size, is_profiler_step};
 use super::events::{self, RawSeedEvent};
+use super::limits::{cap_name, ReadLimits};
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
 use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError};
 use crate::hotspots::CommEvent;
@@ -133,10 +135,15 @@ struct Sniff {
     collective: Option<serde::de::IgnoredAny>,
 }
 
-/// Reads one input document: one JSON value and nothing after it.
+/// Reads one input document: one JSON value and nothing after it, under the default limits.
 pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
+    parse_document_with(input, ReadLimits::default())
+}
+
+/// Reads one input document under `limits`.
+pub fn parse_document_with<R: Read>(input: R, limits: ReadLimits) -> Result<Document, ReadError> {
     let mut s = JsonStream::new(input);
-    let doc = parse_value(&mut s)?;
+    let doc = parse_value(&mut s, limits)?;
     // Data after the document is a sign of two files run together, or of garbage appended.
     match s.peek()? {
         None => Ok(doc),
@@ -150,9 +157,9 @@ pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
     }
 }
 
-fn parse_value<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
+fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Document, ReadError> {
     match s.peek()? {
-        Some(b'{') => parse_object(s),
+        Some(b'{') => parse_object(s, limits),
         Some(b'[') => {
             s.expect(b'[', "an array")?;
             match s.peek()? {
@@ -163,9 +170,9 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
             }
             let seed = s.with_value::<Owned<Sniff>, _, _>(false, |v| v.collective.is_some())?;
             if seed {
-                Ok(Document::Events(seed_elements(s)?))
+                Ok(Document::Events(seed_elements(s, limits)?))
             } else {
-                let mut b = Builder::default();
+                let mut b = Builder::new(limits);
                 trace_elements(s, &mut b)?;
                 Ok(Document::Kineto(Box::new(b.finish())))
             }
@@ -209,9 +216,9 @@ fn syntax<R: Read>(s: &JsonStream<R>, message: &str) -> ReadError {
     ReadError::Syntax { offset: s.offset(), message: message.to_string() }
 }
 
-fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
+fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Document, ReadError> {
     s.expect(b'{', "an object")?;
-    let mut b = Builder::default();
+    let mut b = Builder::new(limits);
     let mut saw_trace = false;
     let mut seed: Option<Vec<CommEvent>> = None;
     let mut keys = input::DocKeys::default();
@@ -230,7 +237,7 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
             }
             "events" => {
                 expect_array(s, "events")?;
-                seed = Some(seed_elements(s)?);
+                seed = Some(seed_elements(s, limits)?);
             }
             "distributedInfo" => {
                 let info = s
@@ -286,6 +293,9 @@ fn trace_elements<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) -> Result<(),
     loop {
         let offset = s.offset();
         let index = b.trace.num_events;
+        if index >= b.limits.max_events {
+            return Err(ReadError::TooManyEvents { limit: b.limits.max_events });
+        }
         s.with_value::<EventOf, _, _>(true, |e| b.push(e))
             .map_err(|e| within(e, &format!("traceEvents[{index}]")))?
             .map_err(|message| ReadError::Syntax { offset, message: format!("traceEvents[{index}]: {message}") })?;
@@ -295,7 +305,7 @@ fn trace_elements<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) -> Result<(),
     }
 }
 
-fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadError> {
+fn seed_elements<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Vec<CommEvent>, ReadError> {
     let mut out = Vec::new();
     if s.peek()? == Some(b']') {
         s.expect(b']', "']'")?;
@@ -304,6 +314,9 @@ fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadE
     loop {
         let offset = s.offset();
         let index = out.len();
+        if index as u64 >= limits.max_events {
+            return Err(ReadError::TooManyEvents { limit: limits.max_events });
+        }
         let event = s
             .with_value::<SeedOf, _, _>(true, events::validate)
             .map_err(|e| within(e, &format!("events[{index}]")))?
@@ -321,25 +334,51 @@ fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadE
 const MAX_ABS_NS: Ns = 1 << 61;
 
 /// Accumulates one rank's events.
-#[derive(Default)]
 struct Builder {
     trace: RankTrace,
-    name_ids: HashMap<String, u32>,
+    /// Each distinct (capped) kernel name once, shared with `trace.names`.
+    name_ids: HashMap<Arc<str>, u32>,
+    limits: ReadLimits,
 }
 
 impl Builder {
+    fn new(limits: ReadLimits) -> Self {
+        Builder { trace: RankTrace::default(), name_ids: HashMap::new(), limits }
+    }
+
     fn finish(self) -> RankTrace {
         self.trace
     }
 
     fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.name_ids.get(name) {
+        let name = self.cap(name);
+        if let Some(&id) = self.name_ids.get(name.as_ref()) {
             return id;
         }
         let id = self.trace.names.len() as u32;
-        self.trace.names.push(name.to_string());
-        self.name_ids.insert(name.to_string(), id);
+        let shared: Arc<str> = Arc::from(name.as_ref());
+        self.trace.names.push(Arc::clone(&shared));
+        self.name_ids.insert(shared, id);
         id
+    }
+
+    /// A string to keep, cut to the name limit (and the cut remembered for the note).
+    fn cap<'a>(&mut self, s: &'a str) -> Cow<'a, str> {
+        let (kept, cut) = cap_name(s);
+        self.trace.names_truncated |= cut;
+        kept
+    }
+
+    fn meta(&mut self, args: &RawArgs<'_>, with_shapes: bool) -> CommMeta {
+        let mut meta = comm_meta(args, with_shapes);
+        for field in [&mut meta.collective, &mut meta.dtype, &mut meta.pg_name].into_iter().flatten() {
+            let (capped, cut) = cap_name(field);
+            if cut {
+                *field = capped.into_owned();
+                self.trace.names_truncated = true;
+            }
+        }
+        meta
     }
 
     /// Keeps what attribution needs of one event; `Err` names the bad field.
@@ -383,7 +422,7 @@ impl Builder {
                     "gpu_memcpy" => KernelCat::Memcpy,
                     _ => KernelCat::Memset,
                 };
-                let meta = comm_meta(&args, false);
+                let meta = self.meta(&args, false);
                 let kernel = Kernel {
                     ts,
                     dur,
@@ -397,11 +436,12 @@ impl Builder {
             }
             "gpu_user_annotation" => {
                 if let Some(op) = name.strip_prefix("nccl:") {
+                    let op = self.cap(op).into_owned();
                     self.trace.gpu_annotations.push(GpuAnnotation {
                         ts,
                         end: ts + dur,
                         stream: tid,
-                        op: op.to_string(),
+                        op,
                     });
                 }
             }
@@ -412,11 +452,12 @@ impl Builder {
             }
             _ => {
                 if name == "record_param_comms" || name.starts_with("nccl:") {
-                    let annotation = name.strip_prefix("nccl:").map(str::to_string);
-                    let meta = comm_meta(&args, annotation.is_some());
+                    let annotation = name.strip_prefix("nccl:").map(|op| self.cap(op).into_owned());
+                    let meta = self.meta(&args, annotation.is_some());
                     self.trace.comm_ops.push(CommOp { ts, end: ts + dur, pid, tid, annotation, meta });
                 } else if is_profiler_step(name) {
-                    self.trace.steps.push(Step { name: name.to_string(), ts });
+                    let name = self.cap(name).into_owned();
+                    self.trace.steps.push(Step { name, ts });
                 }
             }
         }

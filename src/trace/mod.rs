@@ -6,6 +6,7 @@ pub mod classify;
 pub mod events;
 pub mod intervals;
 pub mod kineto;
+pub mod limits;
 pub mod load;
 pub mod model;
 pub mod reader;

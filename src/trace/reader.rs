@@ -27,6 +27,8 @@ pub enum ReadError {
     /// Well-formed JSON that is neither a profiler trace nor seed events: `found` says what it
     /// is (`a JSON array of numbers`, `a commgate result file`).
     NotATrace { found: String },
+    /// The document holds more events than the limit allows.
+    TooManyEvents { limit: u64 },
 }
 
 impl std::fmt::Display for ReadError {
@@ -36,6 +38,7 @@ impl std::fmt::Display for ReadError {
             ReadError::Syntax { offset, message } => write!(f, "at byte {offset}: {message}"),
             ReadError::Truncated { offset } => write!(f, "the JSON ends early at byte {offset} (truncated file?)"),
             ReadError::NotATrace { found } => write!(f, "is not a profiler trace ({found})"),
+            ReadError::TooManyEvents { limit } => write!(f, "holds more than {limit} events"),
         }
     }
 }
@@ -77,20 +80,22 @@ impl<R: Read> JsonStream<R> {
             let len = self.buf.len() * 2;
             self.buf.resize(len, 0);
         }
-        loop {
+        // Fill the whole free space, not just one read's worth: a gzip decoder hands out a few
+        // KiB per call, and a value that spans the buffer is parsed again after every refill,
+        // so topping up by one small read made a large value cost quadratic time.
+        let before = self.end;
+        while self.end < self.buf.len() {
             match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(0) => {
                     self.eof = true;
-                    return Ok(false);
+                    break;
                 }
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(true);
-                }
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(source) => return Err(ReadError::Io { offset: self.base + self.end as u64, source }),
             }
         }
+        Ok(self.end > before)
     }
 
     /// The next byte that is not JSON whitespace, without consuming it; `None` at end of input.
