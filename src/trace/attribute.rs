@@ -14,8 +14,8 @@ use super::classify::{
     collective_from_kernel_name, dtype_size, kind_default, kind_hta, normalize_collective, KernelKind,
     UNKNOWN_COLLECTIVE,
 };
-use super::limits::{ReadLimits, DEFAULT_MAX_EVENTS, MAX_NAME_BYTES, TRUNCATION_MARK};
 use super::intervals::{intersection, length, sweep, union, Span};
+use super::limits::{ReadLimits, DEFAULT_MAX_EVENTS, MAX_NAME_BYTES, TRUNCATION_MARK};
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, Launch, Ns, RankTrace};
 use crate::hotspots::{self, CommEvent, Followup, Hotspot, Mitigation, Thresholds};
 
@@ -100,9 +100,9 @@ impl Source {
     pub fn notes(&self) -> Vec<String> {
         let partial = self.coverage.as_ref().filter(|c| c.is_partial());
         let ranks = partial.map(|c| format!("partial rank set: {}", c.summary()));
-        let truncated = self.names_truncated.then(|| {
-            format!("names over {MAX_NAME_BYTES} bytes were cut and end in \"{TRUNCATION_MARK}\"")
-        });
+        let truncated = self
+            .names_truncated
+            .then(|| format!("names over {MAX_NAME_BYTES} bytes were cut and end in \"{TRUNCATION_MARK}\""));
         ranks.into_iter().chain(self.steps_ignored.as_ref().map(StepsIgnored::summary)).chain(truncated).collect()
     }
 }

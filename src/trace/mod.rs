@@ -10,3 +10,4 @@ pub mod limits;
 pub mod load;
 pub mod model;
 pub mod reader;
+pub mod scan;

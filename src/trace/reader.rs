@@ -11,7 +11,14 @@ use std::io::{self, Read};
 
 use serde::Deserialize;
 
+use super::scan::Keep;
+
 const INITIAL_CAPACITY: usize = 1 << 20;
+
+/// A value up to this size is parsed in place by serde; a larger one (always hostile or broken
+/// in a trace: real events are a few hundred bytes) is scanned byte by byte instead (see
+/// [`super::scan`]), so the buffer never grows past twice this.
+pub const MAX_INLINE_VALUE: usize = 1 << 20;
 
 /// What can go wrong while reading: the stream itself, or the JSON at a byte offset.
 #[derive(Debug)]
@@ -56,7 +63,30 @@ pub struct JsonStream<R> {
 
 impl<R: Read> JsonStream<R> {
     pub fn new(inner: R) -> Self {
-        JsonStream { inner, buf: vec![0; INITIAL_CAPACITY], start: 0, end: 0, base: 0, eof: false }
+        Self::with_capacity(inner, INITIAL_CAPACITY)
+    }
+
+    /// A stream with a buffer of `capacity` bytes to start with (tests use tiny ones to
+    /// exercise every refill).
+    pub fn with_capacity(inner: R, capacity: usize) -> Self {
+        JsonStream { inner, buf: vec![0; capacity.max(1)], start: 0, end: 0, base: 0, eof: false }
+    }
+
+    /// The next byte, consumed, whitespace included; `None` at end of input.
+    pub(super) fn next_raw(&mut self) -> Result<Option<u8>, ReadError> {
+        let b = self.peek_raw()?;
+        if b.is_some() {
+            self.start += 1;
+        }
+        Ok(b)
+    }
+
+    /// The next byte, whitespace included, without consuming it; `None` at end of input.
+    pub(super) fn peek_raw(&mut self) -> Result<Option<u8>, ReadError> {
+        if self.start == self.end && !self.refill()? {
+            return Ok(None);
+        }
+        Ok(Some(self.buf[self.start]))
     }
 
     /// Absolute offset of the next unread byte.
@@ -167,7 +197,37 @@ impl<R: Read> JsonStream<R> {
     /// Parses the next JSON value as `T` borrowing from the buffer and passes it to `f`, which
     /// must turn it into something owned. With `consume == false` the value is only looked at
     /// (a sniff) and will be parsed again.
-    pub fn with_value<T, O, F>(&mut self, consume: bool, mut f: F) -> Result<O, ReadError>
+    pub fn with_value<T, O, F>(&mut self, consume: bool, f: F) -> Result<O, ReadError>
+    where
+        T: for<'de> BorrowedDeserialize<'de>,
+        F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
+    {
+        match self.with_value_within::<T, O, F>(consume, usize::MAX, f)? {
+            Some(out) => Ok(out),
+            None => Err(ReadError::Truncated { offset: self.offset() }),
+        }
+    }
+
+    /// Like [`Self::with_value`] for a value that may be huge: one up to [`MAX_INLINE_VALUE`]
+    /// bytes is parsed in place; a larger one is reduced to what `keep` names (each kept value
+    /// capped) by a byte-by-byte scan, and that small text is parsed instead. Either way the
+    /// value is consumed.
+    pub fn with_reduced<T, O, F>(&mut self, keep: &Keep, mut f: F) -> Result<O, ReadError>
+    where
+        T: for<'de> BorrowedDeserialize<'de>,
+        F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
+    {
+        if let Some(out) = self.with_value_within::<T, O, _>(true, MAX_INLINE_VALUE, &mut f)? {
+            return Ok(out);
+        }
+        let offset = self.offset();
+        let text = self.reduce(keep)?;
+        parse_reduced::<T, O, F>(&text, f).map_err(|message| ReadError::Syntax { offset, message })
+    }
+
+    /// [`Self::with_value`], giving up (`None`, nothing consumed) once more than `limit` bytes
+    /// are buffered without the value ending.
+    pub fn with_value_within<T, O, F>(&mut self, consume: bool, limit: usize, mut f: F) -> Result<Option<O>, ReadError>
     where
         T: for<'de> BorrowedDeserialize<'de>,
         F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
@@ -214,8 +274,9 @@ impl<R: Read> JsonStream<R> {
                     if consume {
                         self.start += used;
                     }
-                    return Ok(out);
+                    return Ok(Some(out));
                 }
+                Step::NeedMore | Step::MaybeMore if self.end - self.start >= limit => return Ok(None),
                 Step::NeedMore => {
                     if !self.refill()? {
                         return Err(ReadError::Truncated { offset: self.base + self.end as u64 });
@@ -229,11 +290,17 @@ impl<R: Read> JsonStream<R> {
             }
         }
     }
+}
 
-    /// Skips one JSON value of any shape.
-    pub fn skip_value(&mut self) -> Result<(), ReadError> {
-        self.with_value::<Ignored, _, _>(true, |_| ())
-    }
+/// Parses a reduced value (small, owned) as `T` and passes it to `f`.
+fn parse_reduced<T, O, F>(text: &[u8], mut f: F) -> Result<O, String>
+where
+    T: for<'de> BorrowedDeserialize<'de>,
+    F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
+{
+    let value: <T as BorrowedDeserialize<'_>>::Out =
+        serde_json::from_slice(text).map_err(|e| crate::input::plain_message(&e.to_string()))?;
+    Ok(f(value))
 }
 
 /// Where in `slice` serde_json detected `e`, from its one-based line and column.
@@ -251,12 +318,6 @@ fn error_position(slice: &[u8], e: &serde_json::Error) -> usize {
 /// `with_value::<EventOf, …>` then hands the closure a `RawEvent<'buf>`.
 pub trait BorrowedDeserialize<'de> {
     type Out: Deserialize<'de>;
-}
-
-/// Any value, ignored.
-pub struct Ignored;
-impl<'de> BorrowedDeserialize<'de> for Ignored {
-    type Out = serde::de::IgnoredAny;
 }
 
 /// An owned value of type `T` (for small things such as `distributedInfo`).
