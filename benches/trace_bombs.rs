@@ -51,8 +51,11 @@ fn parent() -> Result<(), Box<dyn Error>> {
     cleanup.map_err(|e| format!("removing {}: {e}", dir.display()).into())
 }
 
+/// Writes one bomb's JSON.
+type WriteTrace = Box<dyn Fn(&mut dyn Write) -> std::io::Result<()>>;
+
 fn run_all(dir: &Path, n: u64, mb: u64) -> Result<(), Box<dyn Error>> {
-    let bombs: [(&str, Box<dyn Fn(&mut dyn Write) -> std::io::Result<()>>); 3] = [
+    let bombs: [(&str, WriteTrace); 3] = [
         (
             "distinct step names",
             Box::new(move |w| {
@@ -109,7 +112,7 @@ fn run_all(dir: &Path, n: u64, mb: u64) -> Result<(), Box<dyn Error>> {
             return Err(format!("{name}: child failed: {}", String::from_utf8_lossy(&out.stderr)).into());
         }
         let line = String::from_utf8(out.stdout)?;
-        println!("{name:<22} {size:>12} {}", line.trim());
+        println!("{name:<22} {size:>12} {}", line.trim_end());
         std::fs::remove_file(&path)?;
     }
     Ok(())
