@@ -302,6 +302,10 @@ pub struct AttributeArgs {
     #[arg(long = "comm-pattern", value_name = "SUBSTRING")]
     pub comm_patterns: Vec<String>,
 
+    /// Events one trace file may hold before the read stops (exit 2); default 50 million.
+    #[arg(long, env = "COMMGATE_MAX_EVENTS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_events: Option<u64>,
+
     /// Observed rank imbalance above this ratio → rebalance_ranks_or_experts.
     #[arg(long, env = "COMMGATE_IMBALANCE_RATIO", value_name = "RATIO")]
     pub imbalance_ratio: Option<f64>,

@@ -103,6 +103,7 @@ pub struct AttributeFile {
     pub steps: Option<u64>,
     #[serde(default)]
     pub comm_patterns: Vec<String>,
+    pub max_events: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -204,7 +205,13 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
         paths: args.paths,
         format,
         output: args.output,
-        options: AttributeOptions { compat, steps, comm_patterns, thresholds },
+        options: AttributeOptions {
+            compat,
+            steps,
+            comm_patterns,
+            thresholds,
+            max_events: args.max_events.or(file.attribute.max_events),
+        },
     })
 }
 
@@ -323,6 +330,7 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
         steps: file.attribute.steps.map(|count| file_steps(file, count)).transpose()?,
         comm_patterns: file.attribute.comm_patterns.clone(),
         thresholds,
+        max_events: file.attribute.max_events,
     })
 }
 

@@ -91,7 +91,10 @@ impl Bounded {
 pub fn md_text(s: &str, max: usize) -> String {
     // Every input character yields at least one output character, so a few past `max` decide
     // whether it fits; the rest is never read (a 200,000-character name costs nothing more).
-    let chars: Vec<char> = s.trim().chars().take(max.saturating_add(8)).collect();
+    // Control characters become spaces below, so they are trimmed with the whitespace: a value
+    // that starts with `\u{1}` and spaces must not open an indented code block either.
+    let blank = |c: char| c.is_whitespace() || c.is_control();
+    let chars: Vec<char> = s.trim_matches(blank).chars().take(max.saturating_add(8)).collect();
     let mut out = Bounded::new(max);
     let mut i = 0;
     while i < chars.len() {
@@ -327,5 +330,12 @@ mod tests {
         assert_eq!(plain("::add-mask::x", TEXT), "\\::add-mask::x");
         assert_eq!(plain("  ::warning::x", TEXT), "\\  ::warning::x");
         assert_eq!(plain("a::b", TEXT), "a::b");
+    }
+
+    #[test]
+    fn leading_control_characters_cannot_indent_a_code_block() {
+        let text = md_text("\u{1}\u{7f}    code?", TEXT);
+        assert!(!text.starts_with(' '), "{text:?}");
+        assert_eq!(text, "code?");
     }
 }

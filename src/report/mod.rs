@@ -374,6 +374,7 @@ pub(crate) mod fixtures {
             window: "steps".to_string(),
             compat: Compat::Default,
             steps_ignored: None,
+            names_truncated: false,
         }
     }
 

@@ -15,7 +15,8 @@ use super::classify::{
     UNKNOWN_COLLECTIVE,
 };
 use super::intervals::{intersection, length, sweep, union, Span};
-use super::model::{CommMeta, CommOp, Kernel, Launch, Ns, RankTrace};
+use super::limits::{ReadLimits, DEFAULT_MAX_EVENTS, MAX_NAME_BYTES, TRUNCATION_MARK};
+use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, Launch, Ns, RankTrace};
 use crate::hotspots::{self, CommEvent, Followup, Hotspot, Mitigation, Thresholds};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -41,6 +42,15 @@ pub struct AttributeOptions {
     /// Extra substrings that mark a kernel as communication (custom collectives).
     pub comm_patterns: Vec<String>,
     pub thresholds: Thresholds,
+    /// Events one trace file may hold (`None`: [`DEFAULT_MAX_EVENTS`]).
+    pub max_events: Option<u64>,
+}
+
+impl AttributeOptions {
+    /// The per-file read limits these options set.
+    pub fn read_limits(&self) -> ReadLimits {
+        ReadLimits { max_events: self.max_events.unwrap_or(DEFAULT_MAX_EVENTS) }
+    }
 }
 
 /// A step count the user gave, and how (for the note when the markers win).
@@ -78,6 +88,10 @@ pub struct Source {
     /// A `steps` setting the traces' ProfilerStep markers overrode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps_ignored: Option<StepsIgnored>,
+    /// Some kernel, step, collective or process-group name was longer than the limit and was
+    /// cut (it ends in the truncation mark), so names may merge or read short.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub names_truncated: bool,
 }
 
 impl Source {
@@ -86,7 +100,10 @@ impl Source {
     pub fn notes(&self) -> Vec<String> {
         let partial = self.coverage.as_ref().filter(|c| c.is_partial());
         let ranks = partial.map(|c| format!("partial rank set: {}", c.summary()));
-        ranks.into_iter().chain(self.steps_ignored.as_ref().map(StepsIgnored::summary)).collect()
+        let truncated = self
+            .names_truncated
+            .then(|| format!("names over {MAX_NAME_BYTES} bytes were cut and end in \"{TRUNCATION_MARK}\""));
+        ranks.into_iter().chain(self.steps_ignored.as_ref().map(StepsIgnored::summary)).chain(truncated).collect()
     }
 }
 
@@ -155,6 +172,7 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds
         compat: Compat::Default,
         coverage: None,
         steps_ignored: None,
+        names_truncated: false,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64, t)
 }
@@ -211,6 +229,8 @@ pub struct RankAnalysis {
     pub base_time_ns: Option<i64>,
     pub world_size: Option<u32>,
     pub num_events: u64,
+    /// Whether some name in the trace was over the length limit and was cut.
+    pub names_truncated: bool,
 }
 
 impl RankAnalysis {
@@ -244,6 +264,7 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
         compat: opts.compat,
         coverage: Some(coverage),
         steps_ignored: steps_ignored(&ranks, opts.steps.as_ref()),
+        names_truncated: ranks.iter().any(|r| r.names_truncated),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events, &opts.thresholds)
@@ -274,14 +295,14 @@ struct Window {
 
 fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Window {
     // First start of each distinct step, in time order.
-    let mut firsts: Vec<(&str, Ns)> = Vec::new();
+    // Indexed by name: a trace may hold a million distinct step names.
+    let mut first_by_name: HashMap<&str, Ns> = HashMap::with_capacity(t.steps.len());
     for s in &t.steps {
-        match firsts.iter_mut().find(|(n, _)| *n == s.name) {
-            Some(entry) => entry.1 = entry.1.min(s.ts),
-            None => firsts.push((&s.name, s.ts)),
-        }
+        let first = first_by_name.entry(s.name.as_str()).or_insert(s.ts);
+        *first = (*first).min(s.ts);
     }
-    firsts.sort_by_key(|&(_, ts)| ts);
+    let mut firsts: Vec<(&str, Ns)> = first_by_name.into_iter().collect();
+    firsts.sort_unstable_by_key(|&(name, ts)| (ts, name));
     let counted_steps = (firsts.len() as u64).saturating_sub(1).max(1);
     let w = match opts.compat {
         Compat::Hta if multi_step_names => {
@@ -402,6 +423,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         base_time_ns: t.base_time_ns,
         world_size: t.world_size,
         num_events: t.num_events,
+        names_truncated: t.names_truncated,
     }
 }
 
@@ -443,6 +465,7 @@ impl<'a> OpIndex<'a> {
 /// Names each comm kernel's collective and payload, and gives it a cross-rank match key.
 fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns: &[String]) -> Vec<CommKernel> {
     let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
+    let gpu_annotations = GpuAnnotationIndex::new(&t.gpu_annotations);
     comm.iter()
         .map(|&(span, k)| {
             let (record, annotation) = match k.correlation.and_then(|c| t.launches.get(&c)) {
@@ -456,7 +479,7 @@ fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns
                 .and_then(normalize_collective)
                 .or_else(|| record_meta.and_then(|m| m.collective.as_deref()).and_then(normalize_collective))
                 .or_else(|| annotation.and_then(|a| a.annotation.as_deref()).and_then(normalize_collective))
-                .or_else(|| gpu_annotation(t, k).and_then(normalize_collective))
+                .or_else(|| gpu_annotations.enclosing(k).and_then(normalize_collective))
                 .unwrap_or_else(|| fallback_name(t.kernel_name(k), patterns));
             let payload = kernel_meta
                 .and_then(message_bytes)
@@ -495,9 +518,33 @@ fn message_bytes(m: &CommMeta) -> Option<u64> {
     Some(n.saturating_mul(dtype_size(m.dtype.as_deref()?)?))
 }
 
-/// The `nccl:<op>` GPU annotation on the kernel's stream that encloses it.
-fn gpu_annotation<'a>(t: &'a RankTrace, k: &Kernel) -> Option<&'a str> {
-    t.gpu_annotations.iter().find(|a| a.stream == k.stream && a.ts <= k.ts && k.end() <= a.end).map(|a| a.op.as_str())
+/// GPU annotations by stream and start, for "which annotation encloses this kernel" without a
+/// scan of all of them per kernel.
+struct GpuAnnotationIndex<'a> {
+    /// (stream, start, position in the trace, annotation), sorted.
+    by_stream: Vec<(i64, Ns, usize, &'a GpuAnnotation)>,
+}
+
+impl<'a> GpuAnnotationIndex<'a> {
+    fn new(annotations: &'a [GpuAnnotation]) -> Self {
+        let mut by_stream: Vec<_> = annotations.iter().enumerate().map(|(i, a)| (a.stream, a.ts, i, a)).collect();
+        by_stream.sort_unstable_by_key(|&(stream, ts, i, _)| (stream, ts, i));
+        GpuAnnotationIndex { by_stream }
+    }
+
+    /// The `nccl:<op>` of the first annotation (in trace order) on the kernel's stream that encloses it. Annotations
+    /// nest shallowly, so looking back a few dozen starts on the stream is enough.
+    fn enclosing(&self, k: &Kernel) -> Option<&'a str> {
+        let upto = self.by_stream.partition_point(|&(stream, ts, _, _)| (stream, ts) <= (k.stream, k.ts));
+        self.by_stream[..upto]
+            .iter()
+            .rev()
+            .take_while(|&&(stream, _, _, _)| stream == k.stream)
+            .take(64)
+            .filter(|&&(_, _, _, a)| k.end() <= a.end)
+            .min_by_key(|&&(_, _, i, _)| i)
+            .map(|&(_, _, _, a)| a.op.as_str())
+    }
 }
 
 fn ms(ns: f64) -> f64 {
@@ -526,6 +573,14 @@ fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot> {
     names.sort_unstable();
     names.dedup();
     let n = ranks.len().max(1) as f64;
+    // Each collective's kernels, per rank, gathered in one pass: scanning every kernel for each
+    // name made many distinct collectives cost quadratic time.
+    let mut kernels_of: HashMap<&str, Vec<(usize, &CommKernel)>> = HashMap::with_capacity(names.len());
+    for (i, r) in ranks.iter().enumerate() {
+        for c in &r.comm_kernels {
+            kernels_of.entry(c.collective.as_str()).or_default().push((i, c));
+        }
+    }
     names
         .into_iter()
         .map(|name| {
@@ -551,7 +606,7 @@ fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot> {
             if h.payload_known {
                 h.payload_bytes = Some(payload_sum.round() as u64);
             }
-            imbalance(ranks, name, &mut h);
+            imbalance(ranks, kernels_of.get(name.as_str()).map(Vec::as_slice).unwrap_or_default(), &mut h);
             (name.clone(), h)
         })
         .collect()
@@ -560,12 +615,14 @@ fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot> {
 /// The clock-free imbalance ratio Σ wait / Σ span over instances matched on every
 /// participating rank, the straggler (the rank that arrived last, weighted by the wait it
 /// caused), and the mean start skew.
-fn imbalance(ranks: &[RankAnalysis], collective: &str, h: &mut Hotspot) {
+///
+/// `kernels` holds this collective's kernels as (index into `ranks`, kernel), in rank order.
+fn imbalance(ranks: &[RankAnalysis], kernels: &[(usize, &CommKernel)], h: &mut Hotspot) {
     // instance key → per participating rank: (summed duration, earliest start).
     let mut instances: BTreeMap<&MatchKey, Vec<(usize, Ns, Ns)>> = BTreeMap::new();
     let mut participants: Vec<usize> = Vec::new();
-    for (i, r) in ranks.iter().enumerate() {
-        for c in r.comm_kernels.iter().filter(|c| c.collective == collective) {
+    for &(i, c) in kernels {
+        {
             let entry = instances.entry(&c.key).or_default();
             match entry.iter_mut().find(|(rank, _, _)| *rank == i) {
                 Some(e) => {

@@ -70,26 +70,30 @@ pub fn sweep(comm: &[(Span, usize)], compute: &[Span], labels: usize) -> Shares 
         }
     }
     edges.sort_unstable();
+    // Each label's share of a segment is `count / running`, so its total is its count times the
+    // running sum of `len / running` over the segments since its count last changed: settling a
+    // label only when its count changes keeps the sweep linear in the edges, however many labels
+    // are active at once (a scan of every label per segment was quadratic).
     let mut active = vec![0u32; labels];
     let mut running = 0u32;
     let mut cursor = ComputeCursor { spans: compute, next: 0 };
     let mut prev: Option<Ns> = None;
+    let (mut per_total, mut per_exposed) = (0.0f64, 0.0f64);
+    let mut settled = vec![(0.0f64, 0.0f64); labels];
     for (t, delta, label) in edges {
         if let Some(p) = prev {
             if t > p && running > 0 {
-                let len = (t - p) as f64;
-                let exposed_len = (t - p - cursor.covered(p, t)) as f64;
                 let k = f64::from(running);
-                for (l, &c) in active.iter().enumerate() {
-                    if c > 0 {
-                        let w = f64::from(c) / k;
-                        shares.total[l] += len * w;
-                        shares.exposed[l] += exposed_len * w;
-                    }
-                }
+                per_total += (t - p) as f64 / k;
+                per_exposed += (t - p - cursor.covered(p, t)) as f64 / k;
             }
         }
         prev = Some(t);
+        let c = f64::from(active[label]);
+        let (from_total, from_exposed) = settled[label];
+        shares.total[label] += c * (per_total - from_total);
+        shares.exposed[label] += c * (per_exposed - from_exposed);
+        settled[label] = (per_total, per_exposed);
         if delta > 0 {
             active[label] += 1;
             running += 1;

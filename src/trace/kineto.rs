@@ -8,14 +8,17 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::classify::{dtype_size, is_profiler_step};
 use super::events::{self, RawSeedEvent};
+use super::limits::{cap_name, ReadLimits};
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
-use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError};
+use super::reader::Keep;
+use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError, MAX_INLINE_VALUE};
 use crate::hotspots::CommEvent;
 use crate::input;
 
@@ -126,6 +129,43 @@ struct DistributedInfo {
     world_size: Option<serde_json::Value>,
 }
 
+/// What an oversized array element is reduced to: the fields [`RawEvent`], [`RawArgs`] and
+/// [`RawSeedEvent`] read (the two formats share no key), each capped.
+const ELEMENT: Keep = Keep::Object(&[
+    ("ph", Keep::Raw),
+    ("cat", Keep::Raw),
+    ("name", Keep::Raw),
+    ("ts", Keep::Raw),
+    ("dur", Keep::Raw),
+    ("pid", Keep::Raw),
+    ("tid", Keep::Raw),
+    (
+        "args",
+        Keep::Object(&[
+            ("correlation", Keep::Raw),
+            ("stream", Keep::Raw),
+            ("Collective name", Keep::Raw),
+            ("In msg nelems", Keep::Raw),
+            ("Out msg nelems", Keep::Raw),
+            ("dtype", Keep::Raw),
+            ("Process Group Name", Keep::Raw),
+            ("Seq", Keep::Raw),
+            ("Input Dims", Keep::Raw),
+            ("Input type", Keep::Raw),
+        ]),
+    ),
+    ("collective", Keep::Raw),
+    ("exposed_comm_ms", Keep::Raw),
+    ("total_comm_ms", Keep::Raw),
+    ("payload_bytes", Keep::Raw),
+    ("overlap_ratio", Keep::Raw),
+    ("rank_imbalance_ratio", Keep::Raw),
+    ("rank_imbalance_observed", Keep::Raw),
+    ("sync_count", Keep::Raw),
+]);
+
+const DISTRIBUTED_INFO: Keep = Keep::Object(&[("rank", Keep::Raw), ("world_size", Keep::Raw)]);
+
 /// Just enough of an array element to tell the two formats apart.
 #[derive(Deserialize)]
 struct Sniff {
@@ -133,10 +173,15 @@ struct Sniff {
     collective: Option<serde::de::IgnoredAny>,
 }
 
-/// Reads one input document: one JSON value and nothing after it.
+/// Reads one input document: one JSON value and nothing after it, under the default limits.
 pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
+    parse_document_with(input, ReadLimits::default())
+}
+
+/// Reads one input document under `limits`.
+pub fn parse_document_with<R: Read>(input: R, limits: ReadLimits) -> Result<Document, ReadError> {
     let mut s = JsonStream::new(input);
-    let doc = parse_value(&mut s)?;
+    let doc = parse_value(&mut s, limits)?;
     // Data after the document is a sign of two files run together, or of garbage appended.
     match s.peek()? {
         None => Ok(doc),
@@ -150,9 +195,9 @@ pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
     }
 }
 
-fn parse_value<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
+fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Document, ReadError> {
     match s.peek()? {
-        Some(b'{') => parse_object(s),
+        Some(b'{') => parse_object(s, limits),
         Some(b'[') => {
             s.expect(b'[', "an array")?;
             match s.peek()? {
@@ -161,12 +206,23 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
                 Some(b) => return Err(ReadError::NotATrace { found: array_of(b) }),
                 None => return Err(ReadError::Truncated { offset: s.offset() }),
             }
-            let seed = s.with_value::<Owned<Sniff>, _, _>(false, |v| v.collective.is_some())?;
+            // An oversized first element is sniffed from its reduced text, which then stands in
+            // for it (the stream has moved past it).
+            let (seed, first) =
+                match s.with_value_within::<Owned<Sniff>, _, _>(false, MAX_INLINE_VALUE, |v| v.collective.is_some())? {
+                    Some(seed) => (seed, None),
+                    None => {
+                        let offset = s.offset();
+                        let text = s.reduce(&ELEMENT)?;
+                        let seed = serde_json::from_slice::<Sniff>(&text).is_ok_and(|v| v.collective.is_some());
+                        (seed, Some((offset, text)))
+                    }
+                };
             if seed {
-                Ok(Document::Events(seed_elements(s)?))
+                Ok(Document::Events(seed_elements(s, limits, first)?))
             } else {
-                let mut b = Builder::default();
-                trace_elements(s, &mut b)?;
+                let mut b = Builder::new(limits);
+                trace_elements(s, &mut b, first)?;
                 Ok(Document::Kineto(Box::new(b.finish())))
             }
         }
@@ -209,9 +265,9 @@ fn syntax<R: Read>(s: &JsonStream<R>, message: &str) -> ReadError {
     ReadError::Syntax { offset: s.offset(), message: message.to_string() }
 }
 
-fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
+fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Document, ReadError> {
     s.expect(b'{', "an object")?;
-    let mut b = Builder::default();
+    let mut b = Builder::new(limits);
     let mut saw_trace = false;
     let mut seed: Option<Vec<CommEvent>> = None;
     let mut keys = input::DocKeys::default();
@@ -219,28 +275,29 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>) -> Result<Document, ReadError> {
         return Err(ReadError::NotATrace { found: "an empty JSON object".to_string() });
     }
     loop {
-        let key = s.with_value::<KeyOf, _, _>(true, |k| k.into_owned())?;
+        // A key too long to be one the reader knows is skipped like any unknown key.
+        let key = s.with_reduced::<KeyOf, _, _>(&Keep::Raw, |k| k.into_owned())?;
         s.expect(b':', "':' after a key")?;
         keys.saw(&key);
         match key.as_str() {
             "traceEvents" => {
                 expect_array(s, "traceEvents")?;
-                trace_elements(s, &mut b)?;
+                trace_elements(s, &mut b, None)?;
                 saw_trace = true;
             }
             "events" => {
                 expect_array(s, "events")?;
-                seed = Some(seed_elements(s)?);
+                seed = Some(seed_elements(s, limits, None)?);
             }
             "distributedInfo" => {
                 let info = s
-                    .with_value::<Owned<DistributedInfo>, _, _>(true, |d| d)
+                    .with_reduced::<Owned<DistributedInfo>, _, _>(&DISTRIBUTED_INFO, |d| d)
                     .map_err(|e| within(e, "`distributedInfo`"))?;
                 b.trace.rank = info.rank.as_ref().and_then(json_u32);
                 b.trace.world_size = info.world_size.as_ref().and_then(json_u32);
             }
             "baseTimeNanoseconds" => {
-                let v = s.with_value::<Owned<serde_json::Value>, _, _>(true, |v| v)?;
+                let v = s.with_reduced::<Owned<serde_json::Value>, _, _>(&Keep::Raw, |v| v)?;
                 b.trace.base_time_ns = v.as_i64();
             }
             _ => s.skip_value()?,
@@ -279,14 +336,26 @@ fn json_u32(v: &serde_json::Value) -> Option<u32> {
     }
 }
 
-fn trace_elements<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) -> Result<(), ReadError> {
-    if s.peek()? == Some(b']') {
+/// The elements of `traceEvents`; `first`, when given, is the first element already reduced
+/// (with its offset).
+fn trace_elements<R: Read>(
+    s: &mut JsonStream<R>,
+    b: &mut Builder,
+    mut first: Option<(u64, Vec<u8>)>,
+) -> Result<(), ReadError> {
+    if first.is_none() && s.peek()? == Some(b']') {
         return s.expect(b']', "']'");
     }
     loop {
-        let offset = s.offset();
         let index = b.trace.num_events;
-        s.with_value::<EventOf, _, _>(true, |e| b.push(e))
+        if index >= b.limits.max_events {
+            return Err(ReadError::TooManyEvents { limit: b.limits.max_events });
+        }
+        let (offset, pushed) = match first.take() {
+            Some((offset, text)) => (offset, reduced::<EventOf, _, _>(offset, &text, |e| b.push(e))),
+            None => (s.offset(), s.with_reduced::<EventOf, _, _>(&ELEMENT, |e| b.push(e))),
+        };
+        pushed
             .map_err(|e| within(e, &format!("traceEvents[{index}]")))?
             .map_err(|message| ReadError::Syntax { offset, message: format!("traceEvents[{index}]: {message}") })?;
         if !s.next_in_array()? {
@@ -295,17 +364,27 @@ fn trace_elements<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) -> Result<(),
     }
 }
 
-fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadError> {
+/// The seed events of an array; `first` as for [`trace_elements`].
+fn seed_elements<R: Read>(
+    s: &mut JsonStream<R>,
+    limits: ReadLimits,
+    mut first: Option<(u64, Vec<u8>)>,
+) -> Result<Vec<CommEvent>, ReadError> {
     let mut out = Vec::new();
-    if s.peek()? == Some(b']') {
+    if first.is_none() && s.peek()? == Some(b']') {
         s.expect(b']', "']'")?;
         return Ok(out);
     }
     loop {
-        let offset = s.offset();
         let index = out.len();
-        let event = s
-            .with_value::<SeedOf, _, _>(true, events::validate)
+        if index as u64 >= limits.max_events {
+            return Err(ReadError::TooManyEvents { limit: limits.max_events });
+        }
+        let (offset, event) = match first.take() {
+            Some((offset, text)) => (offset, reduced::<SeedOf, _, _>(offset, &text, events::validate)),
+            None => (s.offset(), s.with_reduced::<SeedOf, _, _>(&ELEMENT, events::validate)),
+        };
+        let event = event
             .map_err(|e| within(e, &format!("events[{index}]")))?
             .map_err(|message| ReadError::Syntax { offset, message: format!("events[{index}]: {message}") })?;
         out.push(event);
@@ -315,31 +394,68 @@ fn seed_elements<R: Read>(s: &mut JsonStream<R>) -> Result<Vec<CommEvent>, ReadE
     }
 }
 
+/// Parses an element already reduced to `text` (it started at `offset`).
+fn reduced<T, O, F>(offset: u64, text: &[u8], mut f: F) -> Result<O, ReadError>
+where
+    T: for<'de> BorrowedDeserialize<'de>,
+    F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
+{
+    let value: <T as BorrowedDeserialize<'_>>::Out = serde_json::from_slice(text)
+        .map_err(|e| ReadError::Syntax { offset, message: input::plain_message(&e.to_string()) })?;
+    Ok(f(value))
+}
+
 /// The largest |`ts`| and `dur` accepted, 2^61 ns (73 years): far beyond any real trace, even
 /// one stamped in microseconds since 1970, and small enough that `ts + dur` and the difference
 /// of any two such ends fit in an `i64`, so attribution never overflows.
 const MAX_ABS_NS: Ns = 1 << 61;
 
 /// Accumulates one rank's events.
-#[derive(Default)]
 struct Builder {
     trace: RankTrace,
-    name_ids: HashMap<String, u32>,
+    /// Each distinct (capped) kernel name once, shared with `trace.names`.
+    name_ids: HashMap<Arc<str>, u32>,
+    limits: ReadLimits,
 }
 
 impl Builder {
+    fn new(limits: ReadLimits) -> Self {
+        Builder { trace: RankTrace::default(), name_ids: HashMap::new(), limits }
+    }
+
     fn finish(self) -> RankTrace {
         self.trace
     }
 
     fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.name_ids.get(name) {
+        let name = self.cap(name);
+        if let Some(&id) = self.name_ids.get(name.as_ref()) {
             return id;
         }
         let id = self.trace.names.len() as u32;
-        self.trace.names.push(name.to_string());
-        self.name_ids.insert(name.to_string(), id);
+        let shared: Arc<str> = Arc::from(name.as_ref());
+        self.trace.names.push(Arc::clone(&shared));
+        self.name_ids.insert(shared, id);
         id
+    }
+
+    /// A string to keep, cut to the name limit (and the cut remembered for the note).
+    fn cap<'a>(&mut self, s: &'a str) -> Cow<'a, str> {
+        let (kept, cut) = cap_name(s);
+        self.trace.names_truncated |= cut;
+        kept
+    }
+
+    fn meta(&mut self, args: &RawArgs<'_>, with_shapes: bool) -> CommMeta {
+        let mut meta = comm_meta(args, with_shapes);
+        for field in [&mut meta.collective, &mut meta.dtype, &mut meta.pg_name].into_iter().flatten() {
+            let (capped, cut) = cap_name(field);
+            if cut {
+                *field = capped.into_owned();
+                self.trace.names_truncated = true;
+            }
+        }
+        meta
     }
 
     /// Keeps what attribution needs of one event; `Err` names the bad field.
@@ -383,7 +499,7 @@ impl Builder {
                     "gpu_memcpy" => KernelCat::Memcpy,
                     _ => KernelCat::Memset,
                 };
-                let meta = comm_meta(&args, false);
+                let meta = self.meta(&args, false);
                 let kernel = Kernel {
                     ts,
                     dur,
@@ -397,12 +513,8 @@ impl Builder {
             }
             "gpu_user_annotation" => {
                 if let Some(op) = name.strip_prefix("nccl:") {
-                    self.trace.gpu_annotations.push(GpuAnnotation {
-                        ts,
-                        end: ts + dur,
-                        stream: tid,
-                        op: op.to_string(),
-                    });
+                    let op = self.cap(op).into_owned();
+                    self.trace.gpu_annotations.push(GpuAnnotation { ts, end: ts + dur, stream: tid, op });
                 }
             }
             "cuda_runtime" | "cuda_driver" | "runtime" => {
@@ -412,11 +524,12 @@ impl Builder {
             }
             _ => {
                 if name == "record_param_comms" || name.starts_with("nccl:") {
-                    let annotation = name.strip_prefix("nccl:").map(str::to_string);
-                    let meta = comm_meta(&args, annotation.is_some());
+                    let annotation = name.strip_prefix("nccl:").map(|op| self.cap(op).into_owned());
+                    let meta = self.meta(&args, annotation.is_some());
                     self.trace.comm_ops.push(CommOp { ts, end: ts + dur, pid, tid, annotation, meta });
                 } else if is_profiler_step(name) {
-                    self.trace.steps.push(Step { name: name.to_string(), ts });
+                    let name = self.cap(name).into_owned();
+                    self.trace.steps.push(Step { name, ts });
                 }
             }
         }

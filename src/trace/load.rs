@@ -8,7 +8,8 @@ use std::sync::Mutex;
 
 use super::attribute::{self, AttributeOptions, Attribution, Compat, RankAnalysis};
 use super::classify::rank_from_file_name;
-use super::kineto::{parse_document, Document};
+use super::kineto::{parse_document_with, Document};
+use super::limits::ReadLimits;
 use super::model::RankTrace;
 use super::reader::ReadError;
 use crate::hotspots::CommEvent;
@@ -35,8 +36,9 @@ impl LoadError {
 pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Attribution, LoadError> {
     let files = collect_files(paths)?;
     let single = files.len() == 1;
+    let limits = opts.read_limits();
     let loaded = map_parallel(&files, |path| {
-        Ok(match read_file(path)? {
+        Ok(match read_file_with(path, limits)? {
             Document::Kineto(mut t) => {
                 t.rank = Some(resolve_rank(&t, single)?);
                 let names = step_names(&t);
@@ -77,7 +79,7 @@ pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Att
     for (a, local) in analyses {
         if opts.compat == Compat::Hta && (local >= 2) != global {
             let path = PathBuf::from(&a.file);
-            let Document::Kineto(mut t) = read_file(&path)? else {
+            let Document::Kineto(mut t) = read_file_with(&path, limits)? else {
                 return Err(LoadError::new(&path, "changed while being read; run again"));
             };
             t.rank = Some(a.rank);
@@ -272,11 +274,16 @@ where
     Ok(out)
 }
 
-/// Reads one file, plain or gzip.
+/// Reads one file, plain or gzip, under the default limits.
 pub fn read_file(path: &Path) -> Result<Document, LoadError> {
+    read_file_with(path, ReadLimits::default())
+}
+
+/// Reads one file, plain or gzip, under `limits`.
+pub fn read_file_with(path: &Path, limits: ReadLimits) -> Result<Document, LoadError> {
     let opened = input::open(path).map_err(|e| LoadError::new(path, e.to_string()))?;
     let gzip = opened.gzip;
-    let mut doc = parse_document(opened.reader).map_err(|e| LoadError::new(path, describe(&e, gzip)))?;
+    let mut doc = parse_document_with(opened.reader, limits).map_err(|e| LoadError::new(path, describe(&e, gzip)))?;
     if let Document::Kineto(t) = &mut doc {
         t.file = path.to_path_buf();
     }
@@ -294,6 +301,10 @@ fn describe(e: &ReadError, gzip: bool) -> String {
         ReadError::Truncated { offset } => {
             format!("the JSON ends early at {place} {offset}: the file is truncated; re-export the trace")
         }
+        ReadError::TooManyEvents { limit } => format!(
+            "holds more than {limit} events, the limit per file; attribute a shorter capture, or {}",
+            super::limits::RAISE_HINT
+        ),
         ReadError::NotATrace { found } => format!(
             "is not a profiler trace ({found}); expected a PyTorch profiler trace (an object with `traceEvents`) \
              or seed events (an array of objects with `collective`, or `{{\"events\": [...]}}`)"

@@ -6,6 +6,8 @@ pub mod classify;
 pub mod events;
 pub mod intervals;
 pub mod kineto;
+pub mod limits;
 pub mod load;
 pub mod model;
 pub mod reader;
+pub mod scan;

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Integer nanoseconds.
 pub type Ns = i64;
@@ -94,7 +95,8 @@ pub struct RankTrace {
     pub rank: Option<u32>,
     pub world_size: Option<u32>,
     pub base_time_ns: Option<i64>,
-    pub names: Vec<String>,
+    /// Distinct kernel names, each stored once (shared with the parser's index).
+    pub names: Vec<Arc<str>>,
     pub kernels: Vec<Kernel>,
     pub launches: HashMap<u64, Launch>,
     pub comm_ops: Vec<CommOp>,
@@ -104,10 +106,12 @@ pub struct RankTrace {
     pub fractional_ts: bool,
     /// All events in `traceEvents`, of any kind.
     pub num_events: u64,
+    /// Whether some kept name was longer than the limit and was cut.
+    pub names_truncated: bool,
 }
 
 impl RankTrace {
     pub fn kernel_name(&self, k: &Kernel) -> &str {
-        self.names.get(k.name as usize).map(String::as_str).unwrap_or("")
+        self.names.get(k.name as usize).map(|n| &**n).unwrap_or("")
     }
 }

@@ -13,6 +13,11 @@ use serde::Deserialize;
 
 const INITIAL_CAPACITY: usize = 1 << 20;
 
+/// A value up to this size is parsed in place by serde; a larger one (always hostile or broken
+/// in a trace: real events are a few hundred bytes) is scanned byte by byte instead (see
+/// `scan.rs`), so the buffer never grows past twice this.
+pub const MAX_INLINE_VALUE: usize = 1 << 20;
+
 /// What can go wrong while reading: the stream itself, or the JSON at a byte offset.
 #[derive(Debug)]
 pub enum ReadError {
@@ -27,6 +32,8 @@ pub enum ReadError {
     /// Well-formed JSON that is neither a profiler trace nor seed events: `found` says what it
     /// is (`a JSON array of numbers`, `a commgate result file`).
     NotATrace { found: String },
+    /// The document holds more events than the limit allows.
+    TooManyEvents { limit: u64 },
 }
 
 impl std::fmt::Display for ReadError {
@@ -36,8 +43,19 @@ impl std::fmt::Display for ReadError {
             ReadError::Syntax { offset, message } => write!(f, "at byte {offset}: {message}"),
             ReadError::Truncated { offset } => write!(f, "the JSON ends early at byte {offset} (truncated file?)"),
             ReadError::NotATrace { found } => write!(f, "is not a profiler trace ({found})"),
+            ReadError::TooManyEvents { limit } => write!(f, "holds more than {limit} events"),
         }
     }
+}
+
+/// What to keep of a value too large to parse in place ([`JsonStream::with_reduced`]; the
+/// scan that reduces it lives in `scan.rs`).
+#[derive(Debug)]
+pub enum Keep {
+    /// The value's JSON text, capped at `scan::RAW_CAP`.
+    Raw,
+    /// Only these members of an object (anything else is kept as [`Keep::Raw`]).
+    Object(&'static [(&'static str, Keep)]),
 }
 
 /// Streams a JSON document from any reader.
@@ -53,7 +71,30 @@ pub struct JsonStream<R> {
 
 impl<R: Read> JsonStream<R> {
     pub fn new(inner: R) -> Self {
-        JsonStream { inner, buf: vec![0; INITIAL_CAPACITY], start: 0, end: 0, base: 0, eof: false }
+        Self::with_capacity(inner, INITIAL_CAPACITY)
+    }
+
+    /// A stream with a buffer of `capacity` bytes to start with (tests use tiny ones to
+    /// exercise every refill).
+    pub fn with_capacity(inner: R, capacity: usize) -> Self {
+        JsonStream { inner, buf: vec![0; capacity.max(1)], start: 0, end: 0, base: 0, eof: false }
+    }
+
+    /// The next byte, consumed, whitespace included; `None` at end of input.
+    pub(super) fn next_raw(&mut self) -> Result<Option<u8>, ReadError> {
+        let b = self.peek_raw()?;
+        if b.is_some() {
+            self.start += 1;
+        }
+        Ok(b)
+    }
+
+    /// The next byte, whitespace included, without consuming it; `None` at end of input.
+    pub(super) fn peek_raw(&mut self) -> Result<Option<u8>, ReadError> {
+        if self.start == self.end && !self.refill()? {
+            return Ok(None);
+        }
+        Ok(Some(self.buf[self.start]))
     }
 
     /// Absolute offset of the next unread byte.
@@ -77,20 +118,22 @@ impl<R: Read> JsonStream<R> {
             let len = self.buf.len() * 2;
             self.buf.resize(len, 0);
         }
-        loop {
+        // Fill the whole free space, not just one read's worth: a gzip decoder hands out a few
+        // KiB per call, and a value that spans the buffer is parsed again after every refill,
+        // so topping up by one small read made a large value cost quadratic time.
+        let before = self.end;
+        while self.end < self.buf.len() {
             match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(0) => {
                     self.eof = true;
-                    return Ok(false);
+                    break;
                 }
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(true);
-                }
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(source) => return Err(ReadError::Io { offset: self.base + self.end as u64, source }),
             }
         }
+        Ok(self.end > before)
     }
 
     /// The next byte that is not JSON whitespace, without consuming it; `None` at end of input.
@@ -162,7 +205,37 @@ impl<R: Read> JsonStream<R> {
     /// Parses the next JSON value as `T` borrowing from the buffer and passes it to `f`, which
     /// must turn it into something owned. With `consume == false` the value is only looked at
     /// (a sniff) and will be parsed again.
-    pub fn with_value<T, O, F>(&mut self, consume: bool, mut f: F) -> Result<O, ReadError>
+    pub fn with_value<T, O, F>(&mut self, consume: bool, f: F) -> Result<O, ReadError>
+    where
+        T: for<'de> BorrowedDeserialize<'de>,
+        F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
+    {
+        match self.with_value_within::<T, O, F>(consume, usize::MAX, f)? {
+            Some(out) => Ok(out),
+            None => Err(ReadError::Truncated { offset: self.offset() }),
+        }
+    }
+
+    /// Like [`Self::with_value`] for a value that may be huge: one up to [`MAX_INLINE_VALUE`]
+    /// bytes is parsed in place; a larger one is reduced to what `keep` names (each kept value
+    /// capped) by a byte-by-byte scan, and that small text is parsed instead. Either way the
+    /// value is consumed.
+    pub fn with_reduced<T, O, F>(&mut self, keep: &Keep, mut f: F) -> Result<O, ReadError>
+    where
+        T: for<'de> BorrowedDeserialize<'de>,
+        F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
+    {
+        if let Some(out) = self.with_value_within::<T, O, _>(true, MAX_INLINE_VALUE, &mut f)? {
+            return Ok(out);
+        }
+        let offset = self.offset();
+        let text = self.reduce(keep)?;
+        parse_reduced::<T, O, F>(&text, f).map_err(|message| ReadError::Syntax { offset, message })
+    }
+
+    /// [`Self::with_value`], giving up (`None`, nothing consumed) once more than `limit` bytes
+    /// are buffered without the value ending.
+    pub fn with_value_within<T, O, F>(&mut self, consume: bool, limit: usize, mut f: F) -> Result<Option<O>, ReadError>
     where
         T: for<'de> BorrowedDeserialize<'de>,
         F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
@@ -209,8 +282,9 @@ impl<R: Read> JsonStream<R> {
                     if consume {
                         self.start += used;
                     }
-                    return Ok(out);
+                    return Ok(Some(out));
                 }
+                Step::NeedMore | Step::MaybeMore if self.end - self.start >= limit => return Ok(None),
                 Step::NeedMore => {
                     if !self.refill()? {
                         return Err(ReadError::Truncated { offset: self.base + self.end as u64 });
@@ -224,11 +298,17 @@ impl<R: Read> JsonStream<R> {
             }
         }
     }
+}
 
-    /// Skips one JSON value of any shape.
-    pub fn skip_value(&mut self) -> Result<(), ReadError> {
-        self.with_value::<Ignored, _, _>(true, |_| ())
-    }
+/// Parses a reduced value (small, owned) as `T` and passes it to `f`.
+fn parse_reduced<T, O, F>(text: &[u8], mut f: F) -> Result<O, String>
+where
+    T: for<'de> BorrowedDeserialize<'de>,
+    F: for<'de> FnMut(<T as BorrowedDeserialize<'de>>::Out) -> O,
+{
+    let value: <T as BorrowedDeserialize<'_>>::Out =
+        serde_json::from_slice(text).map_err(|e| crate::input::plain_message(&e.to_string()))?;
+    Ok(f(value))
 }
 
 /// Where in `slice` serde_json detected `e`, from its one-based line and column.
@@ -246,12 +326,6 @@ fn error_position(slice: &[u8], e: &serde_json::Error) -> usize {
 /// `with_value::<EventOf, …>` then hands the closure a `RawEvent<'buf>`.
 pub trait BorrowedDeserialize<'de> {
     type Out: Deserialize<'de>;
-}
-
-/// Any value, ignored.
-pub struct Ignored;
-impl<'de> BorrowedDeserialize<'de> for Ignored {
-    type Out = serde::de::IgnoredAny;
 }
 
 /// An owned value of type `T` (for small things such as `distributedInfo`).

@@ -1,0 +1,152 @@
+//! Trace bombs: wall time and peak RSS of attribution on hostile traces (`harness = false`).
+//!
+//! `cargo bench --bench trace_bombs` writes small gzip files (a few MB on disk) that expand to
+//! traces with `COMMGATE_BOMB_N` (default 1 million) distinct `ProfilerStep#` names, the same
+//! number of distinct collective names, and one kernel name of `COMMGATE_BOMB_MB` MB (default
+//! 512) next to a string of the same size under an ignored key. Each is attributed by this
+//! binary run again as a child, so the child's `VmHWM` is attribution alone. It prints, it
+//! does not assert: the targets (linear time, under 5 s each on 2 cores, memory proportional
+//! to what is kept) are for a person to compare.
+
+use std::error::Error;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use commgate::trace::attribute::AttributeOptions;
+use commgate::trace::load::attribute_paths;
+
+const CHILD_ENV: &str = "COMMGATE_BOMB_CHILD";
+
+fn main() -> ExitCode {
+    let outcome = match std::env::var_os(CHILD_ENV) {
+        Some(path) => child(Path::new(&path)),
+        None => parent(),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("trace_bombs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn env_number(name: &str, default: u64) -> Result<u64, Box<dyn Error>> {
+    match std::env::var(name) {
+        Ok(text) => text.parse().map_err(|_| format!("{name}={text} is not a number").into()),
+        Err(_) => Ok(default),
+    }
+}
+
+fn parent() -> Result<(), Box<dyn Error>> {
+    let n = env_number("COMMGATE_BOMB_N", 1_000_000)?;
+    let mb = env_number("COMMGATE_BOMB_MB", 512)?;
+    let dir = std::env::temp_dir().join(format!("commgate-bombs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = run_all(&dir, n, mb);
+    let cleanup = std::fs::remove_dir_all(&dir);
+    result?;
+    cleanup.map_err(|e| format!("removing {}: {e}", dir.display()).into())
+}
+
+/// Writes one bomb's JSON.
+type WriteTrace = Box<dyn Fn(&mut dyn Write) -> std::io::Result<()>>;
+
+fn run_all(dir: &Path, n: u64, mb: u64) -> Result<(), Box<dyn Error>> {
+    let bombs: [(&str, WriteTrace); 3] = [
+        (
+            "distinct step names",
+            Box::new(move |w| {
+                events(w, n, |w, i| {
+                    write!(
+                        w,
+                        r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{i}","pid":1,"tid":1,"ts":{},"dur":5}}"#,
+                        i * 10
+                    )
+                })
+            }),
+        ),
+        (
+            "distinct collectives",
+            Box::new(move |w| {
+                events(w, n, |w, i| {
+                    write!(
+                        w,
+                        r#"{{"ph":"X","cat":"kernel","name":"ncclDevKernel_Generic","pid":0,"tid":7,"ts":{},"dur":5,"args":{{"Collective name":"custom{i}","Process Group Name":"0","Seq":{i}}}}}"#,
+                        i * 10
+                    )
+                })
+            }),
+        ),
+        (
+            "huge names",
+            Box::new(move |w| {
+                let chunk = [b'x'; 1 << 16];
+                w.write_all(br#"{"traceEvents":[{"ph":"X","cat":"kernel","junk":""#)?;
+                for _ in 0..mb * 16 {
+                    w.write_all(&chunk)?;
+                }
+                w.write_all(br#"","name":"nccl"#)?;
+                for _ in 0..mb * 16 {
+                    w.write_all(&chunk)?;
+                }
+                w.write_all(br#"","pid":0,"tid":7,"ts":1,"dur":5}],"distributedInfo":{"rank":0}}"#)
+            }),
+        ),
+    ];
+    println!("{:<22} {:>12} {:>10} {:>9} {:>13}", "bomb", "gzip bytes", "wall s", "peak MB", "events");
+    for (i, (name, body)) in bombs.iter().enumerate() {
+        let path = dir.join(format!("rank-{i}.json.gz"));
+        let mut gz = flate2::write::GzEncoder::new(
+            std::io::BufWriter::new(std::fs::File::create(&path)?),
+            flate2::Compression::fast(),
+        );
+        body(&mut gz)?;
+        gz.finish()?.flush()?;
+        let size = std::fs::metadata(&path)?.len();
+        let exe = std::env::current_exe()?;
+        let out = Command::new(exe).env(CHILD_ENV, &path).output()?;
+        if !out.status.success() {
+            return Err(format!("{name}: child failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        let line = String::from_utf8(out.stdout)?;
+        println!("{name:<22} {size:>12} {}", line.trim_end());
+        std::fs::remove_file(&path)?;
+    }
+    Ok(())
+}
+
+/// `{"traceEvents":[…]}` with `n` events written by `event`.
+fn events(
+    w: &mut dyn Write,
+    n: u64,
+    event: impl Fn(&mut dyn Write, u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    w.write_all(br#"{"traceEvents":["#)?;
+    for i in 0..n {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        event(w, i)?;
+    }
+    w.write_all(br#"],"distributedInfo":{"rank":0,"world_size":1}}"#)
+}
+
+fn child(path: &Path) -> Result<(), Box<dyn Error>> {
+    let start = Instant::now();
+    let a = attribute_paths(&[PathBuf::from(path)], &AttributeOptions::default())?;
+    let secs = start.elapsed().as_secs_f64();
+    let peak = peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    println!("{secs:>10.2} {:>9.0} {:>13}", peak as f64 / 1e6, a.num_events);
+    Ok(())
+}
+
+/// `VmHWM` of this process in bytes (Linux only; `None` elsewhere).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

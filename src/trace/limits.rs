@@ -1,0 +1,68 @@
+//! The bounds a hostile trace cannot push the reader past: how many events one file may hold,
+//! how long a kept name may be, and how large a single value is parsed in place before the
+//! reader switches to scanning it byte by byte. One place, so that the docs, the error messages
+//! and the code agree.
+
+use std::borrow::Cow;
+
+/// Events one input file may hold unless the user raises the limit: well above real traces
+/// (a busy 8-GPU step writes a few hundred thousand), low enough that the kept events fit in
+/// memory (a few hundred bytes each at worst).
+pub const DEFAULT_MAX_EVENTS: u64 = 50_000_000;
+
+/// Kept strings (kernel, step, collective, process-group names) longer than this many bytes
+/// are cut to it and end in [`TRUNCATION_MARK`].
+pub const MAX_NAME_BYTES: usize = 4096;
+
+/// What a cut name ends with.
+pub const TRUNCATION_MARK: &str = "…[truncated]";
+
+/// How the limit was set, for the message that names it.
+pub const RAISE_HINT: &str = "raise it with --max-events N or COMMGATE_MAX_EVENTS=N (commgate attribute), \
+     or max_events = N under [attribute] in commgate.toml";
+
+/// The per-file limits a read runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Events (of any kind) one file may hold; past it the read stops with an error.
+    pub max_events: u64,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        ReadLimits { max_events: DEFAULT_MAX_EVENTS }
+    }
+}
+
+/// `s` if it fits in [`MAX_NAME_BYTES`], else its longest prefix that does (on a character
+/// boundary) followed by [`TRUNCATION_MARK`]; the flag says whether it was cut.
+pub fn cap_name(s: &str) -> (Cow<'_, str>, bool) {
+    if s.len() <= MAX_NAME_BYTES {
+        return (Cow::Borrowed(s), false);
+    }
+    let mut cut = MAX_NAME_BYTES;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    (Cow::Owned(format!("{}{TRUNCATION_MARK}", &s[..cut])), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_are_kept_and_long_ones_cut_on_a_character_boundary() {
+        assert_eq!(cap_name("allreduce"), (Cow::Borrowed("allreduce"), false));
+        let exact = "a".repeat(MAX_NAME_BYTES);
+        assert!(!cap_name(&exact).1);
+        let long = format!("{exact}b");
+        let (cut, truncated) = cap_name(&long);
+        assert!(truncated);
+        assert_eq!(cut, format!("{exact}{TRUNCATION_MARK}"));
+        // A multi-byte character straddling the limit is dropped whole.
+        let straddling = format!("{}é", "a".repeat(MAX_NAME_BYTES - 1));
+        let (cut, truncated) = cap_name(&straddling);
+        assert!(truncated && cut.starts_with(&"a".repeat(MAX_NAME_BYTES - 1)) && !cut.contains('é'));
+    }
+}

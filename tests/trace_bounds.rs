@@ -1,0 +1,146 @@
+//! The trace-bomb families at a small scale: a huge string under an ignored key, a huge kept
+//! name, more events than the limit, and many distinct step and collective names. Each must be
+//! read correctly (or refused with exit 2 naming the file), never built whole in memory.
+
+use std::io::Write;
+use std::path::Path;
+
+use assert_cmd::Command;
+use commgate::trace::attribute::AttributeOptions;
+use commgate::trace::kineto::{parse_document_with, Document};
+use commgate::trace::limits::{ReadLimits, MAX_NAME_BYTES, TRUNCATION_MARK};
+use commgate::trace::load::attribute_paths;
+use commgate::trace::model::RankTrace;
+
+/// Larger than the size parsed in place (1 MiB), so the byte-by-byte scan is what reads it.
+const HUGE: usize = 3 << 20;
+
+fn commgate() -> Command {
+    let mut cmd = Command::cargo_bin("commgate").expect("binary");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("COMMGATE_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn kernel(name: &str, ts: u64, args: &str) -> String {
+    format!(r#"{{"ph":"X","cat":"kernel","name":"{name}","pid":0,"tid":7,"ts":{ts},"dur":5,"args":{{{args}}}}}"#)
+}
+
+fn step(n: u64) -> String {
+    format!(r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{n}","pid":1,"tid":1,"ts":{},"dur":5}}"#, n * 10)
+}
+
+fn trace(events: &[String], extra_top: &str) -> String {
+    format!(r#"{{{extra_top}"traceEvents":[{}],"distributedInfo":{{"rank":0,"world_size":1}}}}"#, events.join(","))
+}
+
+fn rank(doc: &str) -> RankTrace {
+    match parse_document_with(doc.as_bytes(), ReadLimits::default()) {
+        Ok(Document::Kineto(t)) => *t,
+        other => panic!("expected a trace, got {other:?}"),
+    }
+}
+
+fn write(dir: &Path, name: &str, doc: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let mut gz =
+        flate2::write::GzEncoder::new(std::fs::File::create(&path).expect("create"), flate2::Compression::fast());
+    gz.write_all(doc.as_bytes()).expect("write");
+    gz.finish().expect("finish");
+    path
+}
+
+#[test]
+fn a_huge_string_under_an_ignored_key_is_skipped() {
+    let junk = "x".repeat(HUGE);
+    let event = format!(
+        r#"{{"ph":"X","cat":"kernel","junk":"{junk}","name":"ncclDevKernel_AllReduce","pid":0,"tid":7,"ts":1,"dur":5,"args":{{"more":"{junk}","Collective name":"allreduce"}}}}"#
+    );
+    let t = rank(&trace(&[event, kernel("gemm", 2, "")], &format!(r#""deviceProperties":"{junk}","#)));
+    assert_eq!(t.kernels.len(), 2);
+    assert_eq!(t.kernel_name(&t.kernels[0]), "ncclDevKernel_AllReduce");
+    let meta = t.kernels[0].meta.as_deref().expect("args read past the junk");
+    assert_eq!(meta.collective.as_deref(), Some("allreduce"));
+    assert!(!t.names_truncated);
+}
+
+#[test]
+fn a_huge_kept_name_is_truncated_with_a_mark_and_a_note() {
+    let name = format!("nccl{}", "é".repeat(HUGE / 2));
+    let t = rank(&trace(&[kernel(&name, 1, r#""Collective name":"allreduce""#)], ""));
+    let kept = t.kernel_name(&t.kernels[0]);
+    assert!(kept.len() <= MAX_NAME_BYTES + TRUNCATION_MARK.len() && kept.ends_with(TRUNCATION_MARK), "{}", kept.len());
+    assert!(t.names_truncated);
+    // A long name that still fits the in-place parse is cut the same way.
+    let t = rank(&trace(&[kernel(&"k".repeat(10_000), 1, "")], ""));
+    assert_eq!(t.kernel_name(&t.kernels[0]), format!("{}{TRUNCATION_MARK}", "k".repeat(MAX_NAME_BYTES)));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write(dir.path(), "rank-0.json.gz", &trace(&[kernel(&name, 1, r#""Collective name":"allreduce""#)], ""));
+    let out = commgate().args(["attribute", "--format", "json"]).arg(&path).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["source"]["names_truncated"], true);
+    let text = commgate().args(["attribute"]).arg(&path).output().expect("runs");
+    assert!(String::from_utf8_lossy(&text.stdout).contains("were cut"), "the text report carries the note");
+}
+
+#[test]
+fn more_events_than_the_limit_exit_2_naming_the_file_and_the_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events: Vec<String> = (0..10).map(|i| kernel("gemm", i, "")).collect();
+    let path = write(dir.path(), "rank-0.json.gz", &trace(&events, ""));
+    for (flag, env) in [(Some("--max-events=9"), None), (None, Some("9"))] {
+        let mut cmd = commgate();
+        cmd.arg("attribute").arg(&path).args(flag);
+        if let Some(v) = env {
+            cmd.env("COMMGATE_MAX_EVENTS", v);
+        }
+        let out = cmd.output().expect("runs");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("rank-0.json.gz") && err.contains("more than 9 events") && err.contains("--max-events"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let settings = dir.path().join("commgate.toml");
+    std::fs::write(&settings, "[attribute]\nmax_events = 9\n").expect("settings");
+    let out = commgate().arg("attribute").arg(&path).arg("--config").arg(&settings).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    commgate().args(["attribute", "--max-events", "10"]).arg(&path).assert().success();
+}
+
+#[test]
+fn many_distinct_step_and_collective_names_are_attributed() {
+    const STEPS: u64 = 20_000;
+    const COLLECTIVES: u64 = 5_000;
+    let mut events: Vec<String> = (0..STEPS).map(step).collect();
+    for i in 0..COLLECTIVES {
+        events.push(kernel(
+            "ncclDevKernel_Generic",
+            1 + i * 10,
+            &format!(r#""Collective name":"custom{i}","Process Group Name":"0","Seq":{i}"#),
+        ));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "rank-0.json.gz", &trace(&events, ""));
+    write(
+        dir.path(),
+        "rank-1.json.gz",
+        &trace(&events, "").replace(r#""rank":0,"world_size":1"#, r#""rank":1,"world_size":2"#),
+    );
+    let a = attribute_paths(&[dir.path().to_path_buf()], &AttributeOptions::default()).expect("attributes");
+    assert_eq!(a.source.steps, STEPS - 1);
+    assert_eq!(a.source.window, "steps");
+    // The kernels launched before the last step's start are in the window.
+    let in_window = (0..COLLECTIVES).filter(|i| 1 + i * 10 < (STEPS - 1) * 10).count();
+    assert_eq!(a.by_collective.len(), in_window);
+    let h = &a.by_collective["custom42"];
+    assert_eq!(h.count, 2);
+    assert_eq!(h.rank_imbalance_ratio, Some(0.0), "matched on both ranks, equal durations");
+}
