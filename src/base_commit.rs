@@ -107,23 +107,6 @@ pub fn base_sha_from_payload(payload: &serde_json::Value) -> Option<String> {
     is_full_sha(sha).then(|| sha.to_ascii_lowercase())
 }
 
-/// The largest event payload read (GitHub's are a few hundred KiB).
-const MAX_PAYLOAD_BYTES: u64 = 16 << 20;
-
-/// The base commit of the pull request this GitHub Actions job runs for: `GITHUB_ACTIONS=true`
-/// and an event payload at `GITHUB_EVENT_PATH` with `pull_request.base.sha`.
-pub fn base_sha_from_env(var: impl Fn(&str) -> Option<String>) -> Option<String> {
-    use std::io::Read;
-    if var("GITHUB_ACTIONS").as_deref().map(str::trim) != Some("true") {
-        return None;
-    }
-    let path = var("GITHUB_EVENT_PATH").filter(|p| !p.trim().is_empty())?;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path.trim()).ok()?.take(MAX_PAYLOAD_BYTES).read_to_end(&mut bytes).ok()?;
-    let payload: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    base_sha_from_payload(&payload)
-}
-
 /// 40 (SHA-1) or 64 (SHA-256) hexadecimal digits.
 fn is_full_sha(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::base_commit::{self, BaseCommit};
+use crate::base_commit::BaseCommit;
 use crate::bench;
 use crate::bench::launch::{self, Launch};
 use crate::bench::runner::{self, BenchOutcome};
@@ -162,7 +162,8 @@ fn base_commit(flags: &BaseFlags) -> Result<Option<BaseCommit>> {
     if flags.baselines_from_head {
         return Ok(None);
     }
-    let Some(rev) = flags.base.clone().or_else(|| base_commit::base_sha_from_env(|k| std::env::var(k).ok())) else {
+    let from_event = || GithubEnv::from_env(|k| std::env::var(k).ok()).and_then(|gh| gh.base_sha);
+    let Some(rev) = flags.base.clone().or_else(from_event) else {
         return Ok(None);
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;

@@ -188,25 +188,30 @@ fn a_timing_gate_setting_that_is_not_on_or_off_is_bad_input() {
     assert!(!tmp.path().join("benchmarks").exists(), "no result for a run that never started");
 }
 
+/// `commgate bench --backend cpu` as rank `rank` of a two-rank job launched through the
+/// launcher's environment (rendezvous on 127.0.0.1:`port`), writing the result to `file`.
+fn cpu_rank(dir: &std::path::Path, file: &std::path::Path, port: u16, rank: u32) -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
+    cmd.current_dir(dir)
+        .args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
+        .args(["--repeats", "20", "--warmup", "1", "--timeout", "60", "--output"])
+        .arg(file)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", "2")
+        .env("LOCAL_RANK", rank.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env_remove("COMMGATE_RENDEZVOUS_BIND")
+        .env_remove("COMMGATE_MOCK_FAULT");
+    cmd
+}
+
 #[test]
 fn two_processes_rendezvous_through_the_launcher_environment() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let file = tmp.path().join("two.json");
-    let spawn = |rank: u32| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
-        cmd.current_dir(tmp.path())
-            .args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
-            .args(["--repeats", "20", "--warmup", "1", "--timeout", "60", "--output"])
-            .arg(&file)
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", "2")
-            .env("LOCAL_RANK", rank.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .env_remove("COMMGATE_MOCK_FAULT");
-        cmd.spawn().expect("spawns")
-    };
+    let spawn = |rank: u32| cpu_rank(tmp.path(), &file, port, rank).spawn().expect("spawns");
     let (r0, r1) = (spawn(0), spawn(1));
     let (o0, o1) = (r0.wait_with_output().expect("rank 0"), r1.wait_with_output().expect("rank 1"));
     assert!(o0.status.success(), "rank 0: {}", String::from_utf8_lossy(&o0.stderr));
@@ -252,20 +257,8 @@ fn intruders_on_the_rendezvous_port_are_dropped_and_the_run_completes() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let file = tmp.path().join("two.json");
     let spawn = |rank: u32| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
-        cmd.current_dir(tmp.path())
-            .args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
-            .args(["--repeats", "20", "--warmup", "1", "--timeout", "60", "--output"])
-            .arg(&file)
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", "2")
-            .env("LOCAL_RANK", rank.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .env("COMMGATE_RENDEZVOUS_SECRET", "a secret for this test only")
-            .env_remove("COMMGATE_RENDEZVOUS_BIND")
-            .env_remove("COMMGATE_MOCK_FAULT")
-            .stderr(std::process::Stdio::piped());
+        let mut cmd = cpu_rank(tmp.path(), &file, port, rank);
+        cmd.env("COMMGATE_RENDEZVOUS_SECRET", "a secret for this test only").stderr(std::process::Stdio::piped());
         cmd.spawn().expect("spawns")
     };
     let r0 = spawn(0);

@@ -20,7 +20,7 @@ mod actions;
 mod comment;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -85,6 +85,9 @@ pub struct GithubEnv {
     /// `pull_request_target`), or `issue.number` when `issue.pull_request` is set (`issue_comment`
     /// on a pull request).
     pub pull_request: Option<u64>,
+    /// From the same payload: `pull_request.base.sha`, the commit whose baselines and settings
+    /// judge the pull request ([`crate::base_commit`]).
+    pub base_sha: Option<String>,
     /// `GITHUB_EVENT_NAME`.
     pub event_name: Option<String>,
     /// `GITHUB_STEP_SUMMARY`.
@@ -110,20 +113,31 @@ impl GithubEnv {
             let valid = !owner.is_empty() && !name.is_empty() && !name.contains('/');
             valid.then(|| (owner.to_string(), name.to_string()))
         });
-        let pull_request = get("GITHUB_EVENT_PATH")
-            .and_then(|path| std::fs::read(path).ok())
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-            .and_then(|payload| pull_request_number(&payload));
+        let payload = get("GITHUB_EVENT_PATH").and_then(|path| read_payload(Path::new(&path)));
+        let pull_request = payload.as_ref().and_then(pull_request_number);
+        let base_sha = payload.as_ref().and_then(crate::base_commit::base_sha_from_payload);
         Some(GithubEnv {
             api_url,
             repository,
             token: get("GITHUB_TOKEN").or_else(|| get("GH_TOKEN")).map(Token),
             pull_request,
+            base_sha,
             event_name: get("GITHUB_EVENT_NAME"),
             step_summary: get("GITHUB_STEP_SUMMARY").map(PathBuf::from),
             output: get("GITHUB_OUTPUT").map(PathBuf::from),
         })
     }
+}
+
+/// The largest event payload read (GitHub's are a few hundred KiB).
+const MAX_PAYLOAD_BYTES: u64 = 16 << 20;
+
+/// The event payload as JSON, `None` when it is missing, too large or not JSON.
+fn read_payload(path: &Path) -> Option<serde_json::Value> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).ok()?.take(MAX_PAYLOAD_BYTES).read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// The pull request an event payload is about, if any.

@@ -116,6 +116,31 @@ impl Secret {
         mac
     }
 
+    /// The proof for `label` (`hello` or `welcome`) over one exchange's nonces and the rank.
+    fn proof(
+        &self,
+        label: &str,
+        challenge: &[u8; NONCE_LEN],
+        peer_nonce: &[u8; NONCE_LEN],
+        rank: u32,
+        world_size: u32,
+    ) -> [u8; PROOF_LEN] {
+        self.mac(&proof_input(label, challenge, peer_nonce, rank, world_size)).finalize().into_bytes().into()
+    }
+
+    /// Checks `proof` against [`Self::proof`]'s, in constant time.
+    fn verify(
+        &self,
+        label: &str,
+        challenge: &[u8; NONCE_LEN],
+        peer_nonce: &[u8; NONCE_LEN],
+        rank: u32,
+        world_size: u32,
+        proof: &[u8],
+    ) -> bool {
+        self.mac(&proof_input(label, challenge, peer_nonce, rank, world_size)).verify_slice(proof).is_ok()
+    }
+
     /// A peer's proof, in its hello: HMAC(key, "hello" ‖ challenge ‖ peer nonce ‖ rank ‖ world size).
     pub(crate) fn hello_proof(
         &self,
@@ -124,7 +149,7 @@ impl Secret {
         rank: u32,
         world_size: u32,
     ) -> [u8; PROOF_LEN] {
-        self.mac(&proof_input("hello", challenge, peer_nonce, rank, world_size)).finalize().into_bytes().into()
+        self.proof("hello", challenge, peer_nonce, rank, world_size)
     }
 
     /// Rank 0's check of a hello's proof, in constant time.
@@ -136,7 +161,7 @@ impl Secret {
         world_size: u32,
         proof: &[u8],
     ) -> bool {
-        self.mac(&proof_input("hello", challenge, peer_nonce, rank, world_size)).verify_slice(proof).is_ok()
+        self.verify("hello", challenge, peer_nonce, rank, world_size, proof)
     }
 
     /// Rank 0's proof, in its welcome: the same inputs under the label "welcome", so a peer knows
@@ -148,7 +173,7 @@ impl Secret {
         rank: u32,
         world_size: u32,
     ) -> [u8; PROOF_LEN] {
-        self.mac(&proof_input("welcome", challenge, peer_nonce, rank, world_size)).finalize().into_bytes().into()
+        self.proof("welcome", challenge, peer_nonce, rank, world_size)
     }
 
     /// A peer's check of a welcome's proof, in constant time.
@@ -160,7 +185,7 @@ impl Secret {
         world_size: u32,
         proof: &[u8],
     ) -> bool {
-        self.mac(&proof_input("welcome", challenge, peer_nonce, rank, world_size)).verify_slice(proof).is_ok()
+        self.verify("welcome", challenge, peer_nonce, rank, world_size, proof)
     }
 }
 
