@@ -30,9 +30,6 @@ pub use origin::{parse_args, ArgsError, Provenance};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
-    /// The file these settings came from, for messages about its values.
-    #[serde(skip)]
-    pub path: PathBuf,
     #[serde(default)]
     pub attribute: AttributeFile,
     #[serde(default)]
@@ -135,7 +132,6 @@ pub fn load_file(cli: &Cli) -> Result<FileConfig> {
     let text = crate::input::read_text(&path, MAX_SETTINGS_BYTES)
         .map_err(|e| anyhow::anyhow!("{named}: cannot read the settings file: it {e}"))?;
     let mut file = parse_file_at(&text, Some(&path))?;
-    file.path = path.clone();
     file.provenance = Provenance::new(Some((path, text)), &cli.from_env);
     Ok(file)
 }
@@ -145,14 +141,13 @@ pub fn load_file(cli: &Cli) -> Result<FileConfig> {
 /// `from_env` is [`Cli::from_env`]: the `COMMGATE_*` variables that gave values.
 pub fn file_from_text(from_env: &[(String, String)], label: &Path, text: String) -> Result<FileConfig> {
     let mut file = parse_file_at(&text, Some(label))?;
-    file.path = label.to_path_buf();
     file.provenance = Provenance::new(Some((label.to_path_buf(), text)), from_env);
     Ok(file)
 }
 
 /// Parses `commgate.toml` text (errors say `line:column`).
 pub fn parse_file(text: &str) -> Result<FileConfig> {
-    Ok(FileConfig { path: PathBuf::from(DEFAULT_FILE), ..parse_file_at(text, None)? })
+    parse_file_at(text, None)
 }
 
 /// Parses settings text; errors name `path:line:column` (1-based) of the offending key or
@@ -229,11 +224,11 @@ pub fn compare(args: CompareArgs, file: &FileConfig, env: impl Fn(&str) -> Optio
     let format = args.format.or(file.compare.format).unwrap_or(Format::Text);
     let defaults = CompareOptions::default();
     let min_effect = limits::min_effect(
-        limits::MIN_EFFECT.pick(args.min_effect, file.compare.min_effect, &file.path, &env),
+        limits::MIN_EFFECT.pick(args.min_effect, file.compare.min_effect, file.path(), &env),
         defaults.min_effect,
     )?;
     let resamples = limits::resamples(
-        limits::RESAMPLES.pick(args.resamples, file.compare.resamples, &file.path, &env),
+        limits::RESAMPLES.pick(args.resamples, file.compare.resamples, file.path(), &env),
         defaults.resamples,
     )?;
     Ok(CompareConfig {
@@ -294,11 +289,11 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
             attribute: attribute_defaults(file)?,
             compare: CompareOptions {
                 min_effect: limits::min_effect(
-                    limits::MIN_EFFECT.from_file(file.compare.min_effect, &file.path),
+                    limits::MIN_EFFECT.from_file(file.compare.min_effect, file.path()),
                     compare_defaults.min_effect,
                 )?,
                 resamples: limits::resamples(
-                    limits::RESAMPLES.from_file(file.compare.resamples, &file.path),
+                    limits::RESAMPLES.from_file(file.compare.resamples, file.path()),
                     compare_defaults.resamples,
                 )?,
                 seed: file.compare.seed.unwrap_or(compare_defaults.seed),
@@ -382,7 +377,7 @@ pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
 /// The benchmark flags `bench` and `check` share, each value checked against its limits
 /// ([`limits`]) with where it came from, before anything is probed or run.
 pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<BenchRequest> {
-    let (f, path) = (&file.bench, file.path.as_path());
+    let (f, path) = (&file.bench, file.path());
     let timeout = limits::timeout(limits::TIMEOUT.pick(args.timeout, f.timeout, path, &env))?;
     let environment_profile = limits::ENVIRONMENT_PROFILE
         .pick(args.environment_profile, f.environment_profile.clone(), path, &env)
@@ -590,10 +585,7 @@ mod bench_tests {
     fn bad_bench_settings_are_named() {
         let e = bench(args(&["--backend", "mock", "--repeats", "0"]), &FileConfig::default(), no_env);
         assert!(e.unwrap_err().to_string().starts_with("--repeats 0: at least 20 repeats"));
-        let file = FileConfig {
-            path: PathBuf::from("ci/gate.toml"),
-            ..parse_file("[bench]\nwarmup = 99999\n").expect("valid")
-        };
+        let file = file_from_text(&[], Path::new("ci/gate.toml"), "[bench]\nwarmup = 99999\n".into()).expect("valid");
         let e = bench(args(&["--backend", "mock"]), &file, no_env).unwrap_err();
         assert!(e.to_string().starts_with("ci/gate.toml: [bench] warmup = 99999: at most 10000"), "{e}");
         let env = |k: &str| (k == "COMMGATE_ENVIRONMENT_PROFILE").then(|| "../x".to_string());

@@ -8,7 +8,7 @@
 
 use std::ffi::OsString;
 use std::fmt::Display;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
@@ -59,6 +59,12 @@ pub(super) const ACCEPT_EXPOSED_MS: Key =
 pub(super) const KEEP: Key = full("baseline", "keep", "--keep", "COMMGATE_KEEP");
 
 impl FileConfig {
+    /// The file these settings came from, for messages about its values (`commgate.toml` when
+    /// they were parsed from text with no file named).
+    pub fn path(&self) -> &Path {
+        self.provenance.file.as_ref().map_or(Path::new(super::DEFAULT_FILE), |(path, _)| path.as_path())
+    }
+
     /// Where the value in use was set: `COMMGATE_X=value` or `--flag value` when it came through
     /// clap (`from_args`), else `file:line:column: section.name = value`.
     pub(super) fn origin(&self, key: Key, from_args: bool, value: &dyn Display) -> String {
