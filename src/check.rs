@@ -133,10 +133,7 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
     if let Some(f) = &result.failure {
         errors.push(bench_failed(f));
     }
-    let lookup = find_store(&opts.baselines, &path).map_err(|mut e| {
-        e.message = e.message.replace(&path.display().to_string(), &shown.display().to_string());
-        e
-    });
+    let lookup = find_store(&opts.baselines, &path, &shown);
     let user_dir = opts.base.as_ref().map_or(opts.baselines.as_path(), |b| b.dir.as_path());
     let (comparison, missing) = match &lookup {
         // The store is unusable: its error says so, no second reason.
@@ -256,8 +253,9 @@ fn bench_failed(f: &Failure) -> EvaluationError {
 
 /// The baseline file at `path` inside the store `dir`: `None` when there is none yet (honestly
 /// missing evidence); an error when the directory itself is missing (a misspelled
-/// `--baselines` must not pass as "no baseline yet") or the file cannot be used.
-fn find_store(dir: &Path, path: &Path) -> Result<Option<BaselineFile>, EvaluationError> {
+/// `--baselines` must not pass as "no baseline yet") or the file cannot be used. Errors name the
+/// file as `shown` (the path the user knows, not a private copy of the base commit's).
+fn find_store(dir: &Path, path: &Path, shown: &Path) -> Result<Option<BaselineFile>, EvaluationError> {
     if !dir.is_dir() {
         let what = if dir.exists() { "is not a directory" } else { "does not exist" };
         return Err(EvaluationError::new(
@@ -275,6 +273,7 @@ fn find_store(dir: &Path, path: &Path) -> Result<Option<BaselineFile>, Evaluatio
         return Ok(None);
     }
     baseline::load_store(path).map(Some).map_err(|e: FileError| {
+        let e = FileError { path: shown.display().to_string(), ..e };
         EvaluationError::new(
             ErrorKind::BaselineInvalid,
             format!("{e} (fix the file, or restore it from the main branch's history)"),
