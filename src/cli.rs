@@ -19,7 +19,7 @@ use crate::verdict::FailOn;
 #[command(name = "commgate", version, about, max_term_width = 100)]
 pub struct Cli {
     /// Settings file (default: ./commgate.toml when it exists).
-    #[arg(long, global = true, env = "COMMGATE_CONFIG", value_name = "FILE")]
+    #[arg(long, global = true, env = "COMMGATE_CONFIG", hide_env_values = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
     /// The `COMMGATE_*` variables that gave a value (name, value as written), filled by
@@ -67,7 +67,7 @@ pub struct CompareArgs {
     pub current: PathBuf,
 
     /// Report format.
-    #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
+    #[arg(long, value_enum, env = "COMMGATE_FORMAT", hide_env_values = true)]
     pub format: Option<Format>,
 
     /// Write the report to FILE (atomically) instead of stdout.
@@ -75,15 +75,15 @@ pub struct CompareArgs {
     pub output: Option<PathBuf>,
 
     /// The smallest relative change worth acting on (before the baseline's own spread), e.g. 0.03.
-    #[arg(long, env = "COMMGATE_MIN_EFFECT", value_name = "FRACTION")]
+    #[arg(long, env = "COMMGATE_MIN_EFFECT", hide_env_values = true, value_name = "FRACTION")]
     pub min_effect: Option<f64>,
 
     /// Bootstrap resamples per interval (default 1000; 100 to 100000).
-    #[arg(long, env = "COMMGATE_RESAMPLES", value_name = "N")]
+    #[arg(long, env = "COMMGATE_RESAMPLES", hide_env_values = true, value_name = "N")]
     pub resamples: Option<usize>,
 
     /// Seed of the bootstrap, so a verdict is reproducible.
-    #[arg(long, env = "COMMGATE_SEED", value_name = "N")]
+    #[arg(long, env = "COMMGATE_SEED", hide_env_values = true, value_name = "N")]
     pub seed: Option<u64>,
 }
 
@@ -107,7 +107,7 @@ pub struct BenchArgs {
 pub struct BenchFlags {
     /// Where to run: cuda (NCCL + cuBLAS), cpu (threads or processes, real timings without a GPU),
     /// mock (deterministic, for tests), or auto (cuda when usable, else cpu).
-    #[arg(long, value_enum, env = "COMMGATE_BACKEND")]
+    #[arg(long, value_enum, env = "COMMGATE_BACKEND", hide_env_values = true)]
     pub backend: Option<BackendChoice>,
 
     /// Ranks driven by this process (default: every visible GPU; 2 on cpu and mock; at most
@@ -144,15 +144,15 @@ pub struct BenchFlags {
 
     /// Fail the run when no repeat finishes for this long (a dead rank, a hung collective;
     /// default 300, at most 86400).
-    #[arg(long, value_name = "SECONDS", env = "COMMGATE_TIMEOUT")]
+    #[arg(long, value_name = "SECONDS", env = "COMMGATE_TIMEOUT", hide_env_values = true)]
     pub timeout: Option<u64>,
 
     /// A label for this run, kept in the file and its default name.
-    #[arg(long, value_name = "LABEL", env = "COMMGATE_RUN_LABEL")]
+    #[arg(long, value_name = "LABEL", env = "COMMGATE_RUN_LABEL", hide_env_values = true)]
     pub run_label: Option<String>,
 
     /// Which fleet of machines this run speaks for; baselines are kept per profile.
-    #[arg(long, value_name = "NAME", env = "COMMGATE_ENVIRONMENT_PROFILE")]
+    #[arg(long, value_name = "NAME", env = "COMMGATE_ENVIRONMENT_PROFILE", hide_env_values = true)]
     pub environment_profile: Option<String>,
 
     /// No progress bar (it is off anyway when stderr is not a terminal or CI is set).
@@ -171,7 +171,7 @@ pub struct CheckArgs {
     pub result: Option<PathBuf>,
 
     /// The baseline store directory.
-    #[arg(long, env = "COMMGATE_BASELINES", value_name = "DIR")]
+    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
     pub baselines: Option<PathBuf>,
 
     /// Profiler traces to attribute (files or directories, one trace per rank).
@@ -183,15 +183,15 @@ pub struct CheckArgs {
     pub trace_name: String,
 
     /// Which verdicts exit 1.
-    #[arg(long, value_enum, env = "COMMGATE_FAIL_ON")]
+    #[arg(long, value_enum, env = "COMMGATE_FAIL_ON", hide_env_values = true)]
     pub fail_on: Option<FailOn>,
 
     /// Comment on the pull request: auto (inside GitHub Actions on a pull request), always, never.
-    #[arg(long, value_enum, env = "COMMGATE_COMMENT")]
+    #[arg(long, value_enum, env = "COMMGATE_COMMENT", hide_env_values = true)]
     pub comment: Option<CommentPolicy>,
 
     /// Terminal report format.
-    #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
+    #[arg(long, value_enum, env = "COMMGATE_FORMAT", hide_env_values = true)]
     pub format: Option<Format>,
 
     /// Write the JSON report here (before any network call); `commgate comment --report` reads it.
@@ -210,7 +210,13 @@ pub struct CheckArgs {
 pub struct BaseFlags {
     /// Judge with the baselines and commgate.toml of this commit (SHA, branch or tag), as in a
     /// pull request, where it defaults to the event's base commit.
-    #[arg(long, value_name = "REV", env = "COMMGATE_BASE", conflicts_with = "baselines_from_head")]
+    #[arg(
+        long,
+        value_name = "REV",
+        env = "COMMGATE_BASE",
+        hide_env_values = true,
+        conflicts_with = "baselines_from_head"
+    )]
     pub base: Option<String>,
 
     /// In a pull request, judge with its own baselines and commgate.toml instead of the base
@@ -228,7 +234,7 @@ pub struct CommentArgs {
 
     /// The pull request to comment on, when the event is not a pull request (a `workflow_run`
     /// job finds it from the run's head SHA).
-    #[arg(long, env = "COMMGATE_PR", value_name = "N")]
+    #[arg(long, env = "COMMGATE_PR", hide_env_values = true, value_name = "N")]
     pub pr: Option<u64>,
 
     /// Print the comment's Markdown on stdout and post nothing (no GitHub Actions or token needed).
@@ -265,11 +271,11 @@ pub struct UpdateArgs {
     pub workload_id: String,
 
     /// The store directory.
-    #[arg(long, env = "COMMGATE_BASELINES", value_name = "DIR")]
+    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
     pub baselines: Option<PathBuf>,
 
     /// How many runs the baseline keeps (newest).
-    #[arg(long, env = "COMMGATE_KEEP", value_name = "N")]
+    #[arg(long, env = "COMMGATE_KEEP", hide_env_values = true, value_name = "N")]
     pub keep: Option<usize>,
 }
 
@@ -280,7 +286,7 @@ pub struct AttributeArgs {
     pub paths: Vec<PathBuf>,
 
     /// Report format.
-    #[arg(long, value_enum, env = "COMMGATE_FORMAT")]
+    #[arg(long, value_enum, env = "COMMGATE_FORMAT", hide_env_values = true)]
     pub format: Option<Format>,
 
     /// Write the report to FILE (atomically) instead of stdout.
@@ -289,12 +295,12 @@ pub struct AttributeArgs {
 
     /// Number of steps of traces that have no ProfilerStep markers (where markers delimit steps,
     /// they win and a note says the setting was ignored).
-    #[arg(long, env = "COMMGATE_STEPS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "COMMGATE_STEPS", hide_env_values = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: Option<u64>,
 
     /// Rules for the window, rounding and kernel classes: commgate's own or Holistic Trace
     /// Analysis's (to cross-check its numbers).
-    #[arg(long, value_enum, env = "COMMGATE_COMPAT")]
+    #[arg(long, value_enum, env = "COMMGATE_COMPAT", hide_env_values = true)]
     pub compat: Option<Compat>,
 
     /// A kernel-name substring that marks a custom communication kernel (repeatable), e.g.
@@ -303,18 +309,18 @@ pub struct AttributeArgs {
     pub comm_patterns: Vec<String>,
 
     /// Events one trace file may hold before the read stops (exit 2); default 50 million.
-    #[arg(long, env = "COMMGATE_MAX_EVENTS", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "COMMGATE_MAX_EVENTS", hide_env_values = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_events: Option<u64>,
 
     /// Observed rank imbalance above this ratio → rebalance_ranks_or_experts.
-    #[arg(long, env = "COMMGATE_IMBALANCE_RATIO", value_name = "RATIO")]
+    #[arg(long, env = "COMMGATE_IMBALANCE_RATIO", hide_env_values = true, value_name = "RATIO")]
     pub imbalance_ratio: Option<f64>,
 
     /// Overlap below this ratio (with exposed time) → increase_overlap_or_delay_sync.
-    #[arg(long, env = "COMMGATE_LOW_OVERLAP_RATIO", value_name = "RATIO")]
+    #[arg(long, env = "COMMGATE_LOW_OVERLAP_RATIO", hide_env_values = true, value_name = "RATIO")]
     pub low_overlap_ratio: Option<f64>,
 
     /// The priority collective's exposed time per step at or below this is accepted.
-    #[arg(long, env = "COMMGATE_ACCEPT_EXPOSED_MS", value_name = "MS")]
+    #[arg(long, env = "COMMGATE_ACCEPT_EXPOSED_MS", hide_env_values = true, value_name = "MS")]
     pub accept_exposed_ms: Option<f64>,
 }

@@ -30,6 +30,7 @@ fn env_at(api_url: String) -> GithubEnv {
         event_name: Some("pull_request".into()),
         step_summary: None,
         output: None,
+        comment_author: None,
     }
 }
 
@@ -609,6 +610,23 @@ async fn the_bots_own_comment_is_updated_even_when_a_user_planted_a_newer_one() 
     Mock::given(method("POST")).respond_with(ResponseTemplate::new(201)).expect(0).mount(&server).await;
 
     let outcome = upsert(&server);
+    assert_eq!(outcome, CommentOutcome::Updated { id: 20, url: url_of(20) });
+}
+
+#[tokio::test]
+async fn a_named_bot_login_ignores_another_apps_bot() {
+    let server = MockServer::start().await;
+    installation_token().mount(&server).await;
+    listing(json!([
+        comment(20, &report()),
+        comment_by(25, &format!("{MARKER}\nplanted by another app"), "other-app[bot]", "Bot"),
+    ]))
+    .mount(&server)
+    .await;
+    patched(20).mount(&server).await;
+    let env = GithubEnv { comment_author: Some("github-actions[bot]".into()), ..env_at(server.uri()) };
+    let outcome = upsert_comment_with(&env, &report(), &fast());
+    // Without the login, the newer marked comment of any bot (25) would have been the sticky one.
     assert_eq!(outcome, CommentOutcome::Updated { id: 20, url: url_of(20) });
 }
 

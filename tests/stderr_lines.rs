@@ -85,3 +85,16 @@ fn a_usage_error_quoting_a_line_break_keeps_clap_lines_but_starts_no_command() {
     assert!(stderr.contains("Usage: commgate attribute"), "{stderr}");
     assert_no_command_lines(&stderr);
 }
+
+#[test]
+fn help_never_prints_a_variables_value() {
+    let dir = TempDir::new().expect("tempdir");
+    for args in [&["check", "--help"][..], &["attribute", "--help"], &["bench", "--help"]] {
+        let out = commgate(dir.path(), args, &[("COMMGATE_FORMAT", HOSTILE), ("COMMGATE_BASELINES", HOSTILE)]);
+        assert_eq!(out.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("[env: COMMGATE_"), "the variable's name is still shown: {stdout}");
+        assert!(!stdout.contains("pwned"), "a variable's value reached --help: {stdout}");
+        assert_no_command_lines(&stdout);
+    }
+}

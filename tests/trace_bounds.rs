@@ -8,7 +8,9 @@ use std::path::Path;
 use assert_cmd::Command;
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::kineto::{parse_document_with, Document};
-use commgate::trace::limits::{ReadLimits, MAX_NAME_BYTES, TRUNCATION_MARK};
+use commgate::trace::limits::{
+    ReadLimits, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, OTHER_COLLECTIVES, TRUNCATION_MARK,
+};
 use commgate::trace::load::attribute_paths;
 use commgate::trace::model::RankTrace;
 
@@ -143,4 +145,47 @@ fn many_distinct_step_and_collective_names_are_attributed() {
     let h = &a.by_collective["custom42"];
     assert_eq!(h.count, 2);
     assert_eq!(h.rank_imbalance_ratio, Some(0.0), "matched on both ranks, equal durations");
+}
+
+#[test]
+fn collective_names_past_the_limit_are_folded_into_one_row_with_a_note() {
+    let extra = 7u64;
+    let total = MAX_DISTINCT_COLLECTIVES as u64 + extra;
+    let events: Vec<String> = (0..total)
+        .map(|i| {
+            kernel(
+                "ncclDevKernel_Generic",
+                1 + i * 10,
+                &format!(r#""Collective name":"custom{i}","Process Group Name":"0","Seq":{i}"#),
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "rank-0.json.gz", &trace(&events, ""));
+    let a = attribute_paths(&[dir.path().to_path_buf()], &AttributeOptions::default()).expect("attributes");
+    // The first names (in time) keep their rows; the rest share one.
+    assert_eq!(a.by_collective.len(), MAX_DISTINCT_COLLECTIVES + 1);
+    assert!(a.by_collective.contains_key("custom0"));
+    assert!(!a.by_collective.contains_key(&format!("custom{}", total - 1)));
+    assert_eq!(a.by_collective[OTHER_COLLECTIVES].count, extra);
+    assert_eq!(a.source.collectives_folded, extra);
+    let notes = a.source.notes();
+    assert!(
+        notes.iter().any(|n| n.starts_with(&format!("{extra} kernels of collectives past the first"))),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn aggregated_events_get_the_same_name_bounds() {
+    use commgate::hotspots::{CommEvent, Thresholds};
+    use commgate::trace::attribute::attribute_events;
+    let extra = 3usize;
+    let mut events: Vec<CommEvent> =
+        (0..MAX_DISTINCT_COLLECTIVES + extra).map(|i| CommEvent::new(&format!("c{i}"), 1.0, 8.0, 0.5)).collect();
+    events.insert(0, CommEvent::new(&format!("x{TRUNCATION_MARK}"), 1.0, 8.0, 0.5));
+    let a = attribute_events(vec!["seed.json".into()], &events, &Thresholds::default());
+    assert_eq!(a.by_collective.len(), MAX_DISTINCT_COLLECTIVES + 1);
+    assert_eq!(a.source.collectives_folded, extra as u64 + 1);
+    assert!(a.source.names_truncated, "a cut name (ending in the mark) is noted");
 }

@@ -12,8 +12,10 @@
 //!   per call with `GET /user`: a personal access token answers with its user, whose login must
 //!   match. An installation token (the Actions `GITHUB_TOKEN`, a GitHub App's) is refused there
 //!   (403), and neither kind of token can name its app's bot account without a signed app JWT;
-//!   then only a bot account (`user.type` `Bot`, login ending in `[bot]`) qualifies, which no user
-//!   and no fork can write as. Among those, the most recent comment whose body starts with the
+//!   then the bot login the caller names (`COMMGATE_COMMENT_AUTHOR`; the action passes
+//!   `github-actions[bot]` unless told otherwise) must match exactly, and without one any bot
+//!   account (`user.type` `Bot`, login ending in `[bot]`) qualifies, which no user and no fork can
+//!   write as (another app's bot could, which is what naming the login closes). Among those, the most recent comment whose body starts with the
 //!   marker wins (a reply quoting it counts only when there is nothing better). A PATCH refused
 //!   with 403/404 (another app's bot) falls back to one POST, which the next run finds as the
 //!   most recent.
@@ -139,7 +141,15 @@ pub fn upsert_comment_with(env: &GithubEnv, body: &str, policy: &RetryPolicy) ->
         );
     }
     let body = if body.trim_start().starts_with(MARKER) { body.to_string() } else { format!("{MARKER}\n{body}") };
-    let target = Target { api_url: &env.api_url, owner, repo, number, token, body: &body };
+    let target = Target {
+        api_url: &env.api_url,
+        owner,
+        repo,
+        number,
+        token,
+        body: &body,
+        bot_login: env.comment_author.as_deref(),
+    };
     let outcome = std::thread::scope(|scope| {
         // A scoped thread, so `block_on` works even when the caller sits inside a Tokio runtime.
         scope.spawn(|| run_on_own_runtime(&target, policy)).join().unwrap_or_else(|_| {
@@ -156,6 +166,8 @@ struct Target<'a> {
     number: u64,
     token: &'a Token,
     body: &'a str,
+    /// The bot login an installation token comments as, when the caller names it.
+    bot_login: Option<&'a str>,
 }
 
 fn run_on_own_runtime(target: &Target<'_>, policy: &RetryPolicy) -> CommentOutcome {
@@ -279,15 +291,17 @@ impl Author {
 }
 
 /// Who the token belongs to, from `GET /user`. Any refusal or unreadable answer means an
-/// installation token ([`Author::AppBot`]): a fallback that no user-written comment matches, so
-/// an unexpected answer can cost a duplicate comment, never a hijacked one. Only what a retry
-/// could fix (5xx, rate limits, the network) is an error.
-async fn whoami(client: &Client) -> Result<Author, Failure> {
+/// installation token: the bot login the caller named (`bot_login`), else [`Author::AppBot`], a
+/// fallback that no user-written comment matches, so an unexpected answer can cost a duplicate
+/// comment, never a hijacked one. Only what a retry could fix (5xx, rate limits, the network) is
+/// an error.
+async fn whoami(client: &Client, bot_login: Option<&str>) -> Result<Author, Failure> {
+    let installation = || bot_login.map_or(Author::AppBot, |login| Author::Login(login.to_string()));
     match client.send(Method::Get, "/user", None).await {
         Ok(reply) => Ok(reply
             .json::<WireUser>("asking who the token is")
-            .map_or(Author::AppBot, |user| Author::Login(user.login))),
-        Err(Failure::Fatal { .. }) => Ok(Author::AppBot),
+            .map_or_else(|_| installation(), |user| Author::Login(user.login))),
+        Err(Failure::Fatal { .. }) => Ok(installation()),
         Err(transient) => Err(transient),
     }
 }
@@ -302,7 +316,7 @@ async fn find_and_write(
     let Target { owner, repo, number, .. } = target;
     let me = match author {
         Some(known) => known.clone(),
-        None => author.insert(whoami(client).await?).clone(),
+        None => author.insert(whoami(client, target.bot_login).await?).clone(),
     };
     let mut next = Some(format!("/repos/{owner}/{repo}/issues/{number}/comments?per_page=100"));
     let mut best: Option<WireComment> = None;

@@ -94,6 +94,11 @@ pub struct GithubEnv {
     pub step_summary: Option<PathBuf>,
     /// `GITHUB_OUTPUT`.
     pub output: Option<PathBuf>,
+    /// `COMMGATE_COMMENT_AUTHOR`: the bot login an installation token comments as
+    /// (`github-actions[bot]` for Actions' own token, `NAME[bot]` for a GitHub App's). Such a
+    /// token cannot ask who it is, so without this any bot's marked comment could be the sticky
+    /// one; with it, only that login's.
+    pub comment_author: Option<String>,
 }
 
 impl GithubEnv {
@@ -125,6 +130,7 @@ impl GithubEnv {
             event_name: get("GITHUB_EVENT_NAME"),
             step_summary: get("GITHUB_STEP_SUMMARY").map(PathBuf::from),
             output: get("GITHUB_OUTPUT").map(PathBuf::from),
+            comment_author: get("COMMGATE_COMMENT_AUTHOR"),
         })
     }
 }

@@ -375,6 +375,7 @@ pub(crate) mod fixtures {
             compat: Compat::Default,
             steps_ignored: None,
             names_truncated: false,
+            collectives_folded: 0,
         }
     }
 

@@ -5,7 +5,7 @@
 //! sweep, cross-rank matching and the clock-free imbalance ratio, and HTA's parity rules under
 //! [`Compat::Hta`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +15,9 @@ use super::classify::{
     UNKNOWN_COLLECTIVE,
 };
 use super::intervals::{intersection, length, sweep, union, Span};
-use super::limits::{ReadLimits, DEFAULT_MAX_EVENTS, MAX_NAME_BYTES, TRUNCATION_MARK};
+use super::limits::{
+    ReadLimits, DEFAULT_MAX_EVENTS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, OTHER_COLLECTIVES, TRUNCATION_MARK,
+};
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, Launch, Ns, RankTrace};
 use crate::hotspots::{self, CommEvent, Followup, Hotspot, Mitigation, Thresholds};
 
@@ -92,6 +94,14 @@ pub struct Source {
     /// cut (it ends in the truncation mark), so names may merge or read short.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub names_truncated: bool,
+    /// Kernels counted under the catch-all collective because their rank already had the
+    /// maximum number of distinct collective names (the largest count over ranks).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub collectives_folded: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Source {
@@ -103,7 +113,18 @@ impl Source {
         let truncated = self
             .names_truncated
             .then(|| format!("names over {MAX_NAME_BYTES} bytes were cut and end in \"{TRUNCATION_MARK}\""));
-        ranks.into_iter().chain(self.steps_ignored.as_ref().map(StepsIgnored::summary)).chain(truncated).collect()
+        let folded = (self.collectives_folded > 0).then(|| {
+            format!(
+                "{} kernels of collectives past the first {MAX_DISTINCT_COLLECTIVES} distinct names of a rank are counted under \"{OTHER_COLLECTIVES}\"",
+                self.collectives_folded
+            )
+        });
+        ranks
+            .into_iter()
+            .chain(self.steps_ignored.as_ref().map(StepsIgnored::summary))
+            .chain(truncated)
+            .chain(folded)
+            .collect()
     }
 }
 
@@ -160,8 +181,16 @@ pub fn conclude(
 }
 
 /// Attribution of seed-format events (already aggregated by whoever wrote them).
+///
+/// Their collective names get the same bounds as a Kineto trace's: each is cut to the name limit
+/// (the reader already cut it; a cut name ends in the truncation mark) and names past the
+/// distinct-name limit share the catch-all row.
 pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds) -> Attribution {
-    let by_collective = hotspots::summarize_comm_hotspots(events);
+    let mut budget = NameBudget::default();
+    let events: Vec<CommEvent> =
+        events.iter().map(|e| CommEvent { collective: budget.admit(e.collective.clone()), ..e.clone() }).collect();
+    let names_truncated = events.iter().any(|e| e.collective.ends_with(TRUNCATION_MARK));
+    let by_collective = hotspots::summarize_comm_hotspots(&events);
     let source = Source {
         format: "events".to_string(),
         files,
@@ -172,7 +201,8 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds
         compat: Compat::Default,
         coverage: None,
         steps_ignored: None,
-        names_truncated: false,
+        names_truncated,
+        collectives_folded: budget.folded,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64, t)
 }
@@ -231,6 +261,8 @@ pub struct RankAnalysis {
     pub num_events: u64,
     /// Whether some name in the trace was over the length limit and was cut.
     pub names_truncated: bool,
+    /// Kernels counted under [`OTHER_COLLECTIVES`] (past the distinct-name limit).
+    pub collectives_folded: u64,
 }
 
 impl RankAnalysis {
@@ -265,6 +297,7 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
         coverage: Some(coverage),
         steps_ignored: steps_ignored(&ranks, opts.steps.as_ref()),
         names_truncated: ranks.iter().any(|r| r.names_truncated),
+        collectives_folded: ranks.iter().map(|r| r.collectives_folded).max().unwrap_or(0),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events, &opts.thresholds)
@@ -379,7 +412,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         }
     }
     comm.sort_by_key(|&(span, _)| span);
-    let comm_kernels = identify(t, &ops, &comm, &opts.comm_patterns);
+    let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &opts.comm_patterns);
     let comm_union = union(comm.iter().map(|&(s, _)| s).collect());
     let compute_union = union(compute);
     let overlapped = intersection(&comm_union, &compute_union);
@@ -424,6 +457,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         world_size: t.world_size,
         num_events: t.num_events,
         names_truncated: t.names_truncated,
+        collectives_folded,
     }
 }
 
@@ -462,11 +496,37 @@ impl<'a> OpIndex<'a> {
     }
 }
 
-/// Names each comm kernel's collective and payload, and gives it a cross-rank match key.
-fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns: &[String]) -> Vec<CommKernel> {
+/// The distinct collective names of one rank, up to [`MAX_DISTINCT_COLLECTIVES`]; later names
+/// become [`OTHER_COLLECTIVES`], counted, so a hostile trace cannot make the report, the JSON and
+/// every per-collective table as long as the trace.
+#[derive(Default)]
+struct NameBudget {
+    seen: HashSet<String>,
+    folded: u64,
+}
+
+impl NameBudget {
+    fn admit(&mut self, name: String) -> String {
+        if self.seen.contains(&name) {
+            return name;
+        }
+        if self.seen.len() >= MAX_DISTINCT_COLLECTIVES {
+            self.folded += 1;
+            return OTHER_COLLECTIVES.to_string();
+        }
+        self.seen.insert(name.clone());
+        name
+    }
+}
+
+/// Names each comm kernel's collective and payload, and gives it a cross-rank match key; also
+/// the number of kernels folded under [`OTHER_COLLECTIVES`].
+fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns: &[String]) -> (Vec<CommKernel>, u64) {
     let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
+    let mut budget = NameBudget::default();
     let gpu_annotations = GpuAnnotationIndex::new(&t.gpu_annotations);
-    comm.iter()
+    let kernels = comm
+        .iter()
         .map(|&(span, k)| {
             let (record, annotation) = match k.correlation.and_then(|c| t.launches.get(&c)) {
                 Some(l) => ops.enclosing(l),
@@ -481,6 +541,7 @@ fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns
                 .or_else(|| annotation.and_then(|a| a.annotation.as_deref()).and_then(normalize_collective))
                 .or_else(|| gpu_annotations.enclosing(k).and_then(normalize_collective))
                 .unwrap_or_else(|| fallback_name(t.kernel_name(k), patterns));
+            let collective = budget.admit(collective);
             let payload = kernel_meta
                 .and_then(message_bytes)
                 .or_else(|| record_meta.and_then(message_bytes))
@@ -499,7 +560,8 @@ fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns
             };
             CommKernel { ts: span.0, end: span.1, collective, payload, key }
         })
-        .collect()
+        .collect();
+    (kernels, budget.folded)
 }
 
 /// The last resort: the collective the kernel name denotes, else the user pattern that made it
@@ -619,7 +681,8 @@ fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot> {
 /// `kernels` holds this collective's kernels as (index into `ranks`, kernel), in rank order.
 fn imbalance(ranks: &[RankAnalysis], kernels: &[(usize, &CommKernel)], h: &mut Hotspot) {
     // instance key → per participating rank: (summed duration, earliest start).
-    let mut instances: BTreeMap<&MatchKey, Vec<(usize, Ns, Ns)>> = BTreeMap::new();
+    // Hashed, not ordered: everything summed below is an integer, so the order does not matter.
+    let mut instances: HashMap<&MatchKey, Vec<(usize, Ns, Ns)>> = HashMap::with_capacity(kernels.len());
     let mut participants: Vec<usize> = Vec::new();
     for &(i, c) in kernels {
         {

@@ -6,6 +6,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::limits::cap_name;
 use crate::hotspots::CommEvent;
 
 /// One element as written, each field kept loose so that a wrong type gets a precise message.
@@ -32,7 +33,7 @@ pub struct RawSeedEvent {
 /// Checks one seed event and fills the defaults.
 pub fn validate(raw: RawSeedEvent) -> Result<CommEvent, String> {
     let collective = match raw.collective {
-        Some(Value::String(s)) if !s.trim().is_empty() => s,
+        Some(Value::String(s)) if !s.trim().is_empty() => cap_name(&s).0.into_owned(),
         Some(Value::String(_)) => return Err("`collective` is empty".to_string()),
         Some(other) => return Err(format!("`collective` must be a string, found {}", shown(&other))),
         None => return Err("`collective` is missing".to_string()),
@@ -114,5 +115,15 @@ mod tests {
         assert!(e.unwrap_err().contains("≥ 0"));
         let e = check(r#"{"collective":"a","exposed_comm_ms":1,"payload_bytes":1,"overlap_ratio":1.5}"#);
         assert!(e.unwrap_err().contains("0..=1"));
+    }
+
+    #[test]
+    fn a_long_collective_name_is_cut_to_the_name_limit() {
+        use crate::trace::limits::{MAX_NAME_BYTES, TRUNCATION_MARK};
+        let long = "c".repeat(MAX_NAME_BYTES * 3);
+        let e =
+            check(&format!(r#"{{"collective":"{long}","exposed_comm_ms":1,"payload_bytes":1,"overlap_ratio":0.5}}"#))
+                .expect("valid");
+        assert_eq!(e.collective, format!("{}{TRUNCATION_MARK}", "c".repeat(MAX_NAME_BYTES)));
     }
 }

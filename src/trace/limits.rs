@@ -14,6 +14,15 @@ pub const DEFAULT_MAX_EVENTS: u64 = 50_000_000;
 /// are cut to it and end in [`TRUNCATION_MARK`].
 pub const MAX_NAME_BYTES: usize = 4096;
 
+/// Distinct collective names one rank may report. Real jobs have a few dozen (the NCCL
+/// operations, custom collectives named by `--comm-pattern`); a trace with more is hostile or
+/// broken, and a report or comparison over a million rows helps nobody. Past the limit, kernels
+/// of further names are counted under [`OTHER_COLLECTIVES`] and the report says so.
+pub const MAX_DISTINCT_COLLECTIVES: usize = 10_000;
+
+/// The collective that names past [`MAX_DISTINCT_COLLECTIVES`] are counted under.
+pub const OTHER_COLLECTIVES: &str = "(other collectives)";
+
 /// What a cut name ends with.
 pub const TRUNCATION_MARK: &str = "…[truncated]";
 
