@@ -34,7 +34,7 @@ for (let rank = 0; rank < ranks; rank++) {
   for (let i = 0; i < count; i++) {
     const corr = i + 1;
     // Every collective gets its own duration, so the hotspot order is total and stable.
-    const dur = 2 + ((i * 7919) % 997) / 100 + rank * 0.01;
+    const dur = (i < HOSTILE.length ? 40 : 2 + ((i * 7919) % 997) / 100) + rank * 0.01;
     events.push({
       ph: "X", cat: "kernel", name: "ncclDevKernel_Generic", pid: 0, tid: 7, ts, dur,
       args: { correlation: corr, stream: 7, "Collective name": name(i), "In msg nelems": 1024,

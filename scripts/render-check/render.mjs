@@ -80,6 +80,32 @@ function sourceProblems(markdown) {
   if (!markdown.startsWith("<!-- commgate-report -->\n")) {
     problems.push("does not start with the hidden <!-- commgate-report --> marker line (the comment would not be found to update)");
   }
+  problems.push(...tableRowProblems(markdown));
+  return problems;
+}
+
+/**
+ * GFM drops a row's extra cells and pads missing ones without a word, so a name whose `|` was
+ * not escaped shifts a row silently; the rendered page cannot show it, the source can. Counts
+ * the unescaped pipes of every table line outside code fences against its header's.
+ */
+function tableRowProblems(markdown) {
+  const problems = [];
+  const pipes = (line) => (line.match(/(?<!\\)\|/g) || []).length;
+  let fenced = false;
+  let header = null;
+  for (const [i, line] of markdown.split("\n").entries()) {
+    if (line.startsWith("```")) fenced = !fenced;
+    if (fenced || !line.startsWith("|")) {
+      header = null;
+      continue;
+    }
+    if (header === null) {
+      header = { count: pipes(line), line: i + 1 };
+    } else if (pipes(line) !== header.count) {
+      problems.push(`line ${i + 1}: a table row with ${pipes(line) - 1} cells under a ${header.count - 1}-cell header (line ${header.line}): an unescaped "|"?`);
+    }
+  }
   return problems;
 }
 
@@ -210,7 +236,7 @@ async function checkReport(context, path, screenshot) {
     for (const url of requests) problems.push(`the page tried to load ${url} (refused: nothing may be fetched)`);
     for (const e of errors) problems.push(`page error: ${e}`);
     if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
-    return { problems, ...result, chars: [...markdown].length };
+    return { ...result, problems, chars: [...markdown].length };
   } finally {
     await page.close();
   }
