@@ -54,7 +54,9 @@ if [ ! -x "$CHROMIUM" ]; then
   fi
   [ -x "$CHROMIUM" ] || warn_skip "could not install Debian's chromium with apt-get"
 fi
-command -v node >/dev/null && command -v npm >/dev/null || warn_skip "node and npm are not installed"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  warn_skip "node and npm are not installed"
+fi
 STAMP="$DIR/node_modules/.installed-$(sha256sum "$DIR/package-lock.json" | cut -c1-16)"
 if [ ! -f "$STAMP" ]; then
   # npm ci installs exactly the lock file (and removes node_modules first); no install scripts
