@@ -186,13 +186,13 @@ pub fn machine_profile(cuda_usable: bool) -> String {
 /// writes each file through a temporary file and a rename. Returns the paths written.
 pub fn write(dir: &Path, files: &[Planned], force: bool) -> Result<Vec<PathBuf>, InitError> {
     if !force {
-        if let Some(existing) = files.iter().map(|f| dir.join(&f.path)).find(|p| p.symlink_metadata().is_ok()) {
+        if let Some(existing) = files.iter().map(|f| target(dir, &f.path)).find(|p| p.symlink_metadata().is_ok()) {
             return Err(InitError::Exists(existing.display().to_string()));
         }
     }
     let mut written = Vec::new();
     for f in files {
-        let path = dir.join(&f.path);
+        let path = target(dir, &f.path);
         let failed = |e: std::io::Error| InitError::Write { path: path.display().to_string(), why: e.to_string() };
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(failed)?;
@@ -201,6 +201,15 @@ pub fn write(dir: &Path, files: &[Planned], force: bool) -> Result<Vec<PathBuf>,
         written.push(path);
     }
     Ok(written)
+}
+
+/// Where `rel` goes under `dir`, as messages show it (`commgate.toml`, not `./commgate.toml`).
+fn target(dir: &Path, rel: &Path) -> PathBuf {
+    if dir == Path::new(".") {
+        rel.to_path_buf()
+    } else {
+        dir.join(rel)
+    }
 }
 
 /// What to do after `init`, for the terminal.
