@@ -50,7 +50,8 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
 }
 
 const FILES: [&str; 3] = ["commgate.toml", "baselines/PAR-H100/README.md", ".github/workflows/commgate.yml"];
-const FORK_FILES: [&str; 2] = [".github/workflows/commgate-fork-measure.yml", ".github/workflows/commgate-fork-comment.yml"];
+const FORK_FILES: [&str; 2] =
+    [".github/workflows/commgate-fork-measure.yml", ".github/workflows/commgate-fork-comment.yml"];
 
 /// The file's text with this release's version replaced, so a version bump does not churn the
 /// snapshots.
@@ -134,7 +135,10 @@ fn bad_values_are_refused_before_anything_is_written() {
         (vec!["--profile", "team/a"], "commgate: error: --profile \"team/a\": a profile names a baseline directory"),
         (vec!["--profile", "x\"\nrun: id"], "commgate: error: --profile \"x\\\"\\nrun: id\": "),
         (vec!["--profile", ".."], "commgate: error: --profile \"..\": "),
-        (vec!["--action-ref", "commgate/commgate@v1 # x"], "commgate: error: --action-ref \"commgate/commgate@v1 # x\": "),
+        (
+            vec!["--action-ref", "commgate/commgate@v1 # x"],
+            "commgate: error: --action-ref \"commgate/commgate@v1 # x\": ",
+        ),
         (vec!["--action-ref", "${{ github.token }}"], "commgate: error: --action-ref \"${{ github.token }}\": "),
     ] {
         let out = init(tmp.path(), &args);
