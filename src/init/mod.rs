@@ -225,7 +225,7 @@ pub fn next_steps(profile: &str, fork_prs: bool) -> String {
          \x20 2. add each to the store: `commgate baseline update --from run-1.json` (writes baselines/{profile}/)\n\
          \x20 3. try the gate: `commgate check` (it should say accept)\n\
          \x20 4. commit commgate.toml, baselines/ and .github/workflows/, and make `commgate gate` a required check{fork}\n\
-         See docs/init.md in the commgate repository for the whole first day."
+         See docs/init.md in the commgate repository for the whole first day.\n"
     )
 }
 
