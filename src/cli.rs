@@ -54,6 +54,35 @@ pub enum Command {
     /// Manage the baseline store (`baselines/<environment_profile>/<workload_id>.json`).
     #[command(subcommand)]
     Baseline(BaselineCommand),
+    /// Scaffold a repository for the gate: commgate.toml, baselines/<profile>/ and the
+    /// pull-request workflow (with --fork-prs, also the fork-PR pair). Writes nothing when any of
+    /// the files exists, unless --force.
+    Init(InitArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// The directory to scaffold (the repository root).
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    pub dir: PathBuf,
+
+    /// The environment profile the baselines are kept under (default: named after this machine:
+    /// PAR-CUDA-MECHANISM with a usable GPU, else PAR-CPU-MECHANISM).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// The commgate action the workflows use, as OWNER/REPO@REF (a tag or a full commit SHA;
+    /// default: this release's tag).
+    #[arg(long, value_name = "OWNER/REPO@REF")]
+    pub action_ref: Option<String>,
+
+    /// Also write the two-workflow pair for pull requests from forks (measure, then comment).
+    #[arg(long)]
+    pub fork_prs: bool,
+
+    /// Overwrite files that already exist.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -12,6 +12,7 @@
 //! | decision | [`verdict`], [`hotspots`], [`decision`] | one verdict from the evidence |
 //! | rendering | [`report`] | data in, `String` out |
 //! | output | [`output`], [`github`] | stdout, atomic files, the job summary and the PR comment |
+//! | scaffolding | [`init`] | `commgate init`: the settings file, the store and the workflows of a new repository |
 //!
 //! [`run`](mod@run) is the top: it resolves the benchmark against the machine once
 //! ([`bench::settings::BenchRequest::resolve`]), calls the layers in order, and returns the
@@ -30,6 +31,7 @@ pub mod decision;
 pub mod diag;
 pub mod github;
 pub mod hotspots;
+pub mod init;
 pub mod input;
 pub mod output;
 pub mod report;

@@ -19,11 +19,12 @@ use crate::bench::runner::{self, BenchOutcome};
 use crate::bench::settings::{BenchRequest, BenchSettings};
 use crate::bench::BenchError;
 use crate::check;
-use crate::cli::{BaseFlags, BaselineCommand, Cli, Command};
+use crate::cli::{BaseFlags, BaselineCommand, Cli, Command, InitArgs};
 use crate::config;
 use crate::decision::{Decision, Verdict};
 use crate::diag;
 use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
+use crate::init;
 use crate::output::emit;
 use crate::report;
 use crate::report::Format;
@@ -40,9 +41,11 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         _ => None,
     };
     let config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
-    let file = match &base {
-        Some(b) => base_settings(&cli.from_env, b, &config_path)?,
-        None => config::load_file(&cli)?,
+    let file = match (&base, &cli.command) {
+        // `init` writes the settings file: an existing one (valid or not) is not read.
+        (_, Command::Init(_)) => config::FileConfig::default(),
+        (Some(b), _) => base_settings(&cli.from_env, b, &config_path)?,
+        (None, _) => config::load_file(&cli)?,
     };
     match cli.command {
         Command::Attribute(args) => {
@@ -129,6 +132,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             }
             Ok(Outcome::Passed)
         }
+        Command::Init(args) => run_init(&args),
         Command::Baseline(BaselineCommand::Update(args)) => {
             let cfg = config::update(args, &file)?;
             // Attributed before the store is locked or touched: bad traces change nothing.
@@ -154,6 +158,21 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
     }
+}
+
+/// `commgate init`: check the values, plan every file, write them (all or none), say what next.
+fn run_init(args: &InitArgs) -> Result<Outcome> {
+    let profile = match &args.profile {
+        Some(p) => p.clone(),
+        None => init::machine_profile(bench::cuda::probe().is_ok()),
+    };
+    let values = init::Values::new(&profile, args.action_ref.as_deref())?;
+    let files = init::plan(&values, args.fork_prs)?;
+    for path in init::write(&args.dir, &files, args.force)? {
+        diag::info(format_args!("wrote {}", path.display()));
+    }
+    emit(&init::next_steps(&values.profile, args.fork_prs), None)?;
+    Ok(Outcome::Passed)
 }
 
 /// The commit whose baselines and settings judge: `--base`, else in a pull request its base

@@ -1,0 +1,343 @@
+//! `commgate init`: scaffolds a repository for the gate — `commgate.toml` (every key with its
+//! default), an empty baseline store for one environment profile, and the pull-request workflow
+//! (plus, with `--fork-prs`, the measure + comment pair for pull requests from forks).
+//!
+//! The files are templates under `src/init/templates/`, filled by one pure function
+//! ([`fill`]). Every value put into them is checked first ([`profile`], [`action`]): they end up
+//! in YAML and in `run:` blocks, so only characters that can mean nothing there are accepted.
+//! Nothing is written when any target exists (unless `--force`), and each file is written
+//! through a temporary file and a rename, so a scaffold is never half-written.
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+const CONFIG: &str = include_str!("templates/commgate.toml");
+const BASELINES_README: &str = include_str!("templates/baselines-README.md");
+const GATE: &str = include_str!("templates/gate.yml");
+const FORK_MEASURE: &str = include_str!("templates/fork-measure.yml");
+const FORK_COMMENT: &str = include_str!("templates/fork-comment.yml");
+
+/// The longest profile name accepted (it names a directory).
+const MAX_PROFILE: usize = 64;
+/// The longest `OWNER/REPO@REF` accepted.
+const MAX_ACTION: usize = 200;
+
+/// What `init` was asked for (resolved from the command line by `run.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitRequest {
+    pub dir: PathBuf,
+    /// `--profile`; `None`: named after the machine ([`machine_profile`]).
+    pub profile: Option<String>,
+    /// `--action-ref` (`OWNER/REPO@REF`); `None`: this release's tag.
+    pub action: Option<String>,
+    pub fork_prs: bool,
+    pub force: bool,
+}
+
+/// Why nothing was written.
+#[derive(Debug, Error, PartialEq)]
+pub enum InitError {
+    #[error(
+        "--profile {0:?}: a profile names a baseline directory: use 1 to {MAX_PROFILE} letters, digits, '-', '_', \
+         '.' or '+', starting with a letter or digit"
+    )]
+    BadProfile(String),
+    #[error(
+        "--action-ref {0:?}: give OWNER/REPO@REF (a tag or a full commit SHA), in letters, digits, '-', '_', '.' \
+         and '/', e.g. commgate/commgate@v{version}",
+        version = env!("CARGO_PKG_VERSION")
+    )]
+    BadAction(String),
+    #[error("{0} already exists: nothing was written; move it away or run `commgate init --force` to overwrite")]
+    Exists(String),
+    #[error("{path}: cannot write: {why}; nothing after it was written")]
+    Write { path: String, why: String },
+    #[error("internal: the template {0} has a placeholder without a value")]
+    Template(&'static str),
+}
+
+/// One file of the scaffold: where it goes (relative to the target directory) and its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// The checked values substituted into the templates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Values {
+    pub profile: String,
+    /// `OWNER/REPO`.
+    pub repo: String,
+    /// A tag or a 40-hex commit SHA.
+    pub git_ref: String,
+}
+
+impl Values {
+    /// Checks the request's profile and action reference.
+    pub fn new(profile: &str, action: Option<&str>) -> Result<Values, InitError> {
+        let profile = check_profile(profile)?;
+        let default = format!("commgate/commgate@v{}", env!("CARGO_PKG_VERSION"));
+        let (repo, git_ref) = check_action(action.unwrap_or(&default))?;
+        Ok(Values { profile, repo, git_ref })
+    }
+
+    /// `--rev` for a commit SHA, `--tag` otherwise (what `cargo install --git` needs).
+    fn ref_flag(&self) -> &'static str {
+        if is_sha(&self.git_ref) {
+            "--rev"
+        } else {
+            "--tag"
+        }
+    }
+
+    fn pairs(&self) -> [(&'static str, String); 6] {
+        [
+            ("PROFILE", self.profile.clone()),
+            ("ACTION", format!("{}@{}", self.repo, self.git_ref)),
+            ("REPO", self.repo.clone()),
+            ("REF", self.git_ref.clone()),
+            ("REF_FLAG", self.ref_flag().to_string()),
+            ("VERSION", env!("CARGO_PKG_VERSION").to_string()),
+        ]
+    }
+}
+
+fn is_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A profile name: what the store layout accepts as a directory, at most [`MAX_PROFILE`]
+/// characters, starting with a letter or digit (never `.`, `..`, a hidden directory or a flag).
+pub fn check_profile(name: &str) -> Result<String, InitError> {
+    let ok = (1..=MAX_PROFILE).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && crate::baseline::store_path_for(Path::new(""), name, "w").is_ok();
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(InitError::BadProfile(name.to_string()))
+    }
+}
+
+/// `OWNER/REPO@REF` split in two; each part in a character set that means nothing in YAML or
+/// a shell, no `..`, no part starting with `-` or `.`.
+pub fn check_action(action: &str) -> Result<(String, String), InitError> {
+    let bad = || InitError::BadAction(action.to_string());
+    if action.len() > MAX_ACTION || action.contains("..") {
+        return Err(bad());
+    }
+    let (repo, git_ref) = action.split_once('@').ok_or_else(bad)?;
+    let word = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with(['-', '.'])
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    let repo_ok = matches!(repo.split('/').collect::<Vec<_>>().as_slice(), [owner, name] if word(owner) && word(name));
+    let ref_ok = git_ref.split('/').all(word);
+    if repo_ok && ref_ok {
+        Ok((repo.to_string(), git_ref.to_string()))
+    } else {
+        Err(bad())
+    }
+}
+
+/// Replaces every `@@KEY@@` in `template` by its value; a placeholder left without a value is
+/// an error (a template and its values out of step), never written out.
+pub fn fill(template: &str, values: &[(&str, String)]) -> Option<String> {
+    let mut out = template.to_string();
+    for (key, value) in values {
+        out = out.replace(&format!("@@{key}@@"), value);
+    }
+    (!out.contains("@@")).then_some(out)
+}
+
+/// The files of the scaffold, in the order they are written.
+pub fn plan(values: &Values, fork_prs: bool) -> Result<Vec<Planned>, InitError> {
+    let pairs = values.pairs();
+    let profile_dir = Path::new("baselines").join(&values.profile);
+    let workflows = Path::new(".github/workflows");
+    let mut files = vec![
+        ("commgate.toml", PathBuf::from("commgate.toml"), CONFIG),
+        ("baselines README", profile_dir.join("README.md"), BASELINES_README),
+        ("gate workflow", workflows.join("commgate.yml"), GATE),
+    ];
+    if fork_prs {
+        files.push(("fork measure workflow", workflows.join("commgate-fork-measure.yml"), FORK_MEASURE));
+        files.push(("fork comment workflow", workflows.join("commgate-fork-comment.yml"), FORK_COMMENT));
+    }
+    files
+        .into_iter()
+        .map(|(name, path, template)| {
+            fill(template, &pairs).map(|text| Planned { path, text }).ok_or(InitError::Template(name))
+        })
+        .collect()
+}
+
+/// The profile named after this machine when `--profile` is not given: the one `bench` uses by
+/// default for the backend `auto` would pick here (CUDA usable: `PAR-CUDA-MECHANISM`, else
+/// `PAR-CPU-MECHANISM`), so runs recorded before and after `init` land in the same file.
+pub fn machine_profile(cuda_usable: bool) -> String {
+    crate::bench::runner::default_profile(if cuda_usable { "cuda" } else { "cpu" })
+}
+
+/// Writes the scaffold under `dir`: first checks that no target exists (unless `force`), then
+/// writes each file through a temporary file and a rename. Returns the paths written.
+pub fn write(dir: &Path, files: &[Planned], force: bool) -> Result<Vec<PathBuf>, InitError> {
+    if !force {
+        if let Some(existing) = files.iter().map(|f| target(dir, &f.path)).find(|p| p.symlink_metadata().is_ok()) {
+            return Err(InitError::Exists(existing.display().to_string()));
+        }
+    }
+    let mut written = Vec::new();
+    for f in files {
+        let path = target(dir, &f.path);
+        let failed = |e: std::io::Error| InitError::Write { path: path.display().to_string(), why: e.to_string() };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(failed)?;
+        }
+        crate::output::write_atomic(&path, f.text.as_bytes()).map_err(failed)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Where `rel` goes under `dir`, as messages show it (`commgate.toml`, not `./commgate.toml`).
+fn target(dir: &Path, rel: &Path) -> PathBuf {
+    if dir == Path::new(".") {
+        rel.to_path_buf()
+    } else {
+        dir.join(rel)
+    }
+}
+
+/// What to do after `init`, for the terminal.
+pub fn next_steps(profile: &str, fork_prs: bool) -> String {
+    let fork = if fork_prs {
+        "\n  - make \"commgate measure (fork PRs) / measure\" a required check too, and keep fork-PR approval on"
+    } else {
+        ""
+    };
+    format!(
+        "Next steps:\n\
+         \x20 1. on the runner the gate uses, record a few runs: `commgate bench -o run-1.json` (5 or more)\n\
+         \x20 2. add each to the store: `commgate baseline update --from run-1.json` (writes baselines/{profile}/)\n\
+         \x20 3. try the gate: `commgate check` (it should say accept)\n\
+         \x20 4. commit commgate.toml, baselines/ and .github/workflows/, and make `commgate gate` a required check{fork}\n\
+         See docs/init.md in the commgate repository for the whole first day.\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values() -> Values {
+        Values::new("PAR-H100", None).expect("valid")
+    }
+
+    #[test]
+    fn fill_substitutes_every_placeholder_and_refuses_leftovers() {
+        let pairs = [("A", "1".to_string()), ("B", "x y".to_string())];
+        assert_eq!(fill("@@A@@-@@B@@-@@A@@ ${{ github.x }}", &pairs).as_deref(), Some("1-x y-1 ${{ github.x }}"));
+        assert_eq!(fill("@@A@@ @@C@@", &pairs), None);
+        assert_eq!(fill("no placeholders", &[]).as_deref(), Some("no placeholders"));
+    }
+
+    #[test]
+    fn every_template_is_filled_completely() {
+        for fork in [false, true] {
+            let files = plan(&values(), fork).expect("fills");
+            assert_eq!(files.len(), if fork { 5 } else { 3 });
+            for f in &files {
+                assert!(!f.text.contains("@@"), "{}", f.path.display());
+            }
+        }
+    }
+
+    #[test]
+    fn the_config_template_parses_with_every_key_uncommented() {
+        let files = plan(&values(), false).expect("fills");
+        let text = &files[0].text;
+        let file = crate::config::parse_file(text).expect("as written");
+        assert_eq!(file.bench.environment_profile.as_deref(), Some("PAR-H100"));
+        // Each `# key = value` line is a key the settings file accepts, with a valid value.
+        let uncommented: String = text
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest) if rest.split_whitespace().nth(1) == Some("=") => rest,
+                _ => l,
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(uncommented.matches(" = ").count() >= 30, "{uncommented}");
+        let file = crate::config::parse_file(&uncommented).expect("every key accepted");
+        assert_eq!(file.baseline.keep, Some(crate::baseline::DEFAULT_KEEP));
+        assert_eq!(file.compare.seed, Some(crate::compare::CompareOptions::default().seed));
+    }
+
+    #[test]
+    fn profiles_are_checked() {
+        for good in ["PAR-MOCK", "a", "h100.x8_ib+v2", &"x".repeat(64)] {
+            assert_eq!(check_profile(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in ["", ".", "..", ".hidden", "-x", "a/b", "a b", "a\"b", "a\nb", "é", "$(id)", &"x".repeat(65)] {
+            assert_eq!(check_profile(bad), Err(InitError::BadProfile(bad.to_string())), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn action_refs_are_checked() {
+        assert_eq!(check_action("commgate/commgate@v0.1.0"), Ok(("commgate/commgate".into(), "v0.1.0".into())));
+        assert!(check_action("acme/commgate@release/v1").is_ok());
+        for bad in [
+            "commgate",
+            "commgate@v1",
+            "a/b/c@v1",
+            "a/b@",
+            "a/b@-x",
+            "a/b@../x",
+            "a/b@v1 # x",
+            "a/b@v1\nrun: id",
+            "a/b@${{ github.token }}",
+            "a/b@v1\"",
+        ] {
+            assert!(matches!(check_action(bad), Err(InitError::BadAction(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_sha_is_installed_by_rev_and_a_tag_by_tag() {
+        let sha = "0123456789abcdef0123456789abcdef01234567";
+        let by_sha = Values::new("p", Some(&format!("acme/commgate@{sha}"))).expect("valid");
+        let files = plan(&by_sha, true).expect("fills");
+        assert!(files[4].text.contains(&format!("COMMGATE_REF: \"{sha}\"")));
+        assert!(files[4].text.contains("--git \"$COMMGATE_REPO\" --rev \"$COMMGATE_REF\""));
+        assert!(files[2].text.contains(&format!("uses: acme/commgate@{sha}\n")));
+        let files = plan(&values(), true).expect("fills");
+        assert!(files[4].text.contains("--tag \"$COMMGATE_REF\""));
+        assert!(files[2].text.contains(&format!("uses: commgate/commgate@v{}\n", env!("CARGO_PKG_VERSION"))));
+    }
+
+    #[test]
+    fn nothing_is_written_when_one_target_exists() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let files = plan(&values(), true).expect("fills");
+        let last = tmp.path().join(&files[4].path);
+        std::fs::create_dir_all(last.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&last, "mine").expect("write");
+        assert_eq!(write(tmp.path(), &files, false), Err(InitError::Exists(last.display().to_string())));
+        assert!(!tmp.path().join("commgate.toml").exists());
+        assert_eq!(std::fs::read_to_string(&last).expect("read"), "mine");
+        let written = write(tmp.path(), &files, true).expect("forced");
+        assert_eq!(written.len(), 5);
+        assert_eq!(std::fs::read_to_string(&last).expect("read"), files[4].text);
+    }
+
+    #[test]
+    fn the_machine_profile_is_the_one_bench_uses() {
+        assert_eq!(machine_profile(true), "PAR-CUDA-MECHANISM");
+        assert_eq!(machine_profile(false), "PAR-CPU-MECHANISM");
+    }
+}

@@ -1,0 +1,68 @@
+//! The README's first command, exactly: `check --backend mock --traces examples/traces` in a
+//! copy of the repository's committed `baselines/` and `examples/traces` (no `.git`, no
+//! `commgate.toml`, as in a release tarball) benchmarks on the mock backend, compares with the
+//! committed mock store and its trace summary, and accepts (exit 0). If the mock, the store or
+//! the traces drift apart, this fails instead of the README silently going stale.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        let target = to.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
+/// A fresh copy of what the first command reads.
+fn checkout() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_dir(&root().join("baselines"), &tmp.path().join("baselines"));
+    copy_dir(&root().join("examples/traces"), &tmp.path().join("examples/traces"));
+    tmp
+}
+
+fn first_command(dir: &Path, extra: &[&str]) -> Output {
+    let mut cmd = Command::cargo_bin("commgate").expect("binary");
+    cmd.current_dir(dir);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
+            cmd.env_remove(key);
+        }
+    }
+    cmd.args(["check", "--backend", "mock", "--traces", "examples/traces"]).args(extra).output().expect("runs")
+}
+
+#[test]
+fn the_readme_first_command_accepts() {
+    let dir = checkout();
+    let out = first_command(dir.path(), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("Verdict: accept\n"), "{stdout}");
+    assert!(stdout.contains("no regression against 5 baseline run(s): 5 of 5 metrics unchanged"), "{stdout}");
+    assert!(stdout.contains("hardware matches"), "{stdout}");
+    assert!(stdout.contains("Traces against baseline \"default\":"), "{stdout}");
+}
+
+#[test]
+fn its_markdown_form_is_the_pr_comment() {
+    let dir = checkout();
+    let out = first_command(dir.path(), &["--format", "markdown"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let markdown = String::from_utf8_lossy(&out.stdout);
+    assert!(markdown.starts_with("<!-- commgate-report -->\n### "), "{markdown}");
+    assert!(markdown.lines().nth(1).is_some_and(|l| l.contains("`accept`")), "{markdown}");
+}
