@@ -153,7 +153,9 @@ fn check_numbers(i: usize, h: &RunSummary) -> Result<(), String> {
             }
         }
     }
-    for (name, x) in [("overlap_spread", h.overlap_spread), ("busbw_gbps", h.busbw_gbps), ("matmul_tflops", h.matmul_tflops)] {
+    for (name, x) in
+        [("overlap_spread", h.overlap_spread), ("busbw_gbps", h.busbw_gbps), ("matmul_tflops", h.matmul_tflops)]
+    {
         if let Some(x) = x.filter(|x| !x.is_finite() || *x < 0.0) {
             return bad(name.to_string(), x);
         }
@@ -275,6 +277,32 @@ mod tests {
         let mut huge = ok.clone();
         huge.history = vec![huge.history[0].clone(); MAX_HISTORY + 1];
         assert!(check(&huge).unwrap_err().contains("more than the 100000"));
+    }
+
+    /// How big a store gets after 1,000 updates with the default `keep` and `history_keep`:
+    /// `cargo test --locked --lib store_size_after_1000_runs -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn store_size_after_1000_runs() {
+        let mut f = file(Vec::new(), Vec::new());
+        for i in 0..1000 {
+            let mut r = fixtures::run(&(0..200).map(|k| 1.0 + (k * 7 + i) as f64 % 13.0 / 100.0).collect::<Vec<_>>());
+            r.created_at = format!("2026-01-01T00:00:{i:04}Z");
+            r.provenance.commit = Some(format!("{i:040x}"));
+            f.runs.push(r);
+            let dropped = f.runs.len().saturating_sub(crate::baseline::DEFAULT_KEEP);
+            let evicted: Vec<RunResult> = f.runs.drain(..dropped).collect();
+            record(&mut f.history, &evicted, DEFAULT_HISTORY_KEEP);
+        }
+        assert_eq!(check(&f), Ok(()));
+        let text = serde_json::to_string_pretty(&f).expect("json");
+        let history_only = serde_json::to_string_pretty(&f.history).expect("json");
+        println!(
+            "1000 runs (200 repeats each): store {} bytes, of which history ({} summaries) {} bytes",
+            text.len(),
+            f.history.len(),
+            history_only.len()
+        );
     }
 
     #[test]

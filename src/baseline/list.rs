@@ -71,7 +71,13 @@ pub fn list(dir: &Path) -> Result<Listing, FileError> {
                 Ok(file) => (Some(stats(&entries(&file))), None),
                 Err(e) => (None, Some(e.message)),
             };
-            stores.push(StoreRow { profile: profile.clone(), workload, path: path.display().to_string(), stats, error });
+            stores.push(StoreRow {
+                profile: profile.clone(),
+                workload,
+                path: path.display().to_string(),
+                stats,
+                error,
+            });
         }
     }
     stores.sort_by(|a, b| (&a.profile, &a.workload).cmp(&(&b.profile, &b.workload)));
@@ -115,7 +121,10 @@ pub(super) fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, FileError> {
         let entry = entry.map_err(|e| FileError::new(dir, format!("cannot read the directory: {e}")))?;
         paths.push(entry.path());
         if paths.len() > MAX_STORES {
-            return Err(FileError::new(dir, format!("holds more than {MAX_STORES} entries; is it the store directory?")));
+            return Err(FileError::new(
+                dir,
+                format!("holds more than {MAX_STORES} entries; is it the store directory?"),
+            ));
         }
     }
     paths.sort();

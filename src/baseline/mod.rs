@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::result::{self, load_result, read_versioned, FileError, RunResult};
 use crate::trace::attribute::Attribution;
 
+pub use history::{trend_points, DEFAULT_HISTORY_KEEP};
 pub use identity::{run_id, RunId};
 pub use lock::StoreLock;
-pub use history::{trend_points, DEFAULT_HISTORY_KEEP};
 pub use update::{update, Change, RunChange, Target, TracesChange, Updated};
 
 pub const DEFAULT_KEEP: usize = 10;

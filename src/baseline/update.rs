@@ -260,7 +260,11 @@ mod tests {
     }
 
     fn add(store: &Path, from: &Path, keep: usize) -> Result<Updated, FileError> {
-        update(store, Change { target: Target::Result(from.to_path_buf()), keep, history_keep: 1000, traces: None }, || {})
+        update(
+            store,
+            Change { target: Target::Result(from.to_path_buf()), keep, history_keep: 1000, traces: None },
+            || {},
+        )
     }
 
     fn attribution() -> Attribution {
@@ -330,15 +334,23 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = tmp.path().join("baselines");
         let target = Target::File { profile: "PAR-MOCK".into(), workload_id: "par-overlap-allreduce-matmul".into() };
-        let traces_only =
-            || Change { target: target.clone(), keep: 10, history_keep: 1000, traces: Some(("default".into(), attribution())) };
+        let traces_only = || Change {
+            target: target.clone(),
+            keep: 10,
+            history_keep: 1000,
+            traces: Some(("default".into(), attribution())),
+        };
         let e = update(&store, traces_only(), || {}).unwrap_err();
         assert!(e.message.contains("does not exist yet"), "{e}");
         assert!(!store.exists(), "a refused update creates nothing");
 
         let from = write_result(tmp.path(), "a.json", &run(1));
-        let both =
-            Change { target: Target::Result(from.clone()), keep: 10, history_keep: 1000, traces: Some(("nightly".into(), attribution())) };
+        let both = Change {
+            target: Target::Result(from.clone()),
+            keep: 10,
+            history_keep: 1000,
+            traces: Some(("nightly".into(), attribution())),
+        };
         let u = update(&store, both, || {}).expect("run and traces");
         assert!(matches!(u.run, Some(RunChange::Added { .. })));
         assert_eq!(u.traces.as_ref().map(|t| t.name.as_str()), Some("nightly"));
@@ -348,7 +360,12 @@ mod tests {
         let file = crate::baseline::load_store(&u.path).expect("loads");
         assert_eq!(file.traces.keys().collect::<Vec<_>>(), ["default", "nightly"]);
 
-        let again = Change { target: Target::Result(from), keep: 10, history_keep: 1000, traces: Some(("nightly".into(), attribution())) };
+        let again = Change {
+            target: Target::Result(from),
+            keep: 10,
+            history_keep: 1000,
+            traces: Some(("nightly".into(), attribution())),
+        };
         let lines = update(&store, again, || {}).expect("again").messages();
         assert!(lines[0].ends_with("its runs are unchanged"), "{lines:?}");
         assert!(lines[1].contains("now holds trace summary \"nightly\""), "{lines:?}");

@@ -213,11 +213,8 @@ fn show_markdown(s: &Shown) -> String {
 
 /// A mermaid line chart of the overlap median over the newest runs, labelled by short date.
 fn chart(s: &Shown) -> String {
-    let points: Vec<(&Entry, f64)> = s
-        .runs
-        .iter()
-        .filter_map(|e| e.summary.schedules.get(&Schedule::Overlap).map(|x| (e, x.median_ms)))
-        .collect();
+    let points: Vec<(&Entry, f64)> =
+        s.runs.iter().filter_map(|e| e.summary.schedules.get(&Schedule::Overlap).map(|x| (e, x.median_ms))).collect();
     let points = &points[points.len().saturating_sub(TREND_POINTS)..];
     if points.is_empty() {
         return String::new();
