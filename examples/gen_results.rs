@@ -40,6 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         environment_profile: first.environment_profile.clone(),
         workload_id: first.workload.id.clone(),
         runs: history.clone(),
+        history: Vec::new(),
         traces: Default::default(),
     };
     let path = out.join("baselines").join(&first.environment_profile).join(format!("{}.json", first.workload.id));

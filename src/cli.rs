@@ -275,6 +275,41 @@ pub struct CommentArgs {
 pub enum BaselineCommand {
     /// Add a finished result to its baseline file, keeping the newest runs (atomic write).
     Update(UpdateArgs),
+    /// List every store under the store directory: runs, newest date, newest medians. Exits 2
+    /// when a store does not load (after listing them all).
+    List(ListArgs),
+    /// Show every run a store knows, oldest first (judged runs and summaries), with a trend.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// The store directory.
+    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
+    pub baselines: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// A store file, or a workload id looked up under --baselines.
+    #[arg(value_name = "FILE|WORKLOAD")]
+    pub target: String,
+
+    /// The store directory (for a workload id).
+    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
+    pub baselines: Option<PathBuf>,
+
+    /// The environment profile (for a workload id held by several profiles).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
 }
 
 #[derive(Debug, clap::Args)]
@@ -306,6 +341,10 @@ pub struct UpdateArgs {
     /// How many runs the baseline keeps (newest).
     #[arg(long, env = "COMMGATE_KEEP", hide_env_values = true, value_name = "N")]
     pub keep: Option<usize>,
+
+    /// How many summaries of older runs the baseline keeps for `baseline show` (default 1000).
+    #[arg(long, value_name = "N")]
+    pub history_keep: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
-use crate::baseline::DEFAULT_KEEP;
+use crate::baseline::history::MAX_HISTORY;
+use crate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
 use crate::bench::limits;
 use crate::bench::settings::{BackendChoice, BenchRequest, RunOptions};
 use crate::bench::Dtype;
@@ -22,7 +23,7 @@ use crate::verdict::FailOn;
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
 mod origin;
-use origin::{key, ACCEPT_EXPOSED_MS, IMBALANCE_RATIO, KEEP, LOW_OVERLAP_RATIO, STEPS};
+use origin::{key, ACCEPT_EXPOSED_MS, HISTORY_KEEP, IMBALANCE_RATIO, KEEP, LOW_OVERLAP_RATIO, STEPS};
 pub use origin::{parse_args, ArgsError, Provenance};
 
 /// `commgate.toml`, as written. Unknown keys and unknown choices are errors (naming the line and
@@ -90,6 +91,7 @@ pub struct CompareFile {
 pub struct BaselineFileConfig {
     pub dir: Option<PathBuf>,
     pub keep: Option<usize>,
+    pub history_keep: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -339,6 +341,7 @@ pub struct UpdateConfig {
     pub workload_id: String,
     pub dir: PathBuf,
     pub keep: usize,
+    pub history_keep: usize,
 }
 
 pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
@@ -347,6 +350,13 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
         bail!(
             "{}: that would keep no runs; use 1 or more (default {DEFAULT_KEEP})",
             file.origin(KEEP, args.keep.is_some(), &keep)
+        );
+    }
+    let history_keep = args.history_keep.or(file.baseline.history_keep).unwrap_or(DEFAULT_HISTORY_KEEP);
+    if history_keep > MAX_HISTORY {
+        bail!(
+            "{}: a store keeps at most {MAX_HISTORY} run summaries (default {DEFAULT_HISTORY_KEEP})",
+            file.origin(HISTORY_KEEP, args.history_keep.is_some(), &history_keep)
         );
     }
     if args.from.is_none() && args.environment_profile.is_none() {
@@ -362,6 +372,7 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
         workload_id: args.workload_id,
         dir: args.baselines.or_else(|| file.baseline.dir.clone()).unwrap_or_else(|| PathBuf::from("baselines")),
         keep,
+        history_keep,
     })
 }
 

@@ -150,11 +150,29 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     workload_id: cfg.workload_id,
                 },
             };
-            let change = baseline::Change { target, keep: cfg.keep, traces };
+            let change = baseline::Change { target, keep: cfg.keep, history_keep: cfg.history_keep, traces };
             let waiting = || diag::info(format_args!("waiting for another update of {} to finish", cfg.dir.display()));
             for line in baseline::update(&cfg.dir, change, waiting)?.messages() {
                 diag::info(line);
             }
+            Ok(Outcome::Passed)
+        }
+        Command::Baseline(BaselineCommand::List(args)) => {
+            let dir = store_dir(args.baselines, &file);
+            let listing = baseline::list::list(&dir)?;
+            emit(&report::history::list(&listing, args.format), None)?;
+            let esc = |p: &str| report::escape::plain(p, report::escape::PATH);
+            let failed: Vec<String> = listing.failed().map(|s| esc(&s.path)).collect();
+            if !failed.is_empty() {
+                anyhow::bail!("{} store(s) could not be read (listed above): {}", failed.len(), failed.join(", "));
+            }
+            Ok(Outcome::Passed)
+        }
+        Command::Baseline(BaselineCommand::Show(args)) => {
+            let dir = store_dir(args.baselines, &file);
+            let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
+            let shown = baseline::show::show(&path)?;
+            emit(&report::history::show(&shown, args.format), None)?;
             Ok(Outcome::Passed)
         }
     }
@@ -173,6 +191,11 @@ fn run_init(args: &InitArgs) -> Result<Outcome> {
     }
     emit(&init::next_steps(&values.profile, args.fork_prs), None)?;
     Ok(Outcome::Passed)
+}
+
+/// `--baselines`, else `[baseline] dir`, else `baselines`.
+fn store_dir(flag: Option<PathBuf>, file: &config::FileConfig) -> PathBuf {
+    flag.or_else(|| file.baseline.dir.clone()).unwrap_or_else(|| PathBuf::from("baselines"))
 }
 
 /// The commit whose baselines and settings judge: `--base`, else in a pull request its base

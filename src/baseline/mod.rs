@@ -5,8 +5,11 @@
 //! under the store's lock ([`lock`]), with each run known by its identity ([`identity`]).
 //! Writes are atomic (temporary file + rename); every error names the file.
 
+pub mod history;
 mod identity;
+pub mod list;
 mod lock;
+pub mod show;
 mod update;
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::result::{self, load_result, read_versioned, FileError, RunResult};
 use crate::trace::attribute::Attribution;
 
+pub use history::{trend_points, DEFAULT_HISTORY_KEEP};
 pub use identity::{run_id, RunId};
 pub use lock::StoreLock;
 pub use update::{update, Change, RunChange, Target, TracesChange, Updated};
@@ -30,6 +34,10 @@ pub struct BaselineFile {
     pub workload_id: String,
     /// Newest last.
     pub runs: Vec<RunResult>,
+    /// Summaries of the runs evicted from `runs`, oldest first ([`history`]); never judged.
+    /// Optional, so stores written before it existed read as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<history::RunSummary>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub traces: BTreeMap<String, Attribution>,
 }
@@ -151,7 +159,7 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
         }
         seen.insert(id, i);
     }
-    Ok(())
+    history::check(file)
 }
 
 /// A profile or workload id that cannot be a file name in the store (it would escape the store
@@ -230,6 +238,7 @@ mod tests {
             environment_profile: "PAR-MOCK".into(),
             workload_id: "par-overlap-allreduce-matmul".into(),
             runs,
+            history: Vec::new(),
             traces: BTreeMap::new(),
         }
     }

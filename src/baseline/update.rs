@@ -25,6 +25,8 @@ pub struct Change {
     pub target: Target,
     /// How many runs the file keeps (the newest).
     pub keep: usize,
+    /// How many summaries of evicted runs the file keeps (the newest).
+    pub history_keep: usize,
     /// A trace summary to store under `traces.<name>`: `(name, summary)`.
     pub traces: Option<(String, Attribution)>,
 }
@@ -167,13 +169,15 @@ pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Upda
             }
             let id = run_id(&run);
             let created_at = run.created_at.escape_debug().to_string();
-            if file.runs.iter().any(|r| run_id(r) == id) {
+            // A run evicted to the history is held too: adding it back would store it twice.
+            if file.runs.iter().any(|r| run_id(r) == id) || file.history.iter().any(|h| h.run_id == id.full()) {
                 Some(RunChange::AlreadyHeld { id, created_at })
             } else {
                 fingerprint_note = fingerprint_note_for(&file.runs, &run);
                 file.runs.push(run);
                 let dropped = file.runs.len().saturating_sub(change.keep);
-                file.runs.drain(..dropped);
+                let evicted: Vec<RunResult> = file.runs.drain(..dropped).collect();
+                super::history::record(&mut file.history, &evicted, change.history_keep);
                 changed = true;
                 Some(RunChange::Added { id, created_at, dropped })
             }
@@ -220,6 +224,7 @@ fn empty_store(run: &RunResult) -> BaselineFile {
         environment_profile: run.environment_profile.clone(),
         workload_id: run.workload.id.clone(),
         runs: Vec::new(),
+        history: Vec::new(),
         traces: BTreeMap::new(),
     }
 }
@@ -255,7 +260,11 @@ mod tests {
     }
 
     fn add(store: &Path, from: &Path, keep: usize) -> Result<Updated, FileError> {
-        update(store, Change { target: Target::Result(from.to_path_buf()), keep, traces: None }, || {})
+        update(
+            store,
+            Change { target: Target::Result(from.to_path_buf()), keep, history_keep: 1000, traces: None },
+            || {},
+        )
     }
 
     fn attribution() -> Attribution {
@@ -325,15 +334,23 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = tmp.path().join("baselines");
         let target = Target::File { profile: "PAR-MOCK".into(), workload_id: "par-overlap-allreduce-matmul".into() };
-        let traces_only =
-            || Change { target: target.clone(), keep: 10, traces: Some(("default".into(), attribution())) };
+        let traces_only = || Change {
+            target: target.clone(),
+            keep: 10,
+            history_keep: 1000,
+            traces: Some(("default".into(), attribution())),
+        };
         let e = update(&store, traces_only(), || {}).unwrap_err();
         assert!(e.message.contains("does not exist yet"), "{e}");
         assert!(!store.exists(), "a refused update creates nothing");
 
         let from = write_result(tmp.path(), "a.json", &run(1));
-        let both =
-            Change { target: Target::Result(from.clone()), keep: 10, traces: Some(("nightly".into(), attribution())) };
+        let both = Change {
+            target: Target::Result(from.clone()),
+            keep: 10,
+            history_keep: 1000,
+            traces: Some(("nightly".into(), attribution())),
+        };
         let u = update(&store, both, || {}).expect("run and traces");
         assert!(matches!(u.run, Some(RunChange::Added { .. })));
         assert_eq!(u.traces.as_ref().map(|t| t.name.as_str()), Some("nightly"));
@@ -343,7 +360,12 @@ mod tests {
         let file = crate::baseline::load_store(&u.path).expect("loads");
         assert_eq!(file.traces.keys().collect::<Vec<_>>(), ["default", "nightly"]);
 
-        let again = Change { target: Target::Result(from), keep: 10, traces: Some(("nightly".into(), attribution())) };
+        let again = Change {
+            target: Target::Result(from),
+            keep: 10,
+            history_keep: 1000,
+            traces: Some(("nightly".into(), attribution())),
+        };
         let lines = update(&store, again, || {}).expect("again").messages();
         assert!(lines[0].ends_with("its runs are unchanged"), "{lines:?}");
         assert!(lines[1].contains("now holds trace summary \"nightly\""), "{lines:?}");

@@ -57,6 +57,8 @@ pub(super) const LOW_OVERLAP_RATIO: Key =
 pub(super) const ACCEPT_EXPOSED_MS: Key =
     full("thresholds", "accept_exposed_ms", "--accept-exposed-ms", "COMMGATE_ACCEPT_EXPOSED_MS");
 pub(super) const KEEP: Key = full("baseline", "keep", "--keep", "COMMGATE_KEEP");
+pub(super) const HISTORY_KEEP: Key =
+    Key { section: "baseline", name: "history_keep", flag: Some("--history-keep"), env: None };
 
 impl FileConfig {
     /// The file these settings came from, for messages about its values (`commgate.toml` when

@@ -9,6 +9,7 @@
 
 pub mod check;
 pub mod escape;
+pub mod history;
 #[cfg(test)]
 mod injection_tests;
 pub mod json;

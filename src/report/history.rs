@@ -1,0 +1,258 @@
+//! The renderings of `baseline list` and `baseline show`: an aligned table for a terminal (with a
+//! sparkline per schedule for `show`), JSON, and Markdown (a table, and for `show` a mermaid line
+//! chart of the overlap median). Every string here comes from a store or a file name and is
+//! untrusted: it passes through one function of [`super::escape`] where it enters the output.
+
+use super::escape::{md_cell, md_text, mermaid_label, plain, LABEL, NAME, PATH, TEXT};
+use super::Format;
+use crate::baseline::history::{short_date, Entry};
+use crate::baseline::list::Listing;
+use crate::baseline::show::Shown;
+use crate::result::Schedule;
+
+/// How many of the newest runs a sparkline or the chart draws.
+pub const TREND_POINTS: usize = 60;
+
+/// The schedules in the order a table shows them.
+const SCHEDULES: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule::CommOnly, Schedule::ComputeOnly];
+
+/// Renders a store listing.
+pub fn list(l: &Listing, format: Format) -> String {
+    match format {
+        Format::Json => pretty(l),
+        Format::Text => list_text(l),
+        Format::Markdown => list_markdown(l),
+    }
+}
+
+/// Renders one store's runs.
+pub fn show(s: &Shown, format: Format) -> String {
+    match format {
+        Format::Json => pretty(s),
+        Format::Text => show_text(s),
+        Format::Markdown => show_markdown(s),
+    }
+}
+
+fn pretty<T: serde::Serialize>(value: &T) -> String {
+    // Derived Serialize impls with string keys: serialising cannot fail.
+    let mut out = serde_json::to_string_pretty(value).expect("history types always serialise to JSON");
+    out.push('\n');
+    out
+}
+
+fn ms(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), |x| format!("{x:.3}"))
+}
+
+const LIST_HEAD: [&str; 6] = ["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms"];
+
+/// A listing's rows with `esc` applied to every string from the store.
+fn list_rows(l: &Listing, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 6]> {
+    l.stores
+        .iter()
+        .map(|s| {
+            let (profile, workload) = (esc(&s.profile, NAME), esc(&s.workload, NAME));
+            match (&s.stats, &s.error) {
+                (Some(st), _) => [
+                    profile,
+                    workload,
+                    format!("{} ({} judged)", st.runs, st.judged_runs),
+                    esc(&st.newest, NAME),
+                    ms(st.overlap_median_ms),
+                    ms(st.serial_median_ms),
+                ],
+                (None, e) => [
+                    profile,
+                    workload,
+                    "error".into(),
+                    esc(e.as_deref().unwrap_or(""), TEXT),
+                    String::new(),
+                    String::new(),
+                ],
+            }
+        })
+        .collect()
+}
+
+fn list_text(l: &Listing) -> String {
+    let dir = plain(&l.dir, PATH);
+    if l.stores.is_empty() {
+        return format!("No baseline stores in {dir}.\n");
+    }
+    let mut out = format!("Baseline stores in {dir} ({}):\n\n", l.stores.len());
+    out.push_str(&table(&LIST_HEAD, &list_rows(l, plain)));
+    out
+}
+
+fn list_markdown(l: &Listing) -> String {
+    let dir = md_text(&l.dir, PATH);
+    if l.stores.is_empty() {
+        return format!("No baseline stores in {dir}\\.\n");
+    }
+    let mut out = format!("### Baseline stores in {dir}\n\n");
+    out.push_str(&md_table(&LIST_HEAD, &list_rows(l, md_cell)));
+    out
+}
+
+/// A commit as a table shows it: its first 12 characters.
+fn short_commit(commit: Option<&str>) -> String {
+    commit.map_or_else(|| "-".to_string(), |c| c.chars().take(12).collect())
+}
+
+/// Driver / CUDA / NCCL, `-` for each unknown; commgate's version when none is known.
+fn short_software(e: &Entry) -> String {
+    let s = &e.summary.software;
+    let parts = [&s.driver, &s.cuda, &s.nccl];
+    if parts.iter().all(|p| p.is_none()) {
+        return format!("commgate {}", s.commgate);
+    }
+    parts.iter().map(|p| p.as_deref().unwrap_or("-")).collect::<Vec<_>>().join(" / ")
+}
+
+const SHOW_HEAD: [&str; 15] = [
+    "#",
+    "date",
+    "commit",
+    "driver / CUDA / NCCL",
+    "kept",
+    "overlap med",
+    "overlap p95",
+    "serial med",
+    "serial p95",
+    "comm med",
+    "comm p95",
+    "compute med",
+    "compute p95",
+    "busbw GB/s",
+    "spread",
+];
+
+fn show_rows(s: &Shown, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 15]> {
+    s.runs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let stat = |sch: Schedule| e.summary.schedules.get(&sch);
+            let mut cells = vec![
+                (i + 1).to_string(),
+                esc(&e.summary.created_at, NAME),
+                esc(&short_commit(e.summary.commit.as_deref()), NAME),
+                esc(&short_software(e), NAME),
+                if e.judged { "judged" } else { "summary" }.to_string(),
+            ];
+            for sch in SCHEDULES {
+                cells.push(ms(stat(sch).map(|x| x.median_ms)));
+                cells.push(ms(stat(sch).map(|x| x.p95_ms)));
+            }
+            cells.push(e.summary.busbw_gbps.map_or_else(|| "-".into(), |x| format!("{x:.2}")));
+            cells.push(e.summary.overlap_spread.map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0)));
+            cells.try_into().unwrap_or_else(|_| std::array::from_fn(|_| String::new()))
+        })
+        .collect()
+}
+
+fn heading(s: &Shown, esc: impl Fn(&str, usize) -> String) -> String {
+    let judged = s.runs.iter().filter(|e| e.judged).count();
+    format!(
+        "profile {}, workload {}: {} runs ({judged} judged, {} summaries only), oldest first",
+        esc(&s.environment_profile, NAME),
+        esc(&s.workload_id, NAME),
+        s.runs.len(),
+        s.runs.len() - judged
+    )
+}
+
+/// The newest [`TREND_POINTS`] medians of `schedule`, oldest first (runs without it skipped).
+fn medians(s: &Shown, schedule: Schedule) -> Vec<f64> {
+    let all: Vec<f64> = s.runs.iter().filter_map(|e| e.summary.schedules.get(&schedule)).map(|x| x.median_ms).collect();
+    all[all.len().saturating_sub(TREND_POINTS)..].to_vec()
+}
+
+/// One character per value, `▁` for the smallest to `█` for the largest; all equal is a flat
+/// `▄` line, and a value that is not finite is a space.
+pub fn sparkline(values: &[f64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let finite = values.iter().copied().filter(|x| x.is_finite());
+    let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    values
+        .iter()
+        .map(|&x| {
+            if !x.is_finite() {
+                ' '
+            } else if hi - lo <= 0.0 {
+                BARS[3]
+            } else {
+                let level = ((x - lo) / (hi - lo) * 7.0).round() as usize;
+                BARS[level.min(7)]
+            }
+        })
+        .collect()
+}
+
+fn show_text(s: &Shown) -> String {
+    let mut out = format!("Store {}\n{}\n\n", plain(&s.path, PATH), heading(s, plain));
+    out.push_str(&table(&SHOW_HEAD, &show_rows(s, plain)));
+    out.push_str(&format!("\nTrend of the medians (ms; the newest {TREND_POINTS} runs at most, oldest first):\n"));
+    for sch in SCHEDULES {
+        let m = medians(s, sch);
+        if let (Some(first), Some(last)) = (m.first(), m.last()) {
+            out.push_str(&format!("  {:<13}{}  {first:.3} -> {last:.3}\n", sch.as_str(), sparkline(&m)));
+        }
+    }
+    out
+}
+
+fn show_markdown(s: &Shown) -> String {
+    let mut out = format!("### Baseline {}\n\n{}\n\n", md_text(&s.path, PATH), heading(s, md_text));
+    out.push_str(&md_table(&SHOW_HEAD, &show_rows(s, md_cell)));
+    out.push('\n');
+    out.push_str(&chart(s));
+    out
+}
+
+/// A mermaid line chart of the overlap median over the newest runs, labelled by short date.
+fn chart(s: &Shown) -> String {
+    let points: Vec<(&Entry, f64)> =
+        s.runs.iter().filter_map(|e| e.summary.schedules.get(&Schedule::Overlap).map(|x| (e, x.median_ms))).collect();
+    let points = &points[points.len().saturating_sub(TREND_POINTS)..];
+    if points.is_empty() {
+        return String::new();
+    }
+    let labels: Vec<String> =
+        points.iter().map(|(e, _)| mermaid_label(&short_date(&e.summary.created_at), LABEL)).collect();
+    let values: Vec<String> = points.iter().map(|(_, v)| format!("{v:.3}")).collect();
+    let top = points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.1;
+    format!(
+        "```mermaid\n%%{{init: {{\"xyChart\": {{\"height\": 200}}}}}}%%\nxychart-beta\n    title \"Overlap median (ms), oldest to newest\"\n    x-axis [{}]\n    y-axis \"ms\" 0 --> {top:.3}\n    line [{}]\n```\n",
+        labels.join(", "),
+        values.join(", ")
+    )
+}
+
+/// An aligned plain table: columns padded to their widest cell, two spaces apart.
+fn table<const N: usize>(head: &[&str; N], rows: &[[String; N]]) -> String {
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).chain([head[c].len()]).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..N).map(width).collect();
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(head.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// A GFM table; the cells are already escaped.
+fn md_table<const N: usize>(head: &[&str; N], rows: &[[String; N]]) -> String {
+    let mut out = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(N));
+    for r in rows {
+        out.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
