@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lint the GitHub Action (action.yml) and the example workflows (examples/workflows/*.yml) with
+# Lint the GitHub Action (action.yml), the example workflows (examples/workflows/*.yml) and this
+# repository's own workflows (.github/workflows/*.yml: the release) with
 # three tools pinned from PyPI, installed once into a private venv under target/ (ignored by git):
 #   - zizmor: security audits (template injection, credentials, permissions, triggers, pinning),
 #     default "regular" persona, --offline so its verdict depends on the files alone;
@@ -35,7 +36,7 @@ if [ ! -f "$STAMP" ]; then
 fi
 BIN="$VENV/bin"
 
-WORKFLOWS=(examples/workflows/*.yml)
+WORKFLOWS=(examples/workflows/*.yml .github/workflows/*.yml)
 status=0
 
 echo "== zizmor $("$BIN/zizmor" --version | awk '{print $2}') (offline, regular persona)"

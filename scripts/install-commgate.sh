@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Install a released commgate binary: scripts/install-commgate.sh VERSION DEST
+#
+# Downloads commgate-VERSION-TARGET.tar.gz and its .sha256 from the GitHub release vVERSION
+# (TARGET: x86_64-unknown-linux-gnu or aarch64-unknown-linux-gnu, from `uname -m`), checks the
+# SHA-256, and installs the binary as DEST/commgate. DEST is a directory (created if missing).
+#
+# The verified archive is kept next to the binary (DEST/commgate-VERSION-TARGET.tar.gz). On a later
+# run with the same DEST, the checksum is downloaded again and the kept archive is used only if it
+# still matches (else it is downloaded again); either way the binary is re-extracted from a verified
+# archive, so a binary changed in DEST since the last run is replaced, never trusted.
+#
+# Environment:
+#   COMMGATE_RELEASE_BASE_URL  where the releases live [https://github.com/OWNER/commgate/releases/download,
+#                              from Cargo.toml's `repository` next to this script]; setting it also
+#                              allows plain http (for tests on 127.0.0.1).
+#
+# Exit: 0 installed; 3 no release asset for this version and OS/architecture (the caller may build
+# from source instead); 1 anything else: bad arguments, network failure, a missing or wrong
+# checksum (never a reason to fall back), an unsafe DEST.
+set -euo pipefail
+umask 022
+
+DEFAULT_REPOSITORY=https://github.com/commgate/commgate
+
+die() {
+  echo "install-commgate: error: $*" >&2
+  exit 1
+}
+no_asset() {
+  echo "install-commgate: no release asset: $*" >&2
+  exit 3
+}
+
+[ "$#" -eq 2 ] || die "usage: install-commgate.sh VERSION DEST (e.g. 0.1.0 ~/.local/bin)"
+version=$1
+dest=$2
+# A release version only (it becomes part of a URL and of file names): 1.2.3 or 1.2.3-rc.1.
+[[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] ||
+  die "VERSION must look like 1.2.3 (or 1.2.3-rc.1), got '$version'"
+[ -n "$dest" ] || die "DEST (the directory to install into) is empty"
+
+# --- which asset ---------------------------------------------------------------------------------
+os=$(uname -s)
+machine=$(uname -m)
+[ "$os" = Linux ] || no_asset "commgate releases are built for Linux only (this is $os)"
+case "$machine" in
+  x86_64 | amd64) target=x86_64-unknown-linux-gnu ;;
+  aarch64 | arm64) target=aarch64-unknown-linux-gnu ;;
+  *) no_asset "commgate releases are built for x86_64 and aarch64 only (this is $machine)" ;;
+esac
+asset="commgate-$version-$target.tar.gz"
+
+# --- where from ----------------------------------------------------------------------------------
+protocols='=https'
+if [ -n "${COMMGATE_RELEASE_BASE_URL:-}" ]; then
+  base=${COMMGATE_RELEASE_BASE_URL%/}
+  protocols='=http,https'
+else
+  manifest="$(dirname -- "$0")/../Cargo.toml"
+  repository=""
+  if [ -f "$manifest" ]; then
+    repository=$(sed -n 's/^repository = "\([^"]*\)"$/\1/p' "$manifest" | head -n 1)
+  fi
+  repository=${repository:-$DEFAULT_REPOSITORY}
+  [[ "$repository" =~ ^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
+    die "Cargo.toml's repository is not a https://github.com/OWNER/NAME URL: '$repository'"
+  base="$repository/releases/download"
+fi
+[[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "COMMGATE_RELEASE_BASE_URL must be an http(s) URL, got '$base'"
+url="$base/v$version/$asset"
+
+# --- a safe DEST ---------------------------------------------------------------------------------
+# DEST itself must be a real directory: a symlink planted there (by an earlier job on a shared
+# runner) would send the binary somewhere else. Inside it, every write is a new file made with
+# mktemp (O_EXCL: never through an existing name) and renamed over the final name; rename(2)
+# replaces a symlink at DEST/commgate instead of writing through it.
+[ -L "$dest" ] && die "DEST $dest is a symbolic link; refusing to install through it (remove it or pass the real directory)"
+mkdir -p -- "$dest" || die "cannot create DEST $dest"
+[ -d "$dest" ] && [ ! -L "$dest" ] || die "DEST $dest is not a directory"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/commgate-install.XXXXXX")
+tmp_archive=""
+tmp_bin=""
+# Nothing half-written is left behind: the work directory and any temp name in DEST go on exit.
+cleanup() {
+  rm -rf -- "$work"
+  if [ -n "$tmp_archive" ]; then rm -f -- "$tmp_archive"; fi
+  if [ -n "$tmp_bin" ]; then rm -f -- "$tmp_bin"; fi
+}
+trap cleanup EXIT
+
+# curl: https only (unless the base URL was set explicitly), redirects only to https (GitHub
+# redirects release downloads to its object store), retries on transient errors, bounded time.
+# Prints the final HTTP status; curl's own exit status is returned.
+fetch() { # URL OUTFILE
+  curl --silent --show-error --fail --location \
+    --proto "$protocols" --proto-redir "$protocols" \
+    --retry 3 --retry-delay 2 --connect-timeout 15 --max-time 300 \
+    --write-out '%{http_code}' --output "$2" -- "$1"
+}
+
+sha256_of() { # FILE
+  if command -v sha256sum >/dev/null 2>&1; then
+    sha256sum -- "$1" | awk '{print $1}'
+  else
+    shasum -a 256 -- "$1" | awk '{print $1}'
+  fi
+}
+
+# The checksum first: it is small, it says whether this version has an asset for this target, and
+# it is fetched afresh on every run (the trusted statement of what the archive must be).
+status=0
+code=$(fetch "$url.sha256" "$work/asset.sha256") || status=$?
+if [ "$status" -ne 0 ]; then
+  if [ "$code" = 404 ]; then
+    # No checksum: either there is no asset (fall back) or the release is incomplete (fail closed).
+    status=0
+    code=$(curl --silent --output /dev/null --location --head --proto "$protocols" \
+      --proto-redir "$protocols" --connect-timeout 15 --max-time 60 \
+      --write-out '%{http_code}' -- "$url") || status=$?
+    if [ "$status" -eq 0 ] && [ "$code" = 404 ]; then
+      no_asset "$url (HTTP 404): no commgate $version for $target"
+    fi
+    die "$url exists but its checksum $url.sha256 does not (HTTP 404); refusing an unverified binary"
+  fi
+  die "downloading $url.sha256 failed (HTTP ${code:-none}, curl exit $status)"
+fi
+# One line, `HEX  NAME` (sha256sum's format), for exactly this asset.
+read -r want_sum want_name _ <"$work/asset.sha256" || true
+[[ "${want_sum:-}" =~ ^[0-9a-fA-F]{64}$ ]] || die "$url.sha256 holds no SHA-256 checksum"
+want_name=${want_name#\*}
+[ "$want_name" = "$asset" ] || die "$url.sha256 is the checksum of '$want_name', not of $asset"
+want_sum=$(printf '%s' "$want_sum" | tr 'A-F' 'a-f')
+
+# The archive: the one kept in DEST when it still matches, else a fresh download.
+kept="$dest/$asset"
+archive=""
+if [ -f "$kept" ] && [ ! -L "$kept" ] && [ "$(sha256_of "$kept")" = "$want_sum" ]; then
+  cp -- "$kept" "$work/$asset"
+  archive="$work/$asset"
+  echo "install-commgate: reusing $kept (checksum verified)"
+else
+  status=0
+  code=$(fetch "$url" "$work/$asset") || status=$?
+  if [ "$status" -ne 0 ]; then
+    [ "$code" = 404 ] && no_asset "$url (HTTP 404): no commgate $version for $target"
+    die "downloading $url failed (HTTP ${code:-none}, curl exit $status)"
+  fi
+  got_sum=$(sha256_of "$work/$asset")
+  [ "$got_sum" = "$want_sum" ] ||
+    die "checksum mismatch for $asset: expected $want_sum (from $url.sha256), got $got_sum; nothing installed"
+  archive="$work/$asset"
+fi
+
+# Extract the one expected member (nothing else in the archive is written anywhere).
+member="commgate-$version-$target/commgate"
+mkdir "$work/x"
+tar -xzf "$archive" -C "$work/x" --no-same-owner --no-same-permissions -- "$member" 2>/dev/null ||
+  die "$asset does not contain $member"
+[ -f "$work/x/$member" ] && [ ! -L "$work/x/$member" ] || die "$member in $asset is not a regular file"
+
+# Into DEST: temp names, then rename. The binary last, so a DEST/commgate that exists is whole.
+tmp_archive=$(mktemp "$dest/.commgate-archive.XXXXXX")
+cat -- "$archive" >"$tmp_archive"
+mv -fT -- "$tmp_archive" "$kept"
+tmp_archive=""
+tmp_bin=$(mktemp "$dest/.commgate.XXXXXX")
+cat -- "$work/x/$member" >"$tmp_bin"
+chmod 0755 -- "$tmp_bin"
+mv -fT -- "$tmp_bin" "$dest/commgate"
+tmp_bin=""
+echo "install-commgate: installed commgate $version ($target) as $dest/commgate"

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Test scripts/install-commgate.sh against a fake release served on 127.0.0.1 (no other network).
+#
+# The fake release is laid out and packaged as .github/workflows/release.yml does it
+# (vVERSION/commgate-VERSION-TARGET.tar.gz holding commgate-VERSION-TARGET/commgate, plus
+# ASSET.sha256 in sha256sum's format); a tiny shell script stands in for the binary. Versions:
+#   0.9.0 good; 0.9.1 archive whose checksum was tampered; 0.9.2 absent; 0.9.3 archive without
+#   a checksum.
+# Exit 0 when every case behaves; 1 with the first failing case named.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+INSTALL="$PWD/scripts/install-commgate.sh"
+
+case "$(uname -m)" in
+  x86_64 | amd64) target=x86_64-unknown-linux-gnu ;;
+  aarch64 | arm64) target=aarch64-unknown-linux-gnu ;;
+  *) echo "test-install: skipped: no commgate release target for $(uname -m)"; exit 0 ;;
+esac
+if ! command -v python3 >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+  echo "test-install: warning: python3 or curl missing; install-commgate.sh NOT tested"
+  exit 0
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/commgate-test-install.XXXXXX")
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
+  rm -rf -- "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "test-install: FAILED: $*" >&2
+  exit 1
+}
+
+# --- the fake release ----------------------------------------------------------------------------
+site="$tmp/site"
+package() { # VERSION: stage, tar and checksum one asset, as the release workflow does
+  local version=$1 name="commgate-$1-$target"
+  mkdir -p "$tmp/stage/$name" "$site/v$version"
+  printf '#!/bin/sh\necho "commgate %s"\n' "$version" >"$tmp/stage/$name/commgate"
+  chmod 0755 "$tmp/stage/$name/commgate"
+  tar -czf "$site/v$version/$name.tar.gz" -C "$tmp/stage" "$name"
+  (cd "$site/v$version" && sha256sum "$name.tar.gz" >"$name.tar.gz.sha256")
+}
+package 0.9.0
+package 0.9.1
+# Tampered: the archive no longer matches its published checksum.
+printf 'extra' >>"$site/v0.9.1/commgate-0.9.1-$target.tar.gz"
+package 0.9.3
+rm "$site/v0.9.3/commgate-0.9.3-$target.tar.gz.sha256"
+
+# --- the server: loopback only, a free port chosen by the kernel ----------------------------------
+python3 -u -m http.server --bind 127.0.0.1 --directory "$site" 0 >"$tmp/server.log" 2>&1 &
+server_pid=$!
+port=""
+for _ in $(seq 1 100); do
+  port=$(sed -n 's/.*port \([0-9][0-9]*\).*/\1/p' "$tmp/server.log" | head -n 1)
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || fail "python3 -m http.server did not start: $(cat "$tmp/server.log")"
+export COMMGATE_RELEASE_BASE_URL="http://127.0.0.1:$port"
+
+run_install() { # VERSION DEST (as given) -> sets rc, output in $tmp/out
+  rc=0
+  "$INSTALL" "$@" >"$tmp/out" 2>&1 || rc=$?
+}
+expect_rc() { # WANT CASE
+  [ "$rc" -eq "$1" ] || fail "$2: exit $rc, expected $1; output: $(cat "$tmp/out")"
+}
+no_leftovers() { # DIR CASE: no temp file left behind in DEST
+  if compgen -G "$1/.commgate*" >/dev/null; then fail "$2: temp files left in $1: $(ls -a "$1")"; fi
+}
+
+# good: installed, runs, prints its version.
+dest="$tmp/dest"
+run_install 0.9.0 "$dest"
+expect_rc 0 "good version"
+[ -f "$dest/commgate" ] && [ -x "$dest/commgate" ] || fail "good version: no executable $dest/commgate"
+[ "$("$dest/commgate" --version)" = "commgate 0.9.0" ] || fail "good version: the installed binary does not run"
+no_leftovers "$dest" "good version"
+echo "ok: good version installed and runs"
+
+# reuse: the kept archive is used when it still matches the (re-downloaded) checksum...
+mv "$site/v0.9.0/commgate-0.9.0-$target.tar.gz" "$tmp/held-back.tar.gz"
+printf '#!/bin/sh\necho planted\n' >"$dest/commgate"
+run_install 0.9.0 "$dest"
+expect_rc 0 "reuse of the kept archive"
+grep -q "reusing" "$tmp/out" || fail "reuse: the kept archive was not reused: $(cat "$tmp/out")"
+[ "$("$dest/commgate" --version)" = "commgate 0.9.0" ] || fail "reuse: a changed binary in DEST was not replaced"
+echo "ok: reinstall reuses the verified archive and replaces a changed binary"
+# ...and downloaded again when it does not.
+printf 'x' >>"$dest/commgate-0.9.0-$target.tar.gz"
+mv "$tmp/held-back.tar.gz" "$site/v0.9.0/commgate-0.9.0-$target.tar.gz"
+run_install 0.9.0 "$dest"
+expect_rc 0 "changed kept archive"
+grep -q "reusing" "$tmp/out" && fail "changed kept archive: reused although its checksum no longer matches"
+[ "$("$dest/commgate" --version)" = "commgate 0.9.0" ] || fail "changed kept archive: binary not reinstalled"
+echo "ok: a changed kept archive is downloaded again"
+
+# tampered: exit 1, nothing installed.
+dest="$tmp/dest-tampered"
+run_install 0.9.1 "$dest"
+expect_rc 1 "tampered checksum"
+grep -q "checksum mismatch" "$tmp/out" || fail "tampered checksum: no mismatch message: $(cat "$tmp/out")"
+[ ! -e "$dest/commgate" ] || fail "tampered checksum: a binary was installed"
+[ ! -e "$dest/commgate-0.9.1-$target.tar.gz" ] || fail "tampered checksum: the archive was kept"
+no_leftovers "$dest" "tampered checksum"
+echo "ok: tampered archive refused (exit 1), nothing installed"
+
+# missing version: exit 3 (the Action falls back to building from source).
+dest="$tmp/dest-missing"
+run_install 0.9.2 "$dest"
+expect_rc 3 "missing version"
+[ ! -e "$dest/commgate" ] || fail "missing version: something was installed"
+echo "ok: missing version exits 3"
+
+# an archive without its checksum: exit 1 (fail closed), not 3.
+dest="$tmp/dest-nosum"
+run_install 0.9.3 "$dest"
+expect_rc 1 "archive without checksum"
+[ ! -e "$dest/commgate" ] || fail "archive without checksum: something was installed"
+echo "ok: an archive without a checksum is refused (exit 1)"
+
+# a symlink planted at DEST/commgate is replaced, not written through.
+dest="$tmp/dest-link"
+mkdir -p "$dest"
+printf 'victim\n' >"$tmp/victim"
+ln -s "$tmp/victim" "$dest/commgate"
+ln -s "$tmp/victim" "$dest/commgate-0.9.0-$target.tar.gz"
+run_install 0.9.0 "$dest"
+expect_rc 0 "symlink at DEST/commgate"
+[ "$(cat "$tmp/victim")" = victim ] || fail "symlink at DEST/commgate: the link's target was written"
+[ ! -L "$dest/commgate" ] && [ -f "$dest/commgate" ] || fail "symlink at DEST/commgate: still a link"
+[ ! -L "$dest/commgate-0.9.0-$target.tar.gz" ] || fail "symlink at the kept archive: still a link"
+echo "ok: a symlink planted at DEST/commgate is replaced, its target untouched"
+
+# DEST itself a symlink: refused.
+mkdir -p "$tmp/elsewhere"
+ln -s "$tmp/elsewhere" "$tmp/dest-is-link"
+run_install 0.9.0 "$tmp/dest-is-link"
+expect_rc 1 "DEST is a symlink"
+[ -z "$(ls -A "$tmp/elsewhere")" ] || fail "DEST is a symlink: files written into its target"
+echo "ok: a DEST that is a symlink is refused (exit 1)"
+
+# bad arguments: exit 1, no request made.
+run_install '0.9.0/../../x' "$tmp/dest-bad"
+expect_rc 1 "bad version string"
+run_install 0.9.0
+expect_rc 1 "missing DEST"
+echo "ok: bad arguments exit 1"
+
+echo "test-install: all cases passed"
