@@ -253,7 +253,11 @@ fn one_row_slower(dir: &Path, schedule: &str, factor: f64) -> PathBuf {
 fn the_reason_names_the_phase_that_moved() {
     let tmp = tempfile::tempdir().expect("tempdir");
     for (schedule, cause, says) in [
-        ("comm_only", "communication", "compute_only median unchanged → the collective got slower (NCCL, network, topology)"),
+        (
+            "comm_only",
+            "communication",
+            "compute_only median unchanged → the collective got slower (NCCL, network, topology)",
+        ),
         ("compute_only", "compute", "→ the GEMM got slower (cuBLAS, clocks, power)"),
         ("overlap", "overlap", "compute_only median unchanged → the two streams overlap less"),
     ] {

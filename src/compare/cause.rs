@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn the_truth_table() {
         use Cause::*;
-        let rows: [(Option<State>, Option<State>, bool, bool, Option<Cause>); 14] = [
+        let rows = [
             (Some(Regressed), Some(Unchanged), false, false, Some(Communication)),
             (Some(Regressed), Some(Unchanged), true, true, Some(Communication)),
             (Some(Regressed), Some(Inconclusive), true, false, Some(Communication)),
@@ -134,7 +134,8 @@ mod tests {
 
     #[test]
     fn values_are_stable_snake_case() {
-        for c in [Cause::Communication, Cause::Compute, Cause::CommunicationAndCompute, Cause::Overlap, Cause::Unclear] {
+        for c in [Cause::Communication, Cause::Compute, Cause::CommunicationAndCompute, Cause::Overlap, Cause::Unclear]
+        {
             assert_eq!(serde_json::to_value(c).expect("json"), c.as_str());
         }
     }

@@ -45,10 +45,10 @@ use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
 use crate::units::{change, interval, pct};
 pub use bound::SAMPLE_LIMIT;
-pub use cause::{mover, Cause, Moves};
-pub use throughput::{Throughput, ThroughputKind};
 use bound::{Bounder, Whose};
+pub use cause::{mover, Cause, Moves};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
+pub use throughput::{Throughput, ThroughputKind};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -647,7 +647,11 @@ mod mover_tests {
             assert_eq!(c.cause, Some(Cause::Communication), "{:?}", c.reasons);
             assert!(c.reasons[0].starts_with("comm_only median +8"), "{:?}", c.reasons);
             assert!(c.reasons[0].contains(", busbw −7"), "{:?}", c.reasons);
-            assert!(c.reasons[0].contains("compute_only median unchanged → the collective got slower"), "{:?}", c.reasons);
+            assert!(
+                c.reasons[0].contains("compute_only median unchanged → the collective got slower"),
+                "{:?}",
+                c.reasons
+            );
             let t = metric(&c, Schedule::CommOnly).throughput.as_ref().expect("busbw");
             assert_eq!(t.kind, ThroughputKind::BusbwGbps);
             assert!(t.ratio < 0.95 && t.ci[1] < 1.0, "{t:?}");
@@ -669,7 +673,9 @@ mod mover_tests {
         assert!(c.regression, "{:?}", c.reasons);
         assert_eq!(c.cause, Some(Cause::Overlap));
         assert!(
-            c.reasons[0].starts_with("comm_only median unchanged, compute_only median unchanged → the two streams overlap less"),
+            c.reasons[0].starts_with(
+                "comm_only median unchanged, compute_only median unchanged → the two streams overlap less"
+            ),
             "{:?}",
             c.reasons
         );

@@ -78,9 +78,22 @@ fn work(row: Schedule, w: &Workload) -> Option<(ThroughputKind, f64)> {
 }
 
 /// The throughput view of a median of `row`, when one applies and the figures are finite.
-pub(super) fn of_median(row: Schedule, w: &Workload, baseline_ms: f64, current_ms: f64, ratio: f64, ci: [f64; 2]) -> Option<Throughput> {
+pub(super) fn of_median(
+    row: Schedule,
+    w: &Workload,
+    baseline_ms: f64,
+    current_ms: f64,
+    ratio: f64,
+    ci: [f64; 2],
+) -> Option<Throughput> {
     let (kind, work) = work(row, w)?;
-    let t = Throughput { kind, baseline: work / baseline_ms, current: work / current_ms, ratio: 1.0 / ratio, ci: [1.0 / ci[1], 1.0 / ci[0]] };
+    let t = Throughput {
+        kind,
+        baseline: work / baseline_ms,
+        current: work / current_ms,
+        ratio: 1.0 / ratio,
+        ci: [1.0 / ci[1], 1.0 / ci[0]],
+    };
     let finite = [t.baseline, t.current, t.ratio, t.ci[0], t.ci[1]].iter().all(|v| v.is_finite() && *v > 0.0);
     finite.then_some(t)
 }

@@ -107,7 +107,8 @@ pub(crate) fn metric_table(c: &Comparison) -> String {
         .iter()
         .flat_map(|m| {
             let state = format!("`{}`", m.state.as_str());
-            let cells = [Some(super::metric_cells(m, |s| md_cell(s, NAME))), super::throughput_cells(m, |s| md_cell(s, NAME))];
+            let cells =
+                [Some(super::metric_cells(m, |s| md_cell(s, NAME))), super::throughput_cells(m, |s| md_cell(s, NAME))];
             cells.into_iter().flatten().map(move |mut row| {
                 row.push(state.clone());
                 row
