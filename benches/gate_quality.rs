@@ -7,6 +7,9 @@
 //! baseline of 10 runs from the noise model (what a mature baseline store holds) and one current
 //! run, all with their own seeds, and calls `compare` exactly as `commgate compare` does. The
 //! 1-run-baseline (pooled) figures are informational: the targets are stated for a mature store.
+//! The phase cells slow the current run's `comm_only` or `compute_only` row alone and count how
+//! often the comparison blocked and named that phase (`comparison.cause`); every blocked cell
+//! lists the causes it named.
 //!
 //! Environment: `COMMGATE_GATE_TRIALS` (trials per cell, default 1000), `COMMGATE_GATE_RESAMPLES`
 //! (bootstrap resamples per comparison, default 1000, the production default),
@@ -20,8 +23,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use commgate::baseline::Baseline;
-use commgate::compare::{compare, CompareOptions, State};
+use commgate::compare::{compare, Cause, CompareOptions, State};
 use commgate::decision::Decision;
+use commgate::result::{RunResult, Schedule};
 use commgate::stats::rng::Rng;
 use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
 
@@ -36,11 +40,18 @@ struct Cell {
     effect: Effect,
     run_spread: f64,
     baseline_runs: usize,
+    /// A phase row of the current run slowed by this factor on its own (the simulator's effect
+    /// moves only the step rows, `overlap` and `serial`).
+    phase: Option<(Schedule, f64)>,
 }
 
 impl Cell {
     fn new(model: NoiseModel, n: usize, effect: Effect) -> Cell {
-        Cell { model, n, effect, run_spread: model.default_run_spread(), baseline_runs: BASELINE_RUNS }
+        Cell { model, n, effect, run_spread: model.default_run_spread(), baseline_runs: BASELINE_RUNS, phase: None }
+    }
+
+    fn phase(model: NoiseModel, n: usize, row: Schedule, factor: f64) -> Cell {
+        Cell { phase: Some((row, factor)), ..Cell::new(model, n, Effect::NONE) }
     }
 
     fn spread(self, run_spread: f64) -> Cell {
@@ -53,7 +64,9 @@ impl Cell {
 
     fn label(&self) -> String {
         let e = &self.effect;
-        let effect = if *e == Effect::NONE {
+        let effect = if let Some((row, factor)) = self.phase {
+            format!("{row} alone +{:.1} %", 100.0 * (factor - 1.0))
+        } else if *e == Effect::NONE {
             "A/A".to_string()
         } else if e.tail_fraction > 0.0 {
             format!("tail {:.0} % ×{:.2}", 100.0 * e.tail_fraction, e.tail_factor)
@@ -85,6 +98,8 @@ struct Tally {
     /// Per metric (`row statistic`) that was `regressed`: how often, and the sums of its point
     /// ratio and interval's lower end (for means): what blocked, and by how much.
     regressed_by_metric: BTreeMap<String, Blocked>,
+    /// How often each cause was named (`comparison.cause`), over the blocked trials.
+    causes: BTreeMap<&'static str, usize>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -102,6 +117,9 @@ impl Tally {
             b.ratio_sum += v.ratio_sum;
             b.lo_sum += v.lo_sum;
         }
+        for (k, v) in o.causes {
+            *self.causes.entry(k).or_default() += v;
+        }
         self.delta_sum += o.delta_sum;
         self.trials += o.trials;
         self.regression += o.regression;
@@ -116,7 +134,10 @@ fn trial(cell: &Cell, cell_id: u64, trial: u64, opts: &CompareOptions) -> Tally 
     let runs = (0..cell.baseline_runs)
         .map(|_| synthetic_run_with_spread(cell.model, cell.n, &Effect::NONE, cell.run_spread, seeds.next_u64()))
         .collect();
-    let current = synthetic_run_with_spread(cell.model, cell.n, &cell.effect, cell.run_spread, seeds.next_u64());
+    let mut current = synthetic_run_with_spread(cell.model, cell.n, &cell.effect, cell.run_spread, seeds.next_u64());
+    if let Some((row, factor)) = cell.phase {
+        slow_down(&mut current, row, factor);
+    }
     let c = compare(&Baseline { path: "sim".into(), runs }, &current, opts);
     Tally {
         trials: 1,
@@ -130,7 +151,20 @@ fn trial(cell: &Cell, cell_id: u64, trial: u64, opts: &CompareOptions) -> Tally 
             .filter(|m| m.state == State::Regressed)
             .map(|m| (format!("{} {}", m.row, m.statistic), Blocked { count: 1, ratio_sum: m.ratio, lo_sum: m.ci[0] }))
             .collect(),
+        causes: c.cause.map(|k| (k.as_str(), 1)).into_iter().collect(),
     }
+}
+
+/// Multiplies every step of one row of `run` by `factor`.
+fn slow_down(run: &mut RunResult, row: Schedule, factor: f64) {
+    for r in run.rows.iter_mut().filter(|r| r.schedule == row) {
+        r.samples_ms.iter_mut().for_each(|s| *s *= factor);
+    }
+}
+
+/// How often the blocked trials named `cause`.
+fn times_named(t: &Tally, cause: Cause) -> usize {
+    t.causes.get(cause.as_str()).copied().unwrap_or(0)
 }
 
 /// All trials of one cell, split over `threads` scoped threads.
@@ -296,6 +330,11 @@ fn bench() -> Result<(), Box<dyn Error>> {
     let tail = Effect::tail(0.10, 1.30);
     let power_quiet = run(Cell::new(NoiseModel::QuietLogNormal, 100, shift5));
     let power_shift = run(Cell::new(NoiseModel::RunLevelShift, 100, shift5).spread(0.01));
+    let shift8 = Effect::shift(0.08);
+    let power8_quiet = run(Cell::new(NoiseModel::QuietLogNormal, 100, shift8));
+    let power8_shift = run(Cell::new(NoiseModel::RunLevelShift, 100, shift8).spread(0.01));
+    let comm8 = run(Cell::phase(NoiseModel::QuietLogNormal, 100, Schedule::CommOnly, 1.08));
+    let compute8 = run(Cell::phase(NoiseModel::QuietLogNormal, 100, Schedule::ComputeOnly, 1.08));
     let tail_quiet = run(Cell::new(NoiseModel::QuietLogNormal, 200, tail));
     let below: Vec<(NoiseModel, Tally)> =
         NoiseModel::ALL.iter().map(|&m| (m, run(Cell::new(m, 100, Effect::shift(0.015))))).collect();
@@ -332,6 +371,29 @@ fn bench() -> Result<(), Box<dyn Error>> {
             Target::AtLeast(95.0),
             power_shift.regression,
             power_shift.trials,
+        ),
+        Line::info("+8 % median shift detected, n = 100, quiet", power8_quiet.regression, power8_quiet.trials),
+        Line::info(
+            "+8 % median shift detected, n = 100, run_level_shift ±1 %",
+            power8_shift.regression,
+            power8_shift.trials,
+        ),
+        Line::info(
+            "+5 % step shift, both phases unchanged: named `overlap`, n = 100, quiet",
+            times_named(&power_quiet, Cause::Overlap),
+            power_quiet.trials,
+        ),
+        Line::info("comm_only alone +8 % detected, n = 100, quiet", comm8.regression, comm8.trials),
+        Line::info(
+            "comm_only alone +8 %: named `communication`, n = 100, quiet",
+            times_named(&comm8, Cause::Communication),
+            comm8.trials,
+        ),
+        Line::info("compute_only alone +8 % detected, n = 100, quiet", compute8.regression, compute8.trials),
+        Line::info(
+            "compute_only alone +8 %: named `compute`, n = 100, quiet",
+            times_named(&compute8, Cause::Compute),
+            compute8.trials,
         ),
         Line::rate(
             "tail regression (10 % of steps ×1.30) detected, n = 200, quiet",
@@ -408,12 +470,14 @@ fn bench() -> Result<(), Box<dyn Error>> {
                 format!("{metric} ×{} (ratio {:.3}, lo {:.3})", b.count, b.ratio_sum / k, b.lo_sum / k)
             })
             .collect();
+        let causes: Vec<String> = t.causes.iter().map(|(c, k)| format!("{c} ×{k}")).collect();
         println!(
-            "  {name}: {}/{} blocked, mean δ {:.2} %; {}",
+            "  {name}: {}/{} blocked, mean δ {:.2} %; {}; named: {}",
             t.regression,
             t.trials,
             100.0 * t.delta_sum / t.trials as f64,
-            parts.join(", ")
+            parts.join(", "),
+            causes.join(", ")
         );
     }
     println!("wall time {:.1} s", started.elapsed().as_secs_f64());

@@ -234,3 +234,61 @@ fn a_row_over_the_sample_cap_is_refused_naming_file_and_row() {
     assert_bad(&root().join(STORE), &huge, "huge.json");
     assert_bad(&root().join(STORE), &huge, "`rows[3].samples_ms` (overlap) holds 10000001 step times");
 }
+
+/// A copy of the unchanged run with one row's steps (and its quantile fields) times `factor`.
+fn one_row_slower(dir: &Path, schedule: &str, factor: f64) -> PathBuf {
+    edited(dir, &format!("{schedule}-slower.json"), SAME, |v| {
+        let rows = v["rows"].as_array_mut().expect("rows");
+        let row = rows.iter_mut().find(|r| r["schedule"] == schedule).expect("row");
+        for key in ["median_max_rank_ms", "p95_max_rank_ms"] {
+            row[key] = (row[key].as_f64().expect("number") * factor).into();
+        }
+        for s in row["samples_ms"].as_array_mut().expect("samples") {
+            *s = (s.as_f64().expect("number") * factor).into();
+        }
+    })
+}
+
+#[test]
+fn the_reason_names_the_phase_that_moved() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (schedule, cause, says) in [
+        (
+            "comm_only",
+            "communication",
+            "compute_only median unchanged → the collective got slower (NCCL, network, topology)",
+        ),
+        ("compute_only", "compute", "→ the GEMM got slower (cuBLAS, clocks, power)"),
+        ("overlap", "overlap", "compute_only median unchanged → the two streams overlap less"),
+    ] {
+        let current = one_row_slower(tmp.path(), schedule, 1.08);
+        let current = current.to_str().expect("utf-8");
+        let (code, out, err) = compare(STORE, current, &["--format", "json"]);
+        assert_eq!(code, 1, "{schedule}: {out}{err}");
+        let v: Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["cause"], cause, "{schedule}: {out}");
+        let first = v["reasons"][0].as_str().expect("a reason");
+        assert!(first.contains(says), "{schedule}: {first}");
+        let (code, text, _) = compare(STORE, current, &[]);
+        assert_eq!(code, 1);
+        assert!(text.contains(says), "{schedule}: {text}");
+    }
+    // busbw is the comm_only median shown as a rate: a drop, with the median's own p-value.
+    let current = one_row_slower(tmp.path(), "comm_only", 1.08);
+    let (_, out, _) = compare(STORE, current.to_str().expect("utf-8"), &["--format", "json"]);
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    let comm = v["metrics"].as_array().expect("metrics").iter().find(|m| m["row"] == "comm_only").expect("comm_only");
+    assert_eq!(comm["throughput"]["kind"], "busbw_gbps");
+    assert!(comm["throughput"]["ratio"].as_f64().expect("ratio") < 0.95, "{comm}");
+    assert!(v["reasons"][0].as_str().expect("reason").starts_with("comm_only median +7.9 %, busbw −7.3 %"), "{out}");
+}
+
+#[test]
+fn markdown_names_the_collective_and_shows_busbw() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let current = one_row_slower(tmp.path(), "comm_only", 1.08);
+    let (code, out, _) = compare(STORE, current.to_str().expect("utf-8"), &["--format", "markdown"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("| busbw \\(same test\\) | "), "{out}");
+    insta::assert_snapshot!(out);
+}

@@ -31,8 +31,8 @@ pub const SAMPLE_LIMIT: usize = 20_000;
 /// A stream of its own for the subsample draws, so they never shift the bootstrap's stream.
 const SUBSAMPLE_STREAM: u64 = 0x5AB5_A3B1_E000_0001;
 
-/// The rows `compare` reads; the others (`comm_only`) are left as they are.
-const JUDGED: [Schedule; 3] = [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly];
+/// The rows `compare` reads: all four.
+const JUDGED: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly, Schedule::CommOnly];
 
 /// Which run a row belongs to, for the note.
 #[derive(Debug, Clone, Copy)]
@@ -136,7 +136,7 @@ mod tests {
                 assert!(huge.metrics.iter().all(|m| m.n_current == SAMPLE_LIMIT), "{case}");
                 let note = huge.reasons.last().expect("a note");
                 assert!(note.contains(&format!("stratified subsample of {SAMPLE_LIMIT} steps")), "{case}");
-                assert!(note.contains(&format!("{} rows longer", 3 * (runs + 1))), "{case}");
+                assert!(note.contains(&format!("{} rows longer", 4 * (runs + 1))), "{case}");
                 assert!(note.contains(&format!(" row, {huge_n})")), "{case}");
                 assert!(small.reasons.iter().all(|r| !r.contains("subsample")), "{:?}", small.reasons);
             }

@@ -22,13 +22,21 @@ pub(super) enum Metric {
     Exposed,
 }
 
-pub(super) const METRICS: [Metric; 5] = [
+/// The step's own rows first, then the two phases alone, so a slower step can be traced to the
+/// phase that moved (`cause.rs`). The two phase medians also carry the bus bandwidth and the
+/// matmul rate as displayed transforms of the same test (`throughput.rs`).
+pub(super) const METRICS: [Metric; 7] = [
     Metric::Quantile { row: Schedule::Overlap, p: 0.5 },
     Metric::Quantile { row: Schedule::Overlap, p: 0.95 },
     Metric::Quantile { row: Schedule::Serial, p: 0.5 },
     Metric::Quantile { row: Schedule::Serial, p: 0.95 },
     Metric::Exposed,
+    Metric::Quantile { row: Schedule::CommOnly, p: 0.5 },
+    Metric::Quantile { row: Schedule::ComputeOnly, p: 0.5 },
 ];
+
+/// The rows the metrics read, in [`RunRows`]' order.
+const ROWS: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly, Schedule::CommOnly];
 
 impl Metric {
     pub(super) fn row(self) -> Schedule {
@@ -79,10 +87,12 @@ impl Weights {
 }
 
 /// A run reduced to the rows the metrics use, each sorted.
+#[derive(Default)]
 pub(super) struct RunRows {
     pub(super) overlap: Vec<f64>,
     serial: Vec<f64>,
     compute: Vec<f64>,
+    comm: Vec<f64>,
 }
 
 impl RunRows {
@@ -91,6 +101,7 @@ impl RunRows {
             overlap: sorted_row(run, Schedule::Overlap),
             serial: sorted_row(run, Schedule::Serial),
             compute: sorted_row(run, Schedule::ComputeOnly),
+            comm: sorted_row(run, Schedule::CommOnly),
         }
     }
 
@@ -98,7 +109,8 @@ impl RunRows {
         match row {
             Schedule::Serial => &self.serial,
             Schedule::ComputeOnly => &self.compute,
-            _ => &self.overlap,
+            Schedule::CommOnly => &self.comm,
+            Schedule::Overlap => &self.overlap,
         }
     }
 
@@ -106,7 +118,8 @@ impl RunRows {
         match row {
             Schedule::Serial => &mut self.serial,
             Schedule::ComputeOnly => &mut self.compute,
-            _ => &mut self.overlap,
+            Schedule::CommOnly => &mut self.comm,
+            Schedule::Overlap => &mut self.overlap,
         }
     }
 
@@ -128,15 +141,13 @@ impl RunRows {
 /// Bootstrap replicates of every metric on one run (moving blocks over the time order of the
 /// samples, which `samples_ms` keeps), computed from one shared set of resamples per row.
 pub(super) fn bootstrap_run(run: &RunResult, resamples: usize, rng: &mut Rng, w: &mut Weights) -> Vec<Vec<f64>> {
-    let mut overlap = Resampler::of(run, Schedule::Overlap);
-    let mut serial = Resampler::of(run, Schedule::Serial);
-    let mut compute = Resampler::of(run, Schedule::ComputeOnly);
+    let mut resamplers: Vec<Resampler> = ROWS.iter().map(|&s| Resampler::of(run, s)).collect();
     let mut out = vec![Vec::with_capacity(resamples); METRICS.len()];
-    let mut rows = RunRows { overlap: Vec::new(), serial: Vec::new(), compute: Vec::new() };
+    let mut rows = RunRows::default();
     for _ in 0..resamples {
-        overlap.draw(rng, &mut rows.overlap);
-        serial.draw(rng, &mut rows.serial);
-        compute.draw(rng, &mut rows.compute);
+        for (r, &s) in resamplers.iter_mut().zip(&ROWS) {
+            r.draw(rng, rows.row_mut(s));
+        }
         for (i, m) in METRICS.iter().enumerate() {
             out[i].push(rows.value(*m, w));
         }
@@ -253,10 +264,10 @@ pub(super) fn history(
 /// neighbour) rather than as independent draws: one such run cannot confirm a regression.
 const EPISODIC_AUTOCORRELATION: f64 = 0.35;
 
-/// The strongest lag-1 autocorrelation of the current run's overlap and serial rows, when it
-/// says the run was episodic.
+/// The strongest lag-1 autocorrelation of the current run's judged rows, when it says the run
+/// was episodic: an episode in the phase rows would blame a phase as surely as one in the step.
 pub(super) fn episodic(run: &RunResult) -> Option<f64> {
-    let rho = [Schedule::Overlap, Schedule::Serial]
+    let rho = ROWS
         .iter()
         .filter_map(|&s| run.row(s))
         .map(|r| lag1_autocorrelation(&r.samples_ms))
@@ -312,7 +323,7 @@ pub(super) fn pooled(
     rng: &mut Rng,
     w: &mut Weights,
 ) -> Vec<Estimate> {
-    let schedules = [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly];
+    let schedules = ROWS;
     let mut base_resamplers: Vec<Vec<Resampler>> =
         schedules.iter().map(|&s| runs.iter().map(|r| Resampler::of(r, s)).collect()).collect();
     let pooled_row = |i: usize| -> Vec<f64> {
@@ -323,14 +334,13 @@ pub(super) fn pooled(
         }
         acc
     };
-    let base = RunRows { overlap: pooled_row(0), serial: pooled_row(1), compute: pooled_row(2) };
+    let base = RunRows { overlap: pooled_row(0), serial: pooled_row(1), compute: pooled_row(2), comm: pooled_row(3) };
     let mut cur_resamplers: Vec<Resampler> = schedules.iter().map(|&s| Resampler::of(current, s)).collect();
     let step = w.quantile(&base.overlap, 0.5);
     let log_scale = |m: Metric| m != Metric::Exposed;
     let relative = |m: Metric, b: f64, c: f64| if log_scale(m) { (c / b).ln() } else { (c - b) / step };
     let mut reps: Vec<Vec<f64>> = vec![Vec::with_capacity(opts.resamples); METRICS.len()];
-    let mut b = RunRows { overlap: Vec::new(), serial: Vec::new(), compute: Vec::new() };
-    let mut c = RunRows { overlap: Vec::new(), serial: Vec::new(), compute: Vec::new() };
+    let (mut b, mut c) = (RunRows::default(), RunRows::default());
     let (mut scratch, mut merged) = (Vec::new(), Vec::new());
     for _ in 0..opts.resamples {
         for (i, resamplers) in base_resamplers.iter_mut().enumerate() {

@@ -28,7 +28,9 @@
 //!   autocorrelation ([`crate::stats::dependent_block_length`]).
 
 mod bound;
+mod cause;
 mod estimate;
+mod throughput;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -44,7 +46,9 @@ use crate::stats::rng::Rng;
 use crate::units::{change, interval, pct};
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
+pub use cause::{mover, Cause, Moves};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
+pub use throughput::{Throughput, ThroughputKind};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -173,6 +177,10 @@ pub struct MetricComparison {
     /// Why the state is what it is, when that is not obvious from the numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The `comm_only` median as bus bandwidth, the `compute_only` median as matmul TFLOPS: the
+    /// same test shown as a throughput (higher is better), never a test of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<Throughput>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,6 +205,10 @@ pub struct Comparison {
     pub baseline: BaselineSummary,
     pub delta: f64,
     pub metrics: Vec<MetricComparison>,
+    /// Which phase a regression traces to (`null` when nothing regressed); the reasons open with
+    /// it in words.
+    #[serde(default)]
+    pub cause: Option<Cause>,
     pub reasons: Vec<String>,
 }
 
@@ -236,6 +248,7 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
             baseline: summary,
             delta,
             metrics: Vec::new(),
+            cause: None,
             reasons: vec![reason],
         };
     }
@@ -251,15 +264,21 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
     } else {
         pooled(&runs, current, &cur_rows, opts, &mut rng, &mut w)
     };
-    let p_reg = holm_adjust(&estimates.iter().map(|e| e.p_regressed).collect::<Vec<_>>());
-    let p_imp = holm_adjust(&estimates.iter().map(|e| e.p_improved).collect::<Vec<_>>());
-    let metrics: Vec<MetricComparison> = METRICS
+    // Holm's family is exactly the metrics judged: one rank's comm_only times a no-op.
+    let judged: Vec<(Metric, Estimate)> =
+        METRICS.iter().copied().zip(estimates).filter(|(m, _)| applies(*m, current)).collect();
+    let p_reg = holm_adjust(&judged.iter().map(|(_, e)| e.p_regressed).collect::<Vec<_>>());
+    let p_imp = holm_adjust(&judged.iter().map(|(_, e)| e.p_improved).collect::<Vec<_>>());
+    let metrics: Vec<MetricComparison> = judged
         .iter()
-        .zip(&estimates)
         .enumerate()
-        .map(|(i, (&m, e))| judge(m, e, p_reg[i], p_imp[i], delta, episodes, opts))
+        .map(|(i, (m, e))| judge(*m, e, p_reg[i], p_imp[i], delta, episodes, current, opts))
         .collect();
+    let cause = mover(moves(&metrics));
     let mut v = decide(&metrics, &summary, &runs, current, delta, opts);
+    if let Some(c) = cause.filter(|_| v.blocking) {
+        v.reasons.insert(0, cause::sentence(c, &phases(&metrics)));
+    }
     v.reasons.extend(bounder.note());
     Comparison {
         schema_version: SCHEMA_VERSION,
@@ -268,7 +287,34 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         baseline: summary,
         delta,
         metrics,
+        cause: cause.filter(|_| v.blocking),
         reasons: v.reasons,
+    }
+}
+
+/// Whether `m` is judged for `current`: not the collective of a one-rank run, which moves
+/// nothing (its bus bandwidth does not apply either).
+fn applies(m: Metric, current: &RunResult) -> bool {
+    m.row() != Schedule::CommOnly || current.workload.world_size > 1
+}
+
+/// The two phase medians, `comm_only` first, as far as they were judged.
+fn phases(metrics: &[MetricComparison]) -> Vec<&MetricComparison> {
+    [Schedule::CommOnly, Schedule::ComputeOnly]
+        .iter()
+        .filter_map(|&s| metrics.iter().find(|m| m.row == s && m.statistic == Statistic::Median))
+        .collect()
+}
+
+/// What [`mover`] reads of the judged metrics.
+fn moves(metrics: &[MetricComparison]) -> Moves {
+    let phase = |s: Schedule| phases(metrics).into_iter().find(|m| m.row == s).map(|m| m.state);
+    let regressed = |s: Schedule| metrics.iter().any(|m| m.row == s && m.state == State::Regressed);
+    Moves {
+        comm: phase(Schedule::CommOnly),
+        compute: phase(Schedule::ComputeOnly),
+        overlap_regressed: regressed(Schedule::Overlap),
+        serial_regressed: regressed(Schedule::Serial),
     }
 }
 
@@ -284,6 +330,7 @@ fn unusable(current: &RunResult, baseline_runs: usize) -> Option<String> {
 }
 
 /// Assigns a state from the adjusted p-values and the interval (gate.md, "four states").
+#[expect(clippy::too_many_arguments, reason = "one call site; the judgement reads each of them once")]
 fn judge(
     m: Metric,
     e: &Estimate,
@@ -291,6 +338,7 @@ fn judge(
     p_imp: f64,
     delta: f64,
     episodes: Option<f64>,
+    current: &RunResult,
     opts: &CompareOptions,
 ) -> MetricComparison {
     let can_block = !m.is_tail() || e.n_baseline.min(e.n_current) >= opts.p95_min_samples;
@@ -339,6 +387,9 @@ fn judge(
         can_block,
         primary: m == METRICS[0],
         note,
+        throughput: (m.statistic() == Statistic::Median)
+            .then(|| throughput::of_median(m.row(), &current.workload, e.baseline, e.current, e.ratio, e.ci))
+            .flatten(),
     }
 }
 
@@ -446,7 +497,12 @@ pub fn describe(m: &MetricComparison) -> String {
             interval(m.ci)
         );
     }
-    format!("{name} {} (95 % CI {})", change(m.ratio), interval(m.ci))
+    let throughput = m
+        .throughput
+        .as_ref()
+        .map(|t| format!(", {} {} (95 % CI {})", t.kind.label(), change(t.ratio), interval(t.ci)))
+        .unwrap_or_default();
+    format!("{name} {} (95 % CI {}){throughput}", change(m.ratio), interval(m.ci))
 }
 
 #[cfg(test)]
@@ -480,8 +536,9 @@ mod tests {
         assert!(!c.regression, "{c:#?}");
         assert_eq!(c.verdict, Decision::Accept, "{:?}", c.reasons);
         assert_eq!(state(&c, "overlap", "median"), State::Unchanged);
-        assert_eq!(c.metrics.len(), 5);
+        assert_eq!(c.metrics.len(), 7);
         assert!(c.metrics.iter().all(|m| m.method == Method::History));
+        assert_eq!(c.cause, None);
         assert_eq!(c.delta, 0.03);
     }
 
@@ -491,8 +548,11 @@ mod tests {
         assert!(c.regression);
         assert_eq!(c.verdict, Decision::Tune);
         assert_eq!(state(&c, "overlap", "median"), State::Regressed);
-        assert!(c.reasons[0].starts_with("overlap median +"), "{:?}", c.reasons);
-        assert!(c.reasons[0].contains("above the 3 % floor"), "{:?}", c.reasons);
+        // Every row of the fixture is 20 % slower: both phases moved, and the reasons say so first.
+        assert_eq!(c.cause, Some(Cause::CommunicationAndCompute));
+        assert!(c.reasons[0].contains("→ both the collective"), "{:?}", c.reasons);
+        assert!(c.reasons[1].starts_with("overlap median +"), "{:?}", c.reasons);
+        assert!(c.reasons[1].contains("above the 3 % floor"), "{:?}", c.reasons);
         let faster = compare(&baseline(10, 200), &fixtures::run(&samples(200, 0.8, 7)), &CompareOptions::default());
         assert_eq!(state(&faster, "overlap", "median"), State::Improved);
         assert!(!faster.regression);
@@ -550,6 +610,92 @@ mod tests {
         let cur = fixtures::run(&samples(150, 1.04, 9));
         let opts = CompareOptions::default();
         assert_eq!(compare(&b, &cur, &opts), compare(&b, &cur, &opts));
+    }
+}
+
+#[cfg(test)]
+mod mover_tests {
+    use super::*;
+    use crate::result::fixtures;
+    use std::path::PathBuf;
+
+    /// A run whose rows are `n` quiet steps, each row's level multiplied by its factor.
+    fn run(seed: u64, factors: &[(Schedule, f64)]) -> RunResult {
+        let mut rng = Rng::new(seed);
+        let mut r = fixtures::run(&vec![1.0; 200]);
+        for row in &mut r.rows {
+            let f = factors.iter().find(|(s, _)| *s == row.schedule).map_or(1.0, |(_, f)| *f);
+            row.samples_ms = (0..200).map(|_| f * (0.02 * rng.normal()).exp()).collect();
+        }
+        r
+    }
+
+    fn verdict(factors: &[(Schedule, f64)], base_runs: u64) -> Comparison {
+        let runs = (0..base_runs).map(|i| run(100 + i, &[])).collect();
+        compare(&Baseline { path: PathBuf::from("b.json"), runs }, &run(7, factors), &CompareOptions::default())
+    }
+
+    fn metric(c: &Comparison, row: Schedule) -> &MetricComparison {
+        c.metrics.iter().find(|m| m.row == row && m.statistic == Statistic::Median).expect("metric")
+    }
+
+    #[test]
+    fn a_slower_collective_alone_blocks_and_is_named() {
+        for base_runs in [10, 1] {
+            let c = verdict(&[(Schedule::CommOnly, 1.08)], base_runs);
+            assert!(c.regression, "{base_runs}: {:?}", c.reasons);
+            assert_eq!(c.cause, Some(Cause::Communication), "{:?}", c.reasons);
+            assert!(c.reasons[0].starts_with("comm_only median +8"), "{:?}", c.reasons);
+            assert!(c.reasons[0].contains(", busbw −7"), "{:?}", c.reasons);
+            assert!(
+                c.reasons[0].contains("compute_only median unchanged → the collective got slower"),
+                "{:?}",
+                c.reasons
+            );
+            let t = metric(&c, Schedule::CommOnly).throughput.as_ref().expect("busbw");
+            assert_eq!(t.kind, ThroughputKind::BusbwGbps);
+            assert!(t.ratio < 0.95 && t.ci[1] < 1.0, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn a_slower_gemm_is_named_and_shown_as_tflops() {
+        let c = verdict(&[(Schedule::ComputeOnly, 1.08)], 10);
+        assert!(c.regression, "{:?}", c.reasons);
+        assert_eq!(c.cause, Some(Cause::Compute));
+        assert!(c.reasons[0].contains("matmul TFLOPS −7"), "{:?}", c.reasons);
+        assert!(c.reasons[0].ends_with("→ the GEMM got slower (cuBLAS, clocks, power)"), "{:?}", c.reasons);
+    }
+
+    #[test]
+    fn a_slower_overlapped_step_with_both_phases_unchanged_names_the_overlap() {
+        let c = verdict(&[(Schedule::Overlap, 1.08)], 10);
+        assert!(c.regression, "{:?}", c.reasons);
+        assert_eq!(c.cause, Some(Cause::Overlap));
+        assert!(
+            c.reasons[0].starts_with(
+                "comm_only median unchanged, compute_only median unchanged → the two streams overlap less"
+            ),
+            "{:?}",
+            c.reasons
+        );
+    }
+
+    #[test]
+    fn one_rank_judges_no_collective_and_no_bandwidth() {
+        let mut cur = run(7, &[]);
+        cur.workload.world_size = 1;
+        let runs = (0..10)
+            .map(|i| {
+                let mut r = run(100 + i, &[]);
+                r.workload.world_size = 1;
+                r
+            })
+            .collect();
+        let c = compare(&Baseline { path: PathBuf::from("b.json"), runs }, &cur, &CompareOptions::default());
+        assert_eq!(c.metrics.len(), 6, "Holm's family is what is judged");
+        assert!(c.metrics.iter().all(|m| m.row != Schedule::CommOnly));
+        assert!(metric(&c, Schedule::ComputeOnly).throughput.is_some());
     }
 }
 

@@ -105,10 +105,14 @@ pub(crate) fn metric_table(c: &Comparison) -> String {
     let rows: Vec<Vec<String>> = c
         .metrics
         .iter()
-        .map(|m| {
-            let mut row = super::metric_cells(m, |s| md_cell(s, NAME));
-            row.push(format!("`{}`", m.state.as_str()));
-            row
+        .flat_map(|m| {
+            let state = format!("`{}`", m.state.as_str());
+            let cells =
+                [Some(super::metric_cells(m, |s| md_cell(s, NAME))), super::throughput_cells(m, |s| md_cell(s, NAME))];
+            cells.into_iter().flatten().map(move |mut row| {
+                row.push(state.clone());
+                row
+            })
         })
         .collect();
     table(&[&super::METRIC_COLUMNS[..], &[("state", Align::Left)]].concat(), &rows)

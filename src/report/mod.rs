@@ -326,6 +326,23 @@ pub(crate) fn metric_cells(m: &crate::compare::MetricComparison, label: fn(&str)
     ]
 }
 
+/// The row under a phase median that shows it as a throughput (busbw, matmul TFLOPS), when it
+/// has one: the same test, so the p-value cell says so instead of repeating it, and the values
+/// carry their unit because the column heads say ms.
+pub(crate) fn throughput_cells(m: &crate::compare::MetricComparison, label: fn(&str) -> String) -> Option<Vec<String>> {
+    let t = m.throughput.as_ref()?;
+    let unit = t.kind.unit();
+    Some(vec![
+        label(&format!("{} (same test)", t.kind.label())),
+        format!("{} {unit}", two(t.baseline)),
+        format!("{} {unit}", two(t.current)),
+        change(t.ratio),
+        interval(t.ci),
+        p_value(m.p_adjusted),
+        format!("{}/{}", m.n_baseline, m.n_current),
+    ])
+}
+
 /// `1 file`, `2 files`.
 pub(crate) fn counted(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })

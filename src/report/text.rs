@@ -89,7 +89,7 @@ fn table_line(columns: &[(&str, Align)], widths: &[usize], row: &[String]) -> St
 /// reasons a reviewer acts on.
 pub fn comparison(c: &Comparison) -> String {
     let mut out = format!("{}\n\n", baseline_line(c));
-    let rows: Vec<Vec<String>> = c.metrics.iter().map(metric_row).collect();
+    let rows: Vec<Vec<String>> = c.metrics.iter().flat_map(metric_rows).collect();
     if rows.is_empty() {
         out.push_str("No metrics compared.\n");
     } else {
@@ -119,11 +119,18 @@ fn baseline_line(c: &Comparison) -> String {
     )
 }
 
-/// The metric's row; its label is the crate's own, written as-is.
-fn metric_row(m: &MetricComparison) -> Vec<String> {
+/// The metric's row, then its throughput row when it has one; labels are the crate's own,
+/// written as-is.
+fn metric_rows(m: &MetricComparison) -> Vec<Vec<String>> {
+    let tail = [m.method.to_string(), m.state.as_str().to_string()];
     let mut row = super::metric_cells(m, str::to_owned);
-    row.extend([m.method.to_string(), m.state.as_str().to_string()]);
-    row
+    row.extend(tail.clone());
+    let mut rows = vec![row];
+    if let Some(mut t) = super::throughput_cells(m, str::to_owned) {
+        t.extend(tail);
+        rows.push(t);
+    }
+    rows
 }
 
 #[cfg(test)]
