@@ -52,7 +52,7 @@ fn the_readme_first_command_accepts() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("Verdict: accept\n"), "{stdout}");
-    assert!(stdout.contains("no regression against 5 baseline run(s): 5 of 5 metrics unchanged"), "{stdout}");
+    assert!(stdout.contains("no regression against 5 baseline run(s): 7 of 7 metrics unchanged"), "{stdout}");
     assert!(stdout.contains("hardware matches"), "{stdout}");
     assert!(stdout.contains("Traces against baseline \"default\":"), "{stdout}");
 }
