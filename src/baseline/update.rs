@@ -315,6 +315,41 @@ mod tests {
     }
 
     #[test]
+    fn several_results_go_to_their_own_files_under_one_lock_all_or_nothing() {
+        let (dir, store) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("store"));
+        let mut small = run(1);
+        small.workload.id = "small".into();
+        let change = |p: PathBuf| Change { target: Target::Result(p), keep: 10, traces: None };
+        let (a, b, c) = (
+            write_result(dir.path(), "a.json", &run(1)),
+            write_result(dir.path(), "b.json", &small),
+            write_result(dir.path(), "c.json", &run(2)),
+        );
+        let done = update_all(store.path(), vec![change(a.clone()), change(b), change(c)], || {}).expect("stored");
+        let runs: Vec<(String, usize)> = done
+            .iter()
+            .map(|u| (u.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), u.runs))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                ("par-overlap-allreduce-matmul.json".into(), 1),
+                ("small.json".into(), 1),
+                ("par-overlap-allreduce-matmul.json".into(), 2)
+            ],
+            "two results of one workload land in one file, in order"
+        );
+        assert_eq!(load(&done[2].path).expect("store").runs.len(), 2);
+        // One refused result: nothing of the others is written either.
+        let mut other = run(3);
+        other.workload.compute_dim += 1;
+        let (d, e) = (write_result(dir.path(), "d.json", &run(4)), write_result(dir.path(), "e.json", &other));
+        let err = update_all(store.path(), vec![change(d), change(e)], || {}).unwrap_err();
+        assert!(err.to_string().contains("measures a different workload"), "{err}");
+        assert_eq!(load(&done[2].path).expect("store").runs.len(), 2, "run 4 was not added");
+    }
+
+    #[test]
     fn update_appends_keeps_newest_and_refuses_mismatches() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = tmp.path().join("baselines");
