@@ -1,8 +1,8 @@
 //! Which workloads `commgate bench` runs: the `[workloads.<name>]` tables of `commgate.toml`,
 //! `--payload-sizes` (one workload per size) and `--workload` (the id of the one workload, or
-//! which table to run). Each workload's values are flags > environment > its table > `[bench]`
-//! > the backend's defaults; a table's value that is refused names `file:line:column` of its
-//! key. `check` does not read the tables: it runs the default workload.
+//! which table to run). Each workload's values are flags, then environment, then its table,
+//! then `[bench]`, then the backend's defaults; a table's value that is refused names
+//! `file:line:column` of its key. `check` does not read the tables: it runs the default workload.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -191,8 +191,11 @@ fn layer<T: Clone>(base: &Option<Setting<T>>, table: Option<T>, origin: impl FnO
     }
 }
 
-/// Where each table and key of `[workloads]` is written, for messages.
-struct Positions(BTreeMap<String, ((usize, usize), BTreeMap<String, (usize, usize)>)>);
+/// A 1-based line and column.
+type At = (usize, usize);
+
+/// Where each table (its name) and each of its keys is written, for messages.
+struct Positions(BTreeMap<String, (At, BTreeMap<String, At>)>);
 
 impl Positions {
     fn of(file: &FileConfig) -> Self {
