@@ -41,7 +41,7 @@ pub enum Command {
     /// on a confirmed regression.
     Compare(CompareArgs),
     /// Run the overlap benchmark (all-reduce and matmul: alone, serially, overlapped) and write a
-    /// result file.
+    /// result file per workload (--payload-sizes, [workloads.<name>] tables), listed on stdout.
     Bench(BenchArgs),
     /// The gate: run the benchmark (or take --result), compare with the stored baseline,
     /// attribute --traces, decide one verdict, write the report, comment on the pull request.
