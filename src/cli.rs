@@ -41,7 +41,7 @@ pub enum Command {
     /// on a confirmed regression.
     Compare(CompareArgs),
     /// Run the overlap benchmark (all-reduce and matmul: alone, serially, overlapped) and write a
-    /// result file.
+    /// result file per workload (--payload-sizes, [workloads.<name>] tables), listed on stdout.
     Bench(BenchArgs),
     /// The gate: run the benchmark (or take --result), compare with the stored baseline,
     /// attribute --traces, decide one verdict, write the report, comment on the pull request.
@@ -125,10 +125,24 @@ pub struct BenchArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// The result file (default: benchmarks/results/<time>_<workload>_<label>.json, never
-    /// overwriting an earlier one).
+    /// The result file (default: <results dir>/<time>_<workload>_<label>.json, never
+    /// overwriting an earlier one). One workload only: with several, use --results-dir.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Directory of the default result file names (default: benchmarks/results).
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+
+    /// The workload's id (letters, digits, '-', '_', '.', '+'; at most 64), or with
+    /// [workloads.<name>] tables in commgate.toml the one of them to run (by name or id).
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+
+    /// One workload per payload size, bytes per rank, comma-separated: plain numbers or with a
+    /// Ki, Mi or Gi suffix (1Mi,64Mi,1Gi). Each gets an id derived from what it measures.
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', num_args = 1.., conflicts_with = "payload_elements")]
+    pub payload_sizes: Vec<String>,
 }
 
 /// The benchmark's flags, shared by `bench` and `check`.
@@ -314,9 +328,10 @@ pub struct ShowArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct UpdateArgs {
-    /// The result file to add.
-    #[arg(long, value_name = "RESULT", required_unless_present = "traces")]
-    pub from: Option<PathBuf>,
+    /// The result files to add, each to its own profile's and workload's file (all checked
+    /// before any is written).
+    #[arg(long, value_name = "RESULT", num_args = 1.., required_unless_present = "traces")]
+    pub from: Vec<PathBuf>,
 
     /// Profiler traces whose attribution summary the baseline keeps, for `check --traces`.
     #[arg(long, num_args = 1.., value_name = "PATH")]

@@ -1,6 +1,7 @@
 //! Typed, validated settings, resolved once: flags > `COMMGATE_*` environment (both through
 //! clap) > `commgate.toml` > defaults. Everything after this module sees only domain types.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -10,6 +11,7 @@ use crate::baseline::history::MAX_HISTORY;
 use crate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
 use crate::bench::limits;
 use crate::bench::settings::{BackendChoice, BenchRequest, RunOptions};
+use crate::bench::workload::{Declared, IdChoice};
 use crate::bench::Dtype;
 use crate::check::CheckOptions;
 use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
@@ -23,8 +25,10 @@ use crate::verdict::FailOn;
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
 mod origin;
+mod workloads;
 use origin::{key, ACCEPT_EXPOSED_MS, HISTORY_KEEP, IMBALANCE_RATIO, KEEP, LOW_OVERLAP_RATIO, STEPS};
 pub use origin::{parse_args, ArgsError, Provenance};
+pub use workloads::{Collective, WorkloadTable};
 
 /// `commgate.toml`, as written. Unknown keys and unknown choices are errors (naming the line and
 /// the accepted values) so that typos do not pass silently.
@@ -43,6 +47,10 @@ pub struct FileConfig {
     pub bench: BenchFile,
     #[serde(default)]
     pub check: CheckFile,
+    /// `[workloads.<name>]`: the workloads `bench` runs, in name order (none: the one of
+    /// `[bench]` and the flags).
+    #[serde(default)]
+    pub workloads: BTreeMap<String, WorkloadTable>,
     /// Where the values came from, for error messages (not a key of the file).
     #[serde(skip)]
     pub provenance: Provenance,
@@ -334,7 +342,7 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
 /// Settings for `commgate baseline update`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateConfig {
-    pub from: Option<PathBuf>,
+    pub from: Vec<PathBuf>,
     pub traces: Vec<PathBuf>,
     pub name: String,
     pub environment_profile: Option<String>,
@@ -359,7 +367,14 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
             file.origin(HISTORY_KEEP, args.history_keep.is_some(), &history_keep)
         );
     }
-    if args.from.is_none() && args.environment_profile.is_none() {
+    if args.from.len() > 1 && !args.traces.is_empty() {
+        bail!(
+            "baseline update --traces with {} --from files: the trace summary would go into each of their baseline \
+             files; add it with one --from (or with --environment-profile and --workload-id)",
+            args.from.len()
+        );
+    }
+    if args.from.is_empty() && args.environment_profile.is_none() {
         bail!(
             "baseline update --traces without --from needs --environment-profile (which baseline file to add them to)"
         );
@@ -376,13 +391,11 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
     })
 }
 
-/// Settings for `commgate bench`: flags > env > `[bench]`; what depends on the backend that
-/// will run (its default sizes, the world size) is left for [`BenchRequest::resolve`].
-pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<BenchRequest> {
-    let mut request = bench_flags(args.flags, file, env)?;
-    request.run.output = args.output;
-    request.run.dry_run = args.dry_run;
-    Ok(request)
+/// Settings for `commgate bench`: the workloads to run, in order, each flags > env >
+/// `[workloads.<name>]` > `[bench]`; what depends on the backend that will run (its default
+/// sizes, the world size, a derived id) is left for [`crate::bench::workload::resolve_all`].
+pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Declared>> {
+    workloads::declare(args, file, env)
 }
 
 /// The benchmark flags `bench` and `check` share, each value checked against its limits
@@ -405,6 +418,7 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
         repeats: limits::REPEATS.pick(args.repeats, f.repeats, path, &env),
         allow_single_rank: args.allow_single_rank,
         seed: args.seed.unwrap_or(1),
+        workload: IdChoice::Legacy,
         run: RunOptions {
             timeout,
             run_label: args.run_label.or_else(|| f.run_label.clone()).unwrap_or_else(|| "default".to_string()),
@@ -571,6 +585,13 @@ mod bench_tests {
         None
     }
 
+    /// The one workload a run without tables or `--payload-sizes` declares.
+    fn only(declared: Result<Vec<Declared>>) -> BenchRequest {
+        let mut all = declared.expect("ok");
+        assert_eq!(all.len(), 1);
+        all.remove(0).request
+    }
+
     /// Resolves a request on a machine with `gpus` visible GPUs (`None`: no CUDA at all).
     fn resolved(request: BenchRequest, gpus: Option<u32>) -> BenchSettings {
         request.resolve(None, || gpus.ok_or("libcuda.so.1 was not found")).expect("within limits").0
@@ -578,17 +599,17 @@ mod bench_tests {
 
     #[test]
     fn defaults_follow_the_backend_that_will_run() {
-        let gpu = resolved(bench(args(&["--backend", "mock"]), &FileConfig::default(), no_env).expect("ok"), None);
+        let gpu = resolved(only(bench(args(&["--backend", "mock"]), &FileConfig::default(), no_env)), None);
         assert_eq!((gpu.plan.payload_elements, gpu.plan.compute_dim, gpu.plan.repeats), (4 << 20, 2048, 200));
         assert_eq!(gpu.plan.dtype, Dtype::Bfloat16);
-        let auto_on_cpu = resolved(bench(args(&[]), &FileConfig::default(), no_env).expect("ok"), None);
+        let auto_on_cpu = resolved(only(bench(args(&[]), &FileConfig::default(), no_env)), None);
         assert_eq!(auto_on_cpu.backend, BackendKind::Cpu);
         assert_eq!((auto_on_cpu.plan.payload_elements, auto_on_cpu.plan.repeats), (1 << 20, 120));
         let file = parse_file("[bench]\nrepeats = 150\ndtype = \"float32\"\n").expect("valid");
-        let s = resolved(bench(args(&["--backend", "mock", "--repeats", "300"]), &file, no_env).expect("ok"), None);
+        let s = resolved(only(bench(args(&["--backend", "mock", "--repeats", "300"]), &file, no_env)), None);
         assert_eq!((s.plan.repeats, s.plan.dtype), (300, Dtype::Float32));
-        let ci = bench(args(&["--backend", "mock"]), &FileConfig::default(), |k| (k == "CI").then(|| "true".into()))
-            .expect("ok");
+        let ci =
+            only(bench(args(&["--backend", "mock"]), &FileConfig::default(), |k| (k == "CI").then(|| "true".into())));
         assert!(!ci.run.progress);
     }
 

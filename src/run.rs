@@ -17,6 +17,7 @@ use crate::bench;
 use crate::bench::launch::{self, Launch};
 use crate::bench::runner::{self, BenchOutcome};
 use crate::bench::settings::{BenchRequest, BenchSettings};
+use crate::bench::workload;
 use crate::bench::BenchError;
 use crate::check;
 use crate::cli::{BaseFlags, BaselineCommand, Cli, Command, InitArgs};
@@ -66,28 +67,20 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(if comparison.regression { Outcome::Blocked } else { Outcome::Passed })
         }
         Command::Bench(args) => {
-            let request = config::bench(args, &file, |k| std::env::var(k).ok())?;
-            let (settings, launch) = resolve_bench(request)?;
-            match runner::run(&settings, launch)? {
-                BenchOutcome::Planned(text) => emit(&text, None)?,
-                BenchOutcome::Contributed { rank } => {
-                    diag::info(format_args!("rank {rank} done; rank 0 writes the result"))
-                }
-                BenchOutcome::Written { path, result } => {
-                    diag::info(format_args!(
-                        "wrote {} ({}: {})",
-                        path.display(),
-                        result.decision.verdict.as_str(),
-                        result.decision.reason
-                    ));
-                }
-                BenchOutcome::Failed { path, result } => {
-                    let why =
-                        result.failure.as_ref().map_or_else(String::new, |f| format!("{}: {}", f.kind, f.message));
-                    anyhow::bail!("the benchmark failed ({why}); the failure is recorded in {}", path.display());
-                }
+            let declared = config::bench(args, &file, |k| std::env::var(k).ok())?;
+            let launch = launch::from_env(|k| std::env::var(k).ok())?;
+            let (all, notes) = workload::resolve_all(declared, launch.as_ref(), bench::cuda::probe)?;
+            for note in notes {
+                diag::info(note);
             }
-            Ok(Outcome::Passed)
+            if all.len() > 1 && launch.is_some() {
+                anyhow::bail!(
+                    "{} workloads under a multi-process launcher: run one per job (--workload NAME, or one \
+                     --payload-sizes entry)",
+                    all.len()
+                );
+            }
+            run_benches(&all, launch)
         }
         Command::Check(args) => {
             let mut cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
@@ -143,17 +136,28 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 print_notes(&attribution);
                 Some((cfg.name, attribution))
             };
-            let target = match cfg.from {
-                Some(from) => baseline::Target::Result(from),
-                None => baseline::Target::File {
+            let targets: Vec<baseline::Target> = if cfg.from.is_empty() {
+                vec![baseline::Target::File {
                     profile: cfg.environment_profile.unwrap_or_default(),
                     workload_id: cfg.workload_id,
-                },
+                }]
+            } else {
+                cfg.from.into_iter().map(baseline::Target::Result).collect()
             };
-            let change = baseline::Change { target, keep: cfg.keep, history_keep: cfg.history_keep, traces };
+            let changes: Vec<baseline::Change> = targets
+                .into_iter()
+                .map(|target| baseline::Change {
+                    target,
+                    keep: cfg.keep,
+                    history_keep: cfg.history_keep,
+                    traces: traces.clone(),
+                })
+                .collect();
             let waiting = || diag::info(format_args!("waiting for another update of {} to finish", cfg.dir.display()));
-            for line in baseline::update(&cfg.dir, change, waiting)?.messages() {
-                diag::info(line);
+            for updated in baseline::update_all(&cfg.dir, changes, waiting)? {
+                for line in updated.messages() {
+                    diag::info(line);
+                }
             }
             Ok(Outcome::Passed)
         }
@@ -176,6 +180,50 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
     }
+}
+
+/// Runs each workload in turn, saying what each wrote, and prints the result files written on
+/// stdout, one a line. The first failed run stops the rest (a hung GPU would hang them too).
+fn run_benches(all: &[BenchSettings], launch: Option<Launch>) -> Result<Outcome> {
+    let several = all.len() > 1;
+    let mut written: Vec<PathBuf> = Vec::new();
+    for settings in all {
+        let id = &settings.workload_id;
+        match runner::run(settings, launch.clone())? {
+            BenchOutcome::Planned(text) if several => emit(&format!("workload {id}\n{text}"), None)?,
+            BenchOutcome::Planned(text) => emit(&text, None)?,
+            BenchOutcome::Contributed { rank } => {
+                diag::info(format_args!("rank {rank} done; rank 0 writes the result"))
+            }
+            BenchOutcome::Written { path, result } => {
+                diag::info(format_args!(
+                    "wrote {} (workload {id}; {}: {})",
+                    path.display(),
+                    result.decision.verdict.as_str(),
+                    result.decision.reason
+                ));
+                written.push(path);
+            }
+            BenchOutcome::Failed { path, result } => {
+                let why = result.failure.as_ref().map_or_else(String::new, |f| format!("{}: {}", f.kind, f.message));
+                let before = if written.is_empty() {
+                    String::new()
+                } else {
+                    let list: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+                    format!("; written before it: {}", list.join(", "))
+                };
+                anyhow::bail!(
+                    "the benchmark of workload {id} failed ({why}); the failure is recorded in {}{before}",
+                    path.display()
+                );
+            }
+        }
+    }
+    if !written.is_empty() {
+        let list: String = written.iter().map(|p| format!("{}\n", p.display())).collect();
+        emit(&list, None)?;
+    }
+    Ok(Outcome::Passed)
 }
 
 /// `commgate init`: check the values, plan every file, write them (all or none), say what next.

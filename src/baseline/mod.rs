@@ -23,7 +23,7 @@ use crate::trace::attribute::Attribution;
 pub use history::{trend_points, DEFAULT_HISTORY_KEEP};
 pub use identity::{run_id, RunId};
 pub use lock::StoreLock;
-pub use update::{update, Change, RunChange, Target, TracesChange, Updated};
+pub use update::{update, update_all, Change, RunChange, Target, TracesChange, Updated};
 
 pub const DEFAULT_KEEP: usize = 10;
 

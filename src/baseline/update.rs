@@ -118,14 +118,68 @@ fn plural(n: usize) -> &'static str {
 /// writing it; `waiting` is called once if another update holds the lock. The new result is read
 /// and checked before the lock is taken: a bad result neither waits nor touches the store.
 pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Updated, FileError> {
-    let (new_run, path) = match &change.target {
+    let mut all = update_all(dir, vec![change], waiting)?;
+    all.pop().ok_or_else(|| FileError::new(dir, "nothing was updated"))
+}
+
+/// Applies several changes (`baseline update --from A --from B`) under one hold of the lock, in
+/// order: every result is read and checked before the lock is taken, and every change is applied
+/// in memory before any file is written, so a result that a store refuses changes nothing. Each
+/// store file is then written once, atomically; only a failing disk between two files can leave
+/// the first written and not the second (the error names the file).
+pub fn update_all(dir: &Path, changes: Vec<Change>, waiting: impl FnOnce()) -> Result<Vec<Updated>, FileError> {
+    let prepared = changes.into_iter().map(|c| prepare(dir, c)).collect::<Result<Vec<_>, _>>()?;
+    let lock = StoreLock::acquire(dir, waiting)?;
+    // The store files touched, as they will be written, in the order first touched.
+    let mut files: Vec<(PathBuf, BaselineFile, bool)> = Vec::new();
+    let mut done = Vec::with_capacity(prepared.len());
+    for (change, new_run, path) in prepared {
+        let slot = match files.iter().position(|(p, _, _)| *p == path) {
+            Some(i) => i,
+            None => {
+                let file = match &new_run {
+                    Some((_, run)) if !path.exists() => empty_store(run),
+                    _ => {
+                        let file: BaselineFile = read_versioned(&path, "baseline file")?;
+                        check_store(&file, Runs::MayBeEmpty).map_err(|m| FileError::new(&path, m))?;
+                        file
+                    }
+                };
+                files.push((path.clone(), file, false));
+                files.len() - 1
+            }
+        };
+        let (_, file, changed) = &mut files[slot];
+        let (run, traces, fingerprint_note) = apply(file, changed, &path, change, new_run)?;
+        let runs = file.runs.len();
+        done.push(Updated { path, runs, run, traces, removed_leftovers: 0, fingerprint_note });
+    }
+    for (path, file, changed) in &files {
+        if *changed {
+            write_store(path, file)?;
+        }
+    }
+    if let Some(first) = done.first_mut() {
+        first.removed_leftovers = lock.removed().len();
+    }
+    drop(lock);
+    Ok(done)
+}
+
+/// A change with its result read and checked, and the store file it goes to.
+type Prepared = (Change, Option<(PathBuf, RunResult)>, PathBuf);
+
+/// Reads and checks what `change` adds, before the lock is taken.
+fn prepare(dir: &Path, change: Change) -> Result<Prepared, FileError> {
+    match &change.target {
         Target::Result(from) => {
             if change.keep == 0 {
                 return Err(FileError::new(from, "--keep 0 would keep no runs; use 1 or more"));
             }
             let run = addable_run(from)?;
             let path = store_path(dir, &run).map_err(|e| FileError::new(from, e.to_string()))?;
-            (Some((from.as_path(), run)), path)
+            let from = from.clone();
+            Ok((change, Some((from, run)), path))
         }
         Target::File { profile, workload_id } => {
             let path = store_path_for(dir, profile, workload_id).map_err(|e| FileError::new(dir, e.to_string()))?;
@@ -135,20 +189,22 @@ pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Upda
                     "does not exist yet: add a run first (`commgate baseline update --from RESULT --traces …` does both)",
                 ));
             }
-            (None, path)
+            Ok((change, None, path))
         }
-    };
+    }
+}
 
-    let lock = StoreLock::acquire(dir, waiting)?;
-    let mut file = match &new_run {
-        Some((_, run)) if !path.exists() => empty_store(run),
-        _ => {
-            let file: BaselineFile = read_versioned(&path, "baseline file")?;
-            check_store(&file, Runs::MayBeEmpty).map_err(|m| FileError::new(&path, m))?;
-            file
-        }
-    };
-    let mut changed = false;
+/// What one change did to a store file held in memory.
+type Applied = (Option<RunChange>, Option<TracesChange>, Option<String>);
+
+/// Adds the run and the trace summary of one change to `file` (in memory), setting `changed`.
+fn apply(
+    file: &mut BaselineFile,
+    changed: &mut bool,
+    path: &Path,
+    change: Change,
+    new_run: Option<(PathBuf, RunResult)>,
+) -> Result<Applied, FileError> {
     let mut fingerprint_note = None;
     let run = match new_run {
         None => None,
@@ -156,7 +212,7 @@ pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Upda
             if let Some(last) = file.runs.last() {
                 if let Some((field, base, new)) = last.workload.difference(&run.workload) {
                     return Err(FileError::new(
-                        from,
+                        &from,
                         format!(
                             "measures a different workload than {} (`workload.{field}`: {} there, {} here); {}",
                             path.display(),
@@ -178,7 +234,7 @@ pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Upda
                 let dropped = file.runs.len().saturating_sub(change.keep);
                 let evicted: Vec<RunResult> = file.runs.drain(..dropped).collect();
                 super::history::record(&mut file.history, &evicted, change.history_keep);
-                changed = true;
+                *changed = true;
                 Some(RunChange::Added { id, created_at, dropped })
             }
         }
@@ -187,16 +243,11 @@ pub fn update(dir: &Path, change: Change, waiting: impl FnOnce()) -> Result<Upda
         let collectives = attribution.by_collective.len();
         if file.traces.get(&name) != Some(&attribution) {
             file.traces.insert(name.clone(), attribution);
-            changed = true;
+            *changed = true;
         }
         TracesChange { name, collectives }
     });
-    if changed {
-        write_store(&path, &file)?;
-    }
-    let removed_leftovers = lock.removed().len();
-    drop(lock);
-    Ok(Updated { path, runs: file.runs.len(), run, traces, removed_leftovers, fingerprint_note })
+    Ok((run, traces, fingerprint_note))
 }
 
 /// Reads the result to add and refuses what a baseline must not hold.
@@ -270,6 +321,41 @@ mod tests {
     fn attribution() -> Attribution {
         let seed = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seed_events.json"));
         crate::trace::load::attribute_paths(&[seed], &Default::default()).expect("attributes")
+    }
+
+    #[test]
+    fn several_results_go_to_their_own_files_under_one_lock_all_or_nothing() {
+        let (dir, store) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("store"));
+        let mut small = run(1);
+        small.workload.id = "small".into();
+        let change = |p: PathBuf| Change { target: Target::Result(p), keep: 10, history_keep: 1000, traces: None };
+        let (a, b, c) = (
+            write_result(dir.path(), "a.json", &run(1)),
+            write_result(dir.path(), "b.json", &small),
+            write_result(dir.path(), "c.json", &run(2)),
+        );
+        let done = update_all(store.path(), vec![change(a.clone()), change(b), change(c)], || {}).expect("stored");
+        let runs: Vec<(String, usize)> = done
+            .iter()
+            .map(|u| (u.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), u.runs))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                ("par-overlap-allreduce-matmul.json".into(), 1),
+                ("small.json".into(), 1),
+                ("par-overlap-allreduce-matmul.json".into(), 2)
+            ],
+            "two results of one workload land in one file, in order"
+        );
+        assert_eq!(load(&done[2].path).expect("store").runs.len(), 2);
+        // One refused result: nothing of the others is written either.
+        let mut other = run(3);
+        other.workload.compute_dim += 1;
+        let (d, e) = (write_result(dir.path(), "d.json", &run(4)), write_result(dir.path(), "e.json", &other));
+        let err = update_all(store.path(), vec![change(d), change(e)], || {}).unwrap_err();
+        assert!(err.to_string().contains("measures a different workload"), "{err}");
+        assert_eq!(load(&done[2].path).expect("store").runs.len(), 2, "run 4 was not added");
     }
 
     #[test]

@@ -14,7 +14,9 @@ use crate::result::{
 use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::type7_quantile;
 
-pub const WORKLOAD_ID: &str = "par-overlap-allreduce-matmul";
+/// The default workload's id (see [`super::workload`]); [`build`] writes it, the caller sets
+/// another workload's.
+pub const WORKLOAD_ID: &str = super::workload::LEGACY_ID;
 /// Repeats a P95 needs before the run can judge itself.
 pub const MIN_REPEATS_FOR_P95: usize = 100;
 /// A rank whose mean overlap step exceeds the other ranks' mean by this factor grew a tail.
@@ -338,15 +340,17 @@ pub fn rfc3339(secs: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
-/// `benchmarks/results/20261130T091258Z_par-overlap-allreduce-matmul_default.json` under `dir`,
-/// with `-2`, `-3`… when a file of that name exists: history is never overwritten.
-pub fn default_output(dir: &Path, created_at: &str, label: &str) -> PathBuf {
+/// `benchmarks/results/20261130T091258Z_par-overlap-allreduce-matmul_default.json` under `dir`
+/// (the workload's id in the middle), with `-2`, `-3`… when a file of that name exists: history
+/// is never overwritten. `workload_id` is a checked id ([`super::workload::check_id`]) or a
+/// derived one, so it is a file name as it stands.
+pub fn default_output(dir: &Path, created_at: &str, workload_id: &str, label: &str) -> PathBuf {
     let stamp: String = created_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
     let label: String = label
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
         .collect();
-    let base = format!("{stamp}_{WORKLOAD_ID}_{label}");
+    let base = format!("{stamp}_{workload_id}_{label}");
     let mut path = dir.join(format!("{base}.json"));
     let mut n = 2;
     while path.exists() {
@@ -526,11 +530,13 @@ mod tests {
         assert_eq!(rfc3339(1_796_029_978), "2026-11-30T09:12:58Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         let dir = tempfile::tempdir().expect("tempdir");
-        let p = default_output(dir.path(), "2026-11-30T09:12:58Z", "my run");
+        let p = default_output(dir.path(), "2026-11-30T09:12:58Z", WORKLOAD_ID, "my run");
         assert!(p.ends_with("20261130T091258Z_par-overlap-allreduce-matmul_my_run.json"), "{}", p.display());
         std::fs::write(&p, "x").expect("write");
-        let q = default_output(dir.path(), "2026-11-30T09:12:58Z", "my run");
+        let q = default_output(dir.path(), "2026-11-30T09:12:58Z", WORKLOAD_ID, "my run");
         assert!(q.ends_with("20261130T091258Z_par-overlap-allreduce-matmul_my_run-2.json"), "{}", q.display());
+        let r = default_output(dir.path(), "2026-11-30T09:12:58Z", "allreduce-bf16-2MiB-mm192", "my run");
+        assert!(r.ends_with("20261130T091258Z_allreduce-bf16-2MiB-mm192_my_run.json"), "{}", r.display());
     }
 
     #[test]

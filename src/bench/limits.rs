@@ -50,6 +50,8 @@ pub enum Origin {
     Env(&'static str),
     /// A key of the settings file.
     File { path: PathBuf, section: &'static str, key: &'static str },
+    /// A key of a `[workloads.<name>]` table: `place` is `file:line:column` of the key.
+    Table { place: String, table: String, key: &'static str },
     /// The launcher's world size (`WORLD_SIZE`, `SLURM_NTASKS`, `OMPI_COMM_WORLD_SIZE`).
     Launcher,
     /// The GPUs counted on this machine (the default world size on cuda).
@@ -80,6 +82,7 @@ impl<T: fmt::Display> Setting<T> {
             Origin::Flag(flag) => format!("{flag} {v}"),
             Origin::Env(var) => format!("{var}={v}"),
             Origin::File { path, section, key } => format!("{}: [{section}] {key} = {v}", path.display()),
+            Origin::Table { place, table, key } => format!("{place}: [workloads.{table}] {key} = {v}"),
             Origin::Launcher => format!("the launcher's world size {v}"),
             Origin::VisibleGpus => format!("{v} visible GPU(s) (the default --world-size)"),
             Origin::Default(flag) => format!("the default {flag} {v}"),

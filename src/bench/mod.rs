@@ -7,7 +7,8 @@
 //! module that touches CUDA, `cpu/` gives real timings without a GPU, `mock.rs` exact ones for
 //! tests, `host.rs` reads what `/proc` says about the machine. `launch/` reads the launcher's
 //! environment and runs the TCP rendezvous; `settings.rs` turns a request into settings, within the
-//! limits `limits.rs` sets.
+//! limits `limits.rs` sets;
+//! `workload.rs` names what a run measures.
 
 pub mod assemble;
 pub mod cpu;
@@ -18,6 +19,7 @@ pub mod limits;
 pub mod mock;
 pub mod runner;
 pub mod settings;
+pub mod workload;
 
 use crate::result::{EvidenceLevel, Schedule};
 

@@ -88,12 +88,18 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
     };
     let path = match &settings.run.output {
         Some(p) => p.clone(),
-        None => assemble::default_output(&settings.run.results_dir, &created_at, &settings.run.run_label),
+        None => assemble::default_output(
+            &settings.run.results_dir,
+            &created_at,
+            &settings.workload_id,
+            &settings.run.run_label,
+        ),
     };
-    let (result, failed) = match outcome {
+    let (mut result, failed) = match outcome {
         Ok(timings) => (assemble::build(&ctx, timings.as_ref(), None), false),
         Err(f) => (assemble::build(&ctx, None, Some(f)), true),
     };
+    result.workload.id.clone_from(&settings.workload_id);
     write_result(&path, &result)?;
     let result = Box::new(result);
     Ok(if failed { BenchOutcome::Failed { path, result } } else { BenchOutcome::Written { path, result } })

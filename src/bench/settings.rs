@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::launch::Launch;
 use super::limits::{self, LimitError, Origin, PlanSettings, Setting};
+use super::workload::IdChoice;
 use super::{Dtype, Plan};
 
 /// Which backend the user asked for.
@@ -60,6 +61,9 @@ pub struct BenchRequest {
     /// without it.
     pub allow_single_rank: bool,
     pub seed: u64,
+    /// How the workload's id is chosen, once the plan is known (the default workload keeps the
+    /// id stores were named by before workloads could be named).
+    pub workload: IdChoice,
     pub run: RunOptions,
 }
 
@@ -81,6 +85,8 @@ pub struct RunOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchSettings {
     pub plan: Plan,
+    /// The result's `workload.id`, in its file name and its baseline store file's.
+    pub workload_id: String,
     pub backend: BackendKind,
     pub run: RunOptions,
 }
@@ -171,7 +177,8 @@ impl BenchRequest {
             repeats: checked.repeats.value,
             seed: self.seed,
         };
-        Ok((BenchSettings { plan, backend, run: self.run }, note))
+        let workload_id = self.workload.id_for(&plan);
+        Ok((BenchSettings { plan, workload_id, backend, run: self.run }, note))
     }
 }
 
@@ -195,6 +202,7 @@ mod tests {
             repeats: None,
             allow_single_rank: false,
             seed: 1,
+            workload: IdChoice::Legacy,
             run: RunOptions {
                 timeout: Duration::from_secs(300),
                 run_label: "default".into(),
@@ -246,6 +254,9 @@ mod tests {
             (s.backend, s.plan.world_size, s.plan.payload_elements, note),
             (BackendKind::Mock, 2, 4 << 20, None)
         );
+        assert_eq!(s.workload_id, "par-overlap-allreduce-matmul", "the default workload keeps the legacy id");
+        let (s, _) = resolve(BenchRequest { workload: IdChoice::Derived, ..request(BackendChoice::Cpu) }, no_probe);
+        assert_eq!(s.workload_id, "allreduce-bf16-2MiB-mm192", "derived from the backend's defaults");
         let (s, _) = resolve(
             BenchRequest {
                 world_size: flag(3, "--world-size"),
