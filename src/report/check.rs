@@ -427,6 +427,7 @@ pub(super) mod tests {
             trace_diff: None,
             baseline: BaselineRef { path: "b.json".into(), exists: false, runs: 0, fingerprint_match: false },
             base: None,
+            workloads: Vec::new(),
         }
     }
 
