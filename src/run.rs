@@ -441,4 +441,3 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
     }
     Ok(())
 }
-

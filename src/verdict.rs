@@ -249,11 +249,8 @@ fn judge(e: &Evidence<'_>) -> Verdict {
         Some(d) if partial.is_none() => d.collectives.iter().filter(|c| c.regressed).collect(),
         _ => Vec::new(),
     };
-    let regressed: Vec<(&WorkloadEvidence<'_>, &Comparison)> = e
-        .workloads
-        .iter()
-        .filter_map(|w| w.comparison.filter(|c| c.regression).map(|c| (w, c)))
-        .collect();
+    let regressed: Vec<(&WorkloadEvidence<'_>, &Comparison)> =
+        e.workloads.iter().filter_map(|w| w.comparison.filter(|c| c.regression).map(|c| (w, c))).collect();
     if !regressed.is_empty() || !regressed_collectives.is_empty() {
         for (w, c) in &regressed {
             // A regressed comparison's reasons are its regressed metrics alone.
@@ -338,13 +335,7 @@ mod tests {
     }
 
     fn evidence<'a>() -> Evidence<'a> {
-        Evidence {
-            workloads: &[],
-            errors: &[],
-            attribution: None,
-            trace_diff: None,
-            traces_expected: false,
-        }
+        Evidence { workloads: &[], errors: &[], attribution: None, trace_diff: None, traces_expected: false }
     }
 
     #[test]
