@@ -298,7 +298,7 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
     let report = if cfg.result.is_empty() {
         match measure_all(&cfg)? {
             Measured::Results(results) => check::evaluate_all(results, &cfg.options)?,
-            Measured::Report(report) => report,
+            Measured::Report(report) => *report,
             Measured::Done(outcome) => return Ok(outcome),
         }
     } else {
@@ -326,7 +326,7 @@ enum Measured {
     /// One result per workload, in order (a failed run's too: its failure is judged).
     Results(Vec<result::RunResult>),
     /// The benchmark could not start: the report says so.
-    Report(check::CheckReport),
+    Report(Box<check::CheckReport>),
     /// Nothing to judge here (a dry run's plan, or a rank other than 0): the command's end.
     Done(Outcome),
 }
@@ -370,7 +370,7 @@ fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
             // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
             Err(e) => {
                 let which = if all.len() > 1 { format!("workload {}: ", settings.workload_id) } else { String::new() };
-                return Ok(Measured::Report(check::could_not_run(format!("{which}{e}"), &cfg.options)));
+                return Ok(Measured::Report(Box::new(check::could_not_run(format!("{which}{e}"), &cfg.options))));
             }
         }
     }

@@ -22,7 +22,7 @@ pub struct Pending {
 enum Stage {
     /// The comparison could not start (a failed or dry current run, no usable baseline run).
     Unusable(String),
-    Judging(Judging),
+    Judging(Box<Judging>),
 }
 
 struct Judging {
@@ -49,7 +49,11 @@ impl Pending {
         hardware: String,
         bounded: Option<String>,
     ) -> Self {
-        Pending { summary, delta, stage: Stage::Judging(Judging { judged, episodes, workload, hardware, bounded }) }
+        Pending {
+            summary,
+            delta,
+            stage: Stage::Judging(Box::new(Judging { judged, episodes, workload, hardware, bounded })),
+        }
     }
 
     /// The raw one-sided p-values (regressed, improved) of the judged metrics, in order.
@@ -82,7 +86,7 @@ impl Pending {
                     reasons: vec![reason],
                 }
             }
-            Stage::Judging(j) => j,
+            Stage::Judging(j) => *j,
         };
         let metrics: Vec<_> = j
             .judged
