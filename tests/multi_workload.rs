@@ -87,7 +87,19 @@ fn stable(s: &str, dir: &Path, results: &[PathBuf]) -> String {
         let name = p.file_name().expect("name").to_string_lossy().to_string();
         s = s.replace(&name, &format!("[RESULT{i}]"));
     }
-    s
+    // The runs are dated by the clock: their times and the trend's first date.
+    s.lines()
+        .map(|l| match (l.find("\"created_at\": "), l.find(", since ")) {
+            (Some(at), _) => format!("{}\"created_at\": \"[TIME]\",", &l[..at]),
+            (None, _) if l.trim_start().starts_with("\"label\": \"20") => {
+                format!("{}\"label\": \"[DATE]\",", &l[..l.find('"').unwrap_or(0)])
+            }
+            (None, Some(at)) => format!("{}, since [DATE]{}", &l[..at], l[at + 8..].get(10..).unwrap_or("")),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 #[test]
