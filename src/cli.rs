@@ -209,9 +209,30 @@ pub struct BenchFlags {
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// Judge this result file instead of running the benchmark.
-    #[arg(long, value_name = "FILE")]
-    pub result: Option<PathBuf>,
+    /// Judge these result files instead of running the benchmark: one per workload (each
+    /// carries its `workload.id` and is held against its own baseline).
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub result: Vec<PathBuf>,
+
+    /// Run only this workload: its id, or with [workloads.<name>] tables in commgate.toml the
+    /// one of them (by name or id). By default every workload `bench` would run is judged.
+    #[arg(long, value_name = "NAME", conflicts_with = "result")]
+    pub workload: Option<String>,
+
+    /// One workload per payload size, bytes per rank, comma-separated (as `bench`); each is
+    /// judged against its own baseline.
+    #[arg(
+        long,
+        value_name = "SIZES",
+        value_delimiter = ',',
+        num_args = 1..,
+        conflicts_with_all = ["payload_elements", "result"]
+    )]
+    pub payload_sizes: Vec<String>,
+
+    /// Directory of the result files the run writes (default: benchmarks/results).
+    #[arg(long, value_name = "DIR", conflicts_with = "result")]
+    pub results_dir: Option<PathBuf>,
 
     /// The baseline store directory.
     #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]

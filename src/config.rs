@@ -258,8 +258,10 @@ pub fn compare(args: CompareArgs, file: &FileConfig, env: impl Fn(&str) -> Optio
 /// Settings for `commgate check`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckConfig {
-    pub result: Option<PathBuf>,
-    pub bench: BenchRequest,
+    /// Results to judge (empty: run the workloads).
+    pub result: Vec<PathBuf>,
+    /// The workloads to run when no result is given, as `bench` declares them.
+    pub workloads: Vec<Declared>,
     pub options: CheckOptions,
     pub comment: CommentPolicy,
     pub format: Format,
@@ -288,7 +290,18 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     let compare_defaults = CompareOptions::default();
     Ok(CheckConfig {
         result: args.result,
-        bench: bench_flags(args.bench, file, &env)?,
+        workloads: workloads::declare(
+            BenchArgs {
+                flags: args.bench,
+                dry_run: false,
+                output: None,
+                results_dir: args.results_dir,
+                workload: args.workload,
+                payload_sizes: args.payload_sizes,
+            },
+            file,
+            &env,
+        )?,
         options: CheckOptions {
             baselines: args
                 .baselines

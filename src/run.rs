@@ -16,7 +16,7 @@ use crate::base_commit::BaseCommit;
 use crate::bench;
 use crate::bench::launch::{self, Launch};
 use crate::bench::runner::{self, BenchOutcome};
-use crate::bench::settings::{BenchRequest, BenchSettings};
+use crate::bench::settings::BenchSettings;
 use crate::bench::workload;
 use crate::bench::BenchError;
 use crate::check;
@@ -295,32 +295,16 @@ fn use_base_baselines(
 /// disk before any network call, also when the gate could not evaluate (it says what failed),
 /// and GitHub trouble never changes the exit code.
 fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
-    let report = match &cfg.result {
-        Some(path) => check::evaluate(result::load_result(path)?, &cfg.options)?,
-        None => {
-            let (settings, launch) = resolve_bench(cfg.bench.clone())?;
-            let rank = launch.as_ref().map_or(0, |l| l.rank);
-            match runner::run(&settings, launch) {
-                Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
-                    diag::info(format_args!("benchmark result in {}", path.display()));
-                    check::evaluate(*result, &cfg.options)?
-                }
-                Ok(BenchOutcome::Contributed { rank }) => {
-                    diag::info(format_args!("rank {rank} done; rank 0 judges the run"));
-                    return Ok(Outcome::Passed);
-                }
-                Ok(BenchOutcome::Planned(text)) => {
-                    emit(&text, None)?;
-                    return Ok(Outcome::Passed);
-                }
-                // Another rank's own part failed: it leaves the report to rank 0 (which sees the
-                // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
-                // never`, so the launcher fails the job too.
-                Err(e) if rank != 0 => return Ok(rank_failed(rank, &e, cfg.options.fail_on)),
-                // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
-                Err(e) => check::could_not_run(e.to_string(), &cfg.options),
-            }
+    let report = if cfg.result.is_empty() {
+        match measure_all(&cfg)? {
+            Measured::Results(results) => check::evaluate_all(results, &cfg.options)?,
+            Measured::Report(report) => *report,
+            Measured::Done(outcome) => return Ok(outcome),
         }
+    } else {
+        let loaded = cfg.result.iter().map(|p| Ok((p, result::load_result(p)?))).collect::<Result<Vec<_>>>()?;
+        check::several::unique_ids(loaded.iter().map(|(p, r)| (p.as_path(), r)))?;
+        check::evaluate_all(loaded.into_iter().map(|(_, r)| r).collect(), &cfg.options)?
     };
     if let Some(a) = &report.attribution {
         print_notes(a);
@@ -335,6 +319,62 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
         }
     }
     Ok(outcome)
+}
+
+/// What running the workloads of a `check` gave.
+enum Measured {
+    /// One result per workload, in order (a failed run's too: its failure is judged).
+    Results(Vec<result::RunResult>),
+    /// The benchmark could not start: the report says so.
+    Report(Box<check::CheckReport>),
+    /// Nothing to judge here (a dry run's plan, or a rank other than 0): the command's end.
+    Done(Outcome),
+}
+
+/// Runs every workload `bench` would run with the same flags and settings, one result file
+/// each, in order.
+fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
+    let launch = launch::from_env(|k| std::env::var(k).ok())?;
+    let rank = launch.as_ref().map_or(0, |l| l.rank);
+    // Settings the machine refuses are bad input, before anything runs (as for `bench`).
+    let (all, notes) = workload::resolve_all(cfg.workloads.clone(), launch.as_ref(), bench::cuda::probe)?;
+    for note in notes {
+        diag::info(note);
+    }
+    if all.len() > 1 && launch.is_some() {
+        anyhow::bail!(
+            "{} workloads under a multi-process launcher: judge one per job (--workload NAME, or one \
+             --payload-sizes entry)",
+            all.len()
+        );
+    }
+    let mut results = Vec::with_capacity(all.len());
+    for settings in &all {
+        match runner::run(settings, launch.clone()) {
+            Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
+                diag::info(format_args!("benchmark result in {} (workload {})", path.display(), settings.workload_id));
+                results.push(*result);
+            }
+            Ok(BenchOutcome::Contributed { rank }) => {
+                diag::info(format_args!("rank {rank} done; rank 0 judges the run"));
+                return Ok(Measured::Done(Outcome::Passed));
+            }
+            Ok(BenchOutcome::Planned(text)) => {
+                emit(&text, None)?;
+                return Ok(Measured::Done(Outcome::Passed));
+            }
+            // Another rank's own part failed: it leaves the report to rank 0 (which sees the
+            // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
+            // never`, so the launcher fails the job too.
+            Err(e) if rank != 0 => return Ok(Measured::Done(rank_failed(rank, &e, cfg.options.fail_on))),
+            // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
+            Err(e) => {
+                let which = if all.len() > 1 { format!("workload {}: ", settings.workload_id) } else { String::new() };
+                return Ok(Measured::Report(Box::new(check::could_not_run(format!("{which}{e}"), &cfg.options))));
+            }
+        }
+    }
+    Ok(Measured::Results(results))
 }
 
 /// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
@@ -400,15 +440,4 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
         }
     }
     Ok(())
-}
-
-/// Resolves a benchmark request against the launcher's environment and the machine: the one
-/// place that probes CUDA to decide a setting, with at most one note on stderr.
-fn resolve_bench(request: BenchRequest) -> Result<(BenchSettings, Option<Launch>)> {
-    let launch = launch::from_env(|k| std::env::var(k).ok())?;
-    let (settings, note) = request.resolve(launch.as_ref(), bench::cuda::probe)?;
-    if let Some(note) = note {
-        diag::info(note);
-    }
-    Ok((settings, launch))
 }

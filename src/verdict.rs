@@ -187,22 +187,42 @@ pub fn diff_traces(
     TraceDiff { name: name.to_string(), relative_floor: relative, absolute_floor_ms: absolute_ms, collectives }
 }
 
+/// One workload's evidence: its comparison with its own stored baseline, or why there is none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WorkloadEvidence<'a> {
+    /// The workload's id when the gate judges several (it opens each of this workload's reasons);
+    /// `None` for a gate of one, whose reasons read as they always have.
+    pub id: Option<&'a str>,
+    /// The comparison with the stored baseline, when there was one.
+    pub comparison: Option<&'a Comparison>,
+    /// Why no comparison could be made (no baseline file, another workload, …).
+    pub missing_baseline: Option<&'a str>,
+}
+
+impl WorkloadEvidence<'_> {
+    /// `reason` as this workload's: "<id>: reason" when the gate judges several.
+    fn own(&self, reason: &str) -> String {
+        match self.id {
+            Some(id) => format!("{id}: {reason}"),
+            None => reason.to_string(),
+        }
+    }
+}
+
 /// What the decision looks at.
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
-    /// The comparison with the stored baseline, when there was one.
-    pub comparison: Option<&'a Comparison>,
+    /// Every judged workload, in order (their comparisons already adjusted as one family).
+    pub workloads: &'a [WorkloadEvidence<'a>],
     /// What could not be gathered (the run failed, the store is unusable, …), most basic first.
     pub errors: &'a [EvaluationError],
-    /// Why no comparison could be made (no baseline file, another workload, …).
-    pub missing_baseline: Option<&'a str>,
     pub attribution: Option<&'a Attribution>,
     pub trace_diff: Option<&'a TraceDiff>,
     /// The baseline holds trace summaries but no traces were given.
     pub traces_expected: bool,
 }
 
-/// The one decision. Evidence that could not be gathered → `collect_more_evidence`, not
+/// The one decision, over every workload at once. Evidence that could not be gathered → `collect_more_evidence`, not
 /// blocking, the errors first in the reasons and then what the rest of the evidence says (the
 /// exit code comes from [`FailOn::outcome`]). Otherwise a confirmed regression → `tune`,
 /// blocking; a missing baseline, other hardware, an inconclusive primary metric, missing traces
@@ -229,11 +249,12 @@ fn judge(e: &Evidence<'_>) -> Verdict {
         Some(d) if partial.is_none() => d.collectives.iter().filter(|c| c.regressed).collect(),
         _ => Vec::new(),
     };
-    let comparison_regressed = e.comparison.is_some_and(|c| c.regression);
-    if comparison_regressed || !regressed_collectives.is_empty() {
-        if let Some(c) = e.comparison.filter(|c| c.regression) {
+    let regressed: Vec<(&WorkloadEvidence<'_>, &Comparison)> =
+        e.workloads.iter().filter_map(|w| w.comparison.filter(|c| c.regression).map(|c| (w, c))).collect();
+    if !regressed.is_empty() || !regressed_collectives.is_empty() {
+        for (w, c) in &regressed {
             // A regressed comparison's reasons are its regressed metrics alone.
-            reasons.extend(c.reasons.iter().cloned());
+            reasons.extend(c.reasons.iter().map(|r| w.own(r)));
         }
         for d in &regressed_collectives {
             reasons.push(format!(
@@ -253,12 +274,12 @@ fn judge(e: &Evidence<'_>) -> Verdict {
         }
         return Verdict::regression(reasons);
     }
-    if let Some(m) = e.missing_baseline {
-        reasons.push(m.to_string());
-    }
-    if let Some(c) = e.comparison {
-        if c.verdict == Decision::CollectMoreEvidence {
-            reasons.extend(c.reasons.iter().cloned());
+    for w in e.workloads {
+        if let Some(m) = w.missing_baseline {
+            reasons.push(w.own(m));
+        }
+        if let Some(c) = w.comparison.filter(|c| c.verdict == Decision::CollectMoreEvidence) {
+            reasons.extend(c.reasons.iter().map(|r| w.own(r)));
         }
     }
     if let Some(c) = partial {
@@ -274,13 +295,13 @@ fn judge(e: &Evidence<'_>) -> Verdict {
     if !reasons.is_empty() {
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
-    if let Some(c) = e.comparison {
+    for (w, c) in e.workloads.iter().filter_map(|w| w.comparison.map(|c| (w, c))) {
         let unchanged = c.metrics.iter().filter(|m| m.state == State::Unchanged).count();
-        reasons.push(format!(
+        reasons.push(w.own(&format!(
             "no regression against {} baseline run(s): {unchanged} of {} metrics unchanged",
             c.baseline.runs,
             c.metrics.len()
-        ));
+        )));
     }
     match e.attribution {
         Some(a) if a.followup.decision == Decision::Tune => {
@@ -314,14 +335,7 @@ mod tests {
     }
 
     fn evidence<'a>() -> Evidence<'a> {
-        Evidence {
-            comparison: None,
-            errors: &[],
-            missing_baseline: None,
-            attribution: None,
-            trace_diff: None,
-            traces_expected: false,
-        }
+        Evidence { workloads: &[], errors: &[], attribution: None, trace_diff: None, traces_expected: false }
     }
 
     #[test]
@@ -337,7 +351,8 @@ mod tests {
 
     #[test]
     fn missing_evidence_asks_for_more_and_passes() {
-        let v = decide(&Evidence { missing_baseline: Some("no baseline"), ..evidence() });
+        let missing = [WorkloadEvidence { missing_baseline: Some("no baseline"), ..Default::default() }];
+        let v = decide(&Evidence { workloads: &missing, ..evidence() });
         assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
         assert_eq!(FailOn::Regression.outcome(&v, None), Outcome::Passed);
         let v = decide(&Evidence { traces_expected: true, ..evidence() });
@@ -349,7 +364,8 @@ mod tests {
     fn an_evaluation_error_leads_the_reasons_and_exits_2_unless_fail_on_never() {
         let timeout = EvaluationError::new(ErrorKind::BenchFailed, "timeout: no repeat finished for 1 s");
         let errors = [timeout.clone()];
-        let v = decide(&Evidence { errors: &errors, missing_baseline: Some("no baseline at b.json"), ..evidence() });
+        let missing = [WorkloadEvidence { missing_baseline: Some("no baseline at b.json"), ..Default::default() }];
+        let v = decide(&Evidence { errors: &errors, workloads: &missing, ..evidence() });
         assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
         assert_eq!(
             v.reasons,

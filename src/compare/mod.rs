@@ -30,6 +30,7 @@
 mod bound;
 mod cause;
 mod estimate;
+pub mod family;
 mod throughput;
 
 use std::borrow::Cow;
@@ -39,8 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
 use crate::decision::{Decision, Verdict};
-use crate::result::{RunResult, Schedule, SoftwareChange};
-use crate::stats::holm::holm_adjust;
+use crate::result::{RunResult, Schedule, SoftwareChange, Workload};
 use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
 use crate::units::{change, interval, pct};
@@ -48,6 +48,7 @@ pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
+pub use family::{judge_together, Pending};
 pub use throughput::{Throughput, ThroughputKind};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -212,8 +213,14 @@ pub struct Comparison {
     pub reasons: Vec<String>,
 }
 
-/// Compares `current` with `baseline`.
+/// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
 pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
+    prepare(baseline, current, opts).finish_alone(opts)
+}
+
+/// Everything of a comparison before Holm's correction: the estimates and their raw p-values
+/// ([`family`] adjusts them, alone or together with other comparisons', and finishes).
+pub fn prepare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Pending {
     let usable = baseline.runs.iter().filter(|r| r.is_usable());
     let same_hardware: Vec<&RunResult> =
         usable.clone().filter(|r| r.hardware.fingerprint == current.hardware.fingerprint).collect();
@@ -241,16 +248,7 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         spread,
     };
     if let Some(reason) = unusable(current, runs.len()) {
-        return Comparison {
-            schema_version: SCHEMA_VERSION,
-            verdict: Decision::CollectMoreEvidence,
-            regression: false,
-            baseline: summary,
-            delta,
-            metrics: Vec::new(),
-            cause: None,
-            reasons: vec![reason],
-        };
+        return Pending::unusable(summary, delta, reason);
     }
     // The slow-episode guard reads the whole current run (O(n)); the statistics its bounded rows.
     let episodes = episodic(current);
@@ -267,29 +265,8 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
     // Holm's family is exactly the metrics judged: one rank's comm_only times a no-op.
     let judged: Vec<(Metric, Estimate)> =
         METRICS.iter().copied().zip(estimates).filter(|(m, _)| applies(*m, current)).collect();
-    let p_reg = holm_adjust(&judged.iter().map(|(_, e)| e.p_regressed).collect::<Vec<_>>());
-    let p_imp = holm_adjust(&judged.iter().map(|(_, e)| e.p_improved).collect::<Vec<_>>());
-    let metrics: Vec<MetricComparison> = judged
-        .iter()
-        .enumerate()
-        .map(|(i, (m, e))| judge(*m, e, p_reg[i], p_imp[i], delta, episodes, current, opts))
-        .collect();
-    let cause = mover(moves(&metrics));
-    let mut v = decide(&metrics, &summary, &runs, current, delta, opts);
-    if let Some(c) = cause.filter(|_| v.blocking) {
-        v.reasons.insert(0, cause::sentence(c, &phases(&metrics)));
-    }
-    v.reasons.extend(bounder.note());
-    Comparison {
-        schema_version: SCHEMA_VERSION,
-        verdict: v.decision,
-        regression: v.blocking,
-        baseline: summary,
-        delta,
-        metrics,
-        cause: cause.filter(|_| v.blocking),
-        reasons: v.reasons,
-    }
+    let hardware = hardware_differs(&runs, current);
+    Pending::judging(summary, delta, judged, episodes, current.workload.clone(), hardware, bounder.note())
 }
 
 /// Whether `m` is judged for `current`: not the collective of a one-rank run, which moves
@@ -338,7 +315,7 @@ fn judge(
     p_imp: f64,
     delta: f64,
     episodes: Option<f64>,
-    current: &RunResult,
+    workload: &Workload,
     opts: &CompareOptions,
 ) -> MetricComparison {
     let can_block = !m.is_tail() || e.n_baseline.min(e.n_current) >= opts.p95_min_samples;
@@ -388,7 +365,7 @@ fn judge(
         primary: m == METRICS[0],
         note,
         throughput: (m.statistic() == Statistic::Median)
-            .then(|| throughput::of_median(m.row(), &current.workload, e.baseline, e.current, e.ratio, e.ci))
+            .then(|| throughput::of_median(m.row(), workload, e.baseline, e.current, e.ratio, e.ci))
             .flatten(),
     }
 }
@@ -417,8 +394,7 @@ fn software_changed(changes: &[SoftwareChange]) -> Option<String> {
 fn decide(
     metrics: &[MetricComparison],
     baseline: &BaselineSummary,
-    runs: &[&RunResult],
-    current: &RunResult,
+    hardware: &str,
     delta: f64,
     opts: &CompareOptions,
 ) -> Verdict {
@@ -428,7 +404,7 @@ fn decide(
         reasons.push(format!("{}, above the {} floor", describe(m), pct(delta)));
     }
     if !baseline.fingerprint_match {
-        reasons.insert(0, hardware_differs(runs, current));
+        reasons.insert(0, hardware.to_string());
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     if let Some(changed) = software_changed(&baseline.software_changes) {

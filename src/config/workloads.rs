@@ -2,7 +2,7 @@
 //! `--payload-sizes` (one workload per size) and `--workload` (the id of the one workload, or
 //! which table to run). Each workload's values are flags, then environment, then its table,
 //! then `[bench]`, then the backend's defaults; a table's value that is refused names
-//! `file:line:column` of its key. `check` does not read the tables: it runs the default workload.
+//! `file:line:column` of its key. `check` declares its workloads the same way and judges each.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,6 +5,8 @@
 //! size limit. A report that could not be evaluated leads with what failed and the exit code it
 //! gives, in every format, before anything else.
 
+mod workloads;
+
 use super::escape::{code_cell, code_span, md_cell, md_text, mermaid_label, plain, LABEL, NAME, PATH, TEXT};
 use super::markdown::{metric_table, table};
 use super::{ms, payload, two, Align};
@@ -35,7 +37,9 @@ pub fn text(r: &CheckReport) -> String {
         let figures: Vec<String> = run_figures(b).iter().map(|(label, value)| format!("{label} {value}")).collect();
         out.push_str(&format!("Run: {}\n", figures.join(" · ")));
     }
-    if let Some(c) = &r.comparison {
+    if !r.workloads.is_empty() {
+        out.push_str(&workloads::text(&r.workloads));
+    } else if let Some(c) = &r.comparison {
         out.push('\n');
         out.push_str(&super::text::comparison(c));
     }
@@ -81,6 +85,14 @@ pub fn markdown(r: &CheckReport) -> String {
         cut = true;
         if details.pop().is_none() {
             break;
+        }
+    }
+    if !r.workloads.is_empty() {
+        // Several workloads: the folded groups lose their tables; every verdict stays.
+        body[0] = workloads::markdown(&r.workloads, true);
+        let text = assemble(&head, &body, &[], true);
+        if text.chars().count() <= GITHUB_COMMENT_LIMIT {
+            return text;
         }
     }
     // Only a forged report gets here (its metric rows are the one list left unbounded).
@@ -154,8 +166,12 @@ fn error_head(r: &CheckReport, e: &EvaluationError) -> String {
     out
 }
 
-/// The metric table and, next to it, a chart of baseline vs current medians and P95s.
+/// The metric table and, next to it, a chart of baseline vs current medians and P95s; with
+/// several workloads, one group per workload instead.
 fn metrics_section(r: &CheckReport) -> String {
+    if !r.workloads.is_empty() {
+        return workloads::markdown(&r.workloads, false);
+    }
     let Some(c) = &r.comparison else {
         return format!(
             "Baseline {}: {}\n",
@@ -427,6 +443,7 @@ pub(super) mod tests {
             trace_diff: None,
             baseline: BaselineRef { path: "b.json".into(), exists: false, runs: 0, fingerprint_match: false },
             base: None,
+            workloads: Vec::new(),
         }
     }
 

@@ -1,5 +1,5 @@
-//! `commgate check`: one result (measured now or given), its stored baseline, any traces, one
-//! verdict. This module gathers the evidence, and records what could not be gathered as an
+//! `commgate check`: every workload's result (measured now or given), each against its own
+//! stored baseline, all their metrics as one Holm family, any traces once, one verdict. This module gathers the evidence, and records what could not be gathered as an
 //! [`EvaluationError`] in the report (never as a Rust error: a report saying what failed must
 //! still be written and posted); [`crate::verdict::decide`] decides and [`CheckReport::outcome`]
 //! turns the report into the exit code; the report renderers display. GitHub I/O happens in
@@ -10,12 +10,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::{self, BadStoreName, Baseline, BaselineFile};
-use crate::compare::{self, CompareOptions, Comparison};
+use crate::compare::{self, CompareOptions, Comparison, Pending};
 use crate::decision::{Decision, Verdict};
 use crate::result::{Failure, FileError, RunResult};
 use crate::trace::attribute::{AttributeOptions, Attribution};
 use crate::trace::load::attribute_paths;
-use crate::verdict::{self, ErrorKind, EvaluationError, Evidence, FailOn, Outcome, TraceDiff};
+use crate::verdict::{self, ErrorKind, EvaluationError, Evidence, FailOn, Outcome, TraceDiff, WorkloadEvidence};
+
+pub mod several;
+pub use several::{TrendPoint, WorkloadReport};
 
 /// The report embeds a result (`bench`), so it shares the result file's version.
 pub const SCHEMA_VERSION: u32 = crate::result::SCHEMA_VERSION;
@@ -111,6 +114,11 @@ pub struct CheckReport {
     /// In a pull request: the base commit that judged it (`None`: the working tree's files).
     #[serde(default)]
     pub base: Option<BaseRef>,
+    /// Every workload, in order, when the gate judged several (absent for one: the top-level
+    /// `bench`, `comparison` and `baseline` are always the first workload's, so a report of one
+    /// workload, and one written before several existed, reads as it always has).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadReport>,
 }
 
 impl CheckReport {
@@ -122,11 +130,141 @@ impl CheckReport {
     }
 }
 
-/// Judges `result` against the store under `opts.baselines`. What cannot be gathered (the run
-/// failed, the store directory or file is unusable, the traces cannot be read) becomes the
-/// report's [`EvaluationError`]; the only `Err` is a result whose profile or workload id cannot
-/// name a baseline file (bad input, exit 2 with no report).
+/// Judges `result` against the store under `opts.baselines`: a gate of one workload
+/// ([`evaluate_all`]).
 pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
+    evaluate_all(vec![result], opts)
+}
+
+/// Judges every result against its own store under `opts.baselines`
+/// (`<profile>/<workload id>.json`), all their metrics as one Holm family
+/// ([`compare::judge_together`]), the traces once, and makes one verdict. What cannot be
+/// gathered (a run failed, a store directory or file is unusable, the traces cannot be read)
+/// becomes the report's [`EvaluationError`], naming the workload when there are several; the
+/// only `Err` is a result whose profile or workload id cannot name a baseline file (bad input,
+/// exit 2 with no report). Results with one workload id twice are refused before
+/// ([`several::unique_ids`]).
+pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
+    let several = results.len() > 1;
+    let mut gathered = results.into_iter().map(|r| gather(r, opts, several)).collect::<Result<Vec<_>, _>>()?;
+    let pending = gathered.iter_mut().filter_map(|g| g.pending.take()).collect();
+    let mut comparisons = compare::judge_together(pending, &opts.compare).into_iter();
+    for g in gathered.iter_mut().filter(|g| g.compared) {
+        g.comparison = comparisons.next();
+    }
+    let mut errors: Vec<EvaluationError> = gathered.iter().flat_map(|g| g.errors.iter().cloned()).collect();
+    let attribution = if opts.traces.is_empty() {
+        None
+    } else {
+        attribute_paths(&opts.traces, &opts.attribute)
+            .map_err(|e| errors.push(EvaluationError::new(ErrorKind::TracesUnreadable, e.to_string())))
+            .ok()
+    };
+    // The traces are the job's, not a workload's: they are held against the first store that
+    // keeps a trace summary of this name.
+    let stored_traces = gathered.iter().find_map(|g| g.store.as_ref().and_then(|f| f.traces.get(&opts.trace_name)));
+    let trace_diff = match (stored_traces, &attribution) {
+        (Some(base), Some(cur)) => Some(verdict::diff_traces(
+            &opts.trace_name,
+            base,
+            cur,
+            opts.trace_relative_floor,
+            opts.trace_absolute_floor_ms,
+        )),
+        _ => None,
+    };
+    let evidence: Vec<WorkloadEvidence<'_>> = gathered.iter().map(|g| g.evidence(several)).collect();
+    let v = verdict::decide(&Evidence {
+        workloads: &evidence,
+        errors: &errors,
+        attribution: attribution.as_ref(),
+        trace_diff: trace_diff.as_ref(),
+        // Unreadable traces were asked for: their error says so.
+        traces_expected: stored_traces.is_some() && opts.traces.is_empty(),
+    });
+    let mut reasons = v.reasons;
+    reasons.extend(opts.base.as_ref().and_then(BaseRef::edits_reason));
+    let workloads: Vec<WorkloadReport> =
+        if several { gathered.iter().map(Gathered::report).collect() } else { Vec::new() };
+    let first = gathered.into_iter().next();
+    let baseline = first.as_ref().map_or_else(|| no_store(opts), Gathered::baseline_ref);
+    let (bench, comparison) = first.map_or((None, None), |g| (Some(g.result), g.comparison));
+    Ok(CheckReport {
+        schema_version: SCHEMA_VERSION,
+        error: errors.into_iter().next(),
+        verdict: v.decision,
+        blocking: v.blocking,
+        reasons,
+        fail_on: opts.fail_on,
+        bench,
+        comparison,
+        attribution,
+        trace_diff,
+        baseline,
+        base: opts.base.clone(),
+        workloads,
+    })
+}
+
+/// What was gathered for one workload before the family is judged.
+struct Gathered {
+    result: RunResult,
+    /// The store as the user knows it.
+    shown: PathBuf,
+    errors: Vec<EvaluationError>,
+    missing: Option<String>,
+    store: Option<BaselineFile>,
+    /// Taken by the family; `compared` remembers that it was there.
+    pending: Option<Pending>,
+    compared: bool,
+    comparison: Option<Comparison>,
+}
+
+impl Gathered {
+    fn evidence(&self, several: bool) -> WorkloadEvidence<'_> {
+        WorkloadEvidence {
+            id: several.then_some(self.result.workload.id.as_str()),
+            comparison: self.comparison.as_ref(),
+            missing_baseline: self.missing.as_deref(),
+        }
+    }
+
+    fn baseline_ref(&self) -> BaselineRef {
+        BaselineRef {
+            path: self.shown.display().to_string(),
+            exists: self.store.is_some(),
+            runs: self.store.as_ref().map_or(0, |f| f.runs.len()),
+            fingerprint_match: self.comparison.as_ref().is_some_and(|c| c.baseline.fingerprint_match),
+        }
+    }
+
+    /// This workload's own part of the report: its verdict as if it were judged alone (its
+    /// metrics still adjusted with the family's), without the job's traces.
+    fn report(&self) -> WorkloadReport {
+        let own = [self.evidence(false)];
+        let v = verdict::decide(&Evidence {
+            workloads: &own,
+            errors: &self.errors,
+            attribution: None,
+            trace_diff: None,
+            traces_expected: false,
+        });
+        WorkloadReport {
+            id: self.result.workload.id.clone(),
+            result: self.result.clone(),
+            comparison: self.comparison.clone(),
+            baseline: self.baseline_ref(),
+            error: self.errors.first().cloned(),
+            verdict: v.decision,
+            blocking: v.blocking,
+            reasons: v.reasons,
+            trend: several::trend(self.store.as_ref(), &self.result),
+        }
+    }
+}
+
+/// One workload's store looked up and its comparison prepared (not yet judged).
+fn gather(result: RunResult, opts: &CheckOptions, several: bool) -> Result<Gathered, BadStoreName> {
     let path = baseline::store_path(&opts.baselines, &result)?;
     let shown = opts.shown(&path);
     let mut errors = Vec::new();
@@ -135,7 +273,7 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
     }
     let lookup = find_store(&opts.baselines, &path, &shown);
     let user_dir = opts.base.as_ref().map_or(opts.baselines.as_path(), |b| b.dir.as_path());
-    let (comparison, missing) = match &lookup {
+    let (pending, missing) = match &lookup {
         // The store is unusable: its error says so, no second reason.
         Err(_) => (None, None),
         Ok(None) => (None, Some(missing_baseline_reason(&shown, user_dir))),
@@ -152,7 +290,7 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
             ),
             None => {
                 let b = Baseline { path: shown.clone(), runs: file.runs.clone() };
-                (Some(compare::compare(&b, &result, &opts.compare)), None)
+                (Some(compare::prepare(&b, &result, &opts.compare)), None)
             }
         },
     };
@@ -160,55 +298,19 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
         errors.push(e);
         None
     });
-    let attribution = if opts.traces.is_empty() {
-        None
-    } else {
-        attribute_paths(&opts.traces, &opts.attribute)
-            .map_err(|e| errors.push(EvaluationError::new(ErrorKind::TracesUnreadable, e.to_string())))
-            .ok()
-    };
-    let stored_traces = store.as_ref().and_then(|f| f.traces.get(&opts.trace_name));
-    let trace_diff = match (stored_traces, &attribution) {
-        (Some(base), Some(cur)) => Some(verdict::diff_traces(
-            &opts.trace_name,
-            base,
-            cur,
-            opts.trace_relative_floor,
-            opts.trace_absolute_floor_ms,
-        )),
-        _ => None,
-    };
-    let v = verdict::decide(&Evidence {
-        comparison: comparison.as_ref(),
-        errors: &errors,
-        missing_baseline: missing.as_deref(),
-        attribution: attribution.as_ref(),
-        trace_diff: trace_diff.as_ref(),
-        // Unreadable traces were asked for: their error says so.
-        traces_expected: stored_traces.is_some() && opts.traces.is_empty(),
-    });
-    let mut reasons = v.reasons;
-    reasons.extend(opts.base.as_ref().and_then(BaseRef::edits_reason));
-    let baseline = BaselineRef {
-        path: shown.display().to_string(),
-        exists: store.is_some(),
-        runs: store.as_ref().map_or(0, |f| f.runs.len()),
-        fingerprint_match: comparison.as_ref().is_some_and(|c| c.baseline.fingerprint_match),
-    };
-    Ok(CheckReport {
-        schema_version: SCHEMA_VERSION,
-        error: errors.into_iter().next(),
-        verdict: v.decision,
-        blocking: v.blocking,
-        reasons,
-        fail_on: opts.fail_on,
-        bench: Some(result),
-        comparison,
-        attribution,
-        trace_diff,
-        baseline,
-        base: opts.base.clone(),
-    })
+    if several {
+        // Which workload could not be evaluated, in the one line that says so.
+        for e in &mut errors {
+            e.message = format!("workload {}: {}", result.workload.id, e.message);
+        }
+    }
+    let compared = pending.is_some();
+    Ok(Gathered { result, shown, errors, missing, store, pending, compared, comparison: None })
+}
+
+/// The baseline reference of a report with no result: the store directory.
+fn no_store(opts: &CheckOptions) -> BaselineRef {
+    BaselineRef { path: opts.baselines.display().to_string(), exists: false, runs: 0, fingerprint_match: false }
 }
 
 /// The report of a `check` whose benchmark could not even start (the machine lacks what the
@@ -217,9 +319,8 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
 pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckReport {
     let errors = [EvaluationError::new(ErrorKind::BenchUnavailable, message)];
     let v = verdict::decide(&Evidence {
-        comparison: None,
+        workloads: &[],
         errors: &errors,
-        missing_baseline: None,
         attribution: None,
         trace_diff: None,
         traces_expected: false,
@@ -236,13 +337,9 @@ pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckRe
         comparison: None,
         attribution: None,
         trace_diff: None,
-        baseline: BaselineRef {
-            path: opts.baselines.display().to_string(),
-            exists: false,
-            runs: 0,
-            fingerprint_match: false,
-        },
+        baseline: no_store(opts),
         base: opts.base.clone(),
+        workloads: Vec::new(),
     }
 }
 

@@ -1,0 +1,190 @@
+//! Holm's correction over a family of comparisons: the raw p-values of every judged metric of
+//! every comparison (one per workload) are adjusted together, then each metric's state and each
+//! comparison's verdict are derived with the one rule [`super::compare`] uses. A comparison
+//! alone is a family of one, so `compare` and a one-workload `check` agree by construction.
+//!
+//! Why one family: a gate that judges ten workloads at α = 0.01 each would block one pull
+//! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
+
+use super::estimate::{Estimate, Metric};
+use super::{cause, decide, judge, moves, phases, BaselineSummary, CompareOptions, Comparison, SCHEMA_VERSION};
+use crate::decision::Decision;
+use crate::result::Workload;
+use crate::stats::holm::holm_adjust;
+
+/// A comparison up to Holm's correction (made by [`super::prepare`]).
+pub struct Pending {
+    summary: BaselineSummary,
+    delta: f64,
+    stage: Stage,
+}
+
+enum Stage {
+    /// The comparison could not start (a failed or dry current run, no usable baseline run).
+    Unusable(String),
+    Judging(Box<Judging>),
+}
+
+struct Judging {
+    judged: Vec<(Metric, Estimate)>,
+    episodes: Option<f64>,
+    workload: Workload,
+    /// Why the hardware differs, said only when no baseline run shares the fingerprint.
+    hardware: String,
+    /// The note of a subsampled row, if any.
+    bounded: Option<String>,
+}
+
+impl Pending {
+    pub(super) fn unusable(summary: BaselineSummary, delta: f64, reason: String) -> Self {
+        Pending { summary, delta, stage: Stage::Unusable(reason) }
+    }
+
+    pub(super) fn judging(
+        summary: BaselineSummary,
+        delta: f64,
+        judged: Vec<(Metric, Estimate)>,
+        episodes: Option<f64>,
+        workload: Workload,
+        hardware: String,
+        bounded: Option<String>,
+    ) -> Self {
+        Pending {
+            summary,
+            delta,
+            stage: Stage::Judging(Box::new(Judging { judged, episodes, workload, hardware, bounded })),
+        }
+    }
+
+    /// The raw one-sided p-values (regressed, improved) of the judged metrics, in order.
+    fn raw(&self) -> (Vec<f64>, Vec<f64>) {
+        match &self.stage {
+            Stage::Unusable(_) => (Vec::new(), Vec::new()),
+            Stage::Judging(j) => j.judged.iter().map(|(_, e)| (e.p_regressed, e.p_improved)).unzip(),
+        }
+    }
+
+    /// Holm over this comparison's metrics alone (what `compare` does).
+    pub fn finish_alone(self, opts: &CompareOptions) -> Comparison {
+        let (reg, imp) = self.raw();
+        self.finish(&holm_adjust(&reg), &holm_adjust(&imp), opts)
+    }
+
+    /// States, verdict and reasons from the adjusted p-values (one per judged metric).
+    fn finish(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> Comparison {
+        let Pending { summary, delta, stage } = self;
+        let j = match stage {
+            Stage::Unusable(reason) => {
+                return Comparison {
+                    schema_version: SCHEMA_VERSION,
+                    verdict: Decision::CollectMoreEvidence,
+                    regression: false,
+                    baseline: summary,
+                    delta,
+                    metrics: Vec::new(),
+                    cause: None,
+                    reasons: vec![reason],
+                }
+            }
+            Stage::Judging(j) => *j,
+        };
+        let metrics: Vec<_> = j
+            .judged
+            .iter()
+            .zip(p_reg.iter().zip(p_imp))
+            .map(|((m, e), (&r, &i))| judge(*m, e, r, i, delta, j.episodes, &j.workload, opts))
+            .collect();
+        let cause = cause::mover(moves(&metrics));
+        let mut v = decide(&metrics, &summary, &j.hardware, delta, opts);
+        if let Some(c) = cause.filter(|_| v.blocking) {
+            v.reasons.insert(0, cause::sentence(c, &phases(&metrics)));
+        }
+        v.reasons.extend(j.bounded);
+        Comparison {
+            schema_version: SCHEMA_VERSION,
+            verdict: v.decision,
+            regression: v.blocking,
+            baseline: summary,
+            delta,
+            metrics,
+            cause: cause.filter(|_| v.blocking),
+            reasons: v.reasons,
+        }
+    }
+}
+
+/// Judges several comparisons as one family: Holm over all their judged metrics together, then
+/// each finished with the rule `compare` uses. The output is in the input order.
+pub fn judge_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Comparison> {
+    let raw: Vec<(Vec<f64>, Vec<f64>)> = pending.iter().map(Pending::raw).collect();
+    let reg = holm_adjust(&raw.iter().flat_map(|(r, _)| r.iter().copied()).collect::<Vec<_>>());
+    let imp = holm_adjust(&raw.iter().flat_map(|(_, i)| i.iter().copied()).collect::<Vec<_>>());
+    let mut at = 0;
+    pending
+        .into_iter()
+        .zip(&raw)
+        .map(|(p, (r, _))| {
+            let range = at..at + r.len();
+            at += r.len();
+            p.finish(&reg[range.clone()], &imp[range], opts)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{compare, prepare, State};
+    use super::*;
+    use crate::baseline::Baseline;
+    use crate::result::fixtures;
+    use crate::stats::rng::Rng;
+    use std::path::PathBuf;
+
+    fn samples(n: usize, level: f64, seed: u64) -> Vec<f64> {
+        let mut rng = Rng::new(seed);
+        (0..n).map(|_| level * (0.02 * rng.normal()).exp()).collect()
+    }
+
+    fn baseline(runs: usize, seed: u64) -> Baseline {
+        let runs = (0..runs).map(|i| fixtures::run(&samples(200, 1.0, seed + i as u64))).collect();
+        Baseline { path: PathBuf::from("b.json"), runs }
+    }
+
+    #[test]
+    fn a_family_of_one_is_the_comparison() {
+        let opts = CompareOptions::default();
+        for (runs, level) in [(10, 1.0), (10, 1.2), (2, 1.1), (1, 0.9)] {
+            let (b, cur) = (baseline(runs, 100), fixtures::run(&samples(200, level, 7)));
+            let together = judge_together(vec![prepare(&b, &cur, &opts)], &opts);
+            assert_eq!(together, vec![compare(&b, &cur, &opts)], "{runs} runs at {level}");
+        }
+    }
+
+    #[test]
+    fn the_family_adjusts_across_comparisons() {
+        let opts = CompareOptions::default();
+        let (b, cur) = (baseline(10, 100), fixtures::run(&samples(200, 1.2, 7)));
+        let alone = compare(&b, &cur, &opts);
+        let pending = (0..5).map(|_| prepare(&b, &cur, &opts)).collect();
+        let five = judge_together(pending, &opts);
+        assert_eq!(five.len(), 5);
+        // Five identical comparisons: each adjusted p-value is at least the lone one's.
+        for (lone, fam) in alone.metrics.iter().zip(&five[0].metrics) {
+            assert!(fam.p_adjusted >= lone.p_adjusted, "{} {} < {}", fam.label(), fam.p_adjusted, lone.p_adjusted);
+            assert_eq!(fam.p_value, lone.p_value);
+        }
+        // A 20 % shift still blocks in a family of five.
+        assert!(five.iter().all(|c| c.regression && c.metrics[0].state == State::Regressed));
+    }
+
+    #[test]
+    fn an_unusable_comparison_takes_no_place_in_the_family() {
+        let opts = CompareOptions::default();
+        let b = baseline(10, 100);
+        let dry = Baseline { path: PathBuf::from("b.json"), runs: Vec::new() };
+        let cur = fixtures::run(&samples(200, 1.2, 7));
+        let out = judge_together(vec![prepare(&dry, &cur, &opts), prepare(&b, &cur, &opts)], &opts);
+        assert!(out[0].metrics.is_empty() && out[0].verdict == Decision::CollectMoreEvidence);
+        assert_eq!(out[1], compare(&b, &cur, &opts));
+    }
+}
