@@ -7,7 +7,8 @@
 //! Why lines only: mermaid's `xychart-beta` draws every bar up from the bottom of the plot, so a
 //! negative change would show as a tall bar; lines start at their value. Why a Markdown key under
 //! the chart: a chart's own legend (`showLegend`) needs a recent mermaid, and GitHub runs a
-//! version of its own; the key names the colours the chart is told to use, whichever draws it.
+//! version of its own; the key names the colours the chart is told to use (`plotColorPalette`),
+//! which every mermaid 10 and 11 honours.
 
 use super::escape::{md_text, mermaid_label, LABEL};
 use crate::compare::Comparison;
@@ -220,7 +221,7 @@ fn nice_ceiling(x: f64) -> f64 {
 /// The init directive: the height and one colour per line, in the order the lines are written.
 fn init(height: u32, palette: &[&str]) -> String {
     format!(
-        "%%{{init: {{\"xyChart\": {{\"height\": {height}, \"showLegend\": true}}, \"themeVariables\": {{\"xyChart\": {{\"plotColorPalette\": \"{}\"}}}}}}}}%%",
+        "%%{{init: {{\"xyChart\": {{\"height\": {height}}}, \"themeVariables\": {{\"xyChart\": {{\"plotColorPalette\": \"{}\"}}}}}}}}%%",
         palette.join(",")
     )
 }
@@ -258,7 +259,8 @@ pub fn trend_chart(title: &str, points: &[(String, f64)], current: Option<f64>) 
     let labels: Vec<String> = all.iter().map(|(l, _)| mermaid_label(l, LABEL)).collect();
     let values: Vec<String> = all.iter().map(|(_, v)| format!("{v:.3}")).collect();
     Some(format!(
-        "```mermaid\n%%{{init: {{\"xyChart\": {{\"height\": {TREND_HEIGHT}}}}}}}%%\nxychart-beta\n    title {}\n    x-axis [{}]\n    y-axis \"ms\" {bottom:.3} --> {top:.3}\n    line [{}]\n```\n",
+        "```mermaid\n{}\nxychart-beta\n    title {}\n    x-axis [{}]\n    y-axis \"ms\" {bottom:.3} --> {top:.3}\n    line [{}]\n```\n",
+        init(TREND_HEIGHT, &[CHANGE_COLOUR]),
         mermaid_label(title, 80),
         labels.join(", "),
         values.join(", ")
