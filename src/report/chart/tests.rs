@@ -184,7 +184,11 @@ fn the_trend_chart_ends_with_the_current_run_and_spans_its_values() {
     let many: Vec<(String, f64)> = (0..100).map(|i| (format!("d{i}"), i as f64)).collect();
     let chart = trend_chart("t", &many, Some(7.0)).expect("a chart");
     assert!(chart.contains("x-axis [\"d41\","), "the newest points: {chart}");
-    assert_eq!(chart.matches(", ").count(), 2 * (MAX_TREND_POINTS - 1) + 1, "two lists and the init directive: {chart}");
+    assert_eq!(
+        chart.matches(", ").count(),
+        2 * (MAX_TREND_POINTS - 1) + 1,
+        "two lists and the init directive: {chart}"
+    );
 }
 
 #[test]
