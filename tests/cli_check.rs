@@ -265,7 +265,7 @@ fn check_stdout(format: &str) -> String {
 fn check_report_snapshots() {
     let markdown = check_stdout("markdown");
     assert!(markdown.starts_with("<!-- commgate-report -->\n### 🔴 commgate: `tune` — blocking merge"), "{markdown}");
-    assert!(markdown.contains("```mermaid\nxychart-beta"), "{markdown}");
+    assert!(markdown.contains("```mermaid\n%%{init: ") && markdown.contains("\nxychart-beta\n"), "{markdown}");
     assert!(markdown.chars().count() <= 65_536);
     insta::assert_snapshot!("check_markdown", markdown);
     insta::assert_snapshot!("check_text", check_stdout("text"));

@@ -1,8 +1,8 @@
 // Renders commgate PR comments (Markdown files) the way GitHub shows them, in headless Chromium,
 // and fails on what a reader of the pull request would see broken:
 //   - a ```mermaid block that mermaid cannot parse or render (GitHub shows an error box instead),
-//   - a chart that renders empty (no bars or line with a non-zero size in its plot group, or not
-//     one bar per x-axis category),
+//   - a chart that renders empty (no bars or lines with a non-zero size in its plot group, not
+//     one bar per x-axis category, or not one drawn line per line series),
 //   - a comment whose top-level structure is off: no marker first, no verdict heading, a metric
 //     table without its chart, a table or fence that did not parse (raw `|` or ``` left in text),
 //     a `<details>` block that lost its summary or got nested, an element GitHub would strip
@@ -153,7 +153,9 @@ async function renderInPage() {
     };
     const plot = el && el.querySelector("g.plot");
     const bars = plot ? [...plot.querySelectorAll("rect")].filter(sized).length : 0;
-    const lines = plot ? [...plot.querySelectorAll("path")].filter(sized).length : 0;
+    // A flat line (the ±δ band) has a zero-height box: a line is drawn when it has a width.
+    const lines = plot ? [...plot.querySelectorAll("path")].filter((n) => n.getBBox().width > 0).length : 0;
+    const lineSeries = (text.match(/^\s*line\s/gm) || []).length;
     const categories = (text.match(/x-axis\s*\[(.*)\]/) || [null, ""])[1].split(",").filter((s) => s.trim()).length;
     charts.push({ width: Math.round(box.width), height: Math.round(box.height), bars, lines, categories });
     if (!(box.width > 0 && box.height > 0)) problems.push(`mermaid block ${i + 1}: the chart has an empty bounding box`);
@@ -162,7 +164,7 @@ async function renderInPage() {
       if (/^\s*bar\s*\[/m.test(text) && bars !== categories) {
         problems.push(`mermaid block ${i + 1}: ${bars} visible bars for ${categories} x-axis categories`);
       }
-      if (/^\s*line\s*\[/m.test(text) && lines < 1) problems.push(`mermaid block ${i + 1}: the line series drew nothing`);
+      if (lines !== lineSeries) problems.push(`mermaid block ${i + 1}: ${lines} visible lines for ${lineSeries} line series`);
     }
   }
 
@@ -277,7 +279,7 @@ async function main() {
         failed++;
         for (const p of r.problems) console.log(`render-check: FAIL ${path}: ${p}`);
       } else {
-        const charts = r.charts.map((c) => `${c.bars} bars + ${c.lines} line over ${c.categories} categories, ${c.width}×${c.height} px`);
+        const charts = r.charts.map((c) => `${c.bars} bars + ${c.lines} lines over ${c.categories} categories, ${c.width}×${c.height} px`);
         console.log(`render-check: ok   ${path}: ${r.chars} chars, ${r.tables} tables, ${r.details} details, ` +
           `${charts.length ? `chart: ${charts.join("; ")}` : "no chart"}${shot ? `, screenshot ${shot}` : ""}`);
       }

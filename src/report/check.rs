@@ -1,13 +1,13 @@
 //! The check report rendered three ways: terminal text (the comparison and attribution tables
 //! under the verdict), JSON (formats.md, "Check report"), and the Markdown of the PR comment and
-//! job summary: verdict first, a metric table next to a mermaid chart of baseline vs current,
+//! job summary: verdict first, a metric table next to a mermaid chart of each metric's change against ±δ,
 //! the hotspots with their mitigation, details folded, a hidden marker, under GitHub's comment
 //! size limit. A report that could not be evaluated leads with what failed and the exit code it
 //! gives, in every format, before anything else.
 
 mod workloads;
 
-use super::escape::{code_cell, code_span, md_cell, md_text, mermaid_label, plain, LABEL, NAME, PATH, TEXT};
+use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, TEXT};
 use super::markdown::{metric_table, table};
 use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
@@ -166,11 +166,11 @@ fn error_head(r: &CheckReport, e: &EvaluationError) -> String {
     out
 }
 
-/// The metric table and, next to it, a chart of baseline vs current medians and P95s; with
-/// several workloads, one group per workload instead.
+/// The metric table and, next to it, the chart of each metric's change against ±δ; with several
+/// workloads, one group per workload instead.
 fn metrics_section(r: &CheckReport) -> String {
     if !r.workloads.is_empty() {
-        return workloads::markdown(&r.workloads, false);
+        return format!("{}{}", workloads_chart(&r.workloads), workloads::markdown(&r.workloads, false));
     }
     let Some(c) = &r.comparison else {
         return format!(
@@ -186,31 +186,22 @@ fn metrics_section(r: &CheckReport) -> String {
         if c.baseline.runs == 1 { "" } else { "s" },
         super::pct(c.delta),
         metric_table(c),
-        chart(c)
+        chart(r.bench.as_ref().map_or("current", |b| b.workload.id.as_str()), c)
     )
 }
 
-/// A mermaid `xychart-beta`: baseline as bars, current as a line, for the step-time metrics.
-fn chart(c: &Comparison) -> String {
-    let metrics: Vec<_> = c
-        .metrics
-        .iter()
-        .filter(|m| m.statistic != crate::compare::Statistic::ExposedCommMs && m.ratio.is_finite())
-        .collect();
-    if metrics.is_empty() {
-        return String::new();
-    }
-    let labels: Vec<String> = metrics.iter().map(|m| mermaid_label(&m.label(), LABEL)).collect();
-    let series = |f: &dyn Fn(&crate::compare::MetricComparison) -> f64| {
-        metrics.iter().map(|m| format!("{:.4}", f(m))).collect::<Vec<_>>().join(", ")
-    };
-    let top = metrics.iter().map(|m| m.baseline.max(m.current)).fold(0.0, f64::max) * 1.15;
-    format!(
-        "```mermaid\nxychart-beta\n    title \"Step time (ms): baseline bars, current line\"\n    x-axis [{}]\n    y-axis \"ms\" 0 --> {top:.3}\n    bar [{}]\n    line [{}]\n```\n",
-        labels.join(", "),
-        series(&|m| m.baseline),
-        series(&|m| m.current)
-    )
+/// The change chart of the judged metrics against ±δ ([`super::chart::change_chart`]).
+fn chart(workload: &str, c: &Comparison) -> String {
+    super::chart::change_chart(&[super::chart::series_from(workload, c)], 100.0 * c.delta).unwrap_or_default()
+}
+
+/// One change chart over every compared workload (one line each), against the widest δ among
+/// them, so a workload's band is never drawn narrower than it is.
+fn workloads_chart(workloads: &[crate::check::WorkloadReport]) -> String {
+    let compared: Vec<_> = workloads.iter().filter_map(|w| w.comparison.as_ref().map(|c| (w.id.as_str(), c))).collect();
+    let delta = compared.iter().map(|(_, c)| c.delta).fold(0.0, f64::max);
+    let series: Vec<_> = compared.iter().map(|(id, c)| super::chart::series_from(id, c)).collect();
+    super::chart::change_chart(&series, 100.0 * delta).map_or_else(String::new, |chart| format!("{chart}\n"))
 }
 
 /// The hotspot table with the mitigation and next measurements, and the trace diff.

@@ -3,7 +3,7 @@
 //! chart of the overlap median). Every string here comes from a store or a file name and is
 //! untrusted: it passes through one function of [`super::escape`] where it enters the output.
 
-use super::escape::{md_cell, md_text, mermaid_label, plain, LABEL, NAME, PATH, TEXT};
+use super::escape::{md_cell, md_text, plain, NAME, PATH, TEXT};
 use super::Format;
 use crate::baseline::history::{short_date, Entry};
 use crate::baseline::list::Listing;
@@ -213,21 +213,15 @@ fn show_markdown(s: &Shown) -> String {
 
 /// A mermaid line chart of the overlap median over the newest runs, labelled by short date.
 fn chart(s: &Shown) -> String {
-    let points: Vec<(&Entry, f64)> =
-        s.runs.iter().filter_map(|e| e.summary.schedules.get(&Schedule::Overlap).map(|x| (e, x.median_ms))).collect();
+    let points: Vec<(String, f64)> = s
+        .runs
+        .iter()
+        .filter_map(|e| {
+            e.summary.schedules.get(&Schedule::Overlap).map(|x| (short_date(&e.summary.created_at), x.median_ms))
+        })
+        .collect();
     let points = &points[points.len().saturating_sub(TREND_POINTS)..];
-    if points.is_empty() {
-        return String::new();
-    }
-    let labels: Vec<String> =
-        points.iter().map(|(e, _)| mermaid_label(&short_date(&e.summary.created_at), LABEL)).collect();
-    let values: Vec<String> = points.iter().map(|(_, v)| format!("{v:.3}")).collect();
-    let top = points.iter().map(|p| p.1).fold(0.0, f64::max) * 1.1;
-    format!(
-        "```mermaid\n%%{{init: {{\"xyChart\": {{\"height\": 200}}}}}}%%\nxychart-beta\n    title \"Overlap median (ms), oldest to newest\"\n    x-axis [{}]\n    y-axis \"ms\" 0 --> {top:.3}\n    line [{}]\n```\n",
-        labels.join(", "),
-        values.join(", ")
-    )
+    super::chart::trend_chart("Overlap median (ms), oldest to newest", points, None).unwrap_or_default()
 }
 
 /// An aligned plain table: columns padded to their widest cell, two spaces apart.

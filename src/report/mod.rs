@@ -7,6 +7,7 @@
 //! from [`escape`] (`plain` for a terminal, `md_text` or `md_cell` for Markdown). Renderers display the decisions an [`Attribution`] carries; they
 //! never recompute them.
 
+pub mod chart;
 pub mod check;
 pub mod escape;
 pub mod history;
