@@ -464,7 +464,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         let span = if hta { hta_span(t, k) } else { (k.ts, k.end()) };
         gpu_span = Some(gpu_span.map_or(span, |(a, b)| (a.min(span.0), b.max(span.1))));
         match kind {
-            KernelKind::Comm => comm.push((span, k, series::step_of(&bounds, anchor))),
+            KernelKind::Comm => comm.push((span, k, series::step_of(bounds, anchor))),
             KernelKind::Compute => compute.push(span),
             KernelKind::Other => {}
         }
