@@ -76,6 +76,41 @@ pub struct Hotspot {
     pub start_skew_ms: Option<f64>,
     /// Instances that did not match on every rank.
     pub unmatched: u64,
+    /// Per step: Σ over matched instances of the shortest duration among the ranks (the time the
+    /// data moved once the last rank arrived). `None` for seed events or without a matched
+    /// instance.
+    #[serde(default)]
+    pub transfer_ms: Option<f64>,
+    /// Per step: the participants' mean of Σ (own duration − the instance's transfer), the time
+    /// a rank sat in the kernel waiting for the last one.
+    #[serde(default)]
+    pub wait_ms: Option<f64>,
+    /// Bus bandwidth in GB/s over the matched instances with a known payload (nccl-tests' bus
+    /// factor); `None` when no payload is known, the transfer time is 0, one rank only, or the
+    /// collective has no bus factor.
+    #[serde(default)]
+    pub busbw_gbps: Option<f64>,
+    /// The rank that arrived last (shortest kernel) in the most matched instances (ties: the
+    /// lowest rank); `None` with fewer than two participants.
+    #[serde(default)]
+    pub last_arrival_rank: Option<u32>,
+    /// The share of matched instances in which [`Hotspot::last_arrival_rank`] arrived last.
+    #[serde(default)]
+    pub last_arrival_share: Option<f64>,
+    /// Per-step samples (traces only), capped in length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<StepSeries>,
+}
+
+/// One collective's per-step samples, milliseconds, one entry per step in time order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StepSeries {
+    /// Swept exposed time on the rank where it is largest in that step.
+    pub exposed_ms: Vec<f64>,
+    /// Σ transfer of the matched instances of that step.
+    pub transfer_ms: Vec<f64>,
+    /// The participants' mean wait in the matched instances of that step.
+    pub wait_ms: Vec<f64>,
 }
 
 impl Hotspot {
@@ -97,6 +132,12 @@ impl Hotspot {
             straggler_rank: None,
             start_skew_ms: None,
             unmatched: 0,
+            transfer_ms: None,
+            wait_ms: None,
+            busbw_gbps: None,
+            last_arrival_rank: None,
+            last_arrival_share: None,
+            steps: None,
         }
     }
 }

@@ -144,3 +144,30 @@ fn custom_communication_kernels_are_named_by_their_pattern() {
     assert!(a.by_collective.is_empty());
     assert_eq!(a.followup.decision, Decision::CollectMoreEvidence);
 }
+
+/// Transfer and wait on the fixture's all_reduce (µs): Seq 1 lasts 300 on rank 0 and 250 on
+/// rank 1 → transfer 250, rank 0 waits 50, rank 1 arrived last; Seq 2 lasts 300 on both →
+/// transfer 300, no wait, a tie that goes to the lowest rank (0). Per step (2 steps): transfer
+/// 550/2 = 275 µs; wait 50 / 2 ranks / 2 steps = 12.5 µs. Last arrival: rank 0 and rank 1 once
+/// each → the tie goes to rank 0, share 1/2. busbw: 2 calls × 2 MiB × factor 2(2−1)/2 = 1 over
+/// 550 µs = 4194304 / 550e-6 / 1e9 GB/s.
+#[test]
+fn transfer_wait_busbw_and_last_arrival_match_hand_computation() {
+    let a = attribute_paths(&fixture(), &AttributeOptions::default()).expect("attributes");
+    let ar = &a.by_collective["all_reduce"];
+    assert_relative_eq!(ar.transfer_ms.expect("matched"), 0.275);
+    assert_relative_eq!(ar.wait_ms.expect("matched"), 0.0125);
+    assert_relative_eq!(ar.busbw_gbps.expect("payload known"), 4_194_304.0 / 550e-6 / 1e9);
+    assert_eq!(ar.last_arrival_rank, Some(0));
+    assert_relative_eq!(ar.last_arrival_share.expect("two ranks"), 0.5);
+    // Per step: Seq 1 is in step 0, Seq 2 in step 1.
+    let steps = ar.steps.as_ref().expect("a series");
+    assert_eq!(steps.transfer_ms.len(), 2);
+    assert_relative_eq!(steps.transfer_ms[0], 0.25);
+    assert_relative_eq!(steps.transfer_ms[1], 0.3);
+    assert_relative_eq!(steps.wait_ms[0], 0.025);
+    assert_relative_eq!(steps.wait_ms[1], 0.0);
+    // Step times: the ranks' ProfilerStep windows, 1000 µs each.
+    assert_eq!(a.ranks[0].step_ms.len(), 2);
+    assert_relative_eq!(a.ranks[0].step_ms[0] + a.ranks[0].step_ms[1], 2.0);
+}

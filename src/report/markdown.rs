@@ -24,6 +24,9 @@ pub fn attribution(a: &Attribution) -> String {
     } else {
         out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, |s| md_cell(s, NAME))));
     }
+    if let Some(line) = super::step_summary(a) {
+        out.push_str(&format!("\n{line}\n"));
+    }
     if !a.ranks.is_empty() {
         out.push_str("\n<details><summary>Per rank</summary>\n\n");
         out.push_str(&table(&super::RANK_COLUMNS, &super::rank_rows(a)));
@@ -131,9 +134,9 @@ mod tests {
         assert!(!out.contains("](javascript"), "{out}");
         assert!(out.contains("| &lt;script&gt;\\|\\*\\*x\\*\\* |"), "{out}");
         assert!(out.contains("\\[x\\]\\(javascript:alert\\(1\\)\\).json"), "{out}");
-        // The row keeps its 11 cells: the name's pipe is escaped, so it splits nothing.
+        // The row keeps its 15 cells: the name's pipe is escaped, so it splits nothing.
         let row = out.lines().find(|l| l.starts_with("| &lt;script&gt;")).expect("the hostile row");
-        assert_eq!(row.matches(" | ").count(), 10, "{row}");
+        assert_eq!(row.matches(" | ").count(), 14, "{row}");
     }
 
     #[test]

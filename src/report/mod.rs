@@ -155,9 +155,29 @@ pub(crate) fn straggler(h: &Hotspot) -> String {
     h.straggler_rank.map_or_else(|| "-".to_string(), |r| r.to_string())
 }
 
+/// The bus bandwidth cell: GB/s with two decimals, or `n/a` when no payload, no bus factor or
+/// a single rank left it undefined.
+pub(crate) fn busbw(h: &Hotspot) -> String {
+    h.busbw_gbps.map_or_else(|| "n/a".to_string(), two)
+}
+
+/// A per-step figure only traces give: milliseconds, or `n/a` without a matched instance.
+pub(crate) fn optional_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), ms)
+}
+
+/// The last-arrival cell: `5 (75%)`, the rank and the share of matched instances in which it
+/// arrived last, or `-` when fewer than two ranks took part.
+pub(crate) fn last_arrival(h: &Hotspot) -> String {
+    match (h.last_arrival_rank, h.last_arrival_share) {
+        (Some(rank), Some(share)) => format!("{rank} ({}%)", fixed(share * 100.0, 0)),
+        _ => "-".to_string(),
+    }
+}
+
 /// The per-collective table's columns (text and Markdown); every figure is per step except
-/// `count` and `unmatched`. [`collective_cells`] fills them in this order.
-pub(crate) const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
+/// `count`, `busbw`, `last arrival` and `unmatched`. [`collective_cells`] fills them in this order.
+pub(crate) const COLLECTIVE_COLUMNS: [(&str, Align); 15] = [
     ("collective", Align::Left),
     ("count", Align::Right),
     ("sync/step", Align::Right),
@@ -168,6 +188,10 @@ pub(crate) const COLLECTIVE_COLUMNS: [(&str, Align); 11] = [
     ("overlap", Align::Right),
     ("imbalance", Align::Right),
     ("straggler", Align::Right),
+    ("transfer ms/step", Align::Right),
+    ("wait ms/step", Align::Right),
+    ("busbw GB/s", Align::Right),
+    ("last arrival", Align::Right),
     ("unmatched", Align::Right),
 ];
 
@@ -184,6 +208,10 @@ pub(crate) fn collective_cells(h: &Hotspot, escape: fn(&str) -> String) -> Vec<S
         two(h.overlap_ratio),
         imbalance(h),
         straggler(h),
+        optional_ms(h.transfer_ms),
+        optional_ms(h.wait_ms),
+        busbw(h),
+        last_arrival(h),
         h.unmatched.to_string(),
     ]
 }
@@ -230,6 +258,25 @@ pub(crate) fn rank_cells(r: &crate::trace::attribute::RankSummary) -> Vec<String
         two(r.overlap_pct),
         r.comm_kernels.to_string(),
     ]
+}
+
+/// The one-line summary of the per-step samples the JSON carries: how many steps, and the
+/// shortest, median and longest step over all ranks; `None` without samples.
+pub(crate) fn step_summary(a: &Attribution) -> Option<String> {
+    let mut all: Vec<f64> = a.ranks.iter().flat_map(|r| r.step_ms.iter().copied()).collect();
+    if all.is_empty() {
+        return None;
+    }
+    all.sort_by(f64::total_cmp);
+    let samples = a.ranks.iter().map(|r| r.step_ms.len()).max().unwrap_or(0);
+    let median = all[all.len() / 2];
+    Some(format!(
+        "Step time over {} (all ranks): min {} ms, median {} ms, max {} ms; per-step series in the JSON report",
+        counted(samples, "step", "steps"),
+        ms(all[0]),
+        ms(median),
+        ms(all[all.len() - 1])
+    ))
 }
 
 /// Ranks as sorted runs (`0-3, 6, 8-9`), or `none`, so 512 ranks stay one short line.
@@ -363,7 +410,7 @@ pub(crate) fn compat_name(c: Compat) -> &'static str {
 pub(crate) mod fixtures {
     use std::collections::BTreeMap;
 
-    use crate::hotspots::{CommEvent, Hotspot, Thresholds};
+    use crate::hotspots::{CommEvent, Hotspot, StepSeries, Thresholds};
     use crate::trace::attribute::{attribute_events, conclude, Attribution, Compat, RankSummary, Source};
     use crate::trace::caveats::{RankCoverage, StepsIgnored};
 
@@ -395,6 +442,7 @@ pub(crate) mod fixtures {
             steps_ignored: None,
             names_truncated: false,
             collectives_folded: 0,
+            steps_past_sample_cap: 0,
         }
     }
 
@@ -409,6 +457,7 @@ pub(crate) mod fixtures {
             exposed_ms: comm - overlapped,
             overlap_pct: 100.0 * overlapped / comm,
             comm_kernels: kernels,
+            step_ms: vec![comm + compute - overlapped; 4],
         }
     }
 
@@ -429,6 +478,16 @@ pub(crate) mod fixtures {
             rank_imbalance_observed: true,
             straggler_rank: Some(1),
             start_skew_ms: Some(0.042),
+            transfer_ms: Some(9.125),
+            wait_ms: Some(3.375),
+            busbw_gbps: Some(7.35),
+            last_arrival_rank: Some(1),
+            last_arrival_share: Some(0.75),
+            steps: Some(StepSeries {
+                exposed_ms: vec![8.125, 8.0, 7.5, 8.125],
+                transfer_ms: vec![9.0, 9.25, 9.0, 9.25],
+                wait_ms: vec![3.5, 3.25, 3.5, 3.25],
+            }),
             ..hotspot("all_reduce")
         };
         let all_gather = Hotspot {
@@ -442,6 +501,10 @@ pub(crate) mod fixtures {
             rank_imbalance_observed: true,
             straggler_rank: Some(0),
             unmatched: 2,
+            transfer_ms: Some(3.0),
+            wait_ms: Some(0.125),
+            last_arrival_rank: Some(0),
+            last_arrival_share: Some(0.5),
             ..hotspot("all_gather")
         };
         let send_recv = Hotspot {

@@ -24,6 +24,9 @@ pub fn attribution(a: &Attribution) -> String {
     } else {
         out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, |s| plain(s, NAME))));
     }
+    if let Some(line) = super::step_summary(a) {
+        out.push_str(&format!("\n{line}\n"));
+    }
     if !a.ranks.is_empty() {
         out.push_str("\nPer rank (ms per step):\n");
         out.push_str(&table(&super::rank_columns_without_unit(), &super::rank_rows(a)));

@@ -4,6 +4,14 @@
 //! Every definition here is `docs/attribution.md`'s: the step window, the equal-share
 //! sweep, cross-rank matching and the clock-free imbalance ratio, and HTA's parity rules under
 //! [`Compat::Hta`].
+//!
+//! Submodules: [`combine`] (per collective over ranks), [`transfer`] (instances matched across
+//! ranks: imbalance, transfer, wait, bus bandwidth, last arrival) and [`series`] (which step a
+//! kernel belongs to, and the per-step samples).
+
+mod combine;
+pub mod series;
+mod transfer;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -98,6 +106,10 @@ pub struct Source {
     /// maximum number of distinct collective names (the largest count over ranks).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub collectives_folded: u64,
+    /// Steps past [`series::MAX_STEP_SAMPLES`] left out of the per-step samples (the largest
+    /// count over ranks); the per-step means still cover every step.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps_past_sample_cap: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -119,11 +131,19 @@ impl Source {
                 self.collectives_folded
             )
         });
+        let capped = (self.steps_past_sample_cap > 0).then(|| {
+            format!(
+                "per-step samples keep the first {} steps; {} later steps are left out of them (not of the per-step figures)",
+                series::MAX_STEP_SAMPLES,
+                self.steps_past_sample_cap
+            )
+        });
         ranks
             .into_iter()
             .chain(self.steps_ignored.as_ref().map(StepsIgnored::summary))
             .chain(truncated)
             .chain(folded)
+            .chain(capped)
             .collect()
     }
 }
@@ -141,6 +161,10 @@ pub struct RankSummary {
     /// `100 · overlapped / comm`; 0 when there is no communication.
     pub overlap_pct: f64,
     pub comm_kernels: u64,
+    /// The length of each step, milliseconds, in time order (capped at
+    /// [`series::MAX_STEP_SAMPLES`]); the whole trace is one step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_ms: Vec<f64>,
 }
 
 /// The result of `commgate attribute`, the JSON of formats.md.
@@ -203,6 +227,7 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds
         steps_ignored: None,
         names_truncated,
         collectives_folded: budget.folded,
+        steps_past_sample_cap: 0,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64, t)
 }
@@ -219,6 +244,8 @@ pub struct CommKernel {
     /// Bytes of this call, `None` when no metadata says.
     pub payload: Option<u64>,
     pub key: MatchKey,
+    /// The step (0-based, in time order) whose window holds the kernel's anchor.
+    pub step: u32,
 }
 
 /// How instances of a collective are matched across ranks.
@@ -239,6 +266,9 @@ pub struct RankCollective {
     pub exposed_ns: f64,
     pub payload_bytes: u64,
     pub payload_known: bool,
+    /// Swept exposed nanoseconds per step, `(step, ns)` for the steps with this collective,
+    /// ascending (steps past the sample cap left out).
+    pub exposed_by_step: Vec<(u32, f64)>,
 }
 
 /// Everything measured on one rank, over its window (not yet per step).
@@ -263,6 +293,11 @@ pub struct RankAnalysis {
     pub names_truncated: bool,
     /// Kernels counted under [`OTHER_COLLECTIVES`] (past the distinct-name limit).
     pub collectives_folded: u64,
+    /// How many step windows the window holds (1 for the whole trace), uncapped.
+    pub samples: u64,
+    /// The length of each step window (capped at [`series::MAX_STEP_SAMPLES`]); for the whole
+    /// trace, from the first GPU activity's start to the last one's end.
+    pub step_ns: Vec<Ns>,
 }
 
 impl RankAnalysis {
@@ -278,12 +313,18 @@ impl RankAnalysis {
             100.0 * self.overlapped_ns as f64 / self.comm_ns as f64
         }
     }
+
+    /// What one step sample is divided by so that samples read per step like every other
+    /// figure: 1 for step windows, the step count for a whole trace given `--steps N`.
+    pub fn sample_divisor(&self) -> f64 {
+        (self.steps as f64 / self.samples.max(1) as f64).max(1.0)
+    }
 }
 
 /// Attribution from ranks already analysed (sorted by rank).
 pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> Attribution {
-    let by_collective = combine_ranks(&ranks);
-    let summaries = ranks.iter().map(rank_summary).collect();
+    let by_collective = combine::combine_ranks(&ranks);
+    let summaries = ranks.iter().map(combine::rank_summary).collect();
     let present: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
     let coverage = RankCoverage::new(&present, ranks.iter().filter_map(|r| r.world_size).max());
     let source = Source {
@@ -298,6 +339,11 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
         steps_ignored: steps_ignored(&ranks, opts.steps.as_ref()),
         names_truncated: ranks.iter().any(|r| r.names_truncated),
         collectives_folded: ranks.iter().map(|r| r.collectives_folded).max().unwrap_or(0),
+        steps_past_sample_cap: ranks
+            .iter()
+            .map(|r| r.samples.saturating_sub(series::MAX_STEP_SAMPLES as u64))
+            .max()
+            .unwrap_or(0),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events, &opts.thresholds)
@@ -324,6 +370,8 @@ struct Window {
     keep_unlaunched: bool,
     steps: u64,
     name: &'static str,
+    /// The first start of each step, in time order (empty for the whole trace).
+    starts: Vec<Ns>,
 }
 
 fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Window {
@@ -337,6 +385,7 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
     let mut firsts: Vec<(&str, Ns)> = first_by_name.into_iter().collect();
     firsts.sort_unstable_by_key(|&(name, ts)| (ts, name));
     let counted_steps = (firsts.len() as u64).saturating_sub(1).max(1);
+    let starts: Vec<Ns> = if firsts.len() >= 2 { firsts.iter().map(|&(_, ts)| ts).collect() } else { Vec::new() };
     let w = match opts.compat {
         Compat::Hta if multi_step_names => {
             let last = t.steps.iter().map(|s| s.ts).max().unwrap_or(Ns::MAX);
@@ -346,17 +395,23 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
                 keep_unlaunched: false,
                 steps: counted_steps,
                 name: "hta",
+                starts,
             }
         }
-        Compat::Hta => Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace" },
+        Compat::Hta => {
+            Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace", starts: Vec::new() }
+        }
         Compat::Default if firsts.len() >= 2 => Window {
             start: firsts[0].1,
             end: firsts[firsts.len() - 1].1,
             keep_unlaunched: true,
             steps: counted_steps,
             name: "steps",
+            starts,
         },
-        Compat::Default => Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace" },
+        Compat::Default => {
+            Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace", starts: Vec::new() }
+        }
     };
     // Markers win: a `steps` setting only fills in for a trace that has none.
     match &opts.steps {
@@ -389,8 +444,10 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let w = window(t, opts, multi_step_names);
     let hta = opts.compat == Compat::Hta;
     let ops = OpIndex::new(&t.comm_ops);
-    let mut comm: Vec<(Span, &Kernel)> = Vec::new();
+    let bounds = series::interior_bounds(&w.starts);
+    let mut comm: Vec<(Span, &Kernel, u32)> = Vec::new();
     let mut compute: Vec<Span> = Vec::new();
+    let mut gpu_span: Option<Span> = None;
     for k in &t.kernels {
         let anchor = match k.correlation.and_then(|c| t.launches.get(&c)) {
             Some(l) if hta => hta_round(t, l.ts).0,
@@ -405,15 +462,16 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         let kind =
             if hta { kind_hta(name, &opts.comm_patterns) } else { kind_default(k.cat, name, &opts.comm_patterns) };
         let span = if hta { hta_span(t, k) } else { (k.ts, k.end()) };
+        gpu_span = Some(gpu_span.map_or(span, |(a, b)| (a.min(span.0), b.max(span.1))));
         match kind {
-            KernelKind::Comm => comm.push((span, k)),
+            KernelKind::Comm => comm.push((span, k, series::step_of(bounds, anchor))),
             KernelKind::Compute => compute.push(span),
             KernelKind::Other => {}
         }
     }
-    comm.sort_by_key(|&(span, _)| span);
+    comm.sort_by_key(|&(span, _, _)| span);
     let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &opts.comm_patterns);
-    let comm_union = union(comm.iter().map(|&(s, _)| s).collect());
+    let comm_union = union(comm.iter().map(|&(s, _, _)| s).collect());
     let compute_union = union(compute);
     let overlapped = intersection(&comm_union, &compute_union);
 
@@ -423,14 +481,26 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let labelled: Vec<(Span, usize)> = comm
         .iter()
         .zip(&comm_kernels)
-        .map(|(&(span, _), c)| (span, labels.binary_search(&c.collective).unwrap_or(0)))
+        .map(|(&(span, _, _), c)| (span, labels.binary_search(&c.collective).unwrap_or(0)))
         .collect();
     let shares = sweep(&labelled, &compute_union, labels.len());
+    let samples = if w.starts.len() >= 2 { w.starts.len() as u64 - 1 } else { 1 };
+    let mut exposed_by_step = if samples > 1 {
+        let steps: Vec<u32> = comm_kernels.iter().map(|c| c.step).collect();
+        series::exposed_by_step(&labelled, &steps, &compute_union, labels.len())
+    } else {
+        shares.exposed.iter().map(|&e| vec![(0, e)]).collect()
+    };
     let mut by_collective: BTreeMap<String, RankCollective> = BTreeMap::new();
     for (i, label) in labels.iter().enumerate() {
         by_collective.insert(
             label.clone(),
-            RankCollective { total_ns: shares.total[i], exposed_ns: shares.exposed[i], ..RankCollective::default() },
+            RankCollective {
+                total_ns: shares.total[i],
+                exposed_ns: shares.exposed[i],
+                exposed_by_step: std::mem::take(&mut exposed_by_step[i]),
+                ..RankCollective::default()
+            },
         );
     }
     for c in &comm_kernels {
@@ -458,6 +528,8 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         num_events: t.num_events,
         names_truncated: t.names_truncated,
         collectives_folded,
+        samples,
+        step_ns: series::step_lengths(&w.starts, gpu_span),
     }
 }
 
@@ -521,13 +593,18 @@ impl NameBudget {
 
 /// Names each comm kernel's collective and payload, and gives it a cross-rank match key; also
 /// the number of kernels folded under [`OTHER_COLLECTIVES`].
-fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns: &[String]) -> (Vec<CommKernel>, u64) {
+fn identify(
+    t: &RankTrace,
+    ops: &OpIndex<'_>,
+    comm: &[(Span, &Kernel, u32)],
+    patterns: &[String],
+) -> (Vec<CommKernel>, u64) {
     let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
     let mut budget = NameBudget::default();
     let gpu_annotations = GpuAnnotationIndex::new(&t.gpu_annotations);
     let kernels = comm
         .iter()
-        .map(|&(span, k)| {
+        .map(|&(span, k, step)| {
             let (record, annotation) = match k.correlation.and_then(|c| t.launches.get(&c)) {
                 Some(l) => ops.enclosing(l),
                 None => (None, None),
@@ -558,7 +635,7 @@ fn identify(t: &RankTrace, ops: &OpIndex<'_>, comm: &[(Span, &Kernel)], patterns
                     MatchKey::Ordinal { pg, collective: collective.clone(), ordinal: *n - 1 }
                 }
             };
-            CommKernel { ts: span.0, end: span.1, collective, payload, key }
+            CommKernel { ts: span.0, end: span.1, collective, payload, key, step }
         })
         .collect();
     (kernels, budget.folded)
@@ -606,133 +683,5 @@ impl<'a> GpuAnnotationIndex<'a> {
             .filter(|&&(_, _, _, a)| k.end() <= a.end)
             .min_by_key(|&&(_, _, i, _)| i)
             .map(|&(_, _, _, a)| a.op.as_str())
-    }
-}
-
-fn ms(ns: f64) -> f64 {
-    ns / 1e6
-}
-
-fn rank_summary(r: &RankAnalysis) -> RankSummary {
-    let per_step = |ns: Ns| ms(ns as f64) / r.steps as f64;
-    RankSummary {
-        rank: r.rank,
-        file: r.file.clone(),
-        steps: r.steps,
-        comm_ms: per_step(r.comm_ns),
-        compute_ms: per_step(r.compute_ns),
-        overlapped_ms: per_step(r.overlapped_ns),
-        exposed_ms: per_step(r.exposed_ns()),
-        overlap_pct: r.overlap_pct(),
-        comm_kernels: r.comm_kernels.len() as u64,
-    }
-}
-
-/// Per collective over ranks: means per step, the worst rank, and imbalance from matched
-/// instances.
-fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot> {
-    let mut names: Vec<&String> = ranks.iter().flat_map(|r| r.by_collective.keys()).collect();
-    names.sort_unstable();
-    names.dedup();
-    let n = ranks.len().max(1) as f64;
-    // Each collective's kernels, per rank, gathered in one pass: scanning every kernel for each
-    // name made many distinct collectives cost quadratic time.
-    let mut kernels_of: HashMap<&str, Vec<(usize, &CommKernel)>> = HashMap::with_capacity(names.len());
-    for (i, r) in ranks.iter().enumerate() {
-        for c in &r.comm_kernels {
-            kernels_of.entry(c.collective.as_str()).or_default().push((i, c));
-        }
-    }
-    names
-        .into_iter()
-        .map(|name| {
-            let mut h = Hotspot::empty(name);
-            let mut payload_sum = 0.0;
-            for r in ranks {
-                let Some(c) = r.by_collective.get(name) else { continue };
-                let steps = r.steps as f64;
-                h.count += c.kernels;
-                h.sync_count += c.kernels as f64 / steps / n;
-                h.total_comm_ms += ms(c.total_ns) / steps / n;
-                let exposed = ms(c.exposed_ns) / steps;
-                h.exposed_comm_ms += exposed / n;
-                h.exposed_comm_ms_max_rank = h.exposed_comm_ms_max_rank.max(exposed);
-                if c.total_ns > 0.0 {
-                    h.overlap_ratio = h.overlap_ratio.min(1.0 - c.exposed_ns / c.total_ns);
-                }
-                if c.payload_known {
-                    h.payload_known = true;
-                    payload_sum += c.payload_bytes as f64 / steps / n;
-                }
-            }
-            if h.payload_known {
-                h.payload_bytes = Some(payload_sum.round() as u64);
-            }
-            imbalance(ranks, kernels_of.get(name.as_str()).map(Vec::as_slice).unwrap_or_default(), &mut h);
-            (name.clone(), h)
-        })
-        .collect()
-}
-
-/// The clock-free imbalance ratio Σ wait / Σ span over instances matched on every
-/// participating rank, the straggler (the rank that arrived last, weighted by the wait it
-/// caused), and the mean start skew.
-///
-/// `kernels` holds this collective's kernels as (index into `ranks`, kernel), in rank order.
-fn imbalance(ranks: &[RankAnalysis], kernels: &[(usize, &CommKernel)], h: &mut Hotspot) {
-    // instance key → per participating rank: (summed duration, earliest start).
-    // Hashed, not ordered: everything summed below is an integer, so the order does not matter.
-    let mut instances: HashMap<&MatchKey, Vec<(usize, Ns, Ns)>> = HashMap::with_capacity(kernels.len());
-    let mut participants: Vec<usize> = Vec::new();
-    for &(i, c) in kernels {
-        {
-            let entry = instances.entry(&c.key).or_default();
-            match entry.iter_mut().find(|(rank, _, _)| *rank == i) {
-                Some(e) => {
-                    e.1 += c.end - c.ts;
-                    e.2 = e.2.min(c.ts);
-                }
-                None => entry.push((i, c.end - c.ts, c.ts)),
-            }
-            if participants.last() != Some(&i) {
-                participants.push(i);
-            }
-        }
-    }
-    if participants.len() < 2 {
-        return;
-    }
-    // Start times compare only when every rank says where its clock starts.
-    let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some());
-    let (mut wait, mut span, mut skew_sum, mut matched) = (0i128, 0i128, 0i128, 0u64);
-    let mut caused: Vec<i128> = vec![0; ranks.len()];
-    for per_rank in instances.values() {
-        if per_rank.len() != participants.len() {
-            h.unmatched += 1;
-            continue;
-        }
-        matched += 1;
-        let min = per_rank.iter().map(|&(_, d, _)| d).min().unwrap_or(0);
-        let instance_wait: i128 = per_rank.iter().map(|&(_, d, _)| i128::from(d - min)).sum();
-        wait += instance_wait;
-        span += per_rank.iter().map(|&(_, d, _)| i128::from(d)).sum::<i128>();
-        if let Some(&(last, _, _)) = per_rank.iter().min_by_key(|&&(i, d, _)| (d, i)) {
-            caused[last] += instance_wait;
-        }
-        let starts = per_rank.iter().map(|&(i, _, ts)| i128::from(ts) + i128::from(ranks[i].base_time_ns.unwrap_or(0)));
-        let (lo, hi) = starts.fold((i128::MAX, i128::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
-        skew_sum += hi - lo;
-    }
-    if matched == 0 || span == 0 {
-        return;
-    }
-    h.rank_imbalance_observed = true;
-    h.rank_imbalance_ratio = Some(wait as f64 / span as f64);
-    if wait > 0 {
-        h.straggler_rank =
-            caused.iter().enumerate().max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i))).map(|(i, _)| ranks[i].rank);
-    }
-    if clocks_comparable {
-        h.start_skew_ms = Some(skew_sum as f64 / matched as f64 / 1e6);
     }
 }

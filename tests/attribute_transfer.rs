@@ -1,0 +1,116 @@
+//! Transfer, wait, bus bandwidth and last arrival on hand-built ranks (two, four and one), with
+//! every expected number worked out in the comments. Kernels are given in nanoseconds.
+
+use std::collections::BTreeMap;
+
+use approx::assert_relative_eq;
+use commgate::trace::attribute::{
+    attribute_analyses, AttributeOptions, CommKernel, MatchKey, RankAnalysis, RankCollective,
+};
+
+/// A rank over one whole-trace step whose all_reduce instances have these (start, duration)
+/// pairs, with Seq 0, 1, … and `payload` bytes each; its clock starts at `base`.
+fn rank(rank: u32, base: i64, kernels: &[(i64, i64)], payload: Option<u64>) -> RankAnalysis {
+    let comm_kernels: Vec<CommKernel> = kernels
+        .iter()
+        .enumerate()
+        .map(|(i, &(ts, dur))| CommKernel {
+            ts,
+            end: ts + dur,
+            collective: "all_reduce".to_string(),
+            payload,
+            key: MatchKey::Seq { pg: "0".to_string(), seq: i as u64 },
+            step: 0,
+        })
+        .collect();
+    let total: i64 = kernels.iter().map(|k| k.1).sum();
+    let rc = RankCollective {
+        kernels: kernels.len() as u64,
+        total_ns: total as f64,
+        exposed_ns: total as f64,
+        payload_bytes: payload.unwrap_or(0) * kernels.len() as u64,
+        payload_known: payload.is_some(),
+        exposed_by_step: vec![(0, total as f64)],
+    };
+    RankAnalysis {
+        rank,
+        file: format!("rank-{rank}.json"),
+        steps: 1,
+        steps_from_markers: false,
+        window: "trace",
+        comm_ns: total,
+        compute_ns: 0,
+        overlapped_ns: 0,
+        comm_kernels,
+        by_collective: BTreeMap::from([("all_reduce".to_string(), rc)]),
+        base_time_ns: Some(base),
+        world_size: None,
+        num_events: 0,
+        names_truncated: false,
+        collectives_folded: 0,
+        samples: 1,
+        step_ns: vec![10_000_000],
+    }
+}
+
+/// Two ranks, clocks 5 s apart and timestamps shifted: instance 0 lasts 1000 ns on rank 0 and
+/// 400 on rank 1 (rank 1 last, transfer 400, rank 0 waits 600); instance 1 lasts 500 / 800
+/// (rank 0 last, transfer 500, rank 1 waits 300). transfer = 900 ns = 0.0009 ms; wait =
+/// (600 + 300) / 2 ranks = 450 ns. Last arrival: once each → tie → rank 0, share 0.5. busbw:
+/// 2 × 1e6 bytes × 1 / 900e-9 s / 1e9 = 2222.2 GB/s.
+#[test]
+fn two_ranks_with_offset_clocks_and_a_tie() {
+    let r0 = rank(0, 0, &[(1_000, 1_000), (5_000, 500)], Some(1_000_000));
+    let r1 = rank(1, 5_000_000_000, &[(9_000_000, 400), (9_004_000, 800)], Some(1_000_000));
+    let a = attribute_analyses(vec![r0, r1], &AttributeOptions::default());
+    let h = &a.by_collective["all_reduce"];
+    assert_relative_eq!(h.transfer_ms.expect("matched"), 0.0009);
+    assert_relative_eq!(h.wait_ms.expect("matched"), 0.00045);
+    assert_relative_eq!(h.busbw_gbps.expect("known"), 2e6 / 900e-9 / 1e9);
+    assert_eq!((h.last_arrival_rank, h.last_arrival_share), (Some(0), Some(0.5)));
+
+    // Shifting every timestamp of a rank changes nothing but the start skew.
+    let r0 = rank(0, 0, &[(1_000, 1_000), (5_000, 500)], Some(1_000_000));
+    let r1 = rank(1, 0, &[(123, 400), (4_123, 800)], Some(1_000_000));
+    let b = attribute_analyses(vec![r0, r1], &AttributeOptions::default());
+    let g = &b.by_collective["all_reduce"];
+    assert_eq!((g.transfer_ms, g.wait_ms, g.busbw_gbps), (h.transfer_ms, h.wait_ms, h.busbw_gbps));
+    assert_eq!(g.last_arrival_rank, h.last_arrival_rank);
+}
+
+/// Four ranks, rank 2 shortest in both instances (it arrived last). Instance 0 durations
+/// 900, 700, 300, 500 → transfer 300, waits 600 + 400 + 0 + 200 = 1200; instance 1 durations
+/// 400 each but rank 2 at 100 → transfer 100, waits 300 × 3 = 900. transfer = 400 ns; wait =
+/// 2100 / 4 = 525 ns; rank 2 last in 2 of 2. Payload unknown → busbw null.
+#[test]
+fn four_ranks_name_the_last_arrival_and_unknown_payload_gives_no_busbw() {
+    let ranks = vec![
+        rank(0, 0, &[(0, 900), (2_000, 400)], None),
+        rank(1, 77, &[(10, 700), (2_010, 400)], None),
+        rank(2, 0, &[(600, 300), (2_300, 100)], None),
+        rank(3, -5, &[(400, 500), (2_000, 400)], None),
+    ];
+    let a = attribute_analyses(ranks, &AttributeOptions::default());
+    let h = &a.by_collective["all_reduce"];
+    assert_relative_eq!(h.transfer_ms.expect("matched"), 0.0004);
+    assert_relative_eq!(h.wait_ms.expect("matched"), 0.000525);
+    assert_eq!(h.busbw_gbps, None);
+    assert_eq!((h.last_arrival_rank, h.last_arrival_share), (Some(2), Some(1.0)));
+    assert_eq!(h.straggler_rank, Some(2));
+    let steps = h.steps.as_ref().expect("series");
+    assert_eq!(steps.transfer_ms.len(), 1);
+    assert_relative_eq!(steps.transfer_ms[0], 0.0004);
+}
+
+/// One rank: transfer = its durations (1000 + 500 ns), no wait, no last arrival, no busbw (the
+/// bus factor needs the group size).
+#[test]
+fn a_single_rank_transfers_all_and_waits_nothing() {
+    let a =
+        attribute_analyses(vec![rank(0, 0, &[(0, 1_000), (5_000, 500)], Some(1_000))], &AttributeOptions::default());
+    let h = &a.by_collective["all_reduce"];
+    assert_relative_eq!(h.transfer_ms.expect("one rank"), 0.0015);
+    assert_eq!(h.wait_ms, Some(0.0));
+    assert_eq!((h.last_arrival_rank, h.last_arrival_share, h.busbw_gbps), (None, None, None));
+    assert_eq!(a.ranks[0].step_ms, vec![10.0]);
+}
