@@ -160,7 +160,8 @@ pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
     }
     if nsys::export::is_report_name(path) {
         drop(opened);
-        let dir = tempfile::tempdir().map_err(|e| LoadError::new(path, format!("no temporary directory for the export: {e}")))?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| LoadError::new(path, format!("no temporary directory for the export: {e}")))?;
         let exported = nsys::export::export(path, dir.path()).map_err(|e| LoadError::new(path, e.to_string()))?;
         return read_nsys(path, &exported, limits);
     }

@@ -14,6 +14,8 @@
 //! - `CUPTI_ACTIVITY_KIND_RUNTIME` (optional): the launches, by `correlationId`, on `globalTid`;
 //! - `NVTX_EVENTS` (optional): push/pop and start/end ranges: `record_param_comms` and NCCL
 //!   ranges (payload and collective from `jsonText`), `ProfilerStep#N` or `step` ranges;
+//! - `TARGET_INFO_SESSION_START_TIME` (optional): `utcEpochNs`, which puts the ranks of separate
+//!   exports on one clock (start skew);
 //! - `META_DATA_EXPORT` (optional): the export schema version, for the source line.
 
 pub mod export;
@@ -36,6 +38,7 @@ const MEMSET_TABLE: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
 const NVTX_TABLE: &str = "NVTX_EVENTS";
 const STRINGS_TABLE: &str = "StringIds";
 const META_TABLE: &str = "META_DATA_EXPORT";
+const SESSION_TABLE: &str = "TARGET_INFO_SESSION_START_TIME";
 
 /// The `source.format` of an attribution read from Nsight Systems exports.
 pub const FORMAT: &str = "nsys-sqlite";
@@ -100,6 +103,7 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
     let launches = r.launches()?;
     let nvtx = nvtx::read(&conn, &tables, &mut r.truncated)?;
     let version = r.version()?;
+    let session_start = r.session_start()?;
     let names = r.names.list;
     let mut fractional = false;
     let mut by_device: Vec<(i64, Vec<Kernel>)> = Vec::new();
@@ -114,6 +118,9 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
         by_device.push((0, Vec::new()));
     }
     let several = by_device.len() > 1;
+    // Times count from the session's start: its UTC time puts ranks of separate exports on one
+    // clock; the GPUs of one export share theirs anyway.
+    let base_time_ns = session_start.or(several.then_some(0));
     let traces = by_device
         .into_iter()
         .map(|(device, kernels)| RankTrace {
@@ -125,6 +132,7 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
             comm_ops: nvtx.comm_ops.clone(),
             steps: nvtx.steps.clone(),
             fractional_ts: fractional,
+            base_time_ns,
             num_events,
             names_truncated: r.truncated,
             ..RankTrace::default()
@@ -166,9 +174,8 @@ pub(crate) struct Tables {
 impl Tables {
     fn of(conn: &Connection) -> Result<Self, NsysError> {
         let place = "the table list";
-        let mut stmt = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-            .map_err(|e| db_error(place, &e))?;
+        let mut stmt =
+            conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").map_err(|e| db_error(place, &e))?;
         let names = stmt
             .query_map([], |row| row.get::<_, String>(0))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
@@ -261,7 +268,8 @@ impl Reader<'_> {
     }
 
     fn gpu_activities(&mut self) -> Result<Vec<GpuRow>, NsysError> {
-        let name_col = if self.tables.has_column(KERNEL_TABLE, "demangledName") { "demangledName" } else { "shortName" };
+        let name_col =
+            if self.tables.has_column(KERNEL_TABLE, "demangledName") { "demangledName" } else { "shortName" };
         self.tables.require(KERNEL_TABLE, &["start", "end", "deviceId", "streamId", "correlationId", name_col])?;
         if !self.tables.has(STRINGS_TABLE) {
             return Err(err(format!(
@@ -269,9 +277,12 @@ impl Reader<'_> {
             )));
         }
         let mut rows = Vec::new();
-        let sql = format!("SELECT rowid, start, end, deviceId, streamId, correlationId, {name_col} FROM {KERNEL_TABLE}");
+        let sql =
+            format!("SELECT rowid, start, end, deviceId, streamId, correlationId, {name_col} FROM {KERNEL_TABLE}");
         self.read_gpu(&sql, KERNEL_TABLE, KernelCat::Kernel, &mut rows)?;
-        for (table, cat, label) in [(MEMCPY_TABLE, KernelCat::Memcpy, "Memcpy"), (MEMSET_TABLE, KernelCat::Memset, "Memset")] {
+        for (table, cat, label) in
+            [(MEMCPY_TABLE, KernelCat::Memcpy, "Memcpy"), (MEMSET_TABLE, KernelCat::Memset, "Memset")]
+        {
             if self.tables.has(table) {
                 self.tables.require(table, &["start", "end", "deviceId", "streamId", "correlationId"])?;
                 let sql = format!("SELECT rowid, start, end, deviceId, streamId, correlationId, NULL FROM {table}");
@@ -335,7 +346,8 @@ impl Reader<'_> {
             return Ok(launches);
         }
         self.tables.require(RUNTIME_TABLE, &["start", "correlationId", "globalTid"])?;
-        let sql = format!("SELECT start, correlationId, globalTid FROM {RUNTIME_TABLE} WHERE correlationId IS NOT NULL");
+        let sql =
+            format!("SELECT start, correlationId, globalTid FROM {RUNTIME_TABLE} WHERE correlationId IS NOT NULL");
         let mut stmt = self.conn.prepare(&sql).map_err(|e| db_error(RUNTIME_TABLE, &e))?;
         let mut rows = stmt.query([]).map_err(|e| db_error(RUNTIME_TABLE, &e))?;
         while let Some(row) = rows.next().map_err(|e| db_error(RUNTIME_TABLE, &e))? {
@@ -349,6 +361,19 @@ impl Reader<'_> {
             launches.insert(c, Launch { ts, pid, tid });
         }
         Ok(launches)
+    }
+
+    /// `TARGET_INFO_SESSION_START_TIME.utcEpochNs`, when the export has it.
+    fn session_start(&self) -> Result<Option<i64>, NsysError> {
+        if !self.tables.has_column(SESSION_TABLE, "utcEpochNs") {
+            return Ok(None);
+        }
+        let v: Option<Option<i64>> = self
+            .conn
+            .query_row(&format!("SELECT utcEpochNs FROM {SESSION_TABLE} LIMIT 1"), [], |row| row.get(0))
+            .optional()
+            .map_err(|e| db_error(SESSION_TABLE, &e))?;
+        Ok(v.flatten())
     }
 
     fn version(&self) -> Result<Option<String>, NsysError> {

@@ -62,7 +62,12 @@ pub fn export(report: &Path, dir: &Path) -> Result<PathBuf, NsysError> {
             cmd.env(key, v);
         }
     }
-    let mut child = cmd.spawn().map_err(|e| err(format!("`nsys export` could not start ({e}); run `{}` yourself", command_line(&report, &suggested_output(&report)))))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        err(format!(
+            "`nsys export` could not start ({e}); run `{}` yourself",
+            command_line(&report, &suggested_output(&report))
+        ))
+    })?;
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {

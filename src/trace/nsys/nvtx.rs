@@ -106,8 +106,9 @@ pub(crate) fn parse_payload(text: &str) -> Result<CommMeta, String> {
     if text.len() > MAX_JSON_BYTES {
         return Err(format!("is {} bytes, over the {MAX_JSON_BYTES}-byte limit for a payload", text.len()));
     }
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| format!("is not JSON ({}); export the report again", crate::input::plain_message(&e.to_string())))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        format!("is not JSON ({}); export the report again", crate::input::plain_message(&e.to_string()))
+    })?;
     let Value::Object(map) = value else {
         return Err(format!("is {}, not a JSON object", crate::input::json_kind(text.as_bytes())));
     };
