@@ -516,4 +516,20 @@ mod tests {
             assert_eq!(read, bytes);
         }
     }
+
+    #[test]
+    fn sqlite_is_told_by_its_whole_header_and_the_bytes_stay_readable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("export.json");
+        let mut db = SQLITE_MAGIC.to_vec();
+        db.extend_from_slice(b"rest of the page");
+        for (bytes, sqlite) in [(&db[..], true), (&SQLITE_MAGIC[..15], false), (b"SQLite format 4\0xx", false)] {
+            std::fs::write(&path, bytes).expect("write");
+            let opened = open(&path).expect("opens");
+            assert_eq!((opened.sqlite, opened.gzip), (sqlite, false), "{bytes:?}");
+            let mut read = Vec::new();
+            opened.reader.take(1 << 10).read_to_end(&mut read).expect("reads");
+            assert_eq!(read, bytes);
+        }
+    }
 }

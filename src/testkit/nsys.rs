@@ -88,7 +88,7 @@ fn global_tid(device: i64, pid: i64, tid: i64) -> i64 {
 
 /// Correlation ids of `device`, apart from every other device's.
 fn correlation(device: i64, c: u64) -> i64 {
-    ((device as u64) << 40 | (c & ((1 << 40) - 1))) as i64
+    (((device as u64) << 40) | (c & ((1 << 40) - 1))) as i64
 }
 
 /// Writes `traces` (each on its `deviceId`) as one export at `path` (replaced if present).
