@@ -15,10 +15,16 @@ use flate2::read::MultiGzDecoder;
 /// The gzip magic number.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
-/// An opened input: the (decompressed) bytes, and whether they were gzip on disk.
+/// The 16-byte header every SQLite database starts with (Nsight Systems' `--type sqlite`
+/// export is one).
+pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// An opened input: the (decompressed) bytes, whether they were gzip on disk, and whether the
+/// file is an SQLite database (its header; the reader then holds the raw bytes, unread).
 pub struct Opened {
     pub reader: Box<dyn Read + Send>,
     pub gzip: bool,
+    pub sqlite: bool,
 }
 
 /// Why an input could not be opened. Each reads after the file name: `PATH: is a named pipe …`.
@@ -94,16 +100,17 @@ pub fn describe_kind(kind: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// Wraps an opened regular file: the first two bytes tell gzip from plain, and are put back in
-/// front of the rest, so the file is read once, front to back.
+/// Wraps an opened regular file: the first bytes tell gzip and SQLite from plain, and are put
+/// back in front of the rest, so the file is read once, front to back.
 fn from_file(mut file: File) -> io::Result<Opened> {
-    let mut magic = [0u8; 2];
+    let mut magic = [0u8; 16];
     let n = read_prefix(&mut file, &mut magic)?;
-    let gzip = n == 2 && magic == GZIP_MAGIC;
+    let gzip = n >= 2 && magic[..2] == GZIP_MAGIC;
+    let sqlite = n == SQLITE_MAGIC.len() && &magic == SQLITE_MAGIC;
     let whole = Cursor::new(magic).take(n as u64).chain(file);
     let reader: Box<dyn Read + Send> =
         if gzip { Box::new(MultiGzDecoder::new(BufReader::with_capacity(1 << 16, whole))) } else { Box::new(whole) };
-    Ok(Opened { reader, gzip })
+    Ok(Opened { reader, gzip, sqlite })
 }
 
 fn read_prefix(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
@@ -506,6 +513,22 @@ mod tests {
             std::fs::write(&path, bytes).expect("write");
             let mut read = Vec::new();
             open(&path).expect("opens").reader.read_to_end(&mut read).expect("reads");
+            assert_eq!(read, bytes);
+        }
+    }
+
+    #[test]
+    fn sqlite_is_told_by_its_whole_header_and_the_bytes_stay_readable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("export.json");
+        let mut db = SQLITE_MAGIC.to_vec();
+        db.extend_from_slice(b"rest of the page");
+        for (bytes, sqlite) in [(&db[..], true), (&SQLITE_MAGIC[..15], false), (b"SQLite format 4\0xx", false)] {
+            std::fs::write(&path, bytes).expect("write");
+            let opened = open(&path).expect("opens");
+            assert_eq!((opened.sqlite, opened.gzip), (sqlite, false), "{bytes:?}");
+            let mut read = Vec::new();
+            opened.reader.take(1 << 10).read_to_end(&mut read).expect("reads");
             assert_eq!(read, bytes);
         }
     }

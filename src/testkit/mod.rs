@@ -7,5 +7,6 @@
 //! examples that use this module declare `required-features = ["testkit"]`.
 
 pub mod load;
+pub mod nsys;
 pub mod simulate;
 pub mod synth;

@@ -1,4 +1,5 @@
-//! From paths to parsed inputs: expands directories, detects gzip by its magic bytes, parses
+//! From paths to parsed inputs: expands directories, detects gzip and SQLite (Nsight Systems)
+//! by their magic bytes, parses
 //! files in parallel (one rank per thread, as many threads as cores), resolves each rank, and
 //! turns every failure into one [`LoadError`] that names the file and what to do.
 
@@ -11,6 +12,7 @@ use super::classify::rank_from_file_name;
 use super::kineto::{parse_document_with, Document};
 use super::limits::ReadLimits;
 use super::model::RankTrace;
+use super::nsys;
 use super::reader::ReadError;
 use crate::hotspots::CommEvent;
 use crate::input;
@@ -35,32 +37,46 @@ impl LoadError {
 /// trace per core is alive at a time: peak memory is a few MB per core plus the small analyses.
 pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Attribution, LoadError> {
     let files = collect_files(paths)?;
-    let single = files.len() == 1;
     let limits = opts.read_limits();
-    let loaded = map_parallel(&files, |path| {
-        Ok(match read_file_with(path, limits)? {
-            Document::Kineto(mut t) => {
-                t.rank = Some(resolve_rank(&t, single)?);
-                let names = step_names(&t);
-                let analysis = attribute::analyze_rank(&t, opts, names.len() >= 2);
-                Loaded::Rank(Box::new(analysis), names)
-            }
-            Document::Events(events) => Loaded::Events(events),
-        })
+    let single = files.len() == 1;
+    // Each worker reads a file and reduces its ranks (one per GPU of a multi-GPU Nsight Systems
+    // export) to their analyses at once, so only one raw file per core is alive at a time.
+    let read = map_parallel(&files, |path| {
+        let input = read_input(path, limits)?;
+        let loaded = input
+            .docs
+            .into_iter()
+            .map(|doc| {
+                Ok(match doc {
+                    Document::Kineto(mut t) => {
+                        t.rank = Some(resolve_rank(&t, single)?);
+                        let names = step_names(&t);
+                        let analysis = attribute::analyze_rank(&t, opts, names.len() >= 2);
+                        Loaded::Rank(Box::new(analysis), names)
+                    }
+                    Document::Events(events) => Loaded::Events(events),
+                })
+            })
+            .collect::<Result<Vec<_>, LoadError>>()?;
+        Ok((loaded, input.format))
     })?;
+    let (loaded, formats): (Vec<Vec<Loaded>>, Vec<Option<String>>) = read.into_iter().unzip();
+    let format = one_trace_format(&files, &formats)?;
     let mut analyses = Vec::new();
     let mut all_steps: Vec<String> = Vec::new();
     let mut events = Vec::new();
     let mut event_files = Vec::new();
-    for (path, l) in files.iter().zip(loaded) {
-        match l {
-            Loaded::Rank(a, names) => {
-                all_steps.extend(names.iter().cloned());
-                analyses.push((*a, names.len()));
-            }
-            Loaded::Events(e) => {
-                events.extend(e);
-                event_files.push(path.clone());
+    for (path, ls) in files.iter().zip(loaded) {
+        for l in ls {
+            match l {
+                Loaded::Rank(a, names) => {
+                    all_steps.extend(names.iter().cloned());
+                    analyses.push((*a, names.len()));
+                }
+                Loaded::Events(e) => {
+                    events.extend(e);
+                    event_files.push(path.clone());
+                }
             }
         }
     }
@@ -78,10 +94,7 @@ pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Att
     let mut ranks = Vec::with_capacity(analyses.len());
     for (a, local) in analyses {
         if opts.compat == Compat::Hta && (local >= 2) != global {
-            let path = PathBuf::from(&a.file);
-            let Document::Kineto(mut t) = read_file_with(&path, limits)? else {
-                return Err(LoadError::new(&path, "changed while being read; run again"));
-            };
+            let mut t = reread_rank(Path::new(&a.file), a.rank, limits)?;
             t.rank = Some(a.rank);
             ranks.push(attribute::analyze_rank(&t, opts, global));
         } else {
@@ -89,7 +102,91 @@ pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Att
         }
     }
     ranks.sort_by_key(|r| r.rank);
-    Ok(attribute::attribute_analyses(ranks, opts))
+    let mut attribution = attribute::attribute_analyses(ranks, opts);
+    if let Some(format) = format {
+        attribution.source.format = format;
+    }
+    Ok(attribution)
+}
+
+/// One input file, read: its documents (one per GPU for an Nsight Systems export of several)
+/// and, for such an export, the `source.format` that names it.
+pub struct Input {
+    pub docs: Vec<Document>,
+    pub format: Option<String>,
+}
+
+/// Profiler traces of one run come from one profiler: Kineto JSON and Nsight Systems exports
+/// are attributed separately (their clocks and metadata differ). The Nsight format, if any.
+fn one_trace_format(files: &[PathBuf], formats: &[Option<String>]) -> Result<Option<String>, LoadError> {
+    let first_nsys = formats.iter().position(Option::is_some);
+    let first_json = formats.iter().position(Option::is_none);
+    match (first_nsys, first_json) {
+        (Some(n), Some(j)) => Err(LoadError::new(
+            &files[j.max(n)],
+            format!(
+                "is {} while {} is {}; attribute Kineto traces and Nsight Systems exports separately",
+                if j > n { "a JSON trace" } else { "an Nsight Systems export" },
+                files[j.min(n)].display(),
+                if j > n { "an Nsight Systems export" } else { "a JSON trace" },
+            ),
+        )),
+        (Some(n), None) => Ok(formats[n].clone()),
+        _ => Ok(None),
+    }
+}
+
+/// Reads one rank's trace again (the HTA window's second pass).
+fn reread_rank(path: &Path, rank: u32, limits: ReadLimits) -> Result<RankTrace, LoadError> {
+    let docs = read_input(path, limits)?.docs;
+    let several = docs.len() > 1;
+    docs.into_iter()
+        .filter_map(|d| match d {
+            Document::Kineto(t) => Some(*t),
+            Document::Events(_) => None,
+        })
+        .find(|t| !several || t.rank == Some(rank))
+        .ok_or_else(|| LoadError::new(path, "changed while being read; run again"))
+}
+
+/// Reads one input file of any kind: Kineto JSON or seed events (plain or gzip), an Nsight
+/// Systems SQLite export (told by its header, whatever its name), or a `.nsys-rep` report
+/// (exported through `nsys` first).
+pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
+    let opened = input::open(path).map_err(|e| LoadError::new(path, e.to_string()))?;
+    if opened.sqlite {
+        drop(opened);
+        return read_nsys(path, path, limits);
+    }
+    if nsys::export::is_report_name(path) {
+        drop(opened);
+        let dir = tempfile::tempdir()
+            .map_err(|e| LoadError::new(path, format!("no temporary directory for the export: {e}")))?;
+        let exported = nsys::export::export(path, dir.path()).map_err(|e| LoadError::new(path, e.to_string()))?;
+        return read_nsys(path, &exported, limits);
+    }
+    if path.extension().is_some_and(|e| e == "sqlite") {
+        return Err(LoadError::new(
+            path,
+            "is not an SQLite database (it lacks the `SQLite format 3` header); pass the file `nsys export --type sqlite` writes",
+        ));
+    }
+    let doc = parse_opened(path, opened, limits)?;
+    Ok(Input { docs: vec![doc], format: None })
+}
+
+/// An Nsight Systems export at `db`, reported under the name `shown` (the user's file).
+fn read_nsys(shown: &Path, db: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
+    let file = nsys::read_sqlite(db, limits).map_err(|e| LoadError::new(shown, e.to_string()))?;
+    let docs = file
+        .traces
+        .into_iter()
+        .map(|mut t| {
+            t.file = shown.to_path_buf();
+            Document::Kineto(Box::new(t))
+        })
+        .collect();
+    Ok(Input { docs, format: Some(nsys::format_name(file.version.as_deref())) })
 }
 
 /// What a worker hands back for one file.
@@ -106,7 +203,7 @@ fn step_names(t: &RankTrace) -> Vec<String> {
     names
 }
 
-/// Expands directories (their `*.json` and `*.gz` files, sorted) and checks that files exist.
+/// Expands directories (their `*.json`, `*.gz`, `*.sqlite` and `*.nsys-rep` files, sorted) and checks that files exist.
 ///
 /// In a directory, an entry whose name looks like a trace (`*.json`, `*.gz`, `rank-N…`) but is
 /// a broken link, a named pipe, a socket, a device or a directory is an error naming it: skipping
@@ -125,7 +222,7 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
         if found.is_empty() {
             return Err(LoadError::new(
                 path,
-                "holds no trace files (*.json, *.json.gz); point at the profiler's output",
+                "holds no trace files (*.json, *.json.gz, *.sqlite, *.nsys-rep); point at the profiler's output",
             ));
         }
         found.sort();
@@ -192,7 +289,11 @@ fn list_traces(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// A name commgate reads as a trace in a directory.
 fn is_trace_name(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name.ends_with(".json") || name.ends_with(".json.gz") || name.ends_with(".gz")
+    name.ends_with(".json")
+        || name.ends_with(".json.gz")
+        || name.ends_with(".gz")
+        || name.ends_with(".sqlite")
+        || nsys::export::is_report_name(p)
 }
 
 /// A name that is a trace's, or that a rank's trace could have (`rank-3`, `rank-3.pt.trace`):
@@ -282,6 +383,14 @@ pub fn read_file(path: &Path) -> Result<Document, LoadError> {
 /// Reads one file, plain or gzip, under `limits`.
 pub fn read_file_with(path: &Path, limits: ReadLimits) -> Result<Document, LoadError> {
     let opened = input::open(path).map_err(|e| LoadError::new(path, e.to_string()))?;
+    if opened.sqlite {
+        return Err(LoadError::new(path, "is an Nsight Systems export; `commgate attribute` reads it"));
+    }
+    parse_opened(path, opened, limits)
+}
+
+/// Parses an opened JSON input (plain or gzip).
+fn parse_opened(path: &Path, opened: input::Opened, limits: ReadLimits) -> Result<Document, LoadError> {
     let gzip = opened.gzip;
     let mut doc = parse_document_with(opened.reader, limits).map_err(|e| LoadError::new(path, describe(&e, gzip)))?;
     if let Document::Kineto(t) = &mut doc {

@@ -9,5 +9,6 @@ pub mod kineto;
 pub mod limits;
 pub mod load;
 pub mod model;
+pub mod nsys;
 pub mod reader;
 pub mod scan;

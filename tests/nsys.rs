@@ -1,0 +1,189 @@
+//! Nsight Systems exports: the same synthetic timeline as Kineto JSON and as an nsys SQLite
+//! export attributes identically (integer ns); one process driving several GPUs gives one rank
+//! per GPU; bad inputs exit 2 with one line naming the file and the table; the input is never
+//! modified.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use commgate::testkit::nsys::{write_all_ranks_sqlite, write_one_process_sqlite, write_rank_sqlite, SCHEMA_VERSION};
+use commgate::testkit::synth::{write_all_ranks, SynthSpec};
+use commgate::trace::attribute::{AttributeOptions, Attribution, Compat};
+use commgate::trace::load::attribute_paths;
+use rusqlite::Connection;
+
+fn commgate() -> Command {
+    let mut cmd = Command::cargo_bin("commgate").expect("binary");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("COMMGATE_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// Runs `commgate attribute ARGS`, expects exit 2 and one stderr line; returns it.
+fn fails_with_one_line(args: &[&str]) -> String {
+    let out = commgate().arg("attribute").args(args).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(!stderr.contains("rusqlite") && !stderr.contains("Error {"), "{stderr}");
+    stderr
+}
+
+/// The attribution with the parts that name files or count source events removed: what must
+/// be equal whatever the source.
+fn figures(a: &Attribution) -> serde_json::Value {
+    let mut v = serde_json::to_value(a).expect("serializes");
+    v["source"] = serde_json::Value::Null;
+    v["num_events"] = serde_json::Value::Null;
+    for r in v["ranks"].as_array_mut().expect("ranks") {
+        r["file"] = serde_json::Value::Null;
+    }
+    v
+}
+
+fn spec() -> SynthSpec {
+    SynthSpec { world_size: 4, steps: 2, layers: 3, ..SynthSpec::small() }
+}
+
+fn kineto_and_nsys(dir: &Path, spec: &SynthSpec) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let json = write_all_ranks(spec, &dir.join("kineto"), false).expect("kineto");
+    let sqlite = write_all_ranks_sqlite(spec, &dir.join("nsys")).expect("nsys");
+    (json, sqlite)
+}
+
+#[test]
+fn the_same_timeline_attributes_identically_from_both_sources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, spec) in [("fractional", spec()), ("whole_us", SynthSpec { fractional_ts: false, ..spec() })] {
+        let (json, sqlite) = kineto_and_nsys(&dir.path().join(name), &spec);
+        for compat in [Compat::Default, Compat::Hta] {
+            let opts = AttributeOptions { compat, ..AttributeOptions::default() };
+            let from_json = attribute_paths(&json, &opts).expect("kineto attributes");
+            let from_nsys = attribute_paths(&sqlite, &opts).expect("nsys attributes");
+            assert_eq!(figures(&from_json), figures(&from_nsys), "{name} {compat:?}");
+            assert!(!from_json.by_collective.is_empty());
+            assert!(
+                from_nsys.by_collective.values().any(|h| h.payload_bytes.is_some_and(|b| b > 0)),
+                "payloads from NVTX jsonText"
+            );
+            assert_eq!(from_nsys.source.format, format!("nsys-sqlite {SCHEMA_VERSION}"));
+            assert_eq!(from_nsys.source.ranks, vec![0, 1, 2, 3]);
+            assert_eq!(from_nsys.source.steps, from_json.source.steps);
+            assert_eq!(from_nsys.source.window, from_json.source.window);
+        }
+    }
+}
+
+#[test]
+fn one_process_driving_several_gpus_is_one_rank_per_device() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = spec();
+    let (json, _) = kineto_and_nsys(dir.path(), &spec);
+    let one = dir.path().join("job.sqlite");
+    write_one_process_sqlite(&spec, &one).expect("writes");
+    let opts = AttributeOptions::default();
+    let from_json = attribute_paths(&json, &opts).expect("kineto");
+    let from_one = attribute_paths(std::slice::from_ref(&one), &opts).expect("nsys");
+    assert_eq!(from_one.source.ranks, vec![0, 1, 2, 3]);
+    assert_eq!(figures(&from_json), figures(&from_one));
+}
+
+#[test]
+fn the_binary_names_the_format_and_leaves_the_file_untouched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let before = std::fs::read(&path).expect("reads");
+    let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).expect("mtime");
+    let listing = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d).expect("lists").map(|e| e.expect("entry").file_name()).collect();
+        v.sort();
+        v
+    };
+    let entries = listing(dir.path());
+    let out = commgate().args(["attribute", "--format", "json"]).arg(&path).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"));
+    let text = commgate().arg("attribute").arg(&path).output().expect("runs");
+    assert!(String::from_utf8_lossy(&text.stdout).contains("nsys-sqlite"), "the text report names the source");
+    assert_eq!(std::fs::read(&path).expect("reads"), before, "bytes unchanged");
+    assert_eq!(std::fs::metadata(&path).and_then(|m| m.modified()).expect("mtime"), mtime, "mtime unchanged");
+    assert_eq!(listing(dir.path()), entries, "no -wal, -shm or journal file created");
+}
+
+#[test]
+fn a_sqlite_file_that_is_not_sqlite_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    std::fs::write(&path, b"this is no database").expect("writes");
+    let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
+    assert!(line.contains("rank-0.sqlite") && line.contains("not an SQLite database"), "{line}");
+}
+
+#[test]
+fn an_export_without_the_kernel_table_names_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    Connection::open(&path)
+        .and_then(|c| c.execute_batch("CREATE TABLE StringIds (id INTEGER, value TEXT);"))
+        .expect("db");
+    let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
+    assert!(line.contains("rank-0.sqlite") && line.contains("CUPTI_ACTIVITY_KIND_KERNEL"), "{line}");
+}
+
+#[test]
+fn a_truncated_export_is_refused_as_damaged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let bytes = std::fs::read(&path).expect("reads");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncates");
+    let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
+    assert!(line.contains("rank-0.sqlite") && line.contains("damaged or truncated"), "{line}");
+}
+
+#[test]
+fn a_json_text_that_does_not_parse_names_the_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let conn = Connection::open(&path).expect("opens");
+    conn.execute("UPDATE NVTX_EVENTS SET jsonText = '{\"Seq\": ' WHERE rowid = 3", []).expect("breaks a payload");
+    drop(conn);
+    let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
+    assert!(line.contains("NVTX_EVENTS row 3: jsonText is not JSON"), "{line}");
+}
+
+#[test]
+fn a_report_without_nsys_on_path_gives_the_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.nsys-rep");
+    std::fs::write(&path, b"\x00\x01not an export").expect("writes");
+    let out = commgate().env("PATH", dir.path()).arg("attribute").arg(&path).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("nsys export --type sqlite --output") && stderr.contains("run.sqlite"), "{stderr}");
+}
+
+#[test]
+fn the_events_limit_counts_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let line = fails_with_one_line(&["--max-events", "10", path.to_str().expect("utf-8")]);
+    assert!(line.contains("the limit per file"), "{line}");
+}
+
+#[test]
+fn kineto_and_nsys_inputs_are_not_mixed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (json, sqlite) = kineto_and_nsys(dir.path(), &SynthSpec { world_size: 2, straggler_rank: 0, ..spec() });
+    let line = fails_with_one_line(&[json[0].to_str().expect("utf-8"), sqlite[1].to_str().expect("utf-8")]);
+    assert!(line.contains("separately"), "{line}");
+}
