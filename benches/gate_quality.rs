@@ -280,7 +280,7 @@ fn print_table_titled(title: &str, lines: &[Line]) {
 }
 
 /// The short-history cells: a store only five runs old, with heavy outliers (5 % of steps
-/// ×1.3–1.8). Adjacent outliers once read as "slow episodes" and made a clear +5 % inconclusive.
+/// ×1.3–1.8): adjacent outliers can read as "slow episodes" and make a clear +5 % inconclusive.
 fn short_history(run: &mut impl FnMut(Cell) -> Tally) -> Vec<Line> {
     const RUNS: usize = 5;
     let shift = run(Cell::new(NoiseModel::HeavyOutliers, 100, Effect::shift(0.05)).runs(RUNS));

@@ -12,7 +12,7 @@ use crate::stats::interval::{mean_sd, prediction_interval, t_sf};
 use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::HdWeights;
 use crate::stats::rng::Rng;
-use crate::stats::serial::{dependent_block_length, rank_lag1_autocorrelation};
+use crate::stats::serial::{dependent_block_length, lag1_autocorrelation};
 use crate::stats::tail::exceedance_test;
 
 /// The compared statistics, primary first.
@@ -270,7 +270,7 @@ pub(super) fn episodic(run: &RunResult) -> Option<f64> {
     let rho = ROWS
         .iter()
         .filter_map(|&s| run.row(s))
-        .map(|r| rank_lag1_autocorrelation(&r.samples_ms))
+        .map(|r| lag1_autocorrelation(&r.samples_ms))
         .fold(f64::NEG_INFINITY, f64::max);
     (rho > EPISODIC_AUTOCORRELATION).then_some(rho)
 }
