@@ -97,7 +97,7 @@ mod tests {
     // r = [4, 1.5, 5, 1.5, 6, 8, 3, 7]  (scipy.stats.rankdata of x); m = sum(r) / 8
     // sum((r[i] - m) * (r[i + 1] - m) for i in range(7)) / sum((v - m) ** 2 for v in r)
     #[test]
-    fn rank_autocorrelation_matches_numpy_with_ties() {
+    fn rank_autocorrelation_known_answer_with_ties() {
         let x = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0];
         assert_eq!(ranks(&x), vec![4.0, 1.5, 5.0, 1.5, 6.0, 8.0, 3.0, 7.0]);
         approx::assert_relative_eq!(rank_lag1_autocorrelation(&x), -0.23493975903614459, epsilon = 1e-12);
