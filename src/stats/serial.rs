@@ -7,6 +7,14 @@
 //! §2.1; the same factor gives the effective sample size n/τ), so blocks shorter than τ cut the
 //! episodes apart and make a bootstrap interval too narrow. The block used is
 //! max(n^(1/3), ⌈τ⌉), at most n/2.
+//!
+//! [`rank_lag1_autocorrelation`] is the lag-1 autocorrelation of the steps' ranks (the rank version of von Neumann's ratio,
+//! R. Bartels, "The rank version of von Neumann's ratio test for randomness", JASA 77(377),
+//! 1982). On raw times one pair of adjacent outliers (two steps 2–3× slower, a preempted rank)
+//! dominates both sums and reads as an "episode" (ρ ≈ 0.4 from two steps in a hundred). A rank
+//! moves at most to n, so isolated outliers barely count, while a real episode (many consecutive
+//! slow steps) still ranks high together. The gate does not use it yet: measured as the
+//! slow-episode guard it lets slightly more short episodic runs (n = 30) through.
 
 use super::bootstrap::block_length;
 
@@ -24,6 +32,33 @@ pub fn lag1_autocorrelation(data: &[f64]) -> f64 {
     }
     let cov: f64 = data.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum();
     (cov / var).clamp(-1.0, 1.0)
+}
+
+/// The lag-1 autocorrelation of the ranks of `data` (ties share their mean rank), in time order;
+/// 0 for fewer than three values or a constant series. Robust to isolated outliers (see the
+/// module documentation).
+pub fn rank_lag1_autocorrelation(data: &[f64]) -> f64 {
+    lag1_autocorrelation(&ranks(data))
+}
+
+/// Mid-ranks (1-based, ties averaged) of `data`, in `data`'s order.
+fn ranks(data: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..data.len()).collect();
+    order.sort_by(|&a, &b| data[a].total_cmp(&data[b]));
+    let mut out = vec![0.0; data.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && data[order[j + 1]] == data[order[i]] {
+            j += 1;
+        }
+        let mid = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &order[i..=j] {
+            out[k] = mid;
+        }
+        i = j + 1;
+    }
+    out
 }
 
 /// A moving-block length for `data`: the usual n^(1/3), lengthened to cover the integrated
@@ -59,11 +94,35 @@ mod tests {
         assert_eq!(dependent_block_length(&noise), block_length(5000));
     }
 
+    // r = [4, 1.5, 5, 1.5, 6, 8, 3, 7]  (scipy.stats.rankdata of x); m = sum(r) / 8
+    // sum((r[i] - m) * (r[i + 1] - m) for i in range(7)) / sum((v - m) ** 2 for v in r)
+    #[test]
+    fn rank_autocorrelation_known_answer_with_ties() {
+        let x = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0];
+        assert_eq!(ranks(&x), vec![4.0, 1.5, 5.0, 1.5, 6.0, 8.0, 3.0, 7.0]);
+        approx::assert_relative_eq!(rank_lag1_autocorrelation(&x), -0.23493975903614459, epsilon = 1e-12);
+    }
+
+    #[test]
+    fn two_adjacent_outliers_are_no_episode_but_a_slow_phase_is() {
+        let mut rng = Rng::new(11);
+        let mut x: Vec<f64> = (0..100).map(|_| (0.02 * rng.normal()).exp()).collect();
+        x[40] = 2.8;
+        x[41] = 2.9;
+        assert!(lag1_autocorrelation(&x) > 0.35, "raw ρ {}", lag1_autocorrelation(&x));
+        assert!(rank_lag1_autocorrelation(&x) < 0.2, "rank ρ {}", rank_lag1_autocorrelation(&x));
+        // Twenty consecutive steps 20 % slower: an episode on either scale.
+        x.iter_mut().skip(60).take(20).for_each(|v| *v *= 1.2);
+        assert!(rank_lag1_autocorrelation(&x) > 0.35, "rank ρ {}", rank_lag1_autocorrelation(&x));
+    }
+
     #[test]
     fn degenerate_inputs() {
         assert_eq!(lag1_autocorrelation(&[]), 0.0);
         assert_eq!(lag1_autocorrelation(&[1.0, 2.0]), 0.0);
         assert_eq!(lag1_autocorrelation(&[3.0; 10]), 0.0);
+        assert_eq!(rank_lag1_autocorrelation(&[3.0; 10]), 0.0);
+        assert_eq!(rank_lag1_autocorrelation(&[]), 0.0);
         assert_eq!(dependent_block_length(&[1.0]), 1);
     }
 }
