@@ -10,7 +10,7 @@
 # CARGO_TARGET_DIR respected) and checks the reports it generates in a temporary directory:
 # accept (mock backend against a fresh baseline), accept with --traces examples/traces, a
 # confirmed regression (the slower fixture result), could-not-evaluate (a mock rank dies), and a
-# report over synthetic traces with 3,000 distinct collectives. --screenshot writes the first
+# report over synthetic traces with 3,000 distinct collectives, and ten workloads judged together. --screenshot writes the first
 # report's full page to docs/img/pr-comment.png.
 #
 # Installs its own tools, pinned: Debian's chromium (apt-get, when /usr/bin/chromium is missing)
@@ -111,6 +111,15 @@ if [ "${#reports[@]}" -eq 0 ]; then
   gen could-not-evaluate 2 --backend mock --baselines store
   EXTRA_ENV=()
   gen many-collectives 0 --backend mock --baselines store --traces "$MANY"
+
+  # Ten workloads judged as one family, next to the 3,000-collective attribution: the largest
+  # comment shape the gate writes.
+  SIZES=1Mi,2Mi,4Mi,8Mi,16Mi,32Mi,64Mi,128Mi,256Mi,512Mi
+  for seed in 2 3 4; do
+    cg bench --backend mock --quiet --seed "$seed" --payload-sizes "$SIZES" --results-dir "ten-$seed" >/dev/null 2>&1
+    cg baseline update --baselines store-ten --from "$WORK"/ten-"$seed"/*.json >/dev/null 2>&1
+  done
+  gen ten-workloads 0 --backend mock --baselines store-ten --payload-sizes "$SIZES" --traces "$MANY"
 fi
 
 # 3. Render.
