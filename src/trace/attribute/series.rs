@@ -60,7 +60,7 @@ pub(super) fn exposed_by_step(
         local.dedup();
         let spans: Vec<(Span, usize)> =
             group.iter().map(|&i| (labelled[i].0, local.binary_search(&labelled[i].1).unwrap_or(0))).collect();
-        let shares = sweep(&spans, compute, local.len());
+        let shares = sweep(&spans, compute_within(compute, &spans), local.len());
         for (j, &label) in local.iter().enumerate() {
             if let Some(series) = out.get_mut(label) {
                 series.push((step, shares.exposed[j]));
@@ -68,6 +68,16 @@ pub(super) fn exposed_by_step(
         }
     }
     out
+}
+
+/// The part of the (sorted, disjoint) compute union that can overlap `spans`: each step's sweep
+/// then walks its own compute spans only, not the whole trace's from the start.
+fn compute_within<'a>(compute: &'a [Span], spans: &[(Span, usize)]) -> &'a [Span] {
+    let lo = spans.iter().map(|&((s, _), _)| s).min().unwrap_or(0);
+    let hi = spans.iter().map(|&((_, e), _)| e).max().unwrap_or(0);
+    let start = compute.partition_point(|&(_, end)| end <= lo);
+    let end = compute.partition_point(|&(begin, _)| begin < hi).max(start);
+    &compute[start..end]
 }
 
 #[cfg(test)]
