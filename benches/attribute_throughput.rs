@@ -18,6 +18,9 @@ use commgate::testkit::synth::{write_all_ranks, SynthSpec};
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::load::attribute_paths;
 
+#[path = "support/rss.rs"]
+mod rss;
+
 /// Set in the child's environment to the trace directory it should attribute.
 const CHILD_DIR_ENV: &str = "COMMGATE_BENCH_CHILD_DIR";
 const TARGET_MB_PER_S: f64 = 400.0;
@@ -100,7 +103,7 @@ fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
     let secs = start.elapsed().as_secs_f64();
     let attribution = attribution.map_err(|e| format!("attributing {}: {e}", dir.display()))?;
     std::hint::black_box(&attribution);
-    let peak = peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     report(bytes, files.len(), secs, peak);
     Ok(())
 }
@@ -122,12 +125,4 @@ fn report(bytes: u64, files: usize, secs: f64, peak: u64) {
         "peak RSS/input   {rss_pct:.1} %   {} (target <= {TARGET_RSS_PCT:.0} %)",
         verdict(rss_pct <= TARGET_RSS_PCT)
     );
-}
-
-/// `VmHWM` of this process in bytes (Linux only; `None` elsewhere).
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }

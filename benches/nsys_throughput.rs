@@ -19,6 +19,9 @@ use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::kineto::Document;
 use commgate::trace::load::{attribute_paths, collect_files, read_input};
 
+#[path = "support/rss.rs"]
+mod rss;
+
 const CHILD_ENV: &str = "COMMGATE_NSYS_CHILD";
 
 fn main() -> ExitCode {
@@ -98,7 +101,7 @@ fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
         return Err("no collective was attributed".into());
     }
     let secs = start.elapsed().as_secs_f64();
-    let peak = peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     // Counted after the peak was read, so that the count's own memory is not in it.
     let mut kernels = 0u64;
     for f in &files {
@@ -111,12 +114,4 @@ fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
     let per = if kernels > 0 { secs * 1e9 / kernels as f64 } else { 0.0 };
     println!("{secs:>10.2} {:>9.0} {kernels:>12} {per:>11.0}", peak as f64 / 1e6);
     Ok(())
-}
-
-/// `VmHWM` of this process in bytes (Linux only; `None` elsewhere).
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }

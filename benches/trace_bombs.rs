@@ -17,6 +17,9 @@ use std::time::Instant;
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::load::attribute_paths;
 
+#[path = "support/rss.rs"]
+mod rss;
+
 const CHILD_ENV: &str = "COMMGATE_BOMB_CHILD";
 
 fn main() -> ExitCode {
@@ -138,15 +141,7 @@ fn child(path: &Path) -> Result<(), Box<dyn Error>> {
     let start = Instant::now();
     let a = attribute_paths(&[PathBuf::from(path)], &AttributeOptions::default())?;
     let secs = start.elapsed().as_secs_f64();
-    let peak = peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     println!("{secs:>10.2} {:>9.0} {:>13}", peak as f64 / 1e6, a.num_events);
     Ok(())
-}
-
-/// `VmHWM` of this process in bytes (Linux only; `None` elsewhere).
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
