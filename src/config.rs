@@ -63,10 +63,11 @@ pub struct CheckFile {
     pub comment: Option<CommentPolicy>,
     pub format: Option<Format>,
     pub output: Option<PathBuf>,
-    /// A collective regresses when its exposed time per step grows by more than this share…
-    pub trace_relative_floor: Option<f64>,
-    /// …and more than this many ms.
-    pub trace_absolute_floor_ms: Option<f64>,
+    /// Retired: traces are judged statistically against the stored trace runs. Read only to
+    /// say so when a settings file still sets it.
+    pub trace_relative_floor: Option<toml::Value>,
+    /// Retired, as `trace_relative_floor`.
+    pub trace_absolute_floor_ms: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -273,19 +274,16 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     let fail_on = args.fail_on.or(c.fail_on).unwrap_or(FailOn::Regression);
     let comment = args.comment.or(c.comment).unwrap_or(CommentPolicy::Auto);
     let format = args.format.or(c.format).unwrap_or(Format::Text);
-    let relative = c.trace_relative_floor.unwrap_or(0.10);
-    let absolute = c.trace_absolute_floor_ms.unwrap_or(0.5);
-    if !(0.0..10.0).contains(&relative) {
-        bail!(
-            "{}: it must be a share in 0..10 (default 0.10)",
-            file.origin(key("check", "trace_relative_floor"), false, &relative)
-        );
-    }
-    if !absolute.is_finite() || absolute < 0.0 {
-        bail!(
-            "{}: it must be a finite number of ms ≥ 0 (default 0.5)",
-            file.origin(key("check", "trace_absolute_floor_ms"), false, &absolute)
-        );
+    for (name, set) in
+        [("trace_relative_floor", &c.trace_relative_floor), ("trace_absolute_floor_ms", &c.trace_absolute_floor_ms)]
+    {
+        if let Some(value) = set {
+            bail!(
+                "{}: the fixed trace floors were retired: traces are judged with the benchmark's statistics \
+                 against the stored trace runs (min_effect in [compare] sets the smallest change); remove the key",
+                file.origin(key("check", name), false, value)
+            );
+        }
     }
     let compare_defaults = CompareOptions::default();
     Ok(CheckConfig {
@@ -322,8 +320,6 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
                 seed: file.compare.seed.unwrap_or(compare_defaults.seed),
                 ..compare_defaults
             },
-            trace_relative_floor: relative,
-            trace_absolute_floor_ms: absolute,
             fail_on,
             base: None,
         },

@@ -168,6 +168,10 @@ pub enum Strategy {
     ReduceRoutingTraffic,
     InspectCollectivePayloadAndSchedule,
     CollectTrace,
+    /// Trace evidence only (`check --traces`): the collective moves its bytes more slowly, with
+    /// no rank keeping the others waiting: NCCL's algorithm, protocol and channels, and the
+    /// framework's bucket sizes.
+    TuneCollectiveTransport,
 }
 
 impl Strategy {
@@ -178,6 +182,7 @@ impl Strategy {
             Strategy::ReduceRoutingTraffic => "reduce_routing_traffic",
             Strategy::InspectCollectivePayloadAndSchedule => "inspect_collective_payload_and_schedule",
             Strategy::CollectTrace => "collect_trace",
+            Strategy::TuneCollectiveTransport => "tune_collective_transport",
         }
     }
 
@@ -191,6 +196,9 @@ impl Strategy {
             }
             Strategy::InspectCollectivePayloadAndSchedule => &["payload_bytes", "exposed_comm_ms", "rank_elapsed_ms"],
             Strategy::CollectTrace => &["rank_elapsed_ms", "payload_bytes"],
+            Strategy::TuneCollectiveTransport => {
+                &["busbw_gbps_by_message_size", "nccl_algo_protocol", "bucket_size_bytes"]
+            }
         }
     }
 }
@@ -267,7 +275,7 @@ pub fn choose_comm_mitigation(priority: Option<&Hotspot>, t: &Thresholds) -> Mit
     mitigation(strategy, Some(h.collective.clone()))
 }
 
-fn mitigation(strategy: Strategy, target: Option<String>) -> Mitigation {
+pub(crate) fn mitigation(strategy: Strategy, target: Option<String>) -> Mitigation {
     Mitigation {
         strategy,
         target,

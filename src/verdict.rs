@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::compare::traces::{self, CollectiveComparison, TraceComparison};
 use crate::compare::{Comparison, State};
 use crate::decision::{Decision, Verdict};
 use crate::trace::attribute::Attribution;
@@ -136,57 +137,6 @@ impl FailOn {
     }
 }
 
-/// One collective's exposed time per step against the stored trace baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CollectiveDiff {
-    pub collective: String,
-    /// `None` for a collective the baseline did not have.
-    pub baseline_exposed_ms: Option<f64>,
-    /// `None` for a collective the current traces no longer have.
-    pub current_exposed_ms: Option<f64>,
-    pub delta_ms: f64,
-    pub regressed: bool,
-}
-
-/// Per-collective trace evidence against the baseline's stored attribution.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TraceDiff {
-    pub name: String,
-    pub relative_floor: f64,
-    pub absolute_floor_ms: f64,
-    pub collectives: Vec<CollectiveDiff>,
-}
-
-/// Growth beyond both floors counts as a regression of that collective.
-pub fn diff_traces(
-    name: &str,
-    baseline: &Attribution,
-    current: &Attribution,
-    relative: f64,
-    absolute_ms: f64,
-) -> TraceDiff {
-    let mut names: Vec<&String> = baseline.by_collective.keys().chain(current.by_collective.keys()).collect();
-    names.sort_unstable();
-    names.dedup();
-    let collectives = names
-        .into_iter()
-        .map(|c| {
-            let base = baseline.by_collective.get(c).map(|h| h.exposed_comm_ms);
-            let cur = current.by_collective.get(c).map(|h| h.exposed_comm_ms);
-            let delta = cur.unwrap_or(0.0) - base.unwrap_or(0.0);
-            let floor = (relative * base.unwrap_or(0.0)).max(absolute_ms);
-            CollectiveDiff {
-                collective: c.clone(),
-                baseline_exposed_ms: base,
-                current_exposed_ms: cur,
-                delta_ms: delta,
-                regressed: delta > floor,
-            }
-        })
-        .collect();
-    TraceDiff { name: name.to_string(), relative_floor: relative, absolute_floor_ms: absolute_ms, collectives }
-}
-
 /// One workload's evidence: its comparison with its own stored baseline, or why there is none.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WorkloadEvidence<'a> {
@@ -217,8 +167,12 @@ pub struct Evidence<'a> {
     /// What could not be gathered (the run failed, the store is unusable, …), most basic first.
     pub errors: &'a [EvaluationError],
     pub attribution: Option<&'a Attribution>,
-    pub trace_diff: Option<&'a TraceDiff>,
-    /// The baseline holds trace summaries but no traces were given.
+    /// The traces against the stored trace runs (states already adjusted with the family's).
+    pub traces: Option<&'a TraceComparison>,
+    /// The benchmark's bus bandwidth (GB/s) per collective it measured, for the reasons of a
+    /// trace regression.
+    pub bench_busbw: &'a [(String, f64)],
+    /// The baseline holds trace runs but no traces were given.
     pub traces_expected: bool,
 }
 
@@ -245,8 +199,8 @@ fn judge(e: &Evidence<'_>) -> Verdict {
     let mut reasons = Vec::new();
     // Traces missing some of the job's ranks can neither show a regression nor clear one.
     let partial = e.attribution.and_then(|a| a.source.coverage.as_ref()).filter(|c| c.is_partial());
-    let regressed_collectives: Vec<&CollectiveDiff> = match e.trace_diff {
-        Some(d) if partial.is_none() => d.collectives.iter().filter(|c| c.regressed).collect(),
+    let regressed_collectives: Vec<&CollectiveComparison> = match e.traces {
+        Some(t) if partial.is_none() => t.regressed().collect(),
         _ => Vec::new(),
     };
     let regressed: Vec<(&WorkloadEvidence<'_>, &Comparison)> =
@@ -256,16 +210,17 @@ fn judge(e: &Evidence<'_>) -> Verdict {
             // A regressed comparison's reasons are its regressed metrics alone.
             reasons.extend(c.reasons.iter().map(|r| w.own(r)));
         }
-        for d in &regressed_collectives {
-            reasons.push(format!(
-                "{} exposes {:.3} ms more per step than the trace baseline ({:.3} → {:.3} ms)",
-                d.collective,
-                d.delta_ms,
-                d.baseline_exposed_ms.unwrap_or(0.0),
-                d.current_exposed_ms.unwrap_or(0.0)
-            ));
+        for c in &regressed_collectives {
+            let bench =
+                e.bench_busbw.iter().filter(|(name, _)| *name == c.collective).map(|(_, b)| *b).reduce(f64::max);
+            reasons.push(traces::sentence(c, bench));
         }
-        if let Some(a) = e.attribution {
+        // The trace evidence says why; without it, the attribution's own mitigation.
+        let mitigations: Vec<String> =
+            regressed_collectives.iter().filter_map(|c| traces::mitigation_sentence(c)).collect();
+        if !mitigations.is_empty() {
+            reasons.extend(mitigations);
+        } else if let Some(a) = e.attribution {
             reasons.push(format!(
                 "try {} on {}",
                 a.mitigation.strategy.as_str(),
@@ -288,9 +243,12 @@ fn judge(e: &Evidence<'_>) -> Verdict {
             c.summary()
         ));
     }
+    if let Some(t) = e.traces.filter(|_| partial.is_none()) {
+        reasons.extend(t.unusable.clone());
+        reasons.extend(t.collectives.iter().filter_map(traces::looks_regressed));
+    }
     if e.traces_expected {
-        reasons
-            .push("the baseline holds trace summaries but no --traces were given: attach the profiler traces".into());
+        reasons.push("the baseline holds trace runs but no --traces were given: attach the profiler traces".into());
     }
     if !reasons.is_empty() {
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
@@ -335,7 +293,68 @@ mod tests {
     }
 
     fn evidence<'a>() -> Evidence<'a> {
-        Evidence { workloads: &[], errors: &[], attribution: None, trace_diff: None, traces_expected: false }
+        Evidence {
+            workloads: &[],
+            errors: &[],
+            attribution: None,
+            traces: None,
+            bench_busbw: &[],
+            traces_expected: false,
+        }
+    }
+
+    /// A trace comparison whose one collective regressed by `cause`, rank 5 last in 93 %.
+    fn regressed_traces(cause: traces::Cause) -> TraceComparison {
+        use crate::compare::traces::TraceMetric;
+        use crate::compare::Method;
+        let metric = |quantity, ratio: f64| TraceMetric {
+            quantity,
+            baseline: 1.0,
+            current: 1.0 + (ratio - 1.0) * 10.0,
+            ratio,
+            ci: [ratio - 0.01, ratio + 0.01],
+            p_value: 1e-6,
+            p_adjusted: 1e-5,
+            state: if ratio > 1.03 { State::Regressed } else { State::Unchanged },
+            delta: 0.03,
+            n_baseline: 50,
+            n_current: 50,
+            method: Method::History,
+            note: None,
+        };
+        let (transfer, wait) = match cause {
+            traces::Cause::Transfer => (1.10, 1.0),
+            _ => (1.0, 1.45),
+        };
+        let mut c = CollectiveComparison {
+            collective: "all_to_all".into(),
+            state: State::Regressed,
+            cause: None,
+            late_rank: None,
+            late_share: None,
+            busbw_baseline_gbps: Some(100.0),
+            busbw_current_gbps: Some(91.0),
+            mitigation: None,
+            metrics: vec![
+                metric(traces::Quantity::Exposed, 1.2),
+                metric(traces::Quantity::Transfer, transfer),
+                metric(traces::Quantity::Wait, wait),
+            ],
+            note: None,
+        };
+        let mut h = crate::hotspots::Hotspot::empty("all_to_all");
+        h.last_arrival_rank = Some(5);
+        h.last_arrival_share = Some(0.93);
+        traces::explain_for_tests(&mut c, Some(&h));
+        TraceComparison {
+            name: "default".into(),
+            runs: 5,
+            method: Method::History,
+            step_ms: Some(10.0),
+            collectives: vec![c],
+            notes: Vec::new(),
+            unusable: None,
+        }
     }
 
     #[test]
@@ -412,14 +431,37 @@ mod tests {
     }
 
     #[test]
-    fn a_collective_that_grows_beyond_both_floors_blocks() {
-        let (base, cur) = (attribution(4.0), attribution(5.0));
-        let d = diff_traces("default", &base, &cur, 0.10, 0.5);
-        assert!(d.collectives[0].regressed, "1.0 ms > max(0.4, 0.5)");
-        let v = decide(&Evidence { attribution: Some(&cur), trace_diff: Some(&d), ..evidence() });
+    fn a_regressed_collective_blocks_and_says_why() {
+        let cur = attribution(5.0);
+        let t = regressed_traces(traces::Cause::Wait);
+        let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&t), ..evidence() });
         assert_eq!((v.decision, v.blocking), (Decision::Tune, true));
-        let d = diff_traces("default", &base, &attribution(4.3), 0.10, 0.5);
-        assert!(!d.collectives[0].regressed, "0.3 ms is under the 0.5 ms floor");
+        assert_eq!(
+            v.reasons,
+            [
+                "all_to_all waits longer for the last rank: wait +4.500 ms per step (+45.0 % of the step, 95 % CI \
+                 +44.0…+46.0 %); rank 5 arrives last in 93 % of all_to_all calls: its work before the collective grew",
+                "try rebalance_ranks_or_experts on all_to_all; measure next: rank 5's time before all_to_all \
+                 (rank_elapsed_ms), expert_load_skew, cross_rank_token_ratio",
+            ]
+        );
+        let t = regressed_traces(traces::Cause::Transfer);
+        let bench = [("all_to_all".to_string(), 120.0)];
+        let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&t), bench_busbw: &bench, ..evidence() });
+        assert_eq!(
+            v.reasons,
+            [
+                "all_to_all moves its data more slowly: transfer +10.0 % (95 % CI +9.0…+11.0 %), bus bandwidth \
+                 100.0 → 91.0 GB/s (−9.0 %), below the benchmark's 120.0 GB/s",
+                "try tune_collective_transport on all_to_all; measure next: busbw_gbps_by_message_size, \
+                 nccl_algo_protocol, bucket_size_bytes",
+            ]
+        );
+        let mut unusable = regressed_traces(traces::Cause::Wait);
+        unusable.collectives.clear();
+        unusable.unusable = Some("the trace baseline \"default\" was recorded with 8 ranks".into());
+        let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&unusable), ..evidence() });
+        assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
     }
 
     #[test]
@@ -429,10 +471,9 @@ mod tests {
             a.source.coverage = Some(crate::trace::caveats::RankCoverage::new(&[0, 1, 2, 3], Some(8)));
             a
         };
-        let (base, cur) = (attribution(4.0), partial(5.0));
-        let d = diff_traces("default", &base, &cur, 0.10, 0.5);
-        assert!(d.collectives[0].regressed, "the diff itself still shows the growth");
-        let v = decide(&Evidence { attribution: Some(&cur), trace_diff: Some(&d), ..evidence() });
+        let cur = partial(5.0);
+        let t = regressed_traces(traces::Cause::Wait);
+        let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&t), ..evidence() });
         assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false), "{:?}", v.reasons);
         assert!(v.reasons[0].contains("ranks 0-3 of 8: 4 missing (4-7)"), "{:?}", v.reasons);
         let small = partial(2.0);

@@ -396,7 +396,7 @@ fn settings_file_errors_name_the_file_line_and_column() {
         dir.path(),
         &["check", "--backend", "mock"],
         &[],
-        "commgate.toml:2:1: check.trace_absolute_floor_ms = -2: ",
+        "commgate.toml:2:1: check.trace_absolute_floor_ms = -2: the fixed trace floors were retired",
     );
     write(dir.path(), "commgate.toml", "[attribute\n");
     assert_error_line(dir.path(), &["attribute", "rank-0.json"], &[], "commgate.toml:1:11: ");

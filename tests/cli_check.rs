@@ -187,7 +187,7 @@ fn outside_actions_exit_codes_follow_fail_on() {
 }
 
 #[test]
-fn trace_baselines_flag_a_collective_that_grew() {
+fn a_few_steps_that_look_regressed_ask_for_more_evidence() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = tmp.path().join("baselines");
     let copy = store.join("SIM-MOCK");
@@ -232,10 +232,17 @@ fn trace_baselines_flag_a_collective_that_grew() {
         .arg(&grown)
         .output()
         .expect("runs");
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // Two steps per rank against one stored trace run of two: eight times slower collectives
+    // cannot be confirmed (the step tests need more samples), and they are not accepted either.
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(v["blocking"], true);
-    assert!(v["trace_diff"]["collectives"].as_array().expect("diff").iter().any(|c| c["regressed"] == true));
+    assert_eq!((v["verdict"].as_str(), v["blocking"].as_bool()), (Some("collect_more_evidence"), Some(false)));
+    let reasons: Vec<&str> = v["reasons"].as_array().expect("reasons").iter().filter_map(Value::as_str).collect();
+    assert!(
+        reasons.iter().any(|r| r.contains("looks regressed, but 2 current and 2 stored steps are not enough")),
+        "{reasons:#?}"
+    );
+    assert_eq!(v["trace_comparison"]["method"], "pooled");
     // Without traces while the baseline expects them: collect_more_evidence.
     let out = commgate()
         .args(["check", "--result", SAME, "--format", "json", "--baselines"])

@@ -10,6 +10,7 @@ mod identity;
 pub mod list;
 mod lock;
 pub mod show;
+mod traces;
 mod update;
 
 use std::collections::{BTreeMap, HashMap};
@@ -18,11 +19,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::result::{self, load_result, read_versioned, FileError, RunResult};
-use crate::trace::attribute::Attribution;
 
 pub use history::{trend_points, DEFAULT_HISTORY_KEEP};
 pub use identity::{run_id, RunId};
 pub use lock::StoreLock;
+pub use traces::TraceRuns;
 pub use update::{update, update_all, Change, RunChange, Target, TracesChange, Updated};
 
 pub const DEFAULT_KEEP: usize = 10;
@@ -38,8 +39,9 @@ pub struct BaselineFile {
     /// Optional, so stores written before it existed read as they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<history::RunSummary>,
+    /// Trace runs by name (`--name`), each list oldest first ([`traces`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub traces: BTreeMap<String, Attribution>,
+    pub traces: BTreeMap<String, TraceRuns>,
 }
 
 /// What `--baseline` pointed at, reduced to the runs a comparison uses.
@@ -158,6 +160,9 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
             ));
         }
         seen.insert(id, i);
+    }
+    for (name, runs) in &file.traces {
+        runs.check(name)?;
     }
     history::check(file)
 }

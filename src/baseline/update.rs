@@ -1,4 +1,4 @@
-//! `baseline update`: adds a run and/or a trace summary to a store file. The whole
+//! `baseline update`: adds a run and/or a trace run to a store file. The whole
 //! read-modify-write happens under the store's lock, so parallel updates never lose a run; a run
 //! the store already holds (same [`run_id`]) is not added again, so a retried update changes
 //! nothing; a store file is rewritten only when something changed.
@@ -27,7 +27,8 @@ pub struct Change {
     pub keep: usize,
     /// How many summaries of evicted runs the file keeps (the newest).
     pub history_keep: usize,
-    /// A trace summary to store under `traces.<name>`: `(name, summary)`.
+    /// A trace run to append under `traces.<name>`: `(name, attribution)`. The name keeps the
+    /// newest `keep` trace runs, like the runs.
     pub traces: Option<(String, Attribution)>,
 }
 
@@ -46,11 +47,17 @@ pub enum RunChange {
     },
 }
 
-/// The trace summary that was stored.
+/// What became of the trace run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TracesChange {
     pub name: String,
     pub collectives: usize,
+    /// Trace runs the name holds now.
+    pub runs: usize,
+    /// `false`: the name already held an identical run (a retried update).
+    pub added: bool,
+    /// The oldest trace runs dropped to keep `keep`.
+    pub dropped: usize,
 }
 
 /// What an update did.
@@ -95,12 +102,18 @@ impl Updated {
             None => {}
         }
         if let Some(t) = &self.traces {
-            lines.push(format!(
-                "{path} now holds trace summary \"{}\" ({} collective{})",
-                t.name.escape_debug(),
-                t.collectives,
-                plural(t.collectives)
-            ));
+            let name = t.name.escape_debug();
+            let held = format!("{} trace run{} \"{name}\"", t.runs, plural(t.runs));
+            if t.added {
+                let dropped = if t.dropped > 0 { format!(", dropped the oldest {}", t.dropped) } else { String::new() };
+                lines.push(format!(
+                    "{path} now holds {held} (added a run of {} collective{}){dropped}",
+                    t.collectives,
+                    plural(t.collectives)
+                ));
+            } else {
+                lines.push(format!("{path} already holds this trace run; it holds {held}"));
+            }
         }
         lines
     }
@@ -239,14 +252,29 @@ fn apply(
             }
         }
     };
-    let traces = change.traces.map(|(name, attribution)| {
-        let collectives = attribution.by_collective.len();
-        if file.traces.get(&name) != Some(&attribution) {
-            file.traces.insert(name.clone(), attribution);
-            *changed = true;
+    let traces = match change.traces {
+        None => None,
+        Some((name, attribution)) => {
+            let collectives = attribution.by_collective.len();
+            let runs = file.traces.entry(name.clone()).or_default();
+            // Traces of another job (world size) are refused, naming the store.
+            if let Some(newest) = runs.newest().filter(|n| n.source.world_size != attribution.source.world_size) {
+                return Err(FileError::new(
+                    path,
+                    format!(
+                        "holds trace runs \"{}\" of {} ranks and these traces have {}: a trace baseline's runs \
+                         must come from one job; store them under another --name",
+                        name.escape_debug(),
+                        newest.source.world_size,
+                        attribution.source.world_size
+                    ),
+                ));
+            }
+            let (added, dropped) = runs.add(attribution, change.keep);
+            *changed |= added;
+            Some(TracesChange { name, collectives, runs: runs.len(), added, dropped })
         }
-        TracesChange { name, collectives }
-    });
+    };
     Ok((run, traces, fingerprint_note))
 }
 
@@ -454,7 +482,47 @@ mod tests {
         };
         let lines = update(&store, again, || {}).expect("again").messages();
         assert!(lines[0].ends_with("its runs are unchanged"), "{lines:?}");
-        assert!(lines[1].contains("now holds trace summary \"nightly\""), "{lines:?}");
+        assert!(lines[1].ends_with("already holds this trace run; it holds 1 trace run \"nightly\""), "{lines:?}");
+        let file = crate::baseline::load_store(&u.path).expect("loads");
+        assert_eq!(file.traces["nightly"].len(), 1, "an identical trace run is stored once");
+    }
+
+    #[test]
+    fn trace_runs_append_keep_the_newest_and_refuse_another_job() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = tmp.path().join("baselines");
+        let from = write_result(tmp.path(), "a.json", &run(1));
+        update(&store, Change { target: Target::Result(from), keep: 3, history_keep: 10, traces: None }, || {})
+            .expect("run");
+        let target = Target::File { profile: "PAR-MOCK".into(), workload_id: "par-overlap-allreduce-matmul".into() };
+        let traces = |a: Attribution| Change {
+            target: target.clone(),
+            keep: 3,
+            history_keep: 10,
+            traces: Some(("n".into(), a)),
+        };
+        for i in 0..4u32 {
+            let mut a = attribution();
+            a.num_events += u64::from(i);
+            let u = update(&store, traces(a), || {}).expect("appends");
+            let t = u.traces.clone().expect("traces");
+            assert_eq!((t.runs, t.added, t.dropped), ((i as usize + 1).min(3), true, usize::from(i == 3)));
+            if i == 3 {
+                assert!(
+                    u.messages()[0]
+                        .ends_with("now holds 3 trace runs \"n\" (added a run of 3 collectives), dropped the oldest 1"),
+                    "{:?}",
+                    u.messages()
+                );
+            }
+        }
+        let mut other = attribution();
+        other.source.world_size = 64;
+        let e = update(&store, traces(other), || {}).unwrap_err();
+        assert!(e.message.starts_with("holds trace runs \"n\" of 0 ranks and these traces have 64"), "{e}");
+        let file =
+            crate::baseline::load_store(&store.join("PAR-MOCK/par-overlap-allreduce-matmul.json")).expect("loads");
+        assert_eq!(file.traces["n"].len(), 3, "the refused run changed nothing");
     }
 
     #[test]

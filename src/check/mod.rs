@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::{self, BadStoreName, Baseline, BaselineFile};
+use crate::compare::traces::{self as trace_compare, TraceComparison};
 use crate::compare::{self, CompareOptions, Comparison, Pending};
 use crate::decision::{Decision, Verdict};
 use crate::result::{Failure, FileError, RunResult};
 use crate::trace::attribute::{AttributeOptions, Attribution};
 use crate::trace::load::attribute_paths;
-use crate::verdict::{self, ErrorKind, EvaluationError, Evidence, FailOn, Outcome, TraceDiff, WorkloadEvidence};
+use crate::verdict::{self, ErrorKind, EvaluationError, Evidence, FailOn, Outcome, WorkloadEvidence};
 
 pub mod several;
 pub use several::{TrendPoint, WorkloadReport};
@@ -31,10 +32,6 @@ pub struct CheckOptions {
     pub trace_name: String,
     pub attribute: AttributeOptions,
     pub compare: CompareOptions,
-    /// A collective's exposed time per step must grow by more than this share…
-    pub trace_relative_floor: f64,
-    /// …and by more than this many ms to count as its regression.
-    pub trace_absolute_floor_ms: f64,
     pub fail_on: FailOn,
     /// Set when the baselines and settings are the pull request's base commit's: `baselines`
     /// is then a private copy of that commit's tree.
@@ -108,8 +105,9 @@ pub struct CheckReport {
     pub bench: Option<RunResult>,
     pub comparison: Option<Comparison>,
     pub attribution: Option<Attribution>,
-    #[serde(default)]
-    pub trace_diff: Option<TraceDiff>,
+    /// The traces against the stored trace runs of `--trace-name`, when both exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_comparison: Option<TraceComparison>,
     pub baseline: BaselineRef,
     /// In a pull request: the base commit that judged it (`None`: the working tree's files).
     #[serde(default)]
@@ -147,11 +145,6 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
 pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
     let several = results.len() > 1;
     let mut gathered = results.into_iter().map(|r| gather(r, opts, several)).collect::<Result<Vec<_>, _>>()?;
-    let pending = gathered.iter_mut().filter_map(|g| g.pending.take()).collect();
-    let mut comparisons = compare::judge_together(pending, &opts.compare).into_iter();
-    for g in gathered.iter_mut().filter(|g| g.compared) {
-        g.comparison = comparisons.next();
-    }
     let mut errors: Vec<EvaluationError> = gathered.iter().flat_map(|g| g.errors.iter().cloned()).collect();
     let attribution = if opts.traces.is_empty() {
         None
@@ -161,26 +154,29 @@ pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<Chec
             .ok()
     };
     // The traces are the job's, not a workload's: they are held against the first store that
-    // keeps a trace summary of this name.
+    // keeps trace runs of this name, in the same Holm family as every workload's metrics.
     let stored_traces = gathered.iter().find_map(|g| g.store.as_ref().and_then(|f| f.traces.get(&opts.trace_name)));
-    let trace_diff = match (stored_traces, &attribution) {
-        (Some(base), Some(cur)) => Some(verdict::diff_traces(
-            &opts.trace_name,
-            base,
-            cur,
-            opts.trace_relative_floor,
-            opts.trace_absolute_floor_ms,
-        )),
+    let traces_expected = stored_traces.is_some() && opts.traces.is_empty();
+    let pending_traces = match (stored_traces, &attribution) {
+        (Some(runs), Some(cur)) => Some(trace_compare::prepare(&opts.trace_name, &runs.0, cur, &opts.compare)),
         _ => None,
     };
+    let pending = gathered.iter_mut().filter_map(|g| g.pending.take()).collect();
+    let (comparisons, trace_comparison) = compare::judge_with_traces(pending, pending_traces, &opts.compare);
+    let mut comparisons = comparisons.into_iter();
+    for g in gathered.iter_mut().filter(|g| g.compared) {
+        g.comparison = comparisons.next();
+    }
+    let bench_busbw: Vec<(String, f64)> = gathered.iter().filter_map(Gathered::busbw).collect();
     let evidence: Vec<WorkloadEvidence<'_>> = gathered.iter().map(|g| g.evidence(several)).collect();
     let v = verdict::decide(&Evidence {
         workloads: &evidence,
         errors: &errors,
         attribution: attribution.as_ref(),
-        trace_diff: trace_diff.as_ref(),
+        traces: trace_comparison.as_ref(),
+        bench_busbw: &bench_busbw,
         // Unreadable traces were asked for: their error says so.
-        traces_expected: stored_traces.is_some() && opts.traces.is_empty(),
+        traces_expected,
     });
     let mut reasons = v.reasons;
     reasons.extend(opts.base.as_ref().and_then(BaseRef::edits_reason));
@@ -199,7 +195,7 @@ pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<Chec
         bench,
         comparison,
         attribution,
-        trace_diff,
+        trace_comparison,
         baseline,
         base: opts.base.clone(),
         workloads,
@@ -229,6 +225,17 @@ impl Gathered {
         }
     }
 
+    /// The benchmark's current bus bandwidth for its collective (GB/s), when it measured one.
+    fn busbw(&self) -> Option<(String, f64)> {
+        let c = self.comparison.as_ref()?;
+        let m = c
+            .metrics
+            .iter()
+            .find(|m| m.row == crate::result::Schedule::CommOnly && m.statistic == compare::Statistic::Median)?;
+        let t = m.throughput.as_ref().filter(|t| t.kind == compare::ThroughputKind::BusbwGbps)?;
+        Some((crate::trace::classify::normalize_collective(&self.result.workload.collective)?, t.current))
+    }
+
     fn baseline_ref(&self) -> BaselineRef {
         BaselineRef {
             path: self.shown.display().to_string(),
@@ -246,7 +253,8 @@ impl Gathered {
             workloads: &own,
             errors: &self.errors,
             attribution: None,
-            trace_diff: None,
+            traces: None,
+            bench_busbw: &[],
             traces_expected: false,
         });
         WorkloadReport {
@@ -322,7 +330,8 @@ pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckRe
         workloads: &[],
         errors: &errors,
         attribution: None,
-        trace_diff: None,
+        traces: None,
+        bench_busbw: &[],
         traces_expected: false,
     });
     let [error] = errors;
@@ -336,7 +345,7 @@ pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckRe
         bench: None,
         comparison: None,
         attribution: None,
-        trace_diff: None,
+        trace_comparison: None,
         baseline: no_store(opts),
         base: opts.base.clone(),
         workloads: Vec::new(),
@@ -406,8 +415,6 @@ mod tests {
             trace_name: "default".into(),
             attribute: AttributeOptions::default(),
             compare: CompareOptions::default(),
-            trace_relative_floor: 0.10,
-            trace_absolute_floor_ms: 0.5,
             fail_on: FailOn::Regression,
             base: None,
         }

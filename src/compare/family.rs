@@ -7,6 +7,7 @@
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
 
 use super::estimate::{Estimate, Metric};
+use super::traces::{PendingTraces, TraceComparison};
 use super::{cause, decide, judge, moves, phases, BaselineSummary, CompareOptions, Comparison, SCHEMA_VERSION};
 use crate::decision::Decision;
 use crate::result::Workload;
@@ -116,19 +117,39 @@ impl Pending {
 /// Judges several comparisons as one family: Holm over all their judged metrics together, then
 /// each finished with the rule `compare` uses. The output is in the input order.
 pub fn judge_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Comparison> {
-    let raw: Vec<(Vec<f64>, Vec<f64>)> = pending.iter().map(Pending::raw).collect();
+    judge_with_traces(pending, None, opts).0
+}
+
+/// [`judge_together`] with the trace comparison's quantities in the same family, so that a gate
+/// judging workloads and traces keeps one family-wise error rate over everything it judges.
+pub fn judge_with_traces(
+    pending: Vec<Pending>,
+    traces: Option<PendingTraces>,
+    opts: &CompareOptions,
+) -> (Vec<Comparison>, Option<TraceComparison>) {
+    let mut raw: Vec<(Vec<f64>, Vec<f64>)> = pending.iter().map(Pending::raw).collect();
+    raw.extend(traces.as_ref().map(PendingTraces::raw));
     let reg = holm_adjust(&raw.iter().flat_map(|(r, _)| r.iter().copied()).collect::<Vec<_>>());
     let imp = holm_adjust(&raw.iter().flat_map(|(_, i)| i.iter().copied()).collect::<Vec<_>>());
     let mut at = 0;
-    pending
+    let mut next = |n: usize| {
+        let range = at..at + n;
+        at += n;
+        range
+    };
+    let comparisons = pending
         .into_iter()
         .zip(&raw)
         .map(|(p, (r, _))| {
-            let range = at..at + r.len();
-            at += r.len();
+            let range = next(r.len());
             p.finish(&reg[range.clone()], &imp[range], opts)
         })
-        .collect()
+        .collect();
+    let traces = traces.map(|t| {
+        let range = next(raw.last().map_or(0, |(r, _)| r.len()));
+        t.finish(&reg[range.clone()], &imp[range], opts)
+    });
+    (comparisons, traces)
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ mod cause;
 mod estimate;
 pub mod family;
 mod throughput;
+pub mod traces;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -48,7 +49,7 @@ pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
-pub use family::{judge_together, Pending};
+pub use family::{judge_together, judge_with_traces, Pending};
 pub use throughput::{Throughput, ThroughputKind};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -306,6 +307,24 @@ fn unusable(current: &RunResult, baseline_runs: usize) -> Option<String> {
     (baseline_runs == 0).then(|| "the baseline holds no finished run to compare with".to_string())
 }
 
+/// THE four-state rule (gate.md, "four states"), for benchmark and trace metrics alike: regressed
+/// when the adjusted p-value is significant and the whole interval of the ratio lies above
+/// `1 + δ`; improved likewise below `1 − δ`; unchanged when the interval lies within `±δ`;
+/// otherwise (or with an undefined interval) inconclusive.
+pub(crate) fn four_states(p_reg: f64, p_imp: f64, [lo, hi]: [f64; 2], delta: f64, alpha: f64) -> State {
+    if !lo.is_finite() || !hi.is_finite() {
+        State::Inconclusive
+    } else if p_reg <= alpha && lo > 1.0 + delta {
+        State::Regressed
+    } else if p_imp <= alpha && hi < 1.0 - delta {
+        State::Improved
+    } else if lo >= 1.0 - delta && hi <= 1.0 + delta {
+        State::Unchanged
+    } else {
+        State::Inconclusive
+    }
+}
+
 /// Assigns a state from the adjusted p-values and the interval (gate.md, "four states").
 #[expect(clippy::too_many_arguments, reason = "one call site; the judgement reads each of them once")]
 fn judge(
@@ -319,33 +338,27 @@ fn judge(
     opts: &CompareOptions,
 ) -> MetricComparison {
     let can_block = !m.is_tail() || e.n_baseline.min(e.n_current) >= opts.p95_min_samples;
-    let [lo, hi] = e.ci;
     let mut note = e.note.clone();
-    let state = if !lo.is_finite() || !hi.is_finite() {
-        State::Inconclusive
-    } else if p_reg <= opts.alpha && lo > 1.0 + delta {
-        if let Some(rho) = episodes {
-            note = Some(format!(
-                "looks regressed, but the current run has slow episodes (lag-1 autocorrelation {rho:.2}): \
+    let state = match four_states(p_reg, p_imp, e.ci, delta, opts.alpha) {
+        State::Regressed => {
+            if let Some(rho) = episodes {
+                note = Some(format!(
+                    "looks regressed, but the current run has slow episodes (lag-1 autocorrelation {rho:.2}): \
                  one run of it is not evidence of a regression; re-run"
-            ));
-            State::Inconclusive
-        } else if can_block {
-            State::Regressed
-        } else {
-            note = Some(format!(
-                "{} looks regressed, but a P95 may block only with ≥ {} samples per side",
-                m.label(),
-                opts.p95_min_samples
-            ));
-            State::Inconclusive
+                ));
+                State::Inconclusive
+            } else if can_block {
+                State::Regressed
+            } else {
+                note = Some(format!(
+                    "{} looks regressed, but a P95 may block only with ≥ {} samples per side",
+                    m.label(),
+                    opts.p95_min_samples
+                ));
+                State::Inconclusive
+            }
         }
-    } else if p_imp <= opts.alpha && hi < 1.0 - delta {
-        State::Improved
-    } else if lo >= 1.0 - delta && hi <= 1.0 + delta {
-        State::Unchanged
-    } else {
-        State::Inconclusive
+        other => other,
     };
     let up = e.ratio >= 1.0;
     MetricComparison {

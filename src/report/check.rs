@@ -11,11 +11,12 @@ use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, T
 use super::markdown::{metric_table, table};
 use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
+use crate::compare::traces::{CollectiveComparison, TraceComparison};
 use crate::compare::Comparison;
 use crate::github::MARKER;
 use crate::result::{RunComparison, RunResult};
 use crate::trace::attribute::Attribution;
-use crate::verdict::{EvaluationError, Outcome, TraceDiff};
+use crate::verdict::{EvaluationError, Outcome};
 
 /// GitHub rejects issue comments longer than this many characters.
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
@@ -43,18 +44,8 @@ pub fn text(r: &CheckReport) -> String {
         out.push('\n');
         out.push_str(&super::text::comparison(c));
     }
-    if let Some(d) = &r.trace_diff {
-        out.push_str(&format!("\nTraces against baseline \"{}\":\n", plain(&d.name, PATH)));
-        for c in &d.collectives {
-            out.push_str(&format!(
-                "  {:<16} {} → {} ms/step ({:+.3}){}\n",
-                plain(&c.collective, NAME),
-                c.baseline_exposed_ms.map_or("-".into(), ms),
-                c.current_exposed_ms.map_or("-".into(), ms),
-                c.delta_ms,
-                if c.regressed { "  REGRESSED" } else { "" }
-            ));
-        }
+    if let Some(t) = &r.trace_comparison {
+        out.push_str(&trace_text(t));
     }
     if let Some(a) = &r.attribution {
         out.push('\n');
@@ -204,10 +195,11 @@ fn workloads_chart(workloads: &[crate::check::WorkloadReport]) -> String {
     super::chart::change_chart(&series, 100.0 * delta).map_or_else(String::new, |chart| format!("{chart}\n"))
 }
 
-/// The hotspot table with the mitigation and next measurements, and the trace diff.
+/// The hotspot table with the mitigation and next measurements, and each collective's state
+/// against the trace baseline.
 fn hotspots_section(r: &CheckReport) -> String {
     let Some(a) = &r.attribution else { return String::new() };
-    let diff = r.trace_diff.as_ref();
+    let judged = r.trace_comparison.as_ref();
     let mut collectives: Vec<_> = a.by_collective.values().collect();
     collectives.sort_by(|x, y| y.exposed_comm_ms.total_cmp(&x.exposed_comm_ms));
     let more = collectives.len().saturating_sub(HOTSPOTS_SHOWN);
@@ -215,13 +207,15 @@ fn hotspots_section(r: &CheckReport) -> String {
     let rows: Vec<Vec<String>> = collectives
         .iter()
         .map(|h| {
-            let delta = diff
-                .and_then(|d| d.collectives.iter().find(|c| c.collective == h.collective))
-                .map_or("-".to_string(), |c| format!("{:+.3}{}", c.delta_ms, if c.regressed { " 🔺" } else { "" }));
+            let state = judged
+                .and_then(|t| t.collectives.iter().find(|c| c.collective == h.collective))
+                .map_or("-".to_string(), |c| md_cell(&trace_state(c), NAME));
             vec![
                 md_cell(&h.collective, NAME),
                 ms(h.exposed_comm_ms),
-                delta,
+                super::optional_ms(h.transfer_ms),
+                super::optional_ms(h.wait_ms),
+                state,
                 ms(h.total_comm_ms),
                 two(h.overlap_ratio),
                 super::imbalance(h),
@@ -232,7 +226,9 @@ fn hotspots_section(r: &CheckReport) -> String {
     let columns = [
         ("collective", Align::Left),
         ("exposed ms/step", Align::Right),
-        ("Δ vs trace baseline", Align::Right),
+        ("transfer ms/step", Align::Right),
+        ("wait ms/step", Align::Right),
+        ("vs trace baseline", Align::Left),
         ("comm ms/step", Align::Right),
         ("overlap", Align::Right),
         ("imbalance", Align::Right),
@@ -307,8 +303,8 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
         );
         out.push(fold("Benchmark run", &text));
     }
-    if let Some(d) = &r.trace_diff {
-        out.push(fold("Trace baseline diff", &trace_diff(d)));
+    if let Some(t) = &r.trace_comparison {
+        out.push(fold("Trace evidence", &trace_markdown(t)));
     }
     if let Some(a) = &r.attribution {
         out.push(fold("Per-rank overlap", &ranks(a)));
@@ -341,33 +337,94 @@ fn overlap_against_serial(c: &RunComparison) -> String {
     }
 }
 
-fn trace_diff(d: &TraceDiff) -> String {
-    let rows: Vec<Vec<String>> = d
+/// "regressed: wait, rank 5 last in 93 %", "unchanged", "new, inconclusive".
+fn trace_state(c: &CollectiveComparison) -> String {
+    let mut out = c.state.as_str().to_string();
+    if let Some(cause) = c.cause {
+        out.push_str(&format!(": {}", cause.as_str()));
+    }
+    if let (Some(r), Some(s)) = (c.late_rank, c.late_share) {
+        out.push_str(&format!(", rank {r} last in {:.0} %", 100.0 * s));
+    }
+    if c.state == crate::compare::State::Regressed {
+        out.insert_str(0, "🔺 ");
+    }
+    out
+}
+
+/// What the trace comparison was judged against, one sentence.
+fn trace_basis(t: &TraceComparison) -> String {
+    let step = t.step_ms.map_or_else(String::new, |s| format!(" of the baseline step ({} ms)", ms(s)));
+    format!(
+        "{} stored trace run{} ({}); transfer is judged as a ratio, exposed time and wait as shares{step}",
+        t.runs,
+        if t.runs == 1 { "" } else { "s" },
+        t.method.as_str()
+    )
+}
+
+fn trace_text(t: &TraceComparison) -> String {
+    let mut out = format!("\nTraces against baseline \"{}\": {}\n", plain(&t.name, PATH), trace_basis(t));
+    if let Some(why) = &t.unusable {
+        out.push_str(&format!("  not judged: {}\n", plain(why, TEXT)));
+    }
+    for c in &t.collectives {
+        let metrics: Vec<String> = c
+            .metrics
+            .iter()
+            .map(|m| {
+                format!("{} {} ({})", m.quantity.as_str(), crate::units::change(m.ratio), crate::units::interval(m.ci))
+            })
+            .collect();
+        let note = c.note.as_ref().map(|n| format!(" [{}]", plain(n, TEXT))).unwrap_or_default();
+        out.push_str(&format!(
+            "  {:<16} {:<34} {}{note}\n",
+            plain(&c.collective, NAME),
+            plain(&trace_state(c), NAME).trim_start_matches("🔺 "),
+            metrics.join(" · ")
+        ));
+    }
+    for n in &t.notes {
+        out.push_str(&format!("  note: {}\n", plain(n, TEXT)));
+    }
+    out
+}
+
+fn trace_markdown(t: &TraceComparison) -> String {
+    let rows: Vec<Vec<String>> = t
         .collectives
         .iter()
-        .map(|c| {
+        .flat_map(|c| c.metrics.iter().map(move |m| (c, m)))
+        .map(|(c, m)| {
             vec![
                 md_cell(&c.collective, NAME),
-                c.baseline_exposed_ms.map_or("-".into(), ms),
-                c.current_exposed_ms.map_or("-".into(), ms),
-                format!("{:+.3}", c.delta_ms),
-                if c.regressed { "regressed".into() } else { "ok".into() },
+                m.quantity.as_str().to_string(),
+                if m.baseline.is_finite() { ms(m.baseline) } else { "-".into() },
+                if m.current.is_finite() { ms(m.current) } else { "-".into() },
+                format!("{} ({})", crate::units::change(m.ratio), crate::units::interval(m.ci)),
+                super::pct(m.delta),
+                m.state.as_str().to_string(),
+                m.note.as_ref().or(c.note.as_ref()).map_or_else(String::new, |n| md_cell(n, TEXT)),
             ]
         })
         .collect();
     let columns = [
         ("collective", Align::Left),
-        ("baseline exposed ms", Align::Right),
-        ("current exposed ms", Align::Right),
-        ("Δ ms", Align::Right),
+        ("quantity", Align::Left),
+        ("baseline ms/step", Align::Right),
+        ("current ms/step", Align::Right),
+        ("change (95 % CI)", Align::Right),
+        ("δ", Align::Right),
         ("state", Align::Left),
+        ("note", Align::Left),
     ];
+    let unusable = t.unusable.as_ref().map(|why| format!("Not judged: {}\n\n", md_text(why, TEXT))).unwrap_or_default();
+    let notes: String = t.notes.iter().map(|n| format!("\n_{}_\n", md_text(n, TEXT))).collect();
     format!(
-        "Baseline {}; a collective regresses when its exposed time per step grows by more than {} and {} ms.\n\n{}",
-        code_span(&d.name, PATH),
-        super::pct(d.relative_floor),
-        d.absolute_floor_ms,
-        table(&columns, &rows)
+        "Baseline {}: {}.\n\n{unusable}{}{notes}",
+        code_span(&t.name, PATH),
+        trace_basis(t),
+        if rows.is_empty() { String::new() } else { table(&columns, &rows) }
     )
 }
 
@@ -431,7 +488,7 @@ pub(super) mod tests {
             bench: None,
             comparison: None,
             attribution: Some(attribute_events(vec!["t".into()], &events, &Thresholds::default())),
-            trace_diff: None,
+            trace_comparison: None,
             baseline: BaselineRef { path: "b.json".into(), exists: false, runs: 0, fingerprint_match: false },
             base: None,
             workloads: Vec::new(),

@@ -17,7 +17,7 @@ use crate::github::MARKER;
 use crate::hotspots::{CommEvent, Thresholds};
 use crate::trace::attribute::attribute_events;
 use crate::trace::caveats::StepsIgnored;
-use crate::verdict::{diff_traces, ErrorKind, EvaluationError};
+use crate::verdict::{ErrorKind, EvaluationError};
 
 const BENIGN: &str = "benign value";
 
@@ -47,13 +47,16 @@ fn hostile_report(s: &str, could_not_evaluate: bool) -> CheckReport {
     let mut attribution = attribute_events(vec![s.to_string()], &events, &Thresholds::default());
     attribution.source.steps_ignored = Some(StepsIgnored { requested: 2, set_by: s.to_string(), marker_steps: 4 });
     attribution.mitigation.next_measurements.push(s.to_string());
-    let trace_diff = diff_traces(s, &attribution, &attribution, 0.05, 0.1);
+    let opts = CompareOptions { resamples: 50, ..CompareOptions::default() };
+    let mut traces =
+        crate::compare::traces::prepare(s, std::slice::from_ref(&attribution), &attribution, &opts).finish_alone(&opts);
+    traces.notes.push(s.to_string());
     let mut r = CheckReport {
         reasons: vec![format!("first: {s}"), s.to_string(), "third".into()],
         bench: Some(bench),
         comparison: Some(comparison),
         attribution: Some(attribution),
-        trace_diff: Some(trace_diff),
+        trace_comparison: Some(traces),
         ..report(0, 0)
     };
     r.baseline.path = s.to_string();

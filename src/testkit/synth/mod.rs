@@ -63,6 +63,23 @@ pub struct SynthSpec {
     pub all_to_all: bool,
     /// `ts`/`dur` with three decimals (ns resolution) like 2024 traces; else whole µs.
     pub fractional_ts: bool,
+    /// Changes the gate-quality benchmark and the trace-gate tests inject (none by default).
+    pub perturb: Perturb,
+}
+
+/// What a trace run can be made to change, on top of the timing model: the same buffer sizes in
+/// every step (as a real model has), a straggler that arrives later at every `all_to_all`, and
+/// a slower wire for every `all_reduce`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Perturb {
+    /// Every collective moves the first of its sizes in every step (the random draws are still
+    /// made, so the rest of the timeline is the same).
+    pub steady_sizes: bool,
+    /// Extra nanoseconds the straggler rank arrives late at each `all_to_all`: every other rank
+    /// waits that much longer.
+    pub all_to_all_late_ns: u64,
+    /// Multiplies the wire time of every `all_reduce` (1.1: a 10 % slower transfer); 0 means 1.
+    pub all_reduce_transfer_factor: f64,
 }
 
 impl SynthSpec {
@@ -77,6 +94,7 @@ impl SynthSpec {
             straggler_rank: 1,
             all_to_all: true,
             fractional_ts: true,
+            perturb: Perturb::default(),
         }
     }
 
@@ -94,6 +112,7 @@ impl SynthSpec {
             straggler_rank: 3,
             all_to_all: true,
             fractional_ts: true,
+            perturb: Perturb::default(),
         };
         let size = |layers: u32, steps: u32| measure_bytes(&SynthSpec { layers, steps, ..base.clone() });
         // Aim for at least 16 steps so one step is a small fraction of the target.

@@ -101,6 +101,17 @@ impl<'c> Lane<'c> {
         quantize(scaled, self.ctx.spec.fractional_ts)
     }
 
+    /// A buffer size drawn from the global stream (the first one with steady sizes; the draw is
+    /// made either way so that the rest of the timeline does not move).
+    fn size(&mut self, choices: &[u64]) -> u64 {
+        let drawn = self.g.pick(choices);
+        if self.ctx.spec.perturb.steady_sizes {
+            choices[0]
+        } else {
+            drawn
+        }
+    }
+
     fn cursor(&mut self, track: Track) -> &mut u64 {
         match track {
             Track::Main => &mut self.main,
@@ -146,7 +157,7 @@ impl<'c> Lane<'c> {
 
     fn train_step(&mut self) {
         let layers = self.ctx.spec.layers;
-        let gather = self.g.pick(&[4_194_304u64, 6_291_456, 8_388_608]);
+        let gather = self.size(&[4_194_304u64, 6_291_456, 8_388_608]);
         let world = u64::from(self.ctx.spec.world_size);
         self.collective(Track::Main, CollKind::AllGatherBase, Dtype::BFloat16, gather / world, gather);
         for layer in 0..layers {
@@ -191,7 +202,7 @@ impl<'c> Lane<'c> {
             s.kernel_op(Track::Main, "aten::addmm", &GEMM_FWD, 180, 260);
         });
         if all_to_all {
-            let tokens = self.g.pick(&[2_097_152u64, 3_145_728, 4_194_304]);
+            let tokens = self.size(&[2_097_152u64, 3_145_728, 4_194_304]);
             self.collective(Track::Main, CollKind::AllToAll, Dtype::BFloat16, tokens, tokens);
             self.compute_dep = self.compute_dep.max(self.nccl_free);
             self.kernel_op(Track::Main, "aten::mm", &GEMM_FWD, 120, 180);
@@ -207,7 +218,7 @@ impl<'c> Lane<'c> {
             s.kernel_op(Track::Bwd, "aten::mm", &GEMM_DGRAD, 200, 320);
             s.kernel_op(Track::Bwd, "aten::mm", &GEMM_WGRAD, 200, 320);
         });
-        let nelems = self.g.pick(&[8_388_608u64, 12_582_912, 16_777_216, 25_165_824]);
+        let nelems = self.size(&[8_388_608u64, 12_582_912, 16_777_216, 25_165_824]);
         self.collective(Track::Bwd, CollKind::AllReduce, Dtype::BFloat16, nelems, nelems);
     }
 
@@ -325,10 +336,16 @@ impl<'c> Lane<'c> {
         // The NCCL stream waits on an event recorded after the gradients' kernels.
         let ready = (ts + launch + latency).max(self.nccl_free).max(self.compute_free);
         let speed = self.g.range(850, 1_150) as f64 / 1_000.0;
-        let wire = coll.payload_bytes() as f64 * 1e9 / coll.bandwidth() as f64 * speed;
+        let perturb = self.ctx.spec.perturb;
+        let slower = match coll.kind {
+            CollKind::AllReduce if perturb.all_reduce_transfer_factor > 0.0 => perturb.all_reduce_transfer_factor,
+            _ => 1.0,
+        };
+        let wire = coll.payload_bytes() as f64 * 1e9 / coll.bandwidth() as f64 * speed * slower;
         let transfer = quantize(wire as u64 + self.g.range(8_000, 15_000), frac);
         let (start, end) = if self.leader {
-            let late = self.ctx.spec.imbalance.max(0.0) * transfer as f64;
+            let extra = if coll.kind == CollKind::AllToAll { perturb.all_to_all_late_ns } else { 0 };
+            let late = self.ctx.spec.imbalance.max(0.0) * transfer as f64 + extra as f64;
             let start = ready + quantize_or_zero(late as u64, frac);
             self.ends.push(start + transfer);
             (start, start + transfer)

@@ -1,0 +1,195 @@
+//! `baseline update --traces` keeps a history of trace runs, and `check --traces` judges the
+//! current traces against it with the benchmark's statistics: unchanged traces pass, a straggler
+//! at every `all_to_all` blocks with cause `wait` and names the rank, a slower `all_reduce` wire
+//! blocks with cause `transfer`. The traces are the testkit generator's (4 ranks, 30 steps, the
+//! same buffer sizes every step), each trace run with its own seed; eight stored runs put the
+//! comparison in the history regime, two in the pooled one.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};
+use serde_json::Value;
+
+const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
+const SAME: &str = "tests/fixtures/compare/current-same.json";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn commgate() -> Command {
+    let mut cmd = Command::cargo_bin("commgate").expect("binary");
+    cmd.current_dir(root());
+    for (key, _) in std::env::vars() {
+        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// One trace capture: the job's 4 ranks, 30 steps, steady sizes, rank 1 the usual straggler.
+fn spec(seed: u64, perturb: Perturb) -> SynthSpec {
+    SynthSpec {
+        world_size: 4,
+        steps: 30,
+        layers: 4,
+        seed,
+        imbalance: 0.1,
+        straggler_rank: 1,
+        perturb: Perturb { steady_sizes: true, ..perturb },
+        ..SynthSpec::small()
+    }
+}
+
+fn capture(dir: &Path, name: &str, spec: &SynthSpec) -> PathBuf {
+    let out = dir.join(name);
+    write_all_ranks(spec, &out, false).expect("traces");
+    out
+}
+
+/// A store with the mock run and `runs` trace runs under "default" (seeds 1…runs).
+fn store_with_trace_runs(tmp: &Path, runs: u64) -> PathBuf {
+    let store = tmp.join("baselines");
+    std::fs::create_dir_all(store.join("SIM-MOCK")).expect("dir");
+    std::fs::copy(root().join(STORE), store.join("SIM-MOCK/par-overlap-allreduce-matmul.json")).expect("copy");
+    for seed in 1..=runs {
+        let traces = capture(tmp, &format!("base-{seed}"), &spec(seed, Perturb::default()));
+        let out = commgate()
+            .args(["baseline", "update", "--environment-profile", "SIM-MOCK", "--keep", "10", "--baselines"])
+            .arg(&store)
+            .arg("--traces")
+            .arg(&traces)
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let held = format!("now holds {seed} trace run{} \"default\"", if seed == 1 { "" } else { "s" });
+        assert!(stderr.contains(&held), "{stderr}");
+    }
+    store
+}
+
+fn check(store: &Path, traces: &Path) -> (Option<i32>, Value) {
+    let out = commgate()
+        .args(["check", "--result", SAME, "--format", "json", "--baselines"])
+        .arg(store)
+        .arg("--traces")
+        .arg(traces)
+        .output()
+        .expect("runs");
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), v)
+}
+
+/// The check report in `format`, with the temporary directory's path made stable.
+fn rendered(store: &Path, traces: &Path, format: &str, tmp: &Path) -> String {
+    let out = commgate()
+        .args(["check", "--result", SAME, "--format", format, "--baselines"])
+        .arg(store)
+        .arg("--traces")
+        .arg(traces)
+        .output()
+        .expect("runs");
+    String::from_utf8_lossy(&out.stdout).replace(&tmp.display().to_string(), "<tmp>")
+}
+
+fn collective<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["trace_comparison"]["collectives"]
+        .as_array()
+        .expect("collectives")
+        .iter()
+        .find(|c| c["collective"] == name)
+        .unwrap_or_else(|| panic!("{name} in {}", v["trace_comparison"]))
+}
+
+#[test]
+fn trace_runs_are_a_history_and_judge_unchanged_straggler_and_slower_transfer() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store_with_trace_runs(tmp.path(), 8);
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(store.join("SIM-MOCK/par-overlap-allreduce-matmul.json")).expect("store"),
+    )
+    .expect("json");
+    assert_eq!(file["traces"]["default"].as_array().expect("a list of trace runs").len(), 8);
+
+    // The same job again, another seed: nothing regressed, the gate accepts.
+    let same = capture(tmp.path(), "same", &spec(77, Perturb::default()));
+    let (code, v) = check(&store, &same);
+    assert_eq!(code, Some(0), "{v:#}");
+    let t = &v["trace_comparison"];
+    assert_eq!((t["runs"].as_u64(), t["method"].as_str()), (Some(8), Some("history")));
+    for c in t["collectives"].as_array().expect("collectives") {
+        assert_ne!(c["state"], "regressed", "{c:#}");
+    }
+
+    // Rank 2 arrives 900 µs late at every all_to_all.
+    let late = Perturb { all_to_all_late_ns: 900_000, ..Perturb::default() };
+    let straggler = capture(tmp.path(), "straggler", &SynthSpec { straggler_rank: 2, ..spec(78, late) });
+    let (code, v) = check(&store, &straggler);
+    assert_eq!(code, Some(1), "{v:#}");
+    let a2a = collective(&v, "all_to_all");
+    assert_eq!(
+        (a2a["state"].as_str(), a2a["cause"].as_str(), a2a["late_rank"].as_u64()),
+        (Some("regressed"), Some("wait"), Some(2)),
+        "{a2a:#}"
+    );
+    assert_eq!(a2a["mitigation"]["strategy"], "rebalance_ranks_or_experts");
+    let reasons: Vec<&str> = v["reasons"].as_array().expect("reasons").iter().filter_map(Value::as_str).collect();
+    assert!(
+        reasons.iter().any(|r| r.starts_with("all_to_all waits longer for the last rank: wait +")
+            && r.contains("rank 2 arrives last in 100 % of all_to_all calls")),
+        "{reasons:#?}"
+    );
+    for format in ["markdown", "text"] {
+        insta::assert_snapshot!(format!("straggler_{format}"), rendered(&store, &straggler, format, tmp.path()));
+    }
+
+    // Every all_reduce moves its bytes 10 % more slowly.
+    let slower = Perturb { all_reduce_transfer_factor: 1.10, ..Perturb::default() };
+    let transfer = capture(tmp.path(), "transfer", &spec(79, slower));
+    let (code, v) = check(&store, &transfer);
+    assert_eq!(code, Some(1), "{v:#}");
+    let ar = collective(&v, "all_reduce");
+    assert_eq!((ar["state"].as_str(), ar["cause"].as_str()), (Some("regressed"), Some("transfer")), "{ar:#}");
+    assert_eq!(ar["mitigation"]["strategy"], "tune_collective_transport");
+    assert!(ar.get("late_rank").is_none(), "{ar:#}");
+}
+
+#[test]
+fn two_stored_trace_runs_compare_steps_directly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store_with_trace_runs(tmp.path(), 2);
+    let late = Perturb { all_to_all_late_ns: 900_000, ..Perturb::default() };
+    let straggler = capture(tmp.path(), "straggler", &SynthSpec { straggler_rank: 3, ..spec(80, late) });
+    let (code, v) = check(&store, &straggler);
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!(v["trace_comparison"]["method"], "pooled");
+    let a2a = collective(&v, "all_to_all");
+    assert_eq!((a2a["cause"].as_str(), a2a["late_rank"].as_u64()), (Some("wait"), Some(3)), "{a2a:#}");
+    // Traces of another job size are not judged against this baseline: the gate says so.
+    let eight = capture(tmp.path(), "eight", &SynthSpec { world_size: 8, ..spec(81, Perturb::default()) });
+    let (code, v) = check(&store, &eight);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(v["verdict"], "collect_more_evidence");
+    assert!(
+        v["trace_comparison"]["unusable"]
+            .as_str()
+            .is_some_and(|u| u.contains("recorded with 4 ranks and the traces have 8")),
+        "{v:#}"
+    );
+    // Nor stored under the same name.
+    let out = commgate()
+        .args(["baseline", "update", "--environment-profile", "SIM-MOCK", "--baselines"])
+        .arg(&store)
+        .arg("--traces")
+        .arg(&eight)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("holds trace runs \"default\" of 4 ranks and these traces have 8"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
