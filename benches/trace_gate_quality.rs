@@ -1,0 +1,213 @@
+//! Trace gate quality, measured (`harness = false`): replays the trace comparison of
+//! `commgate check --traces` (`commgate::compare::traces`) on synthetic multi-rank traces from the
+//! testkit generator and prints each target with the measured rate, its Wilson 95 % interval and
+//! PASS/FAIL.
+//!
+//! `cargo bench --features testkit --bench trace_gate_quality`. The job is 4 ranks, 30 profiled
+//! steps of 4 layers (one all-gather, four all-to-alls, five all-reduces per step), the same
+//! buffer sizes every step, rank 1 the usual straggler (10 % of each transfer late). Generating
+//! and attributing a capture costs ~0.1 s, so the trials draw from pools of captures, each with
+//! its own seed: a pool of unchanged captures (stored runs are drawn from it, and the A/A current
+//! runs from the rest), and one pool per injected change:
+//! - a straggler: rank 2 arrives 900 µs late at every `all_to_all` (detected when `all_to_all`
+//!   regressed with cause `wait` and late rank 2);
+//! - a slower wire: every `all_reduce` transfer 10 % slower (detected when `all_reduce`
+//!   regressed with cause `transfer`).
+//!
+//! Each trial draws `K` stored runs without replacement and one current capture, and counts a
+//! false regression when any collective of an unchanged capture is `regressed`. Trials share
+//! captures, so the interval understates the uncertainty a little; the pool sizes are printed.
+//!
+//! Environment: `COMMGATE_GATE_TRIALS` (trials per cell, default 1000), `COMMGATE_GATE_POOL`
+//! (unchanged captures, default 120; each changed pool is half of it), `COMMGATE_GATE_RESAMPLES`
+//! (bootstrap resamples per comparison, default 1000). It prints, it does not assert.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use commgate::compare::traces::{prepare, Cause, TraceComparison};
+use commgate::compare::{CompareOptions, State};
+use commgate::stats::rng::Rng;
+use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};
+use commgate::trace::attribute::Attribution;
+use commgate::trace::load::attribute_paths;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The job: every capture of it differs only by its seed and the injected change.
+fn spec(seed: u64, straggler: u32, perturb: Perturb) -> SynthSpec {
+    SynthSpec {
+        world_size: 4,
+        steps: 30,
+        layers: 4,
+        seed,
+        imbalance: 0.1,
+        straggler_rank: straggler,
+        perturb: Perturb { steady_sizes: true, ..perturb },
+        ..SynthSpec::small()
+    }
+}
+
+/// Generates and attributes `n` captures (seeds from `first`) on every core.
+fn pool(dir: &Path, name: &str, n: usize, first: u64, make: impl Fn(u64) -> SynthSpec + Sync) -> Result<Vec<Attribution>, String> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let seeds: Vec<u64> = (0..n as u64).map(|i| first + i).collect();
+    let mut out: Vec<(u64, Attribution)> = Vec::with_capacity(n);
+    for chunk in seeds.chunks(workers) {
+        let done: Vec<Result<(u64, Attribution), String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|&seed| {
+                    let make = &make;
+                    scope.spawn(move || {
+                        let at: PathBuf = dir.join(format!("{name}-{seed}"));
+                        write_all_ranks(&make(seed), &at, false).map_err(|e| e.to_string())?;
+                        let a = attribute_paths(&[at.clone()], &Default::default()).map_err(|e| e.to_string())?;
+                        std::fs::remove_dir_all(&at).map_err(|e| e.to_string())?;
+                        Ok((seed, a))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".to_string()))).collect()
+        });
+        for d in done {
+            out.push(d?);
+        }
+    }
+    out.sort_by_key(|(seed, _)| *seed);
+    Ok(out.into_iter().map(|(_, a)| a).collect())
+}
+
+/// What one cell counts.
+#[derive(Default)]
+struct Tally {
+    trials: usize,
+    /// Any collective `regressed`.
+    regressed: usize,
+    /// The expected collective regressed with the expected cause (and late rank).
+    detected: usize,
+}
+
+/// What a trial looks for in its comparison.
+#[derive(Clone, Copy)]
+enum Expect {
+    Nothing,
+    Wait { collective: &'static str, rank: u32 },
+    Transfer { collective: &'static str },
+}
+
+impl Expect {
+    fn found(self, t: &TraceComparison) -> bool {
+        let hit = |name: &str| t.collectives.iter().find(|c| c.collective == name && c.state == State::Regressed);
+        match self {
+            Expect::Nothing => false,
+            Expect::Wait { collective, rank } => {
+                hit(collective).is_some_and(|c| c.cause == Some(Cause::Wait) && c.late_rank == Some(rank))
+            }
+            Expect::Transfer { collective } => hit(collective).is_some_and(|c| c.cause == Some(Cause::Transfer)),
+        }
+    }
+}
+
+/// `trials` comparisons of a current capture from `current` against `k` stored runs drawn from
+/// `stored`; with `disjoint`, the current capture is never one of the stored runs.
+fn cell(stored: &[Attribution], current: &[Attribution], k: usize, trials: usize, expect: Expect, disjoint: bool, opts: &CompareOptions) -> Tally {
+    let mut rng = Rng::new(0x7_ACE_0000 ^ k as u64 ^ (trials as u64) << 20);
+    let mut tally = Tally::default();
+    for _ in 0..trials {
+        let mut picked: Vec<usize> = Vec::with_capacity(k + 1);
+        while picked.len() < k + usize::from(disjoint) {
+            let i = rng.below(stored.len());
+            if !picked.contains(&i) {
+                picked.push(i);
+            }
+        }
+        let cur = if disjoint { &stored[picked.pop().unwrap_or(0)] } else { &current[rng.below(current.len())] };
+        let runs: Vec<Attribution> = picked.iter().map(|&i| stored[i].clone()).collect();
+        let t = prepare("default", &runs, cur, opts).finish_alone(opts);
+        tally.trials += 1;
+        tally.regressed += usize::from(t.regressed().next().is_some());
+        tally.detected += usize::from(expect.found(&t));
+    }
+    tally
+}
+
+fn wilson(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.959_964);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// One printed row: the property, the target, the measured rate and PASS/FAIL.
+fn row(property: &str, at_most: bool, target: f64, k: usize, n: usize) {
+    let (lo, hi) = wilson(k, n);
+    let pct = 100.0 * k as f64 / n.max(1) as f64;
+    let pass = if at_most { pct <= target } else { pct >= target };
+    println!(
+        "{property:<66} | {} {target:>4.0} % | {pct:>6.2} % ({k}/{n}; CI {:.2}–{:.2} %) | {}",
+        if at_most { "≤" } else { "≥" },
+        100.0 * lo,
+        100.0 * hi,
+        if pass { "PASS" } else { "FAIL" }
+    );
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("trace_gate_quality: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
+    let trials = env_usize("COMMGATE_GATE_TRIALS", 1000);
+    let n_pool = env_usize("COMMGATE_GATE_POOL", 120).max(12);
+    let opts = CompareOptions {
+        resamples: env_usize("COMMGATE_GATE_RESAMPLES", CompareOptions::default().resamples),
+        ..CompareOptions::default()
+    };
+    let tmp = tempfile::tempdir()?;
+    let start = Instant::now();
+    let unchanged = pool(tmp.path(), "same", n_pool, 1, |s| spec(s, 1, Perturb::default()))?;
+    let late = Perturb { all_to_all_late_ns: 900_000, ..Perturb::default() };
+    let stragglers = pool(tmp.path(), "late", n_pool / 2, 100_001, |s| spec(s, 2, late))?;
+    let slower = Perturb { all_reduce_transfer_factor: 1.10, ..Perturb::default() };
+    let transfers = pool(tmp.path(), "slow", n_pool / 2, 200_001, |s| spec(s, 1, slower))?;
+    println!(
+        "pools: {} unchanged, {} straggler, {} slower-transfer captures (4 ranks, 30 steps) in {:.1} s; \
+         {trials} trials per cell, {} resamples",
+        unchanged.len(),
+        stragglers.len(),
+        transfers.len(),
+        start.elapsed().as_secs_f64(),
+        opts.resamples
+    );
+    let wait = Expect::Wait { collective: "all_to_all", rank: 2 };
+    let transfer = Expect::Transfer { collective: "all_reduce" };
+    println!("\n{:<66} | target | measured | PASS/FAIL", "property");
+    for (k, regime) in [(10usize, "history"), (5, "history"), (2, "pooled")] {
+        let t0 = Instant::now();
+        let aa = cell(&unchanged, &unchanged, k, trials, Expect::Nothing, true, &opts);
+        let st = cell(&unchanged, &stragglers, k, trials, wait, false, &opts);
+        let tr = cell(&unchanged, &transfers, k, trials, transfer, false, &opts);
+        let label = format!("{k} stored trace runs ({regime})");
+        row(&format!("A/A false regressions, {label}"), true, 1.0, aa.regressed, aa.trials);
+        row(&format!("+900 µs straggler at all_to_all: cause wait, rank 2, {label}"), false, 95.0, st.detected, st.trials);
+        row(&format!("all_reduce transfer +10 %: cause transfer, {label}"), false, 90.0, tr.detected, tr.trials);
+        println!("{:<66} | ({:.1} s)", "", t0.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
