@@ -43,7 +43,8 @@ use super::model::{CommMeta, Kernel, KernelCat, RankTrace};
 pub const FORMAT: &str = "nccl_inspector";
 
 /// What every record must hold, for the messages that name a missing field.
-pub(crate) const REQUIRED: &str = "every record needs header.id, header.rank, header.n_ranks and coll_perf.coll, coll_sn, \
+pub(crate) const REQUIRED: &str =
+    "every record needs header.id, header.rank, header.n_ranks and coll_perf.coll, coll_sn, \
      coll_msg_size_bytes, coll_exec_time_us; pass the logs the NCCL Inspector plugin wrote";
 
 /// One log, read.

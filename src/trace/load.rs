@@ -12,8 +12,8 @@ use super::classify::rank_from_file_name;
 use super::kineto::{parse_document_with, Document};
 use super::limits::ReadLimits;
 use super::model::RankTrace;
-use super::{inspector, nsys};
 use super::reader::ReadError;
+use super::{inspector, nsys};
 use crate::hotspots::CommEvent;
 use crate::input;
 
@@ -184,7 +184,8 @@ pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
     let gzip = opened.gzip;
     let sniffed = inspector::sniff(path, opened.reader).map_err(|e| LoadError::new(path, describe_io(&e, gzip)))?;
     if sniffed.inspector {
-        let file = inspector::read_log(sniffed.reader, limits, gzip).map_err(|e| LoadError::new(path, e.to_string()))?;
+        let file =
+            inspector::read_log(sniffed.reader, limits, gzip).map_err(|e| LoadError::new(path, e.to_string()))?;
         let mut trace = file.trace;
         trace.file = path.to_path_buf();
         return Ok(Input {

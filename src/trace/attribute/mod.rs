@@ -15,6 +15,8 @@ pub mod series;
 mod sizes;
 mod transfer;
 
+pub use transfer::bus_factor;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -553,7 +555,8 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         names_truncated: t.names_truncated,
         collectives_folded,
         samples,
-        step_ns: series::step_lengths(&w.starts, gpu_span),
+        // Without a clock (synthetic start times) there is no step length to report.
+        step_ns: if t.no_compute { Vec::new() } else { series::step_lengths(&w.starts, gpu_span) },
         no_compute: t.no_compute,
     }
 }

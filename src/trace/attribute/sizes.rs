@@ -89,8 +89,7 @@ mod tests {
         // Two ranks, all_reduce (factor 1.0 for n = 2), 1 MB in 1 ms = 1 GB/s; 2 ms → 0.5 GB/s.
         let a = [call(0, 1000, 1_000_000), call(1, 2000, 1_000_000)];
         let b = [call(0, 1000, 1_000_000), call(1, 1000, 1_000_000), call(2, 10, 100)];
-        let kernels: Vec<(usize, &CommKernel)> =
-            a.iter().map(|c| (0, c)).chain(b.iter().map(|c| (1, c))).collect();
+        let kernels: Vec<(usize, &CommKernel)> = a.iter().map(|c| (0, c)).chain(b.iter().map(|c| (1, c))).collect();
         let got = buckets("all_reduce", &kernels);
         assert_eq!(got.len(), 2);
         assert_eq!((got[0].bytes_min, got[0].count), (64, 1));

@@ -47,7 +47,10 @@ fn bad_lines_name_the_line_and_the_field() {
     let cases = [
         (format!("{good}\n{}", &good[..good.len() / 2]), "line 2 ends inside its record"),
         (format!("{good}\n{}\n", &good[..good.len() / 2]), "line 2 ends inside its record"),
-        (good.replace("\"coll_exec_time_us\":1", "\"coll_exec_time_us\":\"abc\""), "`coll_perf.coll_exec_time_us` is the string \"abc\""),
+        (
+            good.replace("\"coll_exec_time_us\":1", "\"coll_exec_time_us\":\"abc\""),
+            "`coll_perf.coll_exec_time_us` is the string \"abc\"",
+        ),
         (good.replace("\"coll_sn\":1,", ""), "line 1: `coll_perf.coll_sn` is missing"),
         (good.replace("\"header\"", "\"head\""), "line 1 has no `header` object"),
         ("[1, 2]\n".to_string(), "line 1 is an array, not a JSON object"),
