@@ -100,6 +100,28 @@ pub struct Hotspot {
     /// Per-step samples (traces only), capped in length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<StepSeries>,
+    /// Per message-size bucket, the per-call distributions (NCCL Inspector logs only, whose
+    /// every record is one call at its own size); ascending by size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<SizeBucket>,
+}
+
+/// One power-of-two message-size bucket of a collective: how its calls ran, per call and per
+/// rank (each rank's record of a call is one sample).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeBucket {
+    /// Payloads in `[bytes_min, 2 · bytes_min)` (a payload of 0 is its own bucket, `0`). The
+    /// payload is the full buffer as nccl-tests sizes it, like `payload_bytes`.
+    pub bytes_min: u64,
+    /// Calls (rank records) in the bucket.
+    pub count: u64,
+    /// Execution time, milliseconds: the median and the 95th percentile (type 7).
+    pub exec_ms_median: f64,
+    pub exec_ms_p95: f64,
+    /// Bus bandwidth per call, GB/s (nccl-tests' bus factor, 0-µs calls left out): the median
+    /// and the 95th percentile; `None` when no call of the bucket has one.
+    pub busbw_gbps_median: Option<f64>,
+    pub busbw_gbps_p95: Option<f64>,
 }
 
 /// One collective's per-step samples, milliseconds, one entry per step in time order.
@@ -138,6 +160,7 @@ impl Hotspot {
             last_arrival_rank: None,
             last_arrival_share: None,
             steps: None,
+            sizes: Vec::new(),
         }
     }
 }

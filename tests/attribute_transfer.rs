@@ -50,6 +50,7 @@ fn rank(rank: u32, base: i64, kernels: &[(i64, i64)], payload: Option<u64>) -> R
         collectives_folded: 0,
         samples: 1,
         step_ns: vec![10_000_000],
+        no_compute: false,
     }
 }
 

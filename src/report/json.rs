@@ -5,9 +5,32 @@
 use crate::compare::Comparison;
 use crate::trace::attribute::Attribution;
 
-/// Renders an attribution as pretty JSON ending in a newline.
+/// Renders an attribution as pretty JSON ending in a newline. When the source has no compute
+/// (`source.compute_observed` is false), the figures it cannot measure are `null`, not zero.
 pub fn attribution(a: &Attribution) -> String {
-    pretty(a)
+    if a.source.compute_observed {
+        return pretty(a);
+    }
+    let mut v = serde_json::to_value(a).expect("report types always serialise to JSON");
+    let unmeasured = |h: &mut serde_json::Value| {
+        if !h.is_object() {
+            return;
+        }
+        for key in ["exposed_comm_ms", "exposed_comm_ms_max_rank", "overlap_ratio"] {
+            h[key] = serde_json::Value::Null;
+        }
+        if h["steps"].is_object() {
+            h["steps"]["exposed_ms"] = serde_json::Value::Null;
+        }
+    };
+    v["by_collective"].as_object_mut().into_iter().flat_map(|m| m.values_mut()).for_each(unmeasured);
+    unmeasured(&mut v["priority"]);
+    for r in v["ranks"].as_array_mut().into_iter().flatten() {
+        for key in ["compute_ms", "overlapped_ms", "exposed_ms", "overlap_pct"] {
+            r[key] = serde_json::Value::Null;
+        }
+    }
+    pretty(&v)
 }
 
 /// Renders a comparison (formats.md, "Comparison JSON").

@@ -217,10 +217,71 @@ pub(crate) fn collective_cells(h: &Hotspot, escape: fn(&str) -> String) -> Vec<S
 }
 
 /// The per-collective table's rows in report order (see [`by_exposed_desc`]), the names made
-/// safe by `escape`.
+/// safe by `escape`. Without compute in the source, the exposed and overlap cells read `n/a`.
 pub(crate) fn collective_rows(a: &Attribution, escape: fn(&str) -> String) -> Vec<Vec<String>> {
-    by_exposed_desc(a).into_iter().map(|h| collective_cells(h, escape)).collect()
+    let observed = a.source.compute_observed;
+    by_exposed_desc(a)
+        .into_iter()
+        .map(|h| unmeasured(collective_cells(h, escape), observed, &COLLECTIVE_UNMEASURED))
+        .collect()
 }
+
+/// The per-collective columns a source without compute cannot fill: exposed, worst-rank
+/// exposed, overlap.
+const COLLECTIVE_UNMEASURED: [usize; 3] = [4, 5, 7];
+
+/// The per-rank columns a source without compute cannot fill: compute, overlapped, exposed,
+/// overlap %.
+const RANK_UNMEASURED: [usize; 4] = [3, 4, 5, 6];
+
+/// `cells` with the columns at `columns` read `n/a` unless compute was `observed`: a figure
+/// the source cannot measure is shown absent, never as a zero.
+fn unmeasured(mut cells: Vec<String>, observed: bool, columns: &[usize]) -> Vec<String> {
+    if !observed {
+        for &i in columns {
+            if let Some(c) = cells.get_mut(i) {
+                *c = "n/a".to_string();
+            }
+        }
+    }
+    cells
+}
+
+/// The per-size table's columns (text and Markdown); [`size_rows`] fills them in this order.
+pub(crate) const SIZE_COLUMNS: [(&str, Align); 7] = [
+    ("collective", Align::Left),
+    ("size", Align::Right),
+    ("calls", Align::Right),
+    ("exec ms p50", Align::Right),
+    ("exec ms p95", Align::Right),
+    ("busbw GB/s p50", Align::Right),
+    ("busbw GB/s p95", Align::Right),
+];
+
+/// One row per collective and message-size bucket (collectives by name, sizes ascending), the
+/// names made safe by `escape`; empty when no collective has size buckets.
+pub(crate) fn size_rows(a: &Attribution, escape: fn(&str) -> String) -> Vec<Vec<String>> {
+    let gbps = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), two);
+    a.by_collective
+        .values()
+        .flat_map(|h| {
+            h.sizes.iter().map(move |b| {
+                vec![
+                    escape(&h.collective),
+                    format!("≥ {}", human_bytes(b.bytes_min)),
+                    b.count.to_string(),
+                    ms(b.exec_ms_median),
+                    ms(b.exec_ms_p95),
+                    gbps(b.busbw_gbps_median),
+                    gbps(b.busbw_gbps_p95),
+                ]
+            })
+        })
+        .collect()
+}
+
+/// The title of the per-size table.
+pub(crate) const SIZE_TITLE: &str = "Per message size (each call on each rank is one sample)";
 
 /// The per-rank table's columns, headed as the Markdown heads them; [`rank_cells`] fills them in
 /// this order. The terminal's table says "ms per step" once in its title, so
@@ -243,7 +304,7 @@ pub(crate) fn rank_columns_without_unit() -> [(&'static str, Align); 8] {
 
 /// The per-rank table's rows, one per rank in the attribution's order.
 pub(crate) fn rank_rows(a: &Attribution) -> Vec<Vec<String>> {
-    a.ranks.iter().map(rank_cells).collect()
+    a.ranks.iter().map(|r| unmeasured(rank_cells(r), a.source.compute_observed, &RANK_UNMEASURED)).collect()
 }
 
 /// The cells of one rank's row.
@@ -332,6 +393,9 @@ pub(crate) struct Decisions {
 /// strategy name written by `strategy` (the Markdown sets it in code).
 pub(crate) fn decisions(a: &Attribution, escape: fn(&str) -> String, strategy: fn(&str) -> String) -> Decisions {
     let priority = match &a.priority {
+        Some(h) if !a.source.compute_observed => {
+            format!("{} ({} ms of communication per step)", escape(&h.collective), ms(h.total_comm_ms))
+        }
         Some(h) => format!("{} ({} ms exposed per step)", escape(&h.collective), ms(h.exposed_comm_ms)),
         None => "none".to_string(),
     };
@@ -443,6 +507,7 @@ pub(crate) mod fixtures {
             names_truncated: false,
             collectives_folded: 0,
             steps_past_sample_cap: 0,
+            compute_observed: true,
         }
     }
 

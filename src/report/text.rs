@@ -24,6 +24,11 @@ pub fn attribution(a: &Attribution) -> String {
     } else {
         out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, |s| plain(s, NAME))));
     }
+    let sizes = super::size_rows(a, |s| plain(s, NAME));
+    if !sizes.is_empty() {
+        out.push_str(&format!("\n{}:\n", super::SIZE_TITLE));
+        out.push_str(&table(&super::SIZE_COLUMNS, &sizes));
+    }
     if let Some(line) = super::step_summary(a) {
         out.push_str(&format!("\n{line}\n"));
     }

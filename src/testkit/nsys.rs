@@ -41,7 +41,7 @@ CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER
 ";
 
 /// Parses one Kineto document the synthetic generator wrote.
-fn timeline(spec: &SynthSpec, rank: u32) -> io::Result<RankTrace> {
+pub(super) fn timeline(spec: &SynthSpec, rank: u32) -> io::Result<RankTrace> {
     let mut json = Vec::new();
     write_rank(spec, rank, &mut json)?;
     match parse_document(json.as_slice()) {

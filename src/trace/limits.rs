@@ -10,6 +10,11 @@ use std::borrow::Cow;
 /// memory (a few hundred bytes each at worst).
 pub const DEFAULT_MAX_EVENTS: u64 = 50_000_000;
 
+/// The longest line a JSON-lines log (NCCL Inspector) may have: its records are a few hundred
+/// bytes, a verbose one with every channel's events a few tens of kilobytes. A longer line is
+/// not such a log, and reading it whole would let one line fill memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
 /// Kept strings (kernel, step, collective, process-group names) longer than this many bytes
 /// are cut to it and end in [`TRUNCATION_MARK`].
 pub const MAX_NAME_BYTES: usize = 4096;

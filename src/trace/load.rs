@@ -12,8 +12,8 @@ use super::classify::rank_from_file_name;
 use super::kineto::{parse_document_with, Document};
 use super::limits::ReadLimits;
 use super::model::RankTrace;
-use super::nsys;
 use super::reader::ReadError;
+use super::{inspector, nsys};
 use crate::hotspots::CommEvent;
 use crate::input;
 
@@ -116,24 +116,34 @@ pub struct Input {
     pub format: Option<String>,
 }
 
-/// Profiler traces of one run come from one profiler: Kineto JSON and Nsight Systems exports
-/// are attributed separately (their clocks and metadata differ). The Nsight format, if any.
+/// Profiler traces of one run come from one profiler: Kineto JSON, Nsight Systems exports and
+/// NCCL Inspector logs are attributed separately (their clocks and metadata differ). Each
+/// file's format is `None` for Kineto JSON, else its `source.format`; the result is the first
+/// non-Kineto one, if any.
 fn one_trace_format(files: &[PathBuf], formats: &[Option<String>]) -> Result<Option<String>, LoadError> {
-    let first_nsys = formats.iter().position(Option::is_some);
-    let first_json = formats.iter().position(Option::is_none);
-    match (first_nsys, first_json) {
-        (Some(n), Some(j)) => Err(LoadError::new(
-            &files[j.max(n)],
+    let family = |f: &Option<String>| match f.as_deref() {
+        None => 0,
+        Some(f) if f.starts_with(inspector::FORMAT) => 2,
+        Some(_) => 1,
+    };
+    const ONE: [&str; 3] = ["a JSON trace", "an Nsight Systems export", "an NCCL Inspector log"];
+    const MANY: [&str; 3] = ["Kineto traces", "Nsight Systems exports", "NCCL Inspector logs"];
+    let first = formats.first().map(family).unwrap_or(0);
+    if let Some(other) = formats.iter().position(|f| family(f) != first) {
+        let (a, b) = (first, family(&formats[other]));
+        return Err(LoadError::new(
+            &files[other],
             format!(
-                "is {} while {} is {}; attribute Kineto traces and Nsight Systems exports separately",
-                if j > n { "a JSON trace" } else { "an Nsight Systems export" },
-                files[j.min(n)].display(),
-                if j > n { "an Nsight Systems export" } else { "a JSON trace" },
+                "is {} while {} is {}; attribute {} and {} separately",
+                ONE[b],
+                files[0].display(),
+                ONE[a],
+                MANY[a.min(b)],
+                MANY[a.max(b)],
             ),
-        )),
-        (Some(n), None) => Ok(formats[n].clone()),
-        _ => Ok(None),
+        ));
     }
+    Ok(formats.iter().flatten().next().cloned())
 }
 
 /// Reads one rank's trace again (the HTA window's second pass).
@@ -171,8 +181,30 @@ pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
             "is not an SQLite database (it lacks the `SQLite format 3` header); pass the file `nsys export --type sqlite` writes",
         ));
     }
+    let gzip = opened.gzip;
+    let sniffed = inspector::sniff(path, opened.reader).map_err(|e| LoadError::new(path, describe_io(&e, gzip)))?;
+    if sniffed.inspector {
+        let file =
+            inspector::read_log(sniffed.reader, limits, gzip).map_err(|e| LoadError::new(path, e.to_string()))?;
+        let mut trace = file.trace;
+        trace.file = path.to_path_buf();
+        return Ok(Input {
+            docs: vec![Document::Kineto(Box::new(trace))],
+            format: Some(inspector::format_name(file.version.as_deref())),
+        });
+    }
+    let opened = input::Opened { reader: sniffed.reader, gzip, sqlite: false };
     let doc = parse_opened(path, opened, limits)?;
     Ok(Input { docs: vec![doc], format: None })
+}
+
+/// A read that failed before any parser ran (while telling the format apart).
+fn describe_io(e: &std::io::Error, gzip: bool) -> String {
+    if gzip {
+        format!("the gzip data is corrupt or truncated ({e}); re-copy or re-export the trace")
+    } else {
+        format!("cannot be read: {e}")
+    }
 }
 
 /// An Nsight Systems export at `db`, reported under the name `shown` (the user's file).
@@ -203,7 +235,8 @@ fn step_names(t: &RankTrace) -> Vec<String> {
     names
 }
 
-/// Expands directories (their `*.json`, `*.gz`, `*.sqlite` and `*.nsys-rep` files, sorted) and checks that files exist.
+/// Expands directories (their `*.json`, `*.gz`, `*.sqlite` and `*.nsys-rep` files, and NCCL
+/// Inspector logs `*-pid<N>.log` and `*.jsonl`, sorted) and checks that files exist.
 ///
 /// In a directory, an entry whose name looks like a trace (`*.json`, `*.gz`, `rank-N…`) but is
 /// a broken link, a named pipe, a socket, a device or a directory is an error naming it: skipping
@@ -222,7 +255,7 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
         if found.is_empty() {
             return Err(LoadError::new(
                 path,
-                "holds no trace files (*.json, *.json.gz, *.sqlite, *.nsys-rep); point at the profiler's output",
+                "holds no trace files (*.json, *.json.gz, *.sqlite, *.nsys-rep, *-pid<N>.log, *.jsonl); point at the profiler's output",
             ));
         }
         found.sort();
@@ -294,6 +327,7 @@ fn is_trace_name(p: &Path) -> bool {
         || name.ends_with(".gz")
         || name.ends_with(".sqlite")
         || nsys::export::is_report_name(p)
+        || inspector::is_dir_log_name(p)
 }
 
 /// A name that is a trace's, or that a rank's trace could have (`rank-3`, `rank-3.pt.trace`):

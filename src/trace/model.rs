@@ -108,6 +108,9 @@ pub struct RankTrace {
     pub num_events: u64,
     /// Whether some kept name was longer than the limit and was cut.
     pub names_truncated: bool,
+    /// The source records communication only (NCCL Inspector logs): no compute kernels, no
+    /// clock, so overlap and exposed time cannot be measured and are reported as absent.
+    pub no_compute: bool,
 }
 
 impl RankTrace {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::series::MAX_STEP_SAMPLES;
-use super::transfer;
+use super::{sizes, transfer};
 use super::{CommKernel, RankAnalysis, RankSummary};
 use crate::hotspots::{Hotspot, StepSeries};
 use crate::trace::model::Ns;
@@ -78,6 +78,9 @@ pub(super) fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot>
             let kernels = kernels_of.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();
             transfer::cross_rank(ranks, kernels, &mut h, &mut series);
             h.steps = Some(series);
+            if ranks.iter().any(|r| r.no_compute) {
+                h.sizes = sizes::buckets(name, kernels);
+            }
             (name.clone(), h)
         })
         .collect()

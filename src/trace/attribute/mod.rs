@@ -7,11 +7,15 @@
 //!
 //! Submodules: [`combine`] (per collective over ranks), [`transfer`] (instances matched across
 //! ranks: imbalance, transfer, wait, bus bandwidth, last arrival) and [`series`] (which step a
-//! kernel belongs to, and the per-step samples).
+//! kernel belongs to, and the per-step samples) and [`sizes`] (per-call distributions by message
+//! size, for sources without compute).
 
 mod combine;
 pub mod series;
+mod sizes;
 mod transfer;
+
+pub use transfer::bus_factor;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -110,7 +114,23 @@ pub struct Source {
     /// count over ranks); the per-step means still cover every step.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_past_sample_cap: u64,
+    /// Whether the source records compute kernels; when not (NCCL Inspector logs), overlap and
+    /// exposed time are not measured and the reports show them as absent.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub compute_observed: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// The note of a source without compute kernels.
+pub const NO_COMPUTE_NOTE: &str =
+    "NCCL Inspector logs have no compute kernels: overlap and exposed time are not measured";
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -138,8 +158,10 @@ impl Source {
                 self.steps_past_sample_cap
             )
         });
-        ranks
+        let no_compute = (!self.compute_observed).then(|| NO_COMPUTE_NOTE.to_string());
+        no_compute
             .into_iter()
+            .chain(ranks)
             .chain(self.steps_ignored.as_ref().map(StepsIgnored::summary))
             .chain(truncated)
             .chain(folded)
@@ -228,6 +250,7 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds
         names_truncated,
         collectives_folded: budget.folded,
         steps_past_sample_cap: 0,
+        compute_observed: true,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64, t)
 }
@@ -298,6 +321,8 @@ pub struct RankAnalysis {
     /// The length of each step window (capped at [`series::MAX_STEP_SAMPLES`]); for the whole
     /// trace, from the first GPU activity's start to the last one's end.
     pub step_ns: Vec<Ns>,
+    /// The source records communication only ([`RankTrace::no_compute`]).
+    pub no_compute: bool,
 }
 
 impl RankAnalysis {
@@ -344,6 +369,7 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
             .map(|r| r.samples.saturating_sub(series::MAX_STEP_SAMPLES as u64))
             .max()
             .unwrap_or(0),
+        compute_observed: !ranks.iter().any(|r| r.no_compute),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events, &opts.thresholds)
@@ -529,7 +555,9 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         names_truncated: t.names_truncated,
         collectives_folded,
         samples,
-        step_ns: series::step_lengths(&w.starts, gpu_span),
+        // Without a clock (synthetic start times) there is no step length to report.
+        step_ns: if t.no_compute { Vec::new() } else { series::step_lengths(&w.starts, gpu_span) },
+        no_compute: t.no_compute,
     }
 }
 

@@ -1,0 +1,95 @@
+//! NCCL Inspector logs: read and attribution throughput and peak RSS (`harness = false`).
+//!
+//! `cargo bench --bench inspector_throughput` writes `COMMGATE_INSPECTOR_RECORDS` records in all
+//! (default 1,000,000) as 8 ranks' logs in the plugin's layout, then attributes the directory in
+//! a child run of this binary, so the child's `VmHWM` is that attribution alone. It prints MB/s
+//! of log read and attributed and the peak RSS; the goal is at least 200 MB/s. It does not
+//! assert: the machine decides the figure, a person compares it with the goal.
+
+use std::error::Error;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use commgate::testkit::inspector::{log_name, write_synthetic_log};
+use commgate::trace::attribute::AttributeOptions;
+use commgate::trace::load::{attribute_paths, collect_files};
+
+#[path = "support/rss.rs"]
+mod rss;
+
+const CHILD_ENV: &str = "COMMGATE_INSPECTOR_CHILD";
+const RANKS: u32 = 8;
+
+fn main() -> ExitCode {
+    let outcome = match std::env::var_os(CHILD_ENV) {
+        Some(dir) => child(Path::new(&dir)),
+        None => parent(),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("inspector_throughput: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parent() -> Result<(), Box<dyn Error>> {
+    let records: u64 = match std::env::var("COMMGATE_INSPECTOR_RECORDS") {
+        Ok(t) => t.parse().map_err(|_| format!("COMMGATE_INSPECTOR_RECORDS={t} is not a number"))?,
+        Err(_) => 1_000_000,
+    };
+    let dir = std::env::temp_dir().join(format!("commgate-inspector-bench-{}", std::process::id()));
+    let result = run(&dir, records);
+    let cleanup = std::fs::remove_dir_all(&dir);
+    result?;
+    cleanup.map_err(|e| format!("removing {}: {e}", dir.display()).into())
+}
+
+fn run(dir: &Path, records: u64) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(dir)?;
+    let t = Instant::now();
+    let per_rank = records.div_ceil(u64::from(RANKS));
+    for rank in 0..RANKS {
+        let mut out = BufWriter::new(std::fs::File::create(dir.join(log_name(rank)))?);
+        write_synthetic_log(&mut out, rank, RANKS, per_rank)?;
+        out.flush()?;
+    }
+    let disk: u64 = std::fs::read_dir(dir)?.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
+    eprintln!(
+        "wrote {RANKS} ranks × {per_rank} records ({:.0} MB) in {:.1} s",
+        disk as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    let out = Command::new(std::env::current_exe()?).env(CHILD_ENV, dir).output()?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    let line = String::from_utf8(out.stdout)?;
+    let secs: f64 = line.split_whitespace().next().ok_or("no time")?.parse()?;
+    println!("{:>10} {:>9} {:>10} {:>8} {:>9}", "records", "disk MB", "time s", "MB/s", "peak MB");
+    println!(
+        "{:>10} {:>9.0} {:>10.2} {:>8.0} {:>9}",
+        per_rank * u64::from(RANKS),
+        disk as f64 / 1e6,
+        secs,
+        disk as f64 / 1e6 / secs,
+        line.split_whitespace().nth(1).unwrap_or("?")
+    );
+    Ok(())
+}
+
+fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
+    let files: Vec<PathBuf> = collect_files(&[dir.to_path_buf()])?;
+    let start = Instant::now();
+    let a = attribute_paths(&files, &AttributeOptions::default())?;
+    if a.by_collective.is_empty() {
+        return Err("no collective was attributed".into());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    println!("{secs:.3} {:.0}", peak as f64 / 1e6);
+    Ok(())
+}
