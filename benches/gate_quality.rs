@@ -11,9 +11,15 @@
 //! often the comparison blocked and named that phase (`comparison.cause`); every blocked cell
 //! lists the causes it named.
 //!
+//! The several-workloads cells judge five workloads as one Holm family, as `commgate check` does
+//! with several `--result` files: `prepare` each comparison, then `judge_together`. A trial is a
+//! false regression when any workload of the family blocks.
+//!
 //! Environment: `COMMGATE_GATE_TRIALS` (trials per cell, default 1000), `COMMGATE_GATE_RESAMPLES`
 //! (bootstrap resamples per comparison, default 1000, the production default),
-//! `COMMGATE_GATE_THREADS` (default 2). It prints, it does not assert: a benchmark is evidence,
+//! `COMMGATE_GATE_THREADS` (default 2), `COMMGATE_GATE_ONLY` (comma-separated substrings: only
+//! the cells whose label holds one of them run; the others print as skipped, and every cell keeps
+//! its seeds, so a filtered run repeats the full run's figures). It prints, it does not assert: a benchmark is evidence,
 //! not a test. PASS/FAIL compares the point estimate with the target; the interval says how sure
 //! that is at this many trials.
 
@@ -23,7 +29,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use commgate::baseline::Baseline;
-use commgate::compare::{compare, Cause, CompareOptions, State};
+use commgate::compare::{compare, judge_together, prepare, Cause, CompareOptions, State};
 use commgate::decision::Decision;
 use commgate::result::{RunResult, Schedule};
 use commgate::stats::rng::Rng;
@@ -173,24 +179,103 @@ fn times_named(t: &Tally, cause: Cause) -> usize {
 
 /// All trials of one cell, split over `threads` scoped threads.
 fn run_cell(cell: &Cell, cell_id: u64, trials: usize, threads: usize, opts: &CompareOptions) -> Tally {
-    let mut total = Tally::default();
+    run_trials(trials, threads, |i| trial(cell, cell_id, i, opts), Tally::add)
+}
+
+/// Trials `0..trials` of `one`, split over `threads` scoped threads and summed with `add`.
+fn run_trials<T: Default + Send>(
+    trials: usize,
+    threads: usize,
+    one: impl Fn(u64) -> T + Sync,
+    add: fn(&mut T, T),
+) -> T {
+    let mut total = T::default();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
+                let one = &one;
                 s.spawn(move || {
-                    let mut tally = Tally::default();
+                    let mut tally = T::default();
                     for i in (t..trials).step_by(threads) {
-                        tally.add(trial(cell, cell_id, i as u64, opts));
+                        add(&mut tally, one(i as u64));
                     }
                     tally
                 })
             })
             .collect();
         for h in handles {
-            total.add(h.join().expect("a trial thread panicked"));
+            add(&mut total, h.join().expect("a trial thread panicked"));
         }
     });
     total
+}
+
+/// Workloads judged together in a several-workloads cell.
+const FAMILY_WORKLOADS: usize = 5;
+
+/// Several workloads judged as one Holm family: each workload its own baseline of
+/// [`BASELINE_RUNS`] runs and one current run of `n` steps; workload `k` of trial `t` draws from
+/// `NoiseModel::ALL[(k + t) % 6]`, so every trial mixes five different models and every model
+/// takes every position. `slowed`: the first workload's current run gets this median shift.
+#[derive(Debug, Clone, Copy)]
+struct FamilyCell {
+    n: usize,
+    slowed: Option<f64>,
+}
+
+impl FamilyCell {
+    fn label(&self) -> String {
+        let effect = self.slowed.map_or("A/A".to_string(), |s| format!("one workload +{:.0} %", 100.0 * s));
+        format!(
+            "{effect}, {FAMILY_WORKLOADS} workloads as one family (mixed models), n = {}, {BASELINE_RUNS}-run baselines",
+            self.n
+        )
+    }
+}
+
+/// Counts over a several-workloads cell's trials.
+#[derive(Debug, Clone, Copy, Default)]
+struct FamilyTally {
+    trials: usize,
+    /// Any workload of the family `regression == true`.
+    any_regression: usize,
+    /// The slowed workload `regression == true`.
+    slowed_regression: usize,
+}
+
+impl FamilyTally {
+    fn add(&mut self, o: FamilyTally) {
+        self.trials += o.trials;
+        self.any_regression += o.any_regression;
+        self.slowed_regression += o.slowed_regression;
+    }
+}
+
+/// One trial of a several-workloads cell: deterministic in `(cell_id, trial)`.
+fn family_trial(cell: &FamilyCell, cell_id: u64, trial: u64, opts: &CompareOptions) -> FamilyTally {
+    let mut seeds = Rng::new((cell_id << 32) ^ trial ^ 0x6A7E_0000_0000_0000);
+    let models = NoiseModel::ALL;
+    let pending = (0..FAMILY_WORKLOADS)
+        .map(|k| {
+            let model = models[(k + trial as usize) % models.len()];
+            let spread = model.default_run_spread();
+            let runs = (0..BASELINE_RUNS)
+                .map(|_| synthetic_run_with_spread(model, cell.n, &Effect::NONE, spread, seeds.next_u64()))
+                .collect();
+            let effect = match cell.slowed {
+                Some(s) if k == 0 => Effect::shift(s),
+                _ => Effect::NONE,
+            };
+            let current = synthetic_run_with_spread(model, cell.n, &effect, spread, seeds.next_u64());
+            prepare(&Baseline { path: format!("sim-{k}").into(), runs }, &current, opts)
+        })
+        .collect();
+    let judged = judge_together(pending, opts);
+    FamilyTally {
+        trials: 1,
+        any_regression: usize::from(judged.iter().any(|c| c.regression)),
+        slowed_regression: usize::from(cell.slowed.is_some() && judged[0].regression),
+    }
 }
 
 /// Wilson score interval (E. B. Wilson, JASA 22(158), 1927) for `k` successes in `n`, z = 1.96.
@@ -207,6 +292,9 @@ fn wilson(k: usize, n: usize) -> (f64, f64) {
 }
 
 fn rate(k: usize, n: usize) -> String {
+    if n == 0 {
+        return "(skipped)".to_string();
+    }
     let (lo, hi) = wilson(k, n);
     format!("{:.2} % ({k}/{n}; CI {:.2}–{:.2} %)", 100.0 * k as f64 / n as f64, 100.0 * lo, 100.0 * hi)
 }
@@ -227,6 +315,9 @@ impl Target {
     }
 
     fn verdict(self, k: usize, n: usize) -> &'static str {
+        if n == 0 {
+            return "-";
+        }
         let r = 100.0 * k as f64 / n.max(1) as f64;
         let ok = match self {
             Target::AtMost(p) => r <= p,
@@ -281,10 +372,10 @@ fn print_table_titled(title: &str, lines: &[Line]) {
 
 /// The short-history cells: a store only five runs old, with heavy outliers (5 % of steps
 /// ×1.3–1.8): adjacent outliers can read as "slow episodes" and make a clear +5 % inconclusive.
-fn short_history(run: &mut impl FnMut(Cell) -> Tally) -> Vec<Line> {
+fn short_history(runner: &mut Runner) -> Vec<Line> {
     const RUNS: usize = 5;
-    let shift = run(Cell::new(NoiseModel::HeavyOutliers, 100, Effect::shift(0.05)).runs(RUNS));
-    let aa = run(Cell::new(NoiseModel::HeavyOutliers, 100, Effect::NONE).runs(RUNS));
+    let shift = runner.cell(Cell::new(NoiseModel::HeavyOutliers, 100, Effect::shift(0.05)).runs(RUNS));
+    let aa = runner.cell(Cell::new(NoiseModel::HeavyOutliers, 100, Effect::NONE).runs(RUNS));
     vec![
         Line::rate(
             "+5 % median shift detected, n = 100, heavy_outliers, 5-run baseline",
@@ -299,6 +390,64 @@ fn short_history(run: &mut impl FnMut(Cell) -> Tally) -> Vec<Line> {
             aa.trials,
         ),
     ]
+}
+
+/// The several-workloads cells: five workloads, one Holm family (`check` with several results).
+fn several_workloads(runner: &mut Runner) -> Vec<Line> {
+    let aa = runner.family(FamilyCell { n: 100, slowed: None });
+    let slowed = runner.family(FamilyCell { n: 100, slowed: Some(0.08) });
+    vec![
+        Line::rate(
+            format!("A/A false regressions (any of {FAMILY_WORKLOADS} blocks), n = 100, mixed models"),
+            Target::AtMost(1.0),
+            aa.any_regression,
+            aa.trials,
+        ),
+        Line::info(
+            format!("one of {FAMILY_WORKLOADS} workloads +8 %: that workload blocked, n = 100"),
+            slowed.slowed_regression,
+            slowed.trials,
+        ),
+        Line::info(
+            format!("one of {FAMILY_WORKLOADS} workloads +8 %: any workload blocked, n = 100"),
+            slowed.any_regression,
+            slowed.trials,
+        ),
+    ]
+}
+
+/// Runs the cells in order, giving each the next id (its seeds) whether or not the
+/// `COMMGATE_GATE_ONLY` filter runs it; a skipped cell tallies no trials.
+struct Runner {
+    next_id: u64,
+    only: Vec<String>,
+    trials: usize,
+    threads: usize,
+    opts: CompareOptions,
+    /// Every cell run, by label, for the "what blocked" listing.
+    named: Vec<(String, Tally)>,
+}
+
+impl Runner {
+    /// The next cell's id, or `None` when the filter skips `label`.
+    fn next(&mut self, label: &str) -> Option<u64> {
+        self.next_id += 1;
+        (self.only.is_empty() || self.only.iter().any(|o| label.contains(o.as_str()))).then_some(self.next_id)
+    }
+
+    fn cell(&mut self, cell: Cell) -> Tally {
+        let label = cell.label();
+        let Some(id) = self.next(&label) else { return Tally::default() };
+        let t = run_cell(&cell, id, self.trials, self.threads, &self.opts);
+        self.named.push((label, t.clone()));
+        t
+    }
+
+    fn family(&mut self, cell: FamilyCell) -> FamilyTally {
+        let Some(id) = self.next(&cell.label()) else { return FamilyTally::default() };
+        let opts = &self.opts;
+        run_trials(self.trials, self.threads, |i| family_trial(&cell, id, i, opts), FamilyTally::add)
+    }
 }
 
 fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box<dyn Error>> {
@@ -341,14 +490,11 @@ fn bench() -> Result<(), Box<dyn Error>> {
         opts.min_samples,
         opts.p95_min_samples
     );
-    let mut next_id = 0u64;
-    let mut named: Vec<(String, Tally)> = Vec::new();
-    let mut run = |cell: Cell| -> Tally {
-        next_id += 1;
-        let t = run_cell(&cell, next_id, trials, threads, &opts);
-        named.push((cell.label(), t.clone()));
-        t
-    };
+    let only: Vec<String> = std::env::var("COMMGATE_GATE_ONLY")
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+        .unwrap_or_default();
+    let mut runner = Runner { next_id: 0, only, trials, threads, opts: opts.clone(), named: Vec::new() };
+    let mut run = |cell: Cell| runner.cell(cell);
 
     // A/A over every model × n.
     let mut aa: Vec<(NoiseModel, usize, Tally)> = Vec::new();
@@ -458,7 +604,11 @@ fn bench() -> Result<(), Box<dyn Error>> {
         ),
     ];
     print_table(&lines);
-    print_table_titled("\nShort history (5-run baseline), heavy outliers, n = 100", &short_history(&mut run));
+    print_table_titled("\nShort history (5-run baseline), heavy outliers, n = 100", &short_history(&mut runner));
+    print_table_titled(
+        &format!("\nSeveral workloads ({FAMILY_WORKLOADS}, one Holm family), 10-run baselines"),
+        &several_workloads(&mut runner),
+    );
 
     println!(
         "\nA/A false regressions by model × n (10-run baseline; target ≤ 1 %), and A/A verdict collect_more_evidence"
@@ -490,7 +640,7 @@ fn bench() -> Result<(), Box<dyn Error>> {
         rate(quiet100.primary_inconclusive, quiet100.trials)
     );
     println!("\nWhat blocked (cells with any regression; mean ratio and mean CI lower end of the regressed metric)");
-    for (name, t) in &named {
+    for (name, t) in &runner.named {
         if t.regression == 0 {
             continue;
         }

@@ -199,3 +199,59 @@ fn kineto_and_nsys_inputs_are_not_mixed() {
     let line = fails_with_one_line(&[json[0].to_str().expect("utf-8"), sqlite[1].to_str().expect("utf-8")]);
     assert!(line.contains("separately"), "{line}");
 }
+
+/// A repository-like directory for the gate: a copy of the committed mock baseline store under
+/// `baselines/` and four ranks' nsys exports under `nsys/`.
+fn gate_checkout() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let store = dir.path().join("baselines/PAR-MOCK");
+    std::fs::create_dir_all(&store).expect("mkdir");
+    let file = "par-overlap-allreduce-matmul.json";
+    std::fs::copy(root.join("baselines/PAR-MOCK").join(file), store.join(file)).expect("copies the store");
+    write_all_ranks_sqlite(&spec(), &dir.path().join("nsys")).expect("nsys");
+    dir
+}
+
+fn stored_traces(dir: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(dir.join("baselines/PAR-MOCK/par-overlap-allreduce-matmul.json")).expect("store");
+    serde_json::from_str::<serde_json::Value>(&text).expect("JSON")["traces"].clone()
+}
+
+#[test]
+fn baseline_update_and_check_take_a_directory_of_nsys_exports() {
+    let dir = gate_checkout();
+    let in_dir = |args: &[&str]| {
+        let mut cmd = commgate();
+        cmd.current_dir(dir.path()).args(args).output().expect("runs")
+    };
+    let update = in_dir(&[
+        "baseline",
+        "update",
+        "--traces",
+        "nsys",
+        "--name",
+        "nsys-nightly",
+        "--environment-profile",
+        "PAR-MOCK",
+        "--baselines",
+        "baselines",
+    ]);
+    assert_eq!(update.status.code(), Some(0), "{}", String::from_utf8_lossy(&update.stderr));
+    let traces = stored_traces(dir.path());
+    assert_eq!(traces["nsys-nightly"]["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"), "{traces}");
+    assert!(traces.get("default").is_some(), "the committed summary is kept beside it");
+
+    // The gate's first command with the exports in place of Kineto traces, judged against a
+    // summary of the same exports.
+    let update = in_dir(&["baseline", "update", "--traces", "nsys", "--environment-profile", "PAR-MOCK"]);
+    assert_eq!(update.status.code(), Some(0), "{}", String::from_utf8_lossy(&update.stderr));
+    assert_eq!(stored_traces(dir.path())["default"]["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"));
+    let check = in_dir(&["check", "--backend", "mock", "--traces", "nsys", "--format", "json"]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&check.stdout).expect("JSON report");
+    assert_eq!(report["attribution"]["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"), "{report}");
+    assert_eq!(report["attribution"]["source"]["ranks"], serde_json::json!([0, 1, 2, 3]));
+}

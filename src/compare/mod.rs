@@ -22,10 +22,14 @@
 //! - exposed communication is a small difference of two step times, so its change is reported
 //!   as a share of the baseline step (overlap median), not of itself: a 1.5 % slower step would
 //!   otherwise read as "+9 % exposed" and block;
-//! - a current run whose steps come in episodes (lag-1 autocorrelation above 0.35: a throttled
-//!   clock, a noisy neighbour) cannot confirm a regression on its own: such a metric is
-//!   `inconclusive` and the verdict asks for another run. Block lengths also grow with the
-//!   autocorrelation ([`crate::stats::dependent_block_length`]).
+//! - a current run whose steps come in episodes (a throttled clock, a noisy neighbour) cannot
+//!   confirm a regression on its own: such a metric is `inconclusive` and the verdict asks for
+//!   another run. A row is episodic when its lag-1 autocorrelation exceeds 0.35 *and* the lag-1
+//!   autocorrelation of its ranks exceeds 0.15 (Bartels 1982): on raw times two adjacent outliers
+//!   (a preempted rank) alone read as ρ ≈ 0.4 and would make a clear regression inconclusive,
+//!   while their ranks barely move; a real episode, many consecutive slow steps, is high on both
+//!   scales. Block lengths also grow with the autocorrelation
+//!   ([`crate::stats::dependent_block_length`]).
 
 mod bound;
 mod cause;

@@ -13,8 +13,9 @@
 //! 1982). On raw times one pair of adjacent outliers (two steps 2–3× slower, a preempted rank)
 //! dominates both sums and reads as an "episode" (ρ ≈ 0.4 from two steps in a hundred). A rank
 //! moves at most to n, so isolated outliers barely count, while a real episode (many consecutive
-//! slow steps) still ranks high together. The gate does not use it yet: measured as the
-//! slow-episode guard it lets slightly more short episodic runs (n = 30) through.
+//! slow steps) still ranks high together. The gate's slow-episode guard asks for both: a raw
+//! value above its threshold confirmed by a rank value above a lower one (`compare::estimate`);
+//! the rank value alone lets slightly more short episodic runs (n = 30) through.
 
 use super::bootstrap::block_length;
 
