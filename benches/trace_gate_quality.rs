@@ -53,7 +53,13 @@ fn spec(seed: u64, straggler: u32, perturb: Perturb) -> SynthSpec {
 }
 
 /// Generates and attributes `n` captures (seeds from `first`) on every core.
-fn pool(dir: &Path, name: &str, n: usize, first: u64, make: impl Fn(u64) -> SynthSpec + Sync) -> Result<Vec<Attribution>, String> {
+fn pool(
+    dir: &Path,
+    name: &str,
+    n: usize,
+    first: u64,
+    make: impl Fn(u64) -> SynthSpec + Sync,
+) -> Result<Vec<Attribution>, String> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let seeds: Vec<u64> = (0..n as u64).map(|i| first + i).collect();
     let mut out: Vec<(u64, Attribution)> = Vec::with_capacity(n);
@@ -66,7 +72,8 @@ fn pool(dir: &Path, name: &str, n: usize, first: u64, make: impl Fn(u64) -> Synt
                     scope.spawn(move || {
                         let at: PathBuf = dir.join(format!("{name}-{seed}"));
                         write_all_ranks(&make(seed), &at, false).map_err(|e| e.to_string())?;
-                        let a = attribute_paths(&[at.clone()], &Default::default()).map_err(|e| e.to_string())?;
+                        let a = attribute_paths(std::slice::from_ref(&at), &Default::default())
+                            .map_err(|e| e.to_string())?;
                         std::fs::remove_dir_all(&at).map_err(|e| e.to_string())?;
                         Ok((seed, a))
                     })
@@ -115,8 +122,16 @@ impl Expect {
 
 /// `trials` comparisons of a current capture from `current` against `k` stored runs drawn from
 /// `stored`; with `disjoint`, the current capture is never one of the stored runs.
-fn cell(stored: &[Attribution], current: &[Attribution], k: usize, trials: usize, expect: Expect, disjoint: bool, opts: &CompareOptions) -> Tally {
-    let mut rng = Rng::new(0x7_ACE_0000 ^ k as u64 ^ (trials as u64) << 20);
+fn cell(
+    stored: &[Attribution],
+    current: &[Attribution],
+    k: usize,
+    trials: usize,
+    expect: Expect,
+    disjoint: bool,
+    opts: &CompareOptions,
+) -> Tally {
+    let mut rng = Rng::new(0x7ACE_0000 ^ k as u64 ^ ((trials as u64) << 20));
     let mut tally = Tally::default();
     for _ in 0..trials {
         let mut picked: Vec<usize> = Vec::with_capacity(k + 1);
@@ -205,7 +220,13 @@ fn run() -> Result<(), Box<dyn Error>> {
         let tr = cell(&unchanged, &transfers, k, trials, transfer, false, &opts);
         let label = format!("{k} stored trace runs ({regime})");
         row(&format!("A/A false regressions, {label}"), true, 1.0, aa.regressed, aa.trials);
-        row(&format!("+900 µs straggler at all_to_all: cause wait, rank 2, {label}"), false, 95.0, st.detected, st.trials);
+        row(
+            &format!("+900 µs straggler at all_to_all: cause wait, rank 2, {label}"),
+            false,
+            95.0,
+            st.detected,
+            st.trials,
+        );
         row(&format!("all_reduce transfer +10 %: cause transfer, {label}"), false, 90.0, tr.detected, tr.trials);
         println!("{:<66} | ({:.1} s)", "", t0.elapsed().as_secs_f64());
     }

@@ -340,6 +340,7 @@ mod tests {
                 metric(traces::Quantity::Transfer, transfer),
                 metric(traces::Quantity::Wait, wait),
             ],
+            shares_of_own_time: false,
             note: None,
         };
         let mut h = crate::hotspots::Hotspot::empty("all_to_all");

@@ -240,18 +240,21 @@ fn baseline_update_and_check_take_a_directory_of_nsys_exports() {
     ]);
     assert_eq!(update.status.code(), Some(0), "{}", String::from_utf8_lossy(&update.stderr));
     let traces = stored_traces(dir.path());
-    assert_eq!(traces["nsys-nightly"]["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"), "{traces}");
-    assert!(traces.get("default").is_some(), "the committed summary is kept beside it");
+    assert_eq!(traces["nsys-nightly"][0]["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"), "{traces}");
+    assert!(traces.get("default").is_some(), "the committed trace runs are kept beside it");
 
+    // The committed trace runs are another job (8 ranks): the 4-rank exports cannot join them.
+    let refused = in_dir(&["baseline", "update", "--traces", "nsys", "--environment-profile", "PAR-MOCK"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
     // The gate's first command with the exports in place of Kineto traces, judged against a
-    // summary of the same exports.
-    let update = in_dir(&["baseline", "update", "--traces", "nsys", "--environment-profile", "PAR-MOCK"]);
-    assert_eq!(update.status.code(), Some(0), "{}", String::from_utf8_lossy(&update.stderr));
-    assert_eq!(stored_traces(dir.path())["default"]["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"));
-    let check = in_dir(&["check", "--backend", "mock", "--traces", "nsys", "--format", "json"]);
+    // trace run of the same exports.
+    let check =
+        in_dir(&["check", "--backend", "mock", "--traces", "nsys", "--trace-name", "nsys-nightly", "--format", "json"]);
     let stderr = String::from_utf8_lossy(&check.stderr);
     assert_eq!(check.status.code(), Some(0), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&check.stdout).expect("JSON report");
     assert_eq!(report["attribution"]["source"]["format"], format!("nsys-sqlite {SCHEMA_VERSION}"), "{report}");
     assert_eq!(report["attribution"]["source"]["ranks"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(report["trace_comparison"]["name"], "nsys-nightly", "{report}");
+    assert!(report["trace_comparison"]["collectives"].as_array().is_some_and(|c| c.len() == 3), "{report}");
 }

@@ -193,3 +193,41 @@ fn two_stored_trace_runs_compare_steps_directly() {
     assert!(stderr.contains("holds trace runs \"default\" of 4 ranks and these traces have 8"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn inspector_logs_are_judged_on_transfer_and_wait_only() {
+    use commgate::testkit::inspector::write_all_ranks_logs;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("baselines");
+    std::fs::create_dir_all(store.join("SIM-MOCK")).expect("dir");
+    std::fs::copy(root().join(STORE), store.join("SIM-MOCK/par-overlap-allreduce-matmul.json")).expect("copy");
+    let logs = |name: &str, s: &SynthSpec| {
+        let dir = tmp.path().join(name);
+        write_all_ranks_logs(s, &dir).expect("logs");
+        dir
+    };
+    for seed in 1..=3 {
+        let out = commgate()
+            .args(["baseline", "update", "--environment-profile", "SIM-MOCK", "--baselines"])
+            .arg(&store)
+            .arg("--traces")
+            .arg(logs(&format!("base-{seed}"), &spec(seed, Perturb::default())))
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let late = Perturb { all_to_all_late_ns: 900_000, ..Perturb::default() };
+    let (code, v) = check(&store, &logs("late", &SynthSpec { straggler_rank: 2, ..spec(9, late) }));
+    let a2a = collective(&v, "all_to_all");
+    let quantities: Vec<&str> =
+        a2a["metrics"].as_array().expect("metrics").iter().filter_map(|m| m["quantity"].as_str()).collect();
+    assert_eq!(quantities, ["transfer", "wait"], "no exposed time without compute kernels: {a2a:#}");
+    // One whole-log sample per capture; three stored captures are a history of runs, against
+    // whose spread a wait six times longer is confirmed. Without step times, wait is a share of
+    // the collective's own baseline time.
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!((a2a["cause"].as_str(), a2a["late_rank"].as_u64()), (Some("wait"), Some(2)), "{a2a:#}");
+    assert_eq!(v["trace_comparison"]["step_ms"], Value::Null);
+    let reasons: Vec<&str> = v["reasons"].as_array().expect("reasons").iter().filter_map(Value::as_str).collect();
+    assert!(reasons[0].contains("of its baseline time"), "{reasons:#?}");
+}

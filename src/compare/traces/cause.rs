@@ -88,15 +88,17 @@ pub(super) fn explain(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
     c.mitigation = Some(m);
 }
 
-/// "wait +5.400 ms per step (+45.0 % of the step, 95 % CI +40.1…+50.2 %)".
-fn share_clause(m: &TraceMetric) -> String {
+/// "wait +5.400 ms per step (+45.0 % of the step, 95 % CI +40.1…+50.2 %)"; without step times,
+/// "… of its baseline time …".
+fn share_clause(c: &CollectiveComparison, m: &TraceMetric) -> String {
     let delta_ms = m.current - m.baseline;
     format!(
-        "{} {}{:.3} ms per step ({} of the step, 95 % CI {})",
+        "{} {}{:.3} ms per step ({} of {}, 95 % CI {})",
         m.quantity.as_str(),
         if delta_ms < 0.0 { "−" } else { "+" },
         delta_ms.abs(),
         change(m.ratio),
+        if c.shares_of_own_time { "its baseline time" } else { "the step" },
         interval(m.ci)
     )
 }
@@ -131,7 +133,10 @@ pub fn sentence(c: &CollectiveComparison, bench_busbw: Option<f64>) -> String {
     };
     match c.cause {
         Some(Cause::Wait) => {
-            format!("{name} waits longer for the last rank: {}{late}", wait.map(share_clause).unwrap_or_default())
+            format!(
+                "{name} waits longer for the last rank: {}{late}",
+                wait.map(|m| share_clause(c, m)).unwrap_or_default()
+            )
         }
         Some(Cause::Transfer) => {
             format!("{name} moves its data more slowly: {}{busbw}", transfer.map(ratio_clause).unwrap_or_default())
@@ -139,11 +144,11 @@ pub fn sentence(c: &CollectiveComparison, bench_busbw: Option<f64>) -> String {
         Some(Cause::Mixed) => format!(
             "{name} moves its data more slowly and waits longer: {}{busbw}, {}{late}",
             transfer.map(ratio_clause).unwrap_or_default(),
-            wait.map(share_clause).unwrap_or_default()
+            wait.map(|m| share_clause(c, m)).unwrap_or_default()
         ),
         Some(Cause::Overlap) | None => format!(
             "{name} is hidden less by compute: {} with its transfer and wait unchanged",
-            quantity(c, Quantity::Exposed).map(share_clause).unwrap_or_default()
+            quantity(c, Quantity::Exposed).map(|m| share_clause(c, m)).unwrap_or_default()
         ),
     }
 }

@@ -7,7 +7,7 @@ use crate::compare::Method;
 use crate::stats::bootstrap::{percentile_interval, SortedResampler};
 use crate::stats::interval::{mean_sd, prediction_interval, robust_spread, t_sf};
 use crate::stats::mann_whitney::mann_whitney_u;
-use crate::stats::quantile::harrell_davis;
+use crate::stats::quantile::{harrell_davis, HdWeights};
 use crate::stats::rng::Rng;
 use crate::stats::serial::dependent_block_length;
 
@@ -115,11 +115,13 @@ type Undefined = (f64, f64, String);
 fn current_replicates(current: &[f64], resamples: usize, rng: &mut Rng) -> Vec<f64> {
     let mut resampler = SortedResampler::new(current);
     let block = dependent_block_length(current);
+    // Every replicate has the series' length: one set of Harrell–Davis weights serves them all.
+    let weights = HdWeights::new(current.len(), 0.5);
     let mut out = Vec::with_capacity(resamples);
     let mut buf = Vec::with_capacity(current.len());
     for _ in 0..resamples {
         resampler.resample_sorted(block, rng, &mut buf);
-        out.push(harrell_davis(&buf, 0.5));
+        out.push(weights.apply(&buf));
     }
     out
 }
@@ -187,6 +189,7 @@ fn pooled(q: Quantity, s: &Samples<'_>, set: &Setting, rng: &mut Rng, n_current:
         s.runs.iter().map(|r| (SortedResampler::new(r), dependent_block_length(r))).collect();
     let mut cur = (SortedResampler::new(s.current), dependent_block_length(s.current));
     let (mut pooled, mut buf) = (Vec::new(), Vec::new());
+    let (base_weights, cur_weights) = (HdWeights::new(base.len(), 0.5), HdWeights::new(s.current.len(), 0.5));
     let mut reps = Vec::with_capacity(set.resamples);
     for _ in 0..set.resamples {
         pooled.clear();
@@ -195,9 +198,9 @@ fn pooled(q: Quantity, s: &Samples<'_>, set: &Setting, rng: &mut Rng, n_current:
             pooled.extend_from_slice(&buf);
         }
         pooled.sort_by(f64::total_cmp);
-        let b = harrell_davis(&pooled, 0.5);
+        let b = base_weights.apply(&pooled);
         cur.0.resample_sorted(cur.1, rng, &mut buf);
-        let c = harrell_davis(&buf, 0.5);
+        let c = cur_weights.apply(&buf);
         if set.scale.defined(b) && set.scale.defined(c) {
             reps.push(set.scale.to_test(c) - set.scale.to_test(b));
         }

@@ -18,7 +18,8 @@
 //!   arrived last in most instances, that rank.
 //!
 //! Collectives new in the current traces are judged against zero exposed time and wait (the
-//! baseline did not have them); their transfer has nothing to be a ratio of.
+//! baseline did not have them); their transfer has nothing to be a ratio of. Sources without
+//! compute kernels (NCCL Inspector logs) have no exposed time: only transfer and wait are judged.
 
 mod cause;
 mod estimate;
@@ -132,6 +133,10 @@ pub struct CollectiveComparison {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mitigation: Option<Mitigation>,
     pub metrics: Vec<TraceMetric>,
+    /// Exposed time and wait are shares of the collective's own baseline time per step, not of
+    /// the step (traces without step times, such as NCCL Inspector logs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shares_of_own_time: bool,
     /// `new` (not in the trace baseline), `gone` (not in the current traces), or why the
     /// collective could not be judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,6 +181,7 @@ pub struct PendingTraces {
 
 struct PendingCollective {
     collective: String,
+    shares_of_own_time: bool,
     estimates: Vec<(Quantity, Estimate)>,
     current: Option<Hotspot>,
     baseline: Option<Hotspot>,
@@ -296,10 +302,19 @@ fn prepare_collective(
     };
     let longest = stored.iter().chain([current]).map(sampled_steps).max().unwrap_or(0);
     let zeros = vec![0.0; longest];
+    // Sources without compute kernels (NCCL Inspector logs) measure no exposed time.
+    let exposed_measured = stored.iter().chain([current]).all(|a| a.source.compute_observed);
     let mut estimates = Vec::new();
-    for q in Quantity::ALL {
+    // Without step times (logs without step markers) a change is a share of the collective's
+    // own time per step in the baseline instead.
+    let own_time = || {
+        let times: Vec<f64> = stored.iter().filter_map(|a| a.by_collective.get(c)).map(|h| h.total_comm_ms).collect();
+        (!times.is_empty()).then(|| times.iter().sum::<f64>() / times.len() as f64)
+    };
+    let share_of = step_ms.or_else(own_time).unwrap_or(f64::NAN);
+    for q in Quantity::ALL.into_iter().filter(|&q| exposed_measured || q != Quantity::Exposed) {
         let set = Setting {
-            scale: q.scale(step_ms.unwrap_or(f64::NAN)),
+            scale: q.scale(share_of),
             min_effect: opts.min_effect,
             level: opts.level,
             resamples: opts.resamples,
@@ -311,7 +326,14 @@ fn prepare_collective(
             Err(why) => estimates.push((q, missing(why, opts))),
         }
     }
-    PendingCollective { collective: c.to_string(), estimates, current: now, baseline, note }
+    PendingCollective {
+        collective: c.to_string(),
+        shares_of_own_time: step_ms.is_none(),
+        estimates,
+        current: now,
+        baseline,
+        note,
+    }
 }
 
 fn missing(why: String, opts: &CompareOptions) -> Estimate {
@@ -370,6 +392,7 @@ impl PendingTraces {
                     busbw_current_gbps: c.current.as_ref().and_then(|h| h.busbw_gbps),
                     mitigation: None,
                     metrics,
+                    shares_of_own_time: c.shares_of_own_time,
                     note: c.note,
                 };
                 if state == State::Regressed {
