@@ -35,6 +35,10 @@ use commgate::result::{RunResult, Schedule};
 use commgate::stats::rng::Rng;
 use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
 
+#[path = "support/wilson.rs"]
+mod wilson;
+use wilson::wilson;
+
 const A_A_SIZES: [usize; 4] = [30, 50, 100, 200];
 const BASELINE_RUNS: usize = 10;
 
@@ -279,18 +283,6 @@ fn family_trial(cell: &FamilyCell, cell_id: u64, trial: u64, opts: &CompareOptio
 }
 
 /// Wilson score interval (E. B. Wilson, JASA 22(158), 1927) for `k` successes in `n`, z = 1.96.
-fn wilson(k: usize, n: usize) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let (k, n, z) = (k as f64, n as f64, 1.959_964);
-    let p = k / n;
-    let denom = 1.0 + z * z / n;
-    let centre = (p + z * z / (2.0 * n)) / denom;
-    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-    ((centre - half).max(0.0), (centre + half).min(1.0))
-}
-
 fn rate(k: usize, n: usize) -> String {
     if n == 0 {
         return "(skipped)".to_string();

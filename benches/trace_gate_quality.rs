@@ -34,6 +34,10 @@ use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};
 use commgate::trace::attribute::Attribution;
 use commgate::trace::load::attribute_paths;
 
+#[path = "support/wilson.rs"]
+mod wilson;
+use wilson::wilson;
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -149,18 +153,6 @@ fn cell(
         tally.detected += usize::from(expect.found(&t));
     }
     tally
-}
-
-fn wilson(k: usize, n: usize) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let (k, n, z) = (k as f64, n as f64, 1.959_964);
-    let p = k / n;
-    let denom = 1.0 + z * z / n;
-    let centre = (p + z * z / (2.0 * n)) / denom;
-    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-    ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
 /// One printed row: the property, the target, the measured rate and PASS/FAIL.

@@ -288,7 +288,7 @@ pub(super) fn episodic(run: &RunResult) -> Option<f64> {
 }
 
 /// One-sided p-values of `d / se` in both directions, with `sf` the upper tail.
-fn one_sided(d: f64, se: f64, sf: impl Fn(f64) -> f64) -> (f64, f64) {
+pub(super) fn one_sided(d: f64, se: f64, sf: impl Fn(f64) -> f64) -> (f64, f64) {
     if se > 0.0 && se.is_finite() {
         (sf(d / se), sf(-d / se))
     } else if d > 0.0 {

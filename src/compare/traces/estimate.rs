@@ -3,6 +3,7 @@
 //! runs when there are at least three, pooled steps otherwise). Pure functions on samples.
 
 use super::{Quantity, Scale};
+use crate::compare::estimate::one_sided;
 use crate::compare::Method;
 use crate::stats::bootstrap::{percentile_interval, SortedResampler};
 use crate::stats::interval::{mean_sd, prediction_interval, robust_spread, t_sf};
@@ -226,19 +227,6 @@ fn undefined_why(q: Quantity, scale: Scale) -> String {
     match scale {
         Scale::Log => format!("{} is 0 ms on one side: no ratio to judge", q.as_str()),
         Scale::ShareOfStep(_) => "no step time to measure the change against".to_string(),
-    }
-}
-
-/// One-sided p-values of `d / se` in both directions, with `sf` the upper tail.
-fn one_sided(d: f64, se: f64, sf: impl Fn(f64) -> f64) -> (f64, f64) {
-    if se > 0.0 && se.is_finite() {
-        (sf(d / se), sf(-d / se))
-    } else if d > 0.0 {
-        (0.0, 1.0)
-    } else if d < 0.0 {
-        (1.0, 0.0)
-    } else {
-        (1.0, 1.0)
     }
 }
 
