@@ -15,7 +15,9 @@
 //!   regressed with cause `transfer`).
 //!
 //! Each trial draws `K` stored runs without replacement and one current capture, and counts a
-//! false regression when any collective of an unchanged capture is `regressed`. Trials share
+//! false regression when any collective of an unchanged capture is `regressed`. The targets are
+//! stated for a 10-run store (what `--keep` holds by default, as for the benchmark's table); 5 and
+//! 2 stored runs are printed for information. Trials share
 //! captures, so the interval understates the uncertainty a little; the pool sizes are printed.
 //!
 //! Environment: `COMMGATE_GATE_TRIALS` (trials per cell, default 1000), `COMMGATE_GATE_POOL`
@@ -155,17 +157,21 @@ fn cell(
     tally
 }
 
-/// One printed row: the property, the target, the measured rate and PASS/FAIL.
-fn row(property: &str, at_most: bool, target: f64, k: usize, n: usize) {
+/// One printed row: the property, the target, the measured rate and PASS/FAIL; `judged: false`
+/// prints the rate for information (the targets are stated for a mature, 10-run store).
+fn row(property: &str, at_most: bool, target: f64, k: usize, n: usize, judged: bool) {
     let (lo, hi) = wilson(k, n);
     let pct = 100.0 * k as f64 / n.max(1) as f64;
     let pass = if at_most { pct <= target } else { pct >= target };
+    let (goal, verdict) = if judged {
+        (format!("{} {target:>4.0} %", if at_most { "≤" } else { "≥" }), if pass { "PASS" } else { "FAIL" })
+    } else {
+        ("(info)".to_string(), "")
+    };
     println!(
-        "{property:<66} | {} {target:>4.0} % | {pct:>6.2} % ({k}/{n}; CI {:.2}–{:.2} %) | {}",
-        if at_most { "≤" } else { "≥" },
+        "{property:<66} | {goal:>8} | {pct:>6.2} % ({k}/{n}; CI {:.2}–{:.2} %) | {verdict}",
         100.0 * lo,
-        100.0 * hi,
-        if pass { "PASS" } else { "FAIL" }
+        100.0 * hi
     );
 }
 
@@ -211,15 +217,18 @@ fn run() -> Result<(), Box<dyn Error>> {
         let st = cell(&unchanged, &stragglers, k, trials, wait, false, &opts);
         let tr = cell(&unchanged, &transfers, k, trials, transfer, false, &opts);
         let label = format!("{k} stored trace runs ({regime})");
-        row(&format!("A/A false regressions, {label}"), true, 1.0, aa.regressed, aa.trials);
+        let judged = k == 10;
+        let straggler = format!("+900 µs straggler at all_to_all: cause wait, rank 2, {label}");
+        row(&format!("A/A false regressions, {label}"), true, 1.0, aa.regressed, aa.trials, judged);
+        row(&straggler, false, 95.0, st.detected, st.trials, judged);
         row(
-            &format!("+900 µs straggler at all_to_all: cause wait, rank 2, {label}"),
+            &format!("all_reduce transfer +10 %: cause transfer, {label}"),
             false,
-            95.0,
-            st.detected,
-            st.trials,
+            90.0,
+            tr.detected,
+            tr.trials,
+            judged,
         );
-        row(&format!("all_reduce transfer +10 %: cause transfer, {label}"), false, 90.0, tr.detected, tr.trials);
         println!("{:<66} | ({:.1} s)", "", t0.elapsed().as_secs_f64());
     }
     Ok(())
