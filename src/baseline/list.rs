@@ -1,6 +1,6 @@
 //! `baseline list`: every store under a store directory (`<dir>/<profile>/<workload>.json`),
-//! one row each, with how many runs it knows (judged and summarised), the newest run's date and
-//! its overlap and serial medians. A store that fails to load is listed with its error, never
+//! one row each, with how many runs it knows (judged and summarised), the newest run's date, its
+//! overlap and serial medians, and its trace runs per name. A store that fails to load is listed with its error, never
 //! left out, so a corrupt store cannot hide; the caller exits 2 when any did.
 
 use std::path::{Path, PathBuf};
@@ -51,6 +51,9 @@ pub struct StoreStats {
     pub newest: String,
     pub overlap_median_ms: Option<f64>,
     pub serial_median_ms: Option<f64>,
+    /// Trace runs per trace baseline name (`baseline update --traces --name`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub trace_runs: std::collections::BTreeMap<String, usize>,
 }
 
 /// Lists the stores under `dir`, sorted by profile and workload. Hidden entries (temporary files
@@ -68,7 +71,11 @@ pub fn list(dir: &Path) -> Result<Listing, FileError> {
             }
             let workload = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             let (stats, error) = match load_store(&path) {
-                Ok(file) => (Some(stats(&entries(&file))), None),
+                Ok(file) => {
+                    let mut st = stats(&entries(&file));
+                    st.trace_runs = file.traces.iter().map(|(name, runs)| (name.clone(), runs.len())).collect();
+                    (Some(st), None)
+                }
                 Err(e) => (None, Some(e.message)),
             };
             stores.push(StoreRow {
@@ -93,6 +100,7 @@ fn stats(all: &[Entry]) -> StoreStats {
         newest: newest.map(|e| e.summary.created_at.clone()).unwrap_or_default(),
         overlap_median_ms: median(Schedule::Overlap),
         serial_median_ms: median(Schedule::Serial),
+        trace_runs: Default::default(),
     }
 }
 

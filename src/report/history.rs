@@ -45,10 +45,20 @@ fn ms(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_string(), |x| format!("{x:.3}"))
 }
 
-const LIST_HEAD: [&str; 6] = ["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms"];
+const LIST_HEAD: [&str; 7] =
+    ["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms", "trace runs"];
+
+/// "default: 5, nightly: 2", or `-` without trace runs.
+fn trace_runs(st: &crate::baseline::list::StoreStats, esc: &impl Fn(&str, usize) -> String) -> String {
+    if st.trace_runs.is_empty() {
+        return "-".to_string();
+    }
+    let names: Vec<String> = st.trace_runs.iter().map(|(name, n)| format!("{}: {n}", esc(name, NAME))).collect();
+    names.join(", ")
+}
 
 /// A listing's rows with `esc` applied to every string from the store.
-fn list_rows(l: &Listing, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 6]> {
+fn list_rows(l: &Listing, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 7]> {
     l.stores
         .iter()
         .map(|s| {
@@ -61,12 +71,14 @@ fn list_rows(l: &Listing, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 6
                     esc(&st.newest, NAME),
                     ms(st.overlap_median_ms),
                     ms(st.serial_median_ms),
+                    trace_runs(st, &esc),
                 ],
                 (None, e) => [
                     profile,
                     workload,
                     "error".into(),
                     esc(e.as_deref().unwrap_or(""), TEXT),
+                    String::new(),
                     String::new(),
                     String::new(),
                 ],

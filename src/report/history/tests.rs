@@ -61,6 +61,7 @@ fn listing() -> Listing {
                     newest: "2026-11-30T00:00:00Z".into(),
                     overlap_median_ms: Some(1.25),
                     serial_median_ms: Some(1.5),
+                    trace_runs: [("default".to_string(), 5), ("nightly|<b>".to_string(), 2)].into_iter().collect(),
                 }),
                 error: None,
             },
@@ -158,9 +159,12 @@ fn hostile_store_strings_keep_the_markdown_structure() {
     let mut l = listing();
     l.stores[0].profile = hostile.into();
     l.stores[1].error = Some(hostile.into());
+    if let Some(st) = l.stores[0].stats.as_mut() {
+        st.trace_runs.insert(hostile.into(), 3);
+    }
     let md = list(&l, Format::Markdown);
     let (h, cells, _, html, links) = structure(&md);
-    assert_eq!((h, cells, html, links), (1, vec![6, 6, 6], 0, 0), "{md}");
+    assert_eq!((h, cells, html, links), (1, vec![7, 7, 7], 0, 0), "{md}");
     let text = list(&l, Format::Text);
     assert_eq!(text.lines().count(), 5, "one line per store: {text}");
 }
