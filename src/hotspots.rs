@@ -281,14 +281,18 @@ pub fn priority(hotspots: &BTreeMap<String, Hotspot>) -> Option<&Hotspot> {
 
 /// The seed's mitigation order, first match wins: imbalance, low overlap, all-to-all routing,
 /// inspect. No priority → collect a trace.
-pub fn choose_comm_mitigation(priority: Option<&Hotspot>, t: &Thresholds) -> Mitigation {
+///
+/// Without compute kernels in the source (`compute_observed` false: NCCL Inspector logs) the
+/// low-overlap rule is skipped: such a source has no overlap to measure, and its overlap ratio
+/// of 0 would otherwise ask for overlap it cannot show.
+pub fn choose_comm_mitigation(priority: Option<&Hotspot>, t: &Thresholds, compute_observed: bool) -> Mitigation {
     let Some(h) = priority else {
         return mitigation(Strategy::CollectTrace, None);
     };
     let imbalance = h.rank_imbalance_ratio.filter(|_| h.rank_imbalance_observed);
     let strategy = if imbalance.is_some_and(|r| r > t.imbalance_ratio) {
         Strategy::RebalanceRanksOrExperts
-    } else if h.overlap_ratio < t.low_overlap_ratio && h.exposed_comm_ms > 0.0 {
+    } else if compute_observed && h.overlap_ratio < t.low_overlap_ratio && h.exposed_comm_ms > 0.0 {
         Strategy::IncreaseOverlapOrDelaySync
     } else if h.collective == "all_to_all" && h.payload_bytes.is_some_and(|p| p > 0) {
         Strategy::ReduceRoutingTraffic
@@ -308,7 +312,15 @@ pub(crate) fn mitigation(strategy: Strategy, target: Option<String>) -> Mitigati
 
 /// The seed's follow-up: nothing to judge → collect more evidence; a small priority → accept;
 /// otherwise tune, with the mitigation's next measurements.
-pub fn recommend_comm_followup(hotspots: &BTreeMap<String, Hotspot>, t: &Thresholds) -> Followup {
+///
+/// Without compute kernels in the source (`compute_observed` false) nothing is known to be
+/// exposed: the budget is held against the collective's communication time (which is what its
+/// exposed figure holds there) and the reason says so; the mitigation skips the overlap rule.
+pub fn recommend_comm_followup(
+    hotspots: &BTreeMap<String, Hotspot>,
+    t: &Thresholds,
+    compute_observed: bool,
+) -> Followup {
     let Some(h) = priority(hotspots) else {
         return Followup {
             decision: Decision::CollectMoreEvidence,
@@ -316,28 +328,24 @@ pub fn recommend_comm_followup(hotspots: &BTreeMap<String, Hotspot>, t: &Thresho
             next_measurements: Strategy::CollectTrace.next_measurements().iter().map(|s| s.to_string()).collect(),
         };
     };
-    if h.exposed_comm_ms <= t.accept_exposed_ms {
-        return Followup {
-            decision: Decision::Accept,
-            reason: format!(
-                "{} is the largest exposed collective at {:.3} ms, within the {:.1} ms budget",
-                h.collective, h.exposed_comm_ms, t.accept_exposed_ms
-            ),
-            next_measurements: Vec::new(),
+    let (c, budget) = (&h.collective, t.accept_exposed_ms);
+    let judged_ms = if compute_observed { h.exposed_comm_ms } else { h.total_comm_ms };
+    if judged_ms <= budget {
+        let reason = if compute_observed {
+            format!("{c} is the largest exposed collective at {judged_ms:.3} ms, within the {budget:.1} ms budget")
+        } else {
+            format!("{c} has the most communication time, {judged_ms:.3} ms, within the {budget:.1} ms budget")
         };
+        return Followup { decision: Decision::Accept, reason, next_measurements: Vec::new() };
     }
-    let m = choose_comm_mitigation(Some(h), t);
-    Followup {
-        decision: Decision::Tune,
-        reason: format!(
-            "{} exposes {:.3} ms of communication (over the {:.1} ms budget): try {}",
-            h.collective,
-            h.exposed_comm_ms,
-            t.accept_exposed_ms,
-            m.strategy.as_str()
-        ),
-        next_measurements: m.next_measurements,
-    }
+    let m = choose_comm_mitigation(Some(h), t, compute_observed);
+    let strategy = m.strategy.as_str();
+    let reason = if compute_observed {
+        format!("{c} exposes {judged_ms:.3} ms of communication (over the {budget:.1} ms budget): try {strategy}")
+    } else {
+        format!("{c} spends {judged_ms:.3} ms in communication (over the {budget:.1} ms budget): try {strategy}")
+    };
+    Followup { decision: Decision::Tune, reason, next_measurements: m.next_measurements }
 }
 
 #[cfg(test)]
@@ -367,7 +375,7 @@ mod tests {
         let p = priority(&s).expect("a priority");
         assert_eq!(p.collective, "all_to_all");
         assert_eq!(p.exposed_comm_ms, 20.0);
-        let m = choose_comm_mitigation(Some(p), &Thresholds::default());
+        let m = choose_comm_mitigation(Some(p), &Thresholds::default(), true);
         assert_eq!(m.strategy, Strategy::ReduceRoutingTraffic);
         assert_eq!(m.target.as_deref(), Some("all_to_all"));
     }
@@ -376,15 +384,15 @@ mod tests {
     fn mitigation_order_imbalance_then_low_overlap() {
         let t = Thresholds::default();
         let s = summarize_comm_hotspots(&[CommEvent::new("all_reduce", 16.0, 4096.0, 0.10)]);
-        let m = choose_comm_mitigation(priority(&s), &t);
+        let m = choose_comm_mitigation(priority(&s), &t, true);
         assert_eq!(m.strategy, Strategy::IncreaseOverlapOrDelaySync);
         assert_eq!(m.next_measurements, ["exposed_comm_ms", "overlap_ratio", "step_time_ms"]);
 
         let s = summarize_comm_hotspots(&[CommEvent::new("all_to_all", 12.0, 4096.0, 0.10).with_imbalance(0.35)]);
-        let m = choose_comm_mitigation(priority(&s), &t);
+        let m = choose_comm_mitigation(priority(&s), &t, true);
         assert_eq!(m.strategy, Strategy::RebalanceRanksOrExperts);
 
-        let m = choose_comm_mitigation(None, &t);
+        let m = choose_comm_mitigation(None, &t, true);
         assert_eq!(m.strategy, Strategy::CollectTrace);
         assert_eq!(m.target, None);
     }
@@ -392,14 +400,14 @@ mod tests {
     #[test]
     fn followup_empty_accept_and_tune() {
         let t = Thresholds::default();
-        let f = recommend_comm_followup(&BTreeMap::new(), &t);
+        let f = recommend_comm_followup(&BTreeMap::new(), &t, true);
         assert_eq!(f.decision, Decision::CollectMoreEvidence);
 
         let s = summarize_comm_hotspots(&[CommEvent::new("broadcast", 2.0, 512.0, 0.90)]);
-        let f = recommend_comm_followup(&s, &t);
+        let f = recommend_comm_followup(&s, &t, true);
         assert_eq!(f.decision, Decision::Accept);
 
-        let f = recommend_comm_followup(&summarize_comm_hotspots(&fixture()), &t);
+        let f = recommend_comm_followup(&summarize_comm_hotspots(&fixture()), &t, true);
         assert_eq!(f.decision, Decision::Tune);
         assert!(f.next_measurements.iter().any(|m| m == "dispatch_payload_bytes"));
         assert!(f.reason.contains("all_to_all"), "{}", f.reason);
@@ -408,10 +416,54 @@ mod tests {
     #[test]
     fn thresholds_are_honoured() {
         let t = Thresholds { accept_exposed_ms: 25.0, ..Thresholds::default() };
-        let f = recommend_comm_followup(&summarize_comm_hotspots(&fixture()), &t);
+        let f = recommend_comm_followup(&summarize_comm_hotspots(&fixture()), &t, true);
         assert_eq!(f.decision, Decision::Accept);
         let t = Thresholds { low_overlap_ratio: 0.7, ..Thresholds::default() };
         let s = summarize_comm_hotspots(&fixture());
-        assert_eq!(choose_comm_mitigation(priority(&s), &t).strategy, Strategy::IncreaseOverlapOrDelaySync);
+        assert_eq!(choose_comm_mitigation(priority(&s), &t, true).strategy, Strategy::IncreaseOverlapOrDelaySync);
+    }
+
+    /// A source without compute kernels: its overlap ratio is 0 and its exposed time is all of
+    /// its communication time, as the attribution of such a source fills them in.
+    fn comm_only(collective: &str, ms: f64) -> BTreeMap<String, Hotspot> {
+        summarize_comm_hotspots(&[CommEvent::new(collective, ms, 4096.0, 0.0)])
+    }
+
+    #[test]
+    fn without_compute_the_overlap_mitigation_is_never_chosen() {
+        let t = Thresholds::default();
+        let s = comm_only("all_reduce", 16.0);
+        assert_eq!(choose_comm_mitigation(priority(&s), &t, true).strategy, Strategy::IncreaseOverlapOrDelaySync);
+        let m = choose_comm_mitigation(priority(&s), &t, false);
+        assert_eq!(m.strategy, Strategy::InspectCollectivePayloadAndSchedule);
+        assert_eq!(m.target.as_deref(), Some("all_reduce"));
+        let s = comm_only("all_to_all", 16.0);
+        assert_eq!(choose_comm_mitigation(priority(&s), &t, false).strategy, Strategy::ReduceRoutingTraffic);
+        let s = summarize_comm_hotspots(&[CommEvent::new("all_reduce", 16.0, 4096.0, 0.0).with_imbalance(0.5)]);
+        assert_eq!(choose_comm_mitigation(priority(&s), &t, false).strategy, Strategy::RebalanceRanksOrExperts);
+        assert_eq!(choose_comm_mitigation(None, &t, false).strategy, Strategy::CollectTrace);
+    }
+
+    #[test]
+    fn without_compute_the_followup_speaks_of_communication_time() {
+        let t = Thresholds::default();
+        let f = recommend_comm_followup(&comm_only("all_reduce", 16.0), &t, false);
+        assert_eq!(f.decision, Decision::Tune);
+        assert_eq!(
+            f.reason,
+            "all_reduce spends 16.000 ms in communication (over the 5.0 ms budget): try \
+             inspect_collective_payload_and_schedule"
+        );
+        assert!(!f.next_measurements.iter().any(|m| m == "overlap_ratio"), "{:?}", f.next_measurements);
+        let f = recommend_comm_followup(&comm_only("all_reduce", 2.0), &t, false);
+        assert_eq!(f.decision, Decision::Accept);
+        assert_eq!(f.reason, "all_reduce has the most communication time, 2.000 ms, within the 5.0 ms budget");
+        assert!(!f.reason.contains("exposed"));
+        // The seed's wording stays for sources with compute.
+        let f = recommend_comm_followup(&comm_only("all_reduce", 16.0), &t, true);
+        assert_eq!(
+            f.reason,
+            "all_reduce exposes 16.000 ms of communication (over the 5.0 ms budget): try increase_overlap_or_delay_sync"
+        );
     }
 }

@@ -203,7 +203,9 @@ pub struct Attribution {
 }
 
 /// Builds the decision part (priority, mitigation, follow-up) from hotspots: the one place the
-/// seed's rules are applied, for both input formats.
+/// seed's rules are applied, for both input formats; a source without compute kernels
+/// (`source.compute_observed` false) gets the rules' communication-time wording and no overlap
+/// mitigation.
 pub fn conclude(
     source: Source,
     by_collective: BTreeMap<String, Hotspot>,
@@ -212,8 +214,8 @@ pub fn conclude(
     t: &Thresholds,
 ) -> Attribution {
     let priority = hotspots::priority(&by_collective).cloned();
-    let mitigation = hotspots::choose_comm_mitigation(priority.as_ref(), t);
-    let followup = hotspots::recommend_comm_followup(&by_collective, t);
+    let mitigation = hotspots::choose_comm_mitigation(priority.as_ref(), t, source.compute_observed);
+    let followup = hotspots::recommend_comm_followup(&by_collective, t, source.compute_observed);
     Attribution {
         schema_version: SCHEMA_VERSION,
         source,
