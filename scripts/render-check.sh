@@ -8,8 +8,9 @@
 #
 # With report paths it checks those files. Without, it builds commgate (cargo build --locked,
 # CARGO_TARGET_DIR respected) and checks the reports it generates in a temporary directory:
-# accept (mock backend against a fresh baseline), accept with --traces examples/traces, a
-# confirmed regression (the slower fixture result), could-not-evaluate (a mock rank dies), and a
+# accept (mock backend against a fresh baseline), accept with --traces examples/traces, a trace
+# regression (the example traces with a late rank at all_to_all), a confirmed regression (the
+# slower fixture result), could-not-evaluate (a mock rank dies), and a
 # report over synthetic traces with 3,000 distinct collectives, and ten workloads judged together. --screenshot writes the first
 # report's full page to docs/img/pr-comment.png.
 #
@@ -104,6 +105,10 @@ if [ "${#reports[@]}" -eq 0 ]; then
   cg baseline update --traces "$TRACES" --baselines store-traces --environment-profile "$profile" >/dev/null 2>&1
 
   gen accept-with-traces 0 --backend mock --baselines store-traces --traces "$TRACES"
+  # The same traces with every rank but 5 three times longer in all_to_all: a trace regression
+  # with cause `wait` and late rank 5 (the trace evidence table, the cause in the hotspots).
+  node "$DIR/late-rank.mjs" "$TRACES" "$WORK/late-rank" 5 3
+  gen trace-regression 1 --backend mock --baselines store-traces --traces "$WORK/late-rank"
   gen accept 0 --backend mock --baselines store
   gen regression 1 --result "$ROOT/tests/fixtures/compare/current-slower.json" \
     --baselines "$ROOT/tests/fixtures/compare/baselines" --traces "$TRACES"
