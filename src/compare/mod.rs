@@ -35,6 +35,7 @@ mod bound;
 mod cause;
 mod estimate;
 pub mod family;
+pub(crate) mod nullable;
 mod throughput;
 pub mod traces;
 
@@ -164,13 +165,19 @@ pub struct MetricComparison {
     pub row: Schedule,
     pub statistic: Statistic,
     /// Baseline value (ms): the geometric mean of the runs' values (history) or the pooled one.
+    #[serde(deserialize_with = "nullable::f64")]
     pub baseline: f64,
+    #[serde(deserialize_with = "nullable::f64")]
     pub current: f64,
+    #[serde(deserialize_with = "nullable::f64")]
     pub ratio: f64,
+    #[serde(deserialize_with = "nullable::pair")]
     pub ci: [f64; 2],
     /// One-sided p-value in the direction of the point estimate, before adjustment.
+    #[serde(deserialize_with = "nullable::f64")]
     pub p_value: f64,
     /// After Holm's correction across the compared metrics.
+    #[serde(deserialize_with = "nullable::f64")]
     pub p_adjusted: f64,
     pub state: State,
     pub n_baseline: usize,

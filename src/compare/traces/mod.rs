@@ -93,15 +93,22 @@ enum Scale {
 pub struct TraceMetric {
     pub quantity: Quantity,
     /// Milliseconds per step.
+    #[serde(deserialize_with = "crate::compare::nullable::f64")]
     pub baseline: f64,
+    #[serde(deserialize_with = "crate::compare::nullable::f64")]
     pub current: f64,
     /// `current / baseline` for transfer; `1 + Δ / step` for exposed and wait.
+    #[serde(deserialize_with = "crate::compare::nullable::f64")]
     pub ratio: f64,
+    #[serde(deserialize_with = "crate::compare::nullable::pair")]
     pub ci: [f64; 2],
+    #[serde(deserialize_with = "crate::compare::nullable::f64")]
     pub p_value: f64,
+    #[serde(deserialize_with = "crate::compare::nullable::f64")]
     pub p_adjusted: f64,
     pub state: State,
     /// The smallest change acted on, on the ratio's scale.
+    #[serde(deserialize_with = "crate::compare::nullable::f64")]
     pub delta: f64,
     pub n_baseline: usize,
     pub n_current: usize,

@@ -118,6 +118,11 @@ fn another_job_size_and_old_summaries_are_not_judged() {
     let c = state(&t, "all_reduce");
     assert_eq!(c.state, State::Inconclusive);
     assert!(c.metrics.iter().all(|m| m.note.is_some()), "{c:#?}");
+    // Undefined values are written as null and read back (a report must load again).
+    let json = serde_json::to_string(&t).expect("json");
+    assert!(json.contains(r#""ratio":null"#), "{json}");
+    let back: TraceComparison = serde_json::from_str(&json).expect("reads back");
+    assert_eq!(serde_json::to_string(&back).expect("json"), json);
 }
 
 #[test]
