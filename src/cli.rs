@@ -242,7 +242,7 @@ pub struct CheckArgs {
     #[arg(long, num_args = 1.., value_name = "PATH")]
     pub traces: Vec<PathBuf>,
 
-    /// Which stored trace summary to compare against.
+    /// Which stored trace runs (`baseline update --traces --name`) to judge the traces against.
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub trace_name: String,
 
@@ -358,7 +358,7 @@ pub struct UpdateArgs {
     #[arg(long, num_args = 1.., value_name = "PATH")]
     pub traces: Vec<PathBuf>,
 
-    /// The name of the stored trace summary.
+    /// The name the trace run is stored under (its runs are judged together by `check --trace-name`).
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub name: String,
 

@@ -378,7 +378,7 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
     }
     if args.from.len() > 1 && !args.traces.is_empty() {
         bail!(
-            "baseline update --traces with {} --from files: the trace summary would go into each of their baseline \
+            "baseline update --traces with {} --from files: the trace run would go into each of their baseline \
              files; add it with one --from (or with --environment-profile and --workload-id)",
             args.from.len()
         );

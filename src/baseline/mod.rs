@@ -73,7 +73,7 @@ impl Baseline {
     }
 }
 
-/// Loads a baseline store file (runs and trace summaries), checking every run and that the runs
+/// Loads a baseline store file (runs and trace runs), checking every run and that the runs
 /// can be compared with each other ([`check_store`]).
 pub fn load_store(path: &Path) -> Result<BaselineFile, FileError> {
     let file: BaselineFile = read_versioned(path, "baseline file")?;

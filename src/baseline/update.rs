@@ -210,7 +210,7 @@ fn prepare(dir: &Path, change: Change) -> Result<Prepared, FileError> {
 /// What one change did to a store file held in memory.
 type Applied = (Option<RunChange>, Option<TracesChange>, Option<String>);
 
-/// Adds the run and the trace summary of one change to `file` (in memory), setting `changed`.
+/// Adds the run and the trace run of one change to `file` (in memory), setting `changed`.
 fn apply(
     file: &mut BaselineFile,
     changed: &mut bool,
