@@ -18,8 +18,8 @@ use commgate::testkit::synth::{write_all_ranks, SynthSpec};
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::load::attribute_paths;
 
-#[path = "support/rss.rs"]
-mod rss;
+#[path = "support/child.rs"]
+mod child;
 
 /// Set in the child's environment to the trace directory it should attribute.
 const CHILD_DIR_ENV: &str = "COMMGATE_BENCH_CHILD_DIR";
@@ -27,38 +27,17 @@ const TARGET_MB_PER_S: f64 = 400.0;
 const TARGET_RSS_PCT: f64 = 25.0;
 
 fn main() -> ExitCode {
-    let outcome = match std::env::var_os(CHILD_DIR_ENV) {
-        Some(dir) => child(Path::new(&dir)),
-        None => parent(),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("attribute_throughput: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box<dyn Error>> {
-    match std::env::var(name) {
-        Ok(text) => text.parse().map_err(|_| format!("{name}={text} is not a number").into()),
-        Err(_) => Ok(default),
-    }
+    child::main("attribute_throughput", CHILD_DIR_ENV, measure, parent)
 }
 
 /// Generates the traces, runs the child on them, removes them.
 fn parent() -> Result<(), Box<dyn Error>> {
-    let ranks: u32 = env_number("COMMGATE_BENCH_RANKS", 8)?;
-    let mb_per_rank: f64 = env_number("COMMGATE_BENCH_MB_PER_RANK", 40.0)?;
+    let ranks: u32 = child::env_number("COMMGATE_BENCH_RANKS", 8)?;
+    let mb_per_rank: f64 = child::env_number("COMMGATE_BENCH_MB_PER_RANK", 40.0)?;
     if ranks == 0 || mb_per_rank <= 0.0 {
         return Err("COMMGATE_BENCH_RANKS and COMMGATE_BENCH_MB_PER_RANK must be positive".into());
     }
-    let dir = std::env::temp_dir().join(format!("commgate-bench-{}", std::process::id()));
-    let result = generate_and_measure(&dir, ranks, mb_per_rank);
-    let cleanup = std::fs::remove_dir_all(&dir);
-    result?;
-    cleanup.map_err(|e| format!("removing {}: {e}", dir.display()).into())
+    child::in_scratch_dir("commgate-bench", |dir| generate_and_measure(dir, ranks, mb_per_rank))
 }
 
 fn generate_and_measure(dir: &Path, ranks: u32, mb_per_rank: f64) -> Result<(), Box<dyn Error>> {
@@ -92,7 +71,7 @@ fn total_bytes(paths: &[PathBuf]) -> Result<u64, Box<dyn Error>> {
 }
 
 /// Attributes `dir` once and reports; its peak RSS is the attribution's alone.
-fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
+fn measure(dir: &Path) -> Result<(), Box<dyn Error>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         files.push(entry?.path());
@@ -103,7 +82,7 @@ fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
     let secs = start.elapsed().as_secs_f64();
     let attribution = attribution.map_err(|e| format!("attributing {}: {e}", dir.display()))?;
     std::hint::black_box(&attribution);
-    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     report(bytes, files.len(), secs, peak);
     Ok(())
 }

@@ -16,36 +16,19 @@ use commgate::testkit::inspector::{log_name, write_synthetic_log};
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::load::{attribute_paths, collect_files};
 
-#[path = "support/rss.rs"]
-mod rss;
+#[path = "support/child.rs"]
+mod child;
 
 const CHILD_ENV: &str = "COMMGATE_INSPECTOR_CHILD";
 const RANKS: u32 = 8;
 
 fn main() -> ExitCode {
-    let outcome = match std::env::var_os(CHILD_ENV) {
-        Some(dir) => child(Path::new(&dir)),
-        None => parent(),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("inspector_throughput: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    child::main("inspector_throughput", CHILD_ENV, measure, parent)
 }
 
 fn parent() -> Result<(), Box<dyn Error>> {
-    let records: u64 = match std::env::var("COMMGATE_INSPECTOR_RECORDS") {
-        Ok(t) => t.parse().map_err(|_| format!("COMMGATE_INSPECTOR_RECORDS={t} is not a number"))?,
-        Err(_) => 1_000_000,
-    };
-    let dir = std::env::temp_dir().join(format!("commgate-inspector-bench-{}", std::process::id()));
-    let result = run(&dir, records);
-    let cleanup = std::fs::remove_dir_all(&dir);
-    result?;
-    cleanup.map_err(|e| format!("removing {}: {e}", dir.display()).into())
+    let records: u64 = child::env_number("COMMGATE_INSPECTOR_RECORDS", 1_000_000)?;
+    child::in_scratch_dir("commgate-inspector-bench", |dir| run(dir, records))
 }
 
 fn run(dir: &Path, records: u64) -> Result<(), Box<dyn Error>> {
@@ -81,7 +64,7 @@ fn run(dir: &Path, records: u64) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
+fn measure(dir: &Path) -> Result<(), Box<dyn Error>> {
     let files: Vec<PathBuf> = collect_files(&[dir.to_path_buf()])?;
     let start = Instant::now();
     let a = attribute_paths(&files, &AttributeOptions::default())?;
@@ -89,7 +72,7 @@ fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
         return Err("no collective was attributed".into());
     }
     let secs = start.elapsed().as_secs_f64();
-    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     println!("{secs:.3} {:.0}", peak as f64 / 1e6);
     Ok(())
 }

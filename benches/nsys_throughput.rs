@@ -19,35 +19,18 @@ use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::kineto::Document;
 use commgate::trace::load::{attribute_paths, collect_files, read_input};
 
-#[path = "support/rss.rs"]
-mod rss;
+#[path = "support/child.rs"]
+mod child;
 
 const CHILD_ENV: &str = "COMMGATE_NSYS_CHILD";
 
 fn main() -> ExitCode {
-    let outcome = match std::env::var_os(CHILD_ENV) {
-        Some(dir) => child(Path::new(&dir)),
-        None => parent(),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nsys_throughput: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    child::main("nsys_throughput", CHILD_ENV, measure, parent)
 }
 
 fn parent() -> Result<(), Box<dyn Error>> {
-    let target: u64 = match std::env::var("COMMGATE_NSYS_KERNELS") {
-        Ok(t) => t.parse().map_err(|_| format!("COMMGATE_NSYS_KERNELS={t} is not a number"))?,
-        Err(_) => 1_000_000,
-    };
-    let dir = std::env::temp_dir().join(format!("commgate-nsys-bench-{}", std::process::id()));
-    let result = run(&dir, target);
-    let cleanup = std::fs::remove_dir_all(&dir);
-    result?;
-    cleanup.map_err(|e| format!("removing {}: {e}", dir.display()).into())
+    let target: u64 = child::env_number("COMMGATE_NSYS_KERNELS", 1_000_000)?;
+    child::in_scratch_dir("commgate-nsys-bench", |dir| run(dir, target))
 }
 
 /// GPU activities per rank in one step of `spec` (measured on a one-step trace).
@@ -92,7 +75,7 @@ fn run(dir: &Path, target: u64) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
+fn measure(dir: &Path) -> Result<(), Box<dyn Error>> {
     let files: Vec<PathBuf> = collect_files(&[dir.to_path_buf()])?;
     let opts = AttributeOptions::default();
     let start = Instant::now();
@@ -101,7 +84,7 @@ fn child(dir: &Path) -> Result<(), Box<dyn Error>> {
         return Err("no collective was attributed".into());
     }
     let secs = start.elapsed().as_secs_f64();
-    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     // Counted after the peak was read, so that the count's own memory is not in it.
     let mut kernels = 0u64;
     for f in &files {

@@ -17,41 +17,19 @@ use std::time::Instant;
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::load::attribute_paths;
 
-#[path = "support/rss.rs"]
-mod rss;
+#[path = "support/child.rs"]
+mod child;
 
 const CHILD_ENV: &str = "COMMGATE_BOMB_CHILD";
 
 fn main() -> ExitCode {
-    let outcome = match std::env::var_os(CHILD_ENV) {
-        Some(path) => child(Path::new(&path)),
-        None => parent(),
-    };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("trace_bombs: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn env_number(name: &str, default: u64) -> Result<u64, Box<dyn Error>> {
-    match std::env::var(name) {
-        Ok(text) => text.parse().map_err(|_| format!("{name}={text} is not a number").into()),
-        Err(_) => Ok(default),
-    }
+    child::main("trace_bombs", CHILD_ENV, measure, parent)
 }
 
 fn parent() -> Result<(), Box<dyn Error>> {
-    let n = env_number("COMMGATE_BOMB_N", 1_000_000)?;
-    let mb = env_number("COMMGATE_BOMB_MB", 512)?;
-    let dir = std::env::temp_dir().join(format!("commgate-bombs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let result = run_all(&dir, n, mb);
-    let cleanup = std::fs::remove_dir_all(&dir);
-    result?;
-    cleanup.map_err(|e| format!("removing {}: {e}", dir.display()).into())
+    let n: u64 = child::env_number("COMMGATE_BOMB_N", 1_000_000)?;
+    let mb: u64 = child::env_number("COMMGATE_BOMB_MB", 512)?;
+    child::in_scratch_dir("commgate-bombs", |dir| run_all(dir, n, mb))
 }
 
 /// Writes one bomb's JSON.
@@ -137,11 +115,11 @@ fn events(
     w.write_all(br#"],"distributedInfo":{"rank":0,"world_size":1}}"#)
 }
 
-fn child(path: &Path) -> Result<(), Box<dyn Error>> {
+fn measure(path: &Path) -> Result<(), Box<dyn Error>> {
     let start = Instant::now();
     let a = attribute_paths(&[PathBuf::from(path)], &AttributeOptions::default())?;
     let secs = start.elapsed().as_secs_f64();
-    let peak = rss::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+    let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     println!("{secs:>10.2} {:>9.0} {:>13}", peak as f64 / 1e6, a.num_events);
     Ok(())
 }
