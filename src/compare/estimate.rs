@@ -180,7 +180,9 @@ impl Resampler {
     }
 }
 
-/// A metric's point estimate and uncertainty, before states are assigned.
+/// A metric's point estimate and uncertainty, before states are assigned (the benchmark's
+/// metrics and, in `traces`, each collective's per-step quantities).
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Estimate {
     pub(super) baseline: f64,
     pub(super) current: f64,
@@ -192,6 +194,31 @@ pub(super) struct Estimate {
     pub(super) n_current: usize,
     pub(super) method: Method,
     pub(super) note: Option<String>,
+}
+
+impl Estimate {
+    /// Nothing to judge: no ratio or interval (NaN), p-values of 1 (never significant), and why.
+    pub(super) fn undefined(
+        baseline: f64,
+        current: f64,
+        n_baseline: usize,
+        n_current: usize,
+        method: Method,
+        note: Option<String>,
+    ) -> Estimate {
+        Estimate {
+            baseline,
+            current,
+            ratio: f64::NAN,
+            ci: [f64::NAN, f64::NAN],
+            p_regressed: 1.0,
+            p_improved: 1.0,
+            n_baseline,
+            n_current,
+            method,
+            note,
+        }
+    }
 }
 
 /// Judges the current run against the spread of the baseline runs' values.
@@ -230,19 +257,7 @@ pub(super) fn history(
     let baseline = if log_scale { center.exp() } else { center };
     let Some(pi) = prediction_interval(&xs, opts.level).map(|pi| pi.with_sd_floor(se_current)) else {
         // A non-finite baseline value: nothing to judge against.
-        let nan = f64::NAN;
-        return Estimate {
-            baseline,
-            current,
-            ratio: nan,
-            ci: [nan, nan],
-            p_regressed: 1.0,
-            p_improved: 1.0,
-            n_baseline,
-            n_current,
-            method: Method::History,
-            note: None,
-        };
+        return Estimate::undefined(baseline, current, n_baseline, n_current, Method::History, None);
     };
     let d = x - pi.center;
     let (p_regressed, p_improved) = one_sided(d, pi.se, |z| t_sf(pi.df, z));
@@ -310,18 +325,8 @@ fn undefined(
     why: &str,
 ) -> Estimate {
     let baseline = if values.is_empty() { f64::NAN } else { values.iter().sum::<f64>() / values.len() as f64 };
-    Estimate {
-        baseline,
-        current,
-        ratio: f64::NAN,
-        ci: [f64::NAN, f64::NAN],
-        p_regressed: 1.0,
-        p_improved: 1.0,
-        n_baseline,
-        n_current,
-        method,
-        note: Some(format!("{} has no meaningful ratio ({why})", m.label())),
-    }
+    let note = format!("{} has no meaningful ratio ({why})", m.label());
+    Estimate::undefined(baseline, current, n_baseline, n_current, method, Some(note))
 }
 
 /// Compares steps directly when the baseline has too few runs to know its run-to-run spread:

@@ -3,7 +3,7 @@
 //! runs when there are at least three, pooled steps otherwise). Pure functions on samples.
 
 use super::{Quantity, Scale};
-use crate::compare::estimate::one_sided;
+use crate::compare::estimate::{one_sided, Estimate};
 use crate::compare::Method;
 use crate::stats::bootstrap::{percentile_interval, SortedResampler};
 use crate::stats::interval::{mean_sd, prediction_interval, robust_spread, t_sf};
@@ -26,21 +26,12 @@ pub(super) struct Setting {
     pub(super) resamples: usize,
 }
 
-/// The estimate before Holm's correction.
+/// A quantity's estimate with its own δ (the smallest change that counts: per quantity for
+/// traces, from the stored runs' spread).
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Estimate {
-    /// Milliseconds per step: the runs' mean of their medians (history) or the pooled median.
-    pub(super) baseline: f64,
-    pub(super) current: f64,
-    pub(super) ratio: f64,
-    pub(super) ci: [f64; 2],
-    pub(super) p_regressed: f64,
-    pub(super) p_improved: f64,
+pub(super) struct WithDelta {
+    pub(super) estimate: Estimate,
     pub(super) delta: f64,
-    pub(super) n_baseline: usize,
-    pub(super) n_current: usize,
-    pub(super) method: Method,
-    pub(super) note: Option<String>,
 }
 
 /// The median of unsorted samples (Harrell–Davis, as the benchmark's).
@@ -82,22 +73,13 @@ impl Scale {
 
 /// Estimates one quantity: the history regime with at least three stored runs, pooled steps
 /// otherwise. `rng` drives the moving-block bootstraps (seeded by the caller).
-pub(super) fn estimate(q: Quantity, s: &Samples<'_>, set: &Setting, rng: &mut Rng) -> Estimate {
+pub(super) fn estimate(q: Quantity, s: &Samples<'_>, set: &Setting, rng: &mut Rng) -> WithDelta {
     let n_baseline = s.runs.iter().map(|r| r.len()).min().unwrap_or(0);
     let n_current = s.current.len();
     let method = if s.runs.len() >= 3 { Method::History } else { Method::Pooled };
-    let undefined = |baseline: f64, current: f64, why: String| Estimate {
-        baseline,
-        current,
-        ratio: f64::NAN,
-        ci: [f64::NAN, f64::NAN],
-        p_regressed: 1.0,
-        p_improved: 1.0,
+    let undefined = |baseline: f64, current: f64, why: String| WithDelta {
+        estimate: Estimate::undefined(baseline, current, n_baseline, n_current, method, Some(why)),
         delta: set.min_effect,
-        n_baseline,
-        n_current,
-        method,
-        note: Some(why),
     };
     if n_baseline == 0 || n_current == 0 {
         return undefined(f64::NAN, f64::NAN, format!("{} has no per-step samples on one side", q.as_str()));
@@ -137,7 +119,7 @@ fn history(
     rng: &mut Rng,
     n_baseline: usize,
     n_current: usize,
-) -> Result<Estimate, Undefined> {
+) -> Result<WithDelta, Undefined> {
     let medians: Vec<f64> = s.runs.iter().map(|r| median_of(r)).collect();
     let current = median_of(s.current);
     let baseline = medians.iter().sum::<f64>() / medians.len() as f64;
@@ -161,25 +143,31 @@ fn history(
         Scale::Log => pi.center.exp(),
         Scale::ShareOfStep(_) => baseline,
     };
-    Ok(Estimate {
+    let estimate = Estimate {
         baseline,
         current,
         ratio: set.scale.to_ratio(d),
         ci: [set.scale.to_ratio(d - pi.half_width), set.scale.to_ratio(d + pi.half_width)],
         p_regressed,
         p_improved,
-        delta: set.min_effect.max(3.0 * robust_spread(&xs)),
         n_baseline,
         n_current,
         method: Method::History,
         note: None,
-    })
+    };
+    Ok(WithDelta { estimate, delta: set.min_effect.max(3.0 * robust_spread(&xs)) })
 }
 
 /// Steps compared directly (one or two stored runs: their run-to-run spread is unknown):
 /// one-sided Mann–Whitney U on the steps, a moving-block bootstrap interval of the change of
 /// the median (each stored run resampled on its own), δ = the minimum effect.
-fn pooled(q: Quantity, s: &Samples<'_>, set: &Setting, rng: &mut Rng, n_current: usize) -> Result<Estimate, Undefined> {
+fn pooled(
+    q: Quantity,
+    s: &Samples<'_>,
+    set: &Setting,
+    rng: &mut Rng,
+    n_current: usize,
+) -> Result<WithDelta, Undefined> {
     let base: Vec<f64> = s.runs.iter().flat_map(|r| r.iter().copied()).collect();
     let (baseline, current) = (median_of(&base), median_of(s.current));
     if !set.scale.defined(baseline) || !set.scale.defined(current) {
@@ -208,19 +196,19 @@ fn pooled(q: Quantity, s: &Samples<'_>, set: &Setting, rng: &mut Rng, n_current:
     }
     let (lo, hi) = if reps.is_empty() { (point, point) } else { percentile_interval(&mut reps, set.level) };
     let mw = mann_whitney_u(s.current, &base);
-    Ok(Estimate {
+    let estimate = Estimate {
         baseline,
         current,
         ratio: set.scale.to_ratio(point),
         ci: [set.scale.to_ratio(lo), set.scale.to_ratio(hi)],
         p_regressed: mw.p_greater,
         p_improved: mw.p_less,
-        delta: set.min_effect,
         n_baseline: base.len(),
         n_current,
         method: Method::Pooled,
         note: None,
-    })
+    };
+    Ok(WithDelta { estimate, delta: set.min_effect })
 }
 
 fn undefined_why(q: Quantity, scale: Scale) -> String {
@@ -245,7 +233,7 @@ mod tests {
 
     fn run(q: Quantity, runs: &[Vec<f64>], current: &[f64], scale: Scale) -> Estimate {
         let s = Samples { runs: runs.iter().map(Vec::as_slice).collect(), current };
-        estimate(q, &s, &setting(scale), &mut Rng::new(1))
+        estimate(q, &s, &setting(scale), &mut Rng::new(1)).estimate
     }
 
     #[test]

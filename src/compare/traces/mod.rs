@@ -28,12 +28,13 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::estimate::Estimate;
 use super::{four_states, CompareOptions, Method, State};
 use crate::hotspots::{Hotspot, Mitigation};
 use crate::stats::rng::Rng;
 use crate::trace::attribute::Attribution;
 pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, Cause, LATE_RANK_SHARE};
-use estimate::{estimate, Estimate, Samples, Setting};
+use estimate::{estimate, Samples, Setting, WithDelta};
 
 /// The most collectives judged (the largest by time per step); the rest are listed in a note.
 /// Real jobs have a few dozen; the bound keeps Holm's family and the report finite.
@@ -189,7 +190,7 @@ pub struct PendingTraces {
 struct PendingCollective {
     collective: String,
     shares_of_own_time: bool,
-    estimates: Vec<(Quantity, Estimate)>,
+    estimates: Vec<(Quantity, WithDelta)>,
     current: Option<Hotspot>,
     baseline: Option<Hotspot>,
     note: Option<String>,
@@ -343,26 +344,18 @@ fn prepare_collective(
     }
 }
 
-fn missing(why: String, opts: &CompareOptions) -> Estimate {
-    Estimate {
-        baseline: f64::NAN,
-        current: f64::NAN,
-        ratio: f64::NAN,
-        ci: [f64::NAN, f64::NAN],
-        p_regressed: 1.0,
-        p_improved: 1.0,
-        delta: opts.min_effect,
-        n_baseline: 0,
-        n_current: 0,
-        method: Method::Pooled,
-        note: Some(why),
-    }
+fn missing(why: String, opts: &CompareOptions) -> WithDelta {
+    let estimate = Estimate::undefined(f64::NAN, f64::NAN, 0, 0, Method::Pooled, Some(why));
+    WithDelta { estimate, delta: opts.min_effect }
 }
 
 impl PendingTraces {
     /// The raw one-sided p-values (regressed, improved) of every judged quantity, in order.
     pub fn raw(&self) -> (Vec<f64>, Vec<f64>) {
-        self.collectives.iter().flat_map(|c| c.estimates.iter().map(|(_, e)| (e.p_regressed, e.p_improved))).unzip()
+        self.collectives
+            .iter()
+            .flat_map(|c| c.estimates.iter().map(|(_, e)| (e.estimate.p_regressed, e.estimate.p_improved)))
+            .unzip()
     }
 
     /// Holm over these quantities alone.
@@ -420,7 +413,8 @@ impl PendingTraces {
     }
 }
 
-fn metric(q: Quantity, e: Estimate, p_reg: f64, p_imp: f64, alpha: f64) -> TraceMetric {
+fn metric(q: Quantity, judged: WithDelta, p_reg: f64, p_imp: f64, alpha: f64) -> TraceMetric {
+    let WithDelta { estimate: e, delta } = judged;
     let up = e.ratio >= 1.0;
     TraceMetric {
         quantity: q,
@@ -430,8 +424,8 @@ fn metric(q: Quantity, e: Estimate, p_reg: f64, p_imp: f64, alpha: f64) -> Trace
         ci: e.ci,
         p_value: if up { e.p_regressed } else { e.p_improved },
         p_adjusted: if up { p_reg } else { p_imp },
-        state: four_states(p_reg, p_imp, e.ci, e.delta, alpha),
-        delta: e.delta,
+        state: four_states(p_reg, p_imp, e.ci, delta, alpha),
+        delta,
         n_baseline: e.n_baseline,
         n_current: e.n_current,
         method: e.method,
