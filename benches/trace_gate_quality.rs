@@ -44,18 +44,9 @@ fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The job: every capture of it differs only by its seed and the injected change.
+/// The job (`SynthSpec::gate_job`), with `straggler` the rank that arrives last.
 fn spec(seed: u64, straggler: u32, perturb: Perturb) -> SynthSpec {
-    SynthSpec {
-        world_size: 4,
-        steps: 30,
-        layers: 4,
-        seed,
-        imbalance: 0.1,
-        straggler_rank: straggler,
-        perturb: Perturb { steady_sizes: true, ..perturb },
-        ..SynthSpec::small()
-    }
+    SynthSpec { straggler_rank: straggler, ..SynthSpec::gate_job(seed, perturb) }
 }
 
 /// Generates and attributes `n` captures (seeds from `first`) on every core.

@@ -29,18 +29,10 @@ fn commgate() -> Command {
     cmd
 }
 
-/// One trace capture: the job's 4 ranks, 30 steps, steady sizes, rank 1 the usual straggler.
+/// One trace capture of the job (`SynthSpec::gate_job`: 4 ranks, 30 steps, steady sizes, rank 1
+/// the usual straggler).
 fn spec(seed: u64, perturb: Perturb) -> SynthSpec {
-    SynthSpec {
-        world_size: 4,
-        steps: 30,
-        layers: 4,
-        seed,
-        imbalance: 0.1,
-        straggler_rank: 1,
-        perturb: Perturb { steady_sizes: true, ..perturb },
-        ..SynthSpec::small()
-    }
+    SynthSpec::gate_job(seed, perturb)
 }
 
 fn capture(dir: &Path, name: &str, spec: &SynthSpec) -> PathBuf {

@@ -98,6 +98,23 @@ impl SynthSpec {
         }
     }
 
+    /// One capture of the job the trace gate is measured on (`benches/trace_gate_quality.rs`,
+    /// `tests/trace_gate.rs`): 4 ranks, 30 steps of 4 layers, the same buffer sizes every step,
+    /// rank 1 the usual straggler (10 % of each transfer late); captures differ by `seed` and
+    /// the injected change.
+    pub fn gate_job(seed: u64, perturb: Perturb) -> Self {
+        SynthSpec {
+            world_size: 4,
+            steps: 30,
+            layers: 4,
+            seed,
+            imbalance: 0.1,
+            straggler_rank: 1,
+            perturb: Perturb { steady_sizes: true, ..perturb },
+            ..SynthSpec::small()
+        }
+    }
+
     /// 8 ranks whose JSON is each about `bytes_per_rank` long (within a step's worth; ~2 % for
     /// sizes over 1 MB). Sizes are measured, not guessed: a few tiny traces are generated to
     /// learn the bytes per layer and per step. Changing fields afterwards changes the size a
