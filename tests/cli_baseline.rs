@@ -4,26 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+mod common;
+use common::{commgate, root};
 
 const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
 const WORKLOAD: &str = "par-overlap-allreduce-matmul";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn commgate() -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(root());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = commgate().args(args).output().expect("runs");

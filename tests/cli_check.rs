@@ -5,30 +5,17 @@
 
 use std::path::PathBuf;
 
-use assert_cmd::Command;
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+mod common;
+use common::{commgate, root};
 
 const STORE_DIR: &str = "tests/fixtures/compare/baselines";
 const SAME: &str = "tests/fixtures/compare/current-same.json";
 const SLOWER: &str = "tests/fixtures/compare/current-slower.json";
 const TOKEN: &str = "ghs_NEVERPRINTME0123456789";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn commgate() -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(root());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 struct Actions {
     dir: tempfile::TempDir,

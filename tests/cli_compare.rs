@@ -3,29 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
+
+mod common;
+use common::{commgate, root};
 
 const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
 const SAME: &str = "tests/fixtures/compare/current-same.json";
 const SLOWER: &str = "tests/fixtures/compare/current-slower.json";
 const PREVIOUS: &str = "tests/fixtures/compare/previous.json";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn commgate() -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(root());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 fn compare(baseline: &str, current: &str, extra: &[&str]) -> (i32, String, String) {
     let out =

@@ -5,28 +5,15 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+mod common;
+use common::{commgate, root};
 
 const STORE_DIR: &str = "tests/fixtures/compare/baselines";
 const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
 const SAME: &str = "tests/fixtures/compare/current-same.json";
 const SLOWER: &str = "tests/fixtures/compare/current-slower.json";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn commgate() -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(root());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 /// `source` (a fixture result) with `edit` applied, written under `dir`.
 fn edited(dir: &Path, name: &str, source: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {

@@ -5,23 +5,14 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use commgate::testkit::nsys::{write_all_ranks_sqlite, write_one_process_sqlite, write_rank_sqlite, SCHEMA_VERSION};
 use commgate::testkit::synth::{write_all_ranks, SynthSpec};
 use commgate::trace::attribute::{AttributeOptions, Attribution, Compat};
 use commgate::trace::load::attribute_paths;
 use rusqlite::Connection;
 
-fn commgate() -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
+mod common;
+use common::commgate;
 
 /// Runs `commgate attribute ARGS`, expects exit 2 and one stderr line; returns it.
 fn fails_with_one_line(args: &[&str]) -> String {

@@ -5,7 +5,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use assert_cmd::Command;
 use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::kineto::{parse_document_with, Document};
 use commgate::trace::limits::{
@@ -14,18 +13,11 @@ use commgate::trace::limits::{
 use commgate::trace::load::attribute_paths;
 use commgate::trace::model::RankTrace;
 
+mod common;
+use common::commgate;
+
 /// Larger than the size parsed in place (1 MiB), so the byte-by-byte scan is what reads it.
 const HUGE: usize = 3 << 20;
-
-fn commgate() -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 fn kernel(name: &str, ts: u64, args: &str) -> String {
     format!(r#"{{"ph":"X","cat":"kernel","name":"{name}","pid":0,"tid":7,"ts":{ts},"dur":5,"args":{{{args}}}}}"#)

@@ -7,27 +7,14 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};
 use serde_json::Value;
 
+mod common;
+use common::{commgate, root};
+
 const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
 const SAME: &str = "tests/fixtures/compare/current-same.json";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn commgate() -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(root());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 /// One trace capture of the job (`SynthSpec::gate_job`: 4 ranks, 30 steps, steady sizes, rank 1
 /// the usual straggler).
