@@ -35,9 +35,9 @@ use commgate::result::{RunResult, Schedule};
 use commgate::stats::rng::Rng;
 use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
 
-#[path = "support/wilson.rs"]
-mod wilson;
-use wilson::wilson;
+#[path = "support/targets.rs"]
+mod targets;
+use targets::{print_table, rate, Line, Target};
 
 const A_A_SIZES: [usize; 4] = [30, 50, 100, 200];
 const BASELINE_RUNS: usize = 10;
@@ -279,81 +279,6 @@ fn family_trial(cell: &FamilyCell, cell_id: u64, trial: u64, opts: &CompareOptio
         trials: 1,
         any_regression: usize::from(judged.iter().any(|c| c.regression)),
         slowed_regression: usize::from(cell.slowed.is_some() && judged[0].regression),
-    }
-}
-
-/// Wilson score interval (E. B. Wilson, JASA 22(158), 1927) for `k` successes in `n`, z = 1.96.
-fn rate(k: usize, n: usize) -> String {
-    if n == 0 {
-        return "(skipped)".to_string();
-    }
-    let (lo, hi) = wilson(k, n);
-    format!("{:.2} % ({k}/{n}; CI {:.2}–{:.2} %)", 100.0 * k as f64 / n as f64, 100.0 * lo, 100.0 * hi)
-}
-
-/// A target on a rate: at most or at least `pct` percent.
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    AtMost(f64),
-    AtLeast(f64),
-}
-
-impl Target {
-    fn text(self) -> String {
-        match self {
-            Target::AtMost(p) => format!("≤ {p} %"),
-            Target::AtLeast(p) => format!("≥ {p} %"),
-        }
-    }
-
-    fn verdict(self, k: usize, n: usize) -> &'static str {
-        if n == 0 {
-            return "-";
-        }
-        let r = 100.0 * k as f64 / n.max(1) as f64;
-        let ok = match self {
-            Target::AtMost(p) => r <= p,
-            Target::AtLeast(p) => r >= p,
-        };
-        if ok {
-            "PASS"
-        } else {
-            "FAIL"
-        }
-    }
-}
-
-struct Line {
-    property: String,
-    target: String,
-    measured: String,
-    verdict: String,
-}
-
-impl Line {
-    fn rate(property: impl Into<String>, target: Target, k: usize, n: usize) -> Line {
-        Line {
-            property: property.into(),
-            target: target.text(),
-            measured: rate(k, n),
-            verdict: target.verdict(k, n).into(),
-        }
-    }
-
-    fn info(property: impl Into<String>, k: usize, n: usize) -> Line {
-        Line { property: property.into(), target: "(info)".into(), measured: rate(k, n), verdict: "-".into() }
-    }
-}
-
-fn print_table(lines: &[Line]) {
-    let w0 = lines.iter().map(|l| l.property.chars().count()).max().unwrap_or(0).max(8);
-    let w1 = lines.iter().map(|l| l.target.chars().count()).max().unwrap_or(0).max(6);
-    let w2 = lines.iter().map(|l| l.measured.chars().count()).max().unwrap_or(0).max(8);
-    let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
-    println!("{} | {} | {} | PASS/FAIL", pad("property", w0), pad("target", w1), pad("measured", w2));
-    println!("{}-|-{}-|-{}-|-{}", "-".repeat(w0), "-".repeat(w1), "-".repeat(w2), "-".repeat(9));
-    for l in lines {
-        println!("{} | {} | {} | {}", pad(&l.property, w0), pad(&l.target, w1), pad(&l.measured, w2), l.verdict);
     }
 }
 

@@ -1,0 +1,93 @@
+//! Rates against targets, for the gate-quality benches: each measured rate is printed with its
+//! Wilson 95 % interval next to its target and PASS/FAIL, or as information.
+
+// Each bench compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
+
+/// 95 % Wilson interval of `k` successes in `n` trials, as fractions.
+pub fn wilson(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.959_964);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// `k` of `n` as a percentage with its interval; `(skipped)` for a cell that did not run.
+pub fn rate(k: usize, n: usize) -> String {
+    if n == 0 {
+        return "(skipped)".to_string();
+    }
+    let (lo, hi) = wilson(k, n);
+    format!("{:.2} % ({k}/{n}; CI {:.2}–{:.2} %)", 100.0 * k as f64 / n as f64, 100.0 * lo, 100.0 * hi)
+}
+
+/// A target on a rate: at most or at least `pct` percent.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Target {
+    fn text(self) -> String {
+        match self {
+            Target::AtMost(p) => format!("≤ {p} %"),
+            Target::AtLeast(p) => format!("≥ {p} %"),
+        }
+    }
+
+    fn verdict(self, k: usize, n: usize) -> &'static str {
+        if n == 0 {
+            return "-";
+        }
+        let r = 100.0 * k as f64 / n.max(1) as f64;
+        let ok = match self {
+            Target::AtMost(p) => r <= p,
+            Target::AtLeast(p) => r >= p,
+        };
+        if ok {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    }
+}
+
+pub struct Line {
+    property: String,
+    target: String,
+    measured: String,
+    verdict: String,
+}
+
+impl Line {
+    pub fn rate(property: impl Into<String>, target: Target, k: usize, n: usize) -> Line {
+        Line {
+            property: property.into(),
+            target: target.text(),
+            measured: rate(k, n),
+            verdict: target.verdict(k, n).into(),
+        }
+    }
+
+    pub fn info(property: impl Into<String>, k: usize, n: usize) -> Line {
+        Line { property: property.into(), target: "(info)".into(), measured: rate(k, n), verdict: "-".into() }
+    }
+}
+
+pub fn print_table(lines: &[Line]) {
+    let w0 = lines.iter().map(|l| l.property.chars().count()).max().unwrap_or(0).max(8);
+    let w1 = lines.iter().map(|l| l.target.chars().count()).max().unwrap_or(0).max(6);
+    let w2 = lines.iter().map(|l| l.measured.chars().count()).max().unwrap_or(0).max(8);
+    let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
+    println!("{} | {} | {} | PASS/FAIL", pad("property", w0), pad("target", w1), pad("measured", w2));
+    println!("{}-|-{}-|-{}-|-{}", "-".repeat(w0), "-".repeat(w1), "-".repeat(w2), "-".repeat(9));
+    for l in lines {
+        println!("{} | {} | {} | {}", pad(&l.property, w0), pad(&l.target, w1), pad(&l.measured, w2), l.verdict);
+    }
+}
