@@ -346,7 +346,7 @@ mod tests {
         let mut h = crate::hotspots::Hotspot::empty("all_to_all");
         h.last_arrival_rank = Some(5);
         h.last_arrival_share = Some(0.93);
-        traces::explain_for_tests(&mut c, Some(&h));
+        traces::explain(&mut c, Some(&h));
         TraceComparison {
             name: "default".into(),
             runs: 5,

@@ -207,9 +207,13 @@ fn hotspots_section(r: &CheckReport) -> String {
     let rows: Vec<Vec<String>> = collectives
         .iter()
         .map(|h| {
-            let state = judged
-                .and_then(|t| t.collectives.iter().find(|c| c.collective == h.collective))
-                .map_or("-".to_string(), |c| md_cell(&trace_state(c), NAME));
+            let state = judged.and_then(|t| t.collectives.iter().find(|c| c.collective == h.collective)).map_or(
+                "-".to_string(),
+                |c| {
+                    let mark = if c.state == crate::compare::State::Regressed { "🔺 " } else { "" };
+                    format!("{mark}{}", md_cell(&trace_state(c), NAME))
+                },
+            );
             vec![
                 md_cell(&h.collective, NAME),
                 ms(h.exposed_comm_ms),
@@ -346,9 +350,6 @@ fn trace_state(c: &CollectiveComparison) -> String {
     if let (Some(r), Some(s)) = (c.late_rank, c.late_share) {
         out.push_str(&format!(", rank {r} last in {:.0} %", 100.0 * s));
     }
-    if c.state == crate::compare::State::Regressed {
-        out.insert_str(0, "🔺 ");
-    }
     out
 }
 
@@ -380,7 +381,7 @@ fn trace_text(t: &TraceComparison) -> String {
         out.push_str(&format!(
             "  {:<16} {:<34} {}{note}\n",
             plain(&c.collective, NAME),
-            plain(&trace_state(c), NAME).trim_start_matches("🔺 "),
+            plain(&trace_state(c), NAME),
             metrics.join(" · ")
         ));
     }

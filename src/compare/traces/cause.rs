@@ -68,7 +68,7 @@ pub fn cause_of(c: &CollectiveComparison) -> Cause {
 /// Sets a regressed collective's cause, late rank and mitigation. The late rank is the current
 /// traces' last-arriving rank (clock-free: the shortest kernel of each instance) when the cause
 /// involves wait and it arrived last in at least [`LATE_RANK_SHARE`] of the instances.
-pub(super) fn explain(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
+pub(crate) fn explain(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
     let cause = cause_of(c);
     c.cause = Some(cause);
     if matches!(cause, Cause::Wait | Cause::Mixed) {

@@ -33,6 +33,8 @@ use super::{four_states, CompareOptions, Method, State};
 use crate::hotspots::{Hotspot, Mitigation};
 use crate::stats::rng::Rng;
 use crate::trace::attribute::Attribution;
+#[cfg(test)]
+pub(crate) use cause::explain;
 pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, Cause, LATE_RANK_SHARE};
 use estimate::{estimate, Samples, Setting, WithDelta};
 
@@ -431,12 +433,6 @@ fn metric(q: Quantity, judged: WithDelta, p_reg: f64, p_imp: f64, alpha: f64) ->
         method: e.method,
         note: e.note,
     }
-}
-
-/// [`cause::explain`] for tests elsewhere that build a comparison by hand.
-#[cfg(test)]
-pub(crate) fn explain_for_tests(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
-    cause::explain(c, current);
 }
 
 /// Regressed if any quantity is; else inconclusive if any is; else improved if any is.
