@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use commgate::baseline::Baseline;
-use commgate::compare::{compare, CompareOptions, SAMPLE_LIMIT};
+use commgate::compare::{CompareOptions, SAMPLE_LIMIT};
+use commgate::decide::comparison::compare;
 use commgate::testkit::simulate::{synthetic_run, Effect, NoiseModel};
 
 /// Times `compare` for `runs` baseline runs of `n` samples against one current run of `n`.

@@ -29,8 +29,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use commgate::baseline::Baseline;
-use commgate::compare::{compare, judge_together, prepare, Cause, CompareOptions, State};
-use commgate::decision::Decision;
+use commgate::compare::{prepare, Cause, CompareOptions, State};
+use commgate::decide::comparison::{compare, judge_together};
+use commgate::decide::Decision;
 use commgate::result::{RunResult, Schedule};
 use commgate::stats::rng::Rng;
 use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel};

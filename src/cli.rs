@@ -8,10 +8,10 @@ use clap::{Parser, Subcommand};
 
 use crate::bench::settings::BackendChoice;
 use crate::bench::Dtype;
+use crate::decide::FailOn;
 use crate::github::CommentPolicy;
 use crate::report::Format;
 use crate::trace::attribute::Compat;
-use crate::verdict::FailOn;
 
 /// Gate merges on communication performance: find the collective whose time compute does not
 /// hide, say what to try, and (soon) block regressions.

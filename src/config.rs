@@ -16,11 +16,11 @@ use crate::bench::Dtype;
 use crate::check::CheckOptions;
 use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
 use crate::compare::CompareOptions;
+use crate::decide::mitigation::Thresholds;
+use crate::decide::FailOn;
 use crate::github::CommentPolicy;
-use crate::hotspots::Thresholds;
 use crate::report::Format;
 use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
-use crate::verdict::FailOn;
 
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
@@ -186,6 +186,8 @@ pub struct AttributeConfig {
     pub format: Format,
     pub output: Option<PathBuf>,
     pub options: AttributeOptions,
+    /// The seed rules' thresholds, for the mitigation and the follow-up.
+    pub thresholds: Thresholds,
 }
 
 pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConfig> {
@@ -215,9 +217,9 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
             compat,
             steps,
             comm_patterns,
-            thresholds,
             max_events: args.max_events.or(file.attribute.max_events),
         },
+        thresholds,
     })
 }
 
@@ -308,6 +310,7 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
             traces: args.traces,
             trace_name: args.trace_name,
             attribute: attribute_defaults(file)?,
+            thresholds: thresholds_defaults(file)?,
             compare: CompareOptions {
                 min_effect: limits::min_effect(
                     limits::MIN_EFFECT.from_file(file.compare.min_effect, file.path()),
@@ -331,6 +334,16 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
 
 /// Attribution options from `commgate.toml` alone (for commands without attribute flags).
 pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
+    Ok(AttributeOptions {
+        compat: Compat::Default,
+        steps: file.attribute.steps.map(|count| file_steps(file, count)).transpose()?,
+        comm_patterns: file.attribute.comm_patterns.clone(),
+        max_events: file.attribute.max_events,
+    })
+}
+
+/// The seed rules' thresholds from `commgate.toml` alone (for commands without their flags).
+pub fn thresholds_defaults(file: &FileConfig) -> Result<Thresholds> {
     let defaults = Thresholds::default();
     let t = &file.thresholds;
     let thresholds = Thresholds {
@@ -339,13 +352,7 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
         accept_exposed_ms: t.accept_exposed_ms.unwrap_or(defaults.accept_exposed_ms),
     };
     validate_thresholds(&thresholds, file, [None; 3])?;
-    Ok(AttributeOptions {
-        compat: Compat::Default,
-        steps: file.attribute.steps.map(|count| file_steps(file, count)).transpose()?,
-        comm_patterns: file.attribute.comm_patterns.clone(),
-        thresholds,
-        max_events: file.attribute.max_events,
-    })
+    Ok(thresholds)
 }
 
 /// Settings for `commgate baseline update`.
@@ -496,9 +503,9 @@ mod tests {
         let c = attribute(args(&["t.json", "--format", "markdown", "--imbalance-ratio", "0.3"]), &file).expect("ok");
         assert_eq!(c.format, Format::Markdown);
         assert_eq!(c.options.compat, Compat::Hta);
-        assert_eq!(c.options.thresholds.imbalance_ratio, 0.3);
-        assert_eq!(c.options.thresholds.accept_exposed_ms, 2.5);
-        assert_eq!(c.options.thresholds.low_overlap_ratio, 0.30);
+        assert_eq!(c.thresholds.imbalance_ratio, 0.3);
+        assert_eq!(c.thresholds.accept_exposed_ms, 2.5);
+        assert_eq!(c.thresholds.low_overlap_ratio, 0.30);
         assert_eq!(c.options.comm_patterns, ["cross_device_reduce"]);
         let c = attribute(args(&["t.json"]), &FileConfig::default()).expect("ok");
         assert_eq!((c.format, c.options.compat), (Format::Text, Compat::Default));

@@ -27,10 +27,9 @@ pub mod check;
 pub mod cli;
 pub mod compare;
 pub mod config;
-pub mod decision;
+pub mod decide;
 pub mod diag;
 pub mod github;
-pub mod hotspots;
 pub mod init;
 pub mod input;
 pub mod output;
@@ -42,6 +41,5 @@ pub mod stats;
 pub mod testkit;
 pub mod trace;
 pub mod units;
-pub mod verdict;
 
 pub use run::{run, Outcome};

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decision::Decision;
+use crate::decide::vocab::Decision;
 
 mod machine;
 mod migrate;
@@ -207,13 +207,6 @@ impl RunComparison {
 pub struct RunDecision {
     pub verdict: Decision,
     pub reason: String,
-}
-
-impl From<crate::decision::Verdict> for RunDecision {
-    /// The file keeps one reason: the reasons joined.
-    fn from(v: crate::decision::Verdict) -> Self {
-        RunDecision { verdict: v.decision, reason: v.reasons.join("; ") }
-    }
 }
 
 impl RunResult {

@@ -22,7 +22,9 @@ use crate::bench::BenchError;
 use crate::check;
 use crate::cli::{BaseFlags, BaselineCommand, Cli, Command, InitArgs};
 use crate::config;
-use crate::decision::{Decision, Verdict};
+use crate::decide::mitigation::diagnose;
+pub use crate::decide::Outcome;
+use crate::decide::{self, gate, ErrorKind, EvaluationError, FailOn};
 use crate::diag;
 use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
 use crate::init;
@@ -30,9 +32,7 @@ use crate::output::emit;
 use crate::report;
 use crate::report::Format;
 use crate::trace::load::attribute_paths;
-pub use crate::verdict::Outcome;
-use crate::verdict::{ErrorKind, EvaluationError, FailOn};
-use crate::{baseline, compare, result};
+use crate::{baseline, result};
 
 pub fn run(cli: Cli) -> Result<Outcome> {
     // `check` on a pull request is judged by its base commit's settings: the PR's own
@@ -51,7 +51,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     match cli.command {
         Command::Attribute(args) => {
             let cfg = config::attribute(args, &file)?;
-            let attribution = attribute_paths(&cfg.paths, &cfg.options)?;
+            let attribution = diagnose(attribute_paths(&cfg.paths, &cfg.options)?, &cfg.thresholds);
             print_notes(&attribution);
             let rendered = report::render_attribution(&attribution, cfg.format);
             emit(&rendered, cfg.output.as_deref())?;
@@ -62,9 +62,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let baseline = baseline::load(&cfg.baseline)?;
             let current = result::load_result(&cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
-            let comparison = compare::compare(&baseline, &current, &cfg.options);
+            let comparison = decide::comparison::compare(&baseline, &current, &cfg.options);
             emit(&report::render_comparison(&comparison, cfg.format), cfg.output.as_deref())?;
-            Ok(if comparison.regression { Outcome::Blocked } else { Outcome::Passed })
+            Ok(gate::compare_outcome(&comparison))
         }
         Command::Bench(args) => {
             let declared = config::bench(args, &file, |k| std::env::var(k).ok())?;
@@ -189,7 +189,7 @@ fn run_benches(all: &[BenchSettings], launch: Option<Launch>) -> Result<Outcome>
     let mut written: Vec<PathBuf> = Vec::new();
     for settings in all {
         let id = &settings.workload_id;
-        match runner::run(settings, launch.clone())? {
+        match runner::run(settings, launch.clone(), decide::run::decide)? {
             BenchOutcome::Planned(text) if several => emit(&format!("workload {id}\n{text}"), None)?,
             BenchOutcome::Planned(text) => emit(&text, None)?,
             BenchOutcome::Contributed { rank } => {
@@ -350,7 +350,7 @@ fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
     }
     let mut results = Vec::with_capacity(all.len());
     for settings in &all {
-        match runner::run(settings, launch.clone()) {
+        match runner::run(settings, launch.clone(), decide::run::decide) {
             Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
                 diag::info(format_args!("benchmark result in {} (workload {})", path.display(), settings.workload_id));
                 results.push(*result);
@@ -389,7 +389,7 @@ fn print_notes(a: &crate::trace::attribute::Attribution) {
 /// code a report with that failure would give.
 fn rank_failed(rank: u32, e: &BenchError, fail_on: FailOn) -> Outcome {
     let error = EvaluationError::new(ErrorKind::BenchFailed, format!("rank {rank}'s part: {e}"));
-    let outcome = fail_on.outcome(&Verdict::new(Decision::CollectMoreEvidence, Vec::new()), Some(&error));
+    let outcome = gate::rank_failed_outcome(&error, fail_on);
     if outcome == Outcome::CouldNotEvaluate {
         diag::error(format_args!("{error}; rank 0 reports the run"));
     } else {

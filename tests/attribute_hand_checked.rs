@@ -16,8 +16,8 @@
 use std::path::PathBuf;
 
 use approx::assert_relative_eq;
-use commgate::decision::Decision;
-use commgate::hotspots::{Strategy, Thresholds};
+use commgate::decide::mitigation::{diagnose, Thresholds};
+use commgate::decide::{Decision, Strategy};
 use commgate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
 use commgate::trace::load::attribute_paths;
 
@@ -75,24 +75,19 @@ fn per_collective_figures_match_hand_computation() {
 
 #[test]
 fn priority_mitigation_and_followup_follow_the_seed_rules() {
-    let a = attribute_paths(&fixture(), &AttributeOptions::default()).expect("attributes");
+    let measured = attribute_paths(&fixture(), &AttributeOptions::default()).expect("attributes");
+    let a = diagnose(measured.clone(), &Thresholds::default());
     assert_eq!(a.priority.as_ref().map(|p| p.collective.as_str()), Some("all_reduce"));
     assert_eq!(a.mitigation.strategy, Strategy::IncreaseOverlapOrDelaySync);
     assert_eq!(a.followup.decision, Decision::Accept);
 
-    let strict = AttributeOptions {
-        thresholds: Thresholds { accept_exposed_ms: 0.1, ..Thresholds::default() },
-        ..AttributeOptions::default()
-    };
-    let a = attribute_paths(&fixture(), &strict).expect("attributes");
+    let strict = Thresholds { accept_exposed_ms: 0.1, ..Thresholds::default() };
+    let a = diagnose(measured.clone(), &strict);
     assert_eq!(a.followup.decision, Decision::Tune);
     assert_eq!(a.followup.next_measurements, ["exposed_comm_ms", "overlap_ratio", "step_time_ms"]);
 
-    let imbalance = AttributeOptions {
-        thresholds: Thresholds { imbalance_ratio: 0.04, ..Thresholds::default() },
-        ..AttributeOptions::default()
-    };
-    let a = attribute_paths(&fixture(), &imbalance).expect("attributes");
+    let imbalance = Thresholds { imbalance_ratio: 0.04, ..Thresholds::default() };
+    let a = diagnose(measured, &imbalance);
     assert_eq!(a.mitigation.strategy, Strategy::RebalanceRanksOrExperts);
 }
 
@@ -142,7 +137,7 @@ fn custom_communication_kernels_are_named_by_their_pattern() {
     // Without the pattern it is compute.
     let a = attribute_paths(&[file], &AttributeOptions::default()).expect("attributes");
     assert!(a.by_collective.is_empty());
-    assert_eq!(a.followup.decision, Decision::CollectMoreEvidence);
+    assert_eq!(diagnose(a, &Thresholds::default()).followup.decision, Decision::CollectMoreEvidence);
 }
 
 /// Transfer and wait on the fixture's all_reduce (µs): Seq 1 lasts 300 on rank 0 and 250 on

@@ -170,13 +170,12 @@ fn collective_names_past_the_limit_are_folded_into_one_row_with_a_note() {
 
 #[test]
 fn aggregated_events_get_the_same_name_bounds() {
-    use commgate::hotspots::{CommEvent, Thresholds};
-    use commgate::trace::attribute::attribute_events;
+    use commgate::trace::attribute::{attribute_events, CommEvent};
     let extra = 3usize;
     let mut events: Vec<CommEvent> =
         (0..MAX_DISTINCT_COLLECTIVES + extra).map(|i| CommEvent::new(&format!("c{i}"), 1.0, 8.0, 0.5)).collect();
     events.insert(0, CommEvent::new(&format!("x{TRUNCATION_MARK}"), 1.0, 8.0, 0.5));
-    let a = attribute_events(vec!["seed.json".into()], &events, &Thresholds::default());
+    let a = attribute_events(vec!["seed.json".into()], &events);
     assert_eq!(a.by_collective.len(), MAX_DISTINCT_COLLECTIVES + 1);
     assert_eq!(a.source.collectives_folded, extra as u64 + 1);
     assert!(a.source.names_truncated, "a cut name (ending in the mark) is noted");

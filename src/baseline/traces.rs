@@ -112,15 +112,10 @@ impl<'de> Visitor<'de> for RunsVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hotspots::{CommEvent, Thresholds};
-    use crate::trace::attribute::attribute_events;
+    use crate::trace::attribute::{attribute_events, CommEvent};
 
     fn run(exposed: f64) -> Attribution {
-        attribute_events(
-            vec!["t".into()],
-            &[CommEvent::new("all_reduce", exposed, 4096.0, 0.1)],
-            &Thresholds::default(),
-        )
+        attribute_events(vec!["t".into()], &[CommEvent::new("all_reduce", exposed, 4096.0, 0.1)])
     }
 
     #[test]

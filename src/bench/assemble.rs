@@ -1,17 +1,17 @@
 //! From per-rank timings to the result file (formats.md, "Result file"): rows with every
-//! sample, the derived metrics and comparison, the run's own decision, the hardware
-//! fingerprint, and where the file goes. Pure except for the clock in [`now_rfc3339`].
+//! sample, the derived metrics and comparison, the hardware fingerprint, and where the file
+//! goes. Pure except for the clock in [`now_rfc3339`]. The run's own decision is not made here:
+//! the caller hands in the rule ([`Judge`], `decide::run::decide`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{HardwareInfo, Plan};
-use crate::decision::{Decision, Verdict};
+use crate::decide::vocab::{Decision, Verdict};
 use crate::result::{
-    EvidenceLevel, Failure, Hardware, Metrics, Provenance, Row, RunComparison, RunResult, Schedule, Software, Tool,
-    Workload, SCHEMA_VERSION,
+    EvidenceLevel, Failure, Hardware, Metrics, Provenance, Row, RunComparison, RunDecision, RunResult, Schedule,
+    Software, Tool, Workload, SCHEMA_VERSION,
 };
-use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::type7_quantile;
 
 /// The default workload's id (see [`super::workload`]); [`build`] writes it, the caller sets
@@ -19,8 +19,6 @@ use crate::stats::quantile::type7_quantile;
 pub const WORKLOAD_ID: &str = super::workload::LEGACY_ID;
 /// Repeats a P95 needs before the run can judge itself.
 pub const MIN_REPEATS_FOR_P95: usize = 100;
-/// A rank whose mean overlap step exceeds the other ranks' mean by this factor grew a tail.
-const RANK_TAIL_FACTOR: f64 = 1.10;
 
 /// Timings of the whole job: `times[schedule][rank]` is that rank's time per repeat, in order.
 pub type Timings = BTreeMap<Schedule, BTreeMap<u32, Vec<f64>>>;
@@ -42,14 +40,18 @@ pub struct RunContext {
     pub created_at: String,
 }
 
-/// Builds the result file of a finished run, or of a failed one (`failure` set, no rows).
-pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failure>) -> RunResult {
+/// The rule that gives a run its own verdict from everything else of its result.
+pub type Judge = fn(&RunResult) -> Verdict;
+
+/// Builds the result file of a finished run, or of a failed one (`failure` set, no rows); its
+/// `decision` is `judge`'s.
+pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failure>, judge: Judge) -> RunResult {
     let rows: Vec<Row> = timings.map(|t| rows(&ctx.plan, t)).unwrap_or_default();
     let medians = Medians::of(&rows);
     let metrics = metrics(&ctx.plan, &medians);
     let comparison = run_comparison(&ctx.plan, &medians);
-    let decision = decide(ctx.plan.world_size, &rows, failure.as_ref(), &comparison).into();
-    RunResult {
+    // The placeholder decision is replaced at once: the rule reads everything else of the result.
+    let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: Tool { name: "commgate".to_string(), version: env!("CARGO_PKG_VERSION").to_string() },
         run_label: ctx.run_label.clone(),
@@ -76,8 +78,10 @@ pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failur
         rows,
         metrics,
         comparison,
-        decision,
-    }
+        decision: RunDecision { verdict: Decision::CollectMoreEvidence, reason: String::new() },
+    };
+    result.decision = judge(&result).into();
+    result
 }
 
 /// The row medians the figures derive from: `None` for a row the run lacks (a failed run) or a
@@ -166,101 +170,6 @@ fn rows(plan: &Plan, t: &Timings) -> Vec<Row> {
             }
         })
         .collect()
-}
-
-/// The run's own verdict on overlap (formats.md, `decision`): accept when overlap beats serial
-/// in median and P95 beyond the run's own noise and no rank grows a tail; tune otherwise, saying
-/// so when overlap is slower than serial; collect more evidence for failed runs, one-rank smoke
-/// runs or too few repeats.
-pub fn decide(world_size: u32, rows: &[Row], failure: Option<&Failure>, c: &RunComparison) -> Verdict {
-    let verdict = Verdict::because;
-    if let Some(f) = failure {
-        return verdict(Decision::CollectMoreEvidence, format!("the run failed ({}): {}", f.kind, f.message));
-    }
-    let row = |s: Schedule| rows.iter().find(|r| r.schedule == s);
-    let (Some(serial), Some(overlap)) = (row(Schedule::Serial), row(Schedule::Overlap)) else {
-        return verdict(Decision::CollectMoreEvidence, "the run has no serial and overlap rows".to_string());
-    };
-    if world_size < 2 {
-        return verdict(
-            Decision::CollectMoreEvidence,
-            "one rank communicates nothing: a smoke run (loading, timing and GEMM) says nothing about overlap; \
-             run on 2 or more GPUs"
-                .to_string(),
-        );
-    }
-    let n = overlap.samples_ms.len().min(serial.samples_ms.len());
-    if n < MIN_REPEATS_FOR_P95 {
-        return verdict(
-            Decision::CollectMoreEvidence,
-            format!("{n} repeats; a P95 needs at least {MIN_REPEATS_FOR_P95} (--repeats)"),
-        );
-    }
-    if let Some((rank, ratio)) = rank_tail(overlap) {
-        return verdict(
-            Decision::Tune,
-            format!("rank {rank}'s mean overlap step is {ratio:.2}× the other ranks': find what slows it first"),
-        );
-    }
-    let mw = mann_whitney_u(&overlap.samples_ms, &serial.samples_ms);
-    let medians = (overlap.median_max_rank_ms, serial.median_max_rank_ms);
-    if let Some(penalty) = c.penalty().filter(|_| mw.p_greater <= 0.01) {
-        return verdict(
-            Decision::Tune,
-            format!(
-                "overlap is {penalty:.3} ms slower than serial (median {:.3} vs {:.3} ms, p = {:.3}): \
-                 the streams interfere",
-                medians.0, medians.1, mw.p_greater
-            ),
-        );
-    }
-    let p = mw.p_less;
-    let beats_median = medians.0 < medians.1 && p <= 0.01;
-    let beats_p95 = overlap.p95_max_rank_ms < serial.p95_max_rank_ms;
-    match (beats_median, beats_p95) {
-        (true, true) => verdict(
-            Decision::Accept,
-            format!(
-                "overlap saves {:.3} ms per step ({:.1} % of serial){}",
-                c.saved_ms.unwrap_or(0.0),
-                100.0 * c.overlap_gain_ratio.unwrap_or(0.0),
-                c.overlap_efficiency
-                    .map(|e| format!(" and hides {:.0} % of what it could", 100.0 * e))
-                    .unwrap_or_default()
-            ),
-        ),
-        (false, _) => verdict(
-            Decision::Tune,
-            format!(
-                "overlap does not beat serial beyond the run's noise (median {:.3} vs {:.3} ms, p = {p:.3}): \
-                 communication is not hidden behind compute",
-                medians.0, medians.1
-            ),
-        ),
-        (true, false) => verdict(
-            Decision::Tune,
-            format!(
-                "overlap beats serial in the median but not in P95 ({:.3} vs {:.3} ms): overlapped steps have a long tail",
-                overlap.p95_max_rank_ms, serial.p95_max_rank_ms
-            ),
-        ),
-    }
-}
-
-/// The rank whose mean overlap step most exceeds the mean of the others, if it does by more
-/// than [`RANK_TAIL_FACTOR`].
-fn rank_tail(overlap: &Row) -> Option<(u32, f64)> {
-    let means = &overlap.rank_mean_ms;
-    if means.len() < 2 {
-        return None;
-    }
-    let total: f64 = means.iter().sum();
-    let (i, ratio) = means
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (i, m / ((total - m) / (means.len() - 1) as f64)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    (ratio > RANK_TAIL_FACTOR).then_some((i as u32, ratio))
 }
 
 /// The result's hardware block (what a baseline is only comparable on) with its fingerprint.
@@ -366,6 +275,11 @@ mod tests {
     use crate::bench::Dtype;
     use crate::result::RunResult;
 
+    /// [`build`] with the run rule `bench` uses.
+    fn built(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failure>) -> RunResult {
+        build(ctx, timings, failure, crate::decide::run::decide)
+    }
+
     fn ctx(world: u32) -> RunContext {
         RunContext {
             plan: Plan {
@@ -409,7 +323,7 @@ mod tests {
     #[test]
     fn rows_take_the_slowest_rank_and_metrics_follow_formats_md() {
         let t = timings(2, 100, [1.0, 2.0, 3.0, 2.2], None);
-        let r = build(&ctx(2), Some(&t), None);
+        let r = built(&ctx(2), Some(&t), None);
         assert_eq!(r.rows.len(), 4);
         let overlap = r.row(Schedule::Overlap).expect("overlap");
         assert_eq!(overlap.samples_ms.len(), 100);
@@ -431,15 +345,15 @@ mod tests {
 
     #[test]
     fn decisions() {
-        let slower = build(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 3.1], None)), None);
+        let slower = built(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 3.1], None)), None);
         assert_eq!(slower.decision.verdict, Decision::Tune);
-        let tail = build(&ctx(4), Some(&timings(4, 100, [1.0, 2.0, 3.0, 2.2], Some(2))), None);
+        let tail = built(&ctx(4), Some(&timings(4, 100, [1.0, 2.0, 3.0, 2.2], Some(2))), None);
         assert_eq!(tail.decision.verdict, Decision::Tune);
         assert!(tail.decision.reason.contains("rank 2"), "{}", tail.decision.reason);
-        let few = build(&ctx(2), Some(&timings(2, 20, [1.0, 2.0, 3.0, 2.2], None)), None);
+        let few = built(&ctx(2), Some(&timings(2, 20, [1.0, 2.0, 3.0, 2.2], None)), None);
         assert_eq!(few.decision.verdict, Decision::CollectMoreEvidence);
         let failed =
-            build(&ctx(2), None, Some(Failure { kind: "timeout".into(), message: "no progress".into(), rank: None }));
+            built(&ctx(2), None, Some(Failure { kind: "timeout".into(), message: "no progress".into(), rank: None }));
         assert_eq!(failed.decision.verdict, Decision::CollectMoreEvidence);
         assert!(failed.rows.is_empty());
         assert_eq!(
@@ -452,7 +366,7 @@ mod tests {
     #[test]
     fn an_overlap_slower_than_serial_is_a_penalty_not_a_negative_saving() {
         // comm 1, compute 2, serial 3, overlap 3.5: overlapping costs 0.5 ms.
-        let r = build(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 3.5], None)), None);
+        let r = built(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 3.5], None)), None);
         let c = &r.comparison;
         assert_eq!((c.saved_ms, c.overlap_gain_ratio, c.overlap_efficiency), (Some(0.0), Some(0.0), Some(0.0)));
         assert!(c.penalty().is_some_and(|p| (p - 0.5 * 1.0495).abs() < 1e-9), "{c:?}");
@@ -465,14 +379,14 @@ mod tests {
             r.decision.reason
         );
         // Overlap faster than compute alone: nothing exposed, everything hidden (not a ratio above 1).
-        let r = build(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 1.9], None)), None);
+        let r = built(&ctx(2), Some(&timings(2, 100, [1.0, 2.0, 3.0, 1.9], None)), None);
         assert_eq!((r.metrics.exposed_comm_ms, r.metrics.overlap_ratio), (Some(0.0), Some(1.0)));
     }
 
     #[test]
     fn one_rank_has_no_bus_bandwidth_and_cannot_judge_overlap() {
         // A single-rank all-reduce is nearly free: comm_only 0.001 ms against compute 2 ms.
-        let r = build(&ctx(1), Some(&timings(1, 100, [0.001, 2.0, 2.001, 2.3], None)), None);
+        let r = built(&ctx(1), Some(&timings(1, 100, [0.001, 2.0, 2.001, 2.3], None)), None);
         let m = &r.metrics;
         assert_eq!((m.busbw_gbps, m.exposed_comm_ms, m.overlap_ratio), (None, None, None));
         assert!(m.matmul_tflops.is_some_and(|t| t > 0.0), "the GEMM is still measured");
@@ -486,8 +400,8 @@ mod tests {
     #[test]
     fn no_figure_is_ever_non_finite() {
         // Zero-length steps (a broken clock) and a failed run: every figure is a number or null.
-        let zero = build(&ctx(2), Some(&timings(2, 100, [0.0, 0.0, 0.0, 0.0], None)), None);
-        let failed = build(&ctx(2), None, Some(Failure { kind: "x".into(), message: "y".into(), rank: None }));
+        let zero = built(&ctx(2), Some(&timings(2, 100, [0.0, 0.0, 0.0, 0.0], None)), None);
+        let failed = built(&ctx(2), None, Some(Failure { kind: "x".into(), message: "y".into(), rank: None }));
         for r in [zero, failed] {
             let v = serde_json::to_value(&r).expect("value");
             for block in ["metrics", "comparison"] {

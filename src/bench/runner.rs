@@ -1,6 +1,6 @@
 //! Runs a benchmark end to end: resolve the backend, measure on a worker thread (so a hung
 //! collective can be timed out), gather every rank's timings at rank 0, assemble and write the
-//! result file.
+//! result file, its decision made by the rule the caller hands in.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,9 +28,14 @@ pub enum BenchOutcome {
     Planned(String),
 }
 
-/// Runs the benchmark (or prints its plan). `Err` only for what the machine lacks
-/// ([`BenchError::Unavailable`]) or a result that cannot be written.
-pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutcome, BenchError> {
+/// Runs the benchmark (or prints its plan); `judge` gives the result its own decision. `Err`
+/// only for what the machine lacks ([`BenchError::Unavailable`]) or a result that cannot be
+/// written.
+pub fn run(
+    settings: &BenchSettings,
+    launch: Option<Launch>,
+    judge: assemble::Judge,
+) -> Result<BenchOutcome, BenchError> {
     let plan = settings.plan.clone();
     if settings.run.dry_run {
         return Ok(BenchOutcome::Planned(describe_plan(&plan, settings.backend, launch.as_ref())));
@@ -96,8 +101,8 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
         ),
     };
     let (mut result, failed) = match outcome {
-        Ok(timings) => (assemble::build(&ctx, timings.as_ref(), None), false),
-        Err(f) => (assemble::build(&ctx, None, Some(f)), true),
+        Ok(timings) => (assemble::build(&ctx, timings.as_ref(), None, judge), false),
+        Err(f) => (assemble::build(&ctx, None, Some(f), judge), true),
     };
     result.workload.id.clone_from(&settings.workload_id);
     write_result(&path, &result)?;

@@ -1,7 +1,7 @@
 //! `commgate check`: every workload's result (measured now or given), each against its own
 //! stored baseline, all their metrics as one Holm family, any traces once, one verdict. This module gathers the evidence, and records what could not be gathered as an
 //! [`EvaluationError`] in the report (never as a Rust error: a report saying what failed must
-//! still be written and posted); [`crate::verdict::decide`] decides and [`CheckReport::outcome`]
+//! still be written and posted); [`crate::decide::gate::decide`] decides and [`CheckReport::outcome`]
 //! turns the report into the exit code; the report renderers display. GitHub I/O happens in
 //! `run.rs` after the report is on disk.
 
@@ -12,11 +12,13 @@ use serde::{Deserialize, Serialize};
 use crate::baseline::{self, BadStoreName, Baseline, BaselineFile};
 use crate::compare::traces::{self as trace_compare, TraceComparison};
 use crate::compare::{self, CompareOptions, Comparison, Pending};
-use crate::decision::{Decision, Verdict};
+use crate::decide::comparison::judge_with_traces;
+use crate::decide::gate::{self, Evidence, WorkloadEvidence};
+use crate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
+use crate::decide::{Decision, ErrorKind, EvaluationError, FailOn, Outcome, Verdict};
 use crate::result::{Failure, FileError, RunResult};
-use crate::trace::attribute::{AttributeOptions, Attribution};
+use crate::trace::attribute::AttributeOptions;
 use crate::trace::load::attribute_paths;
-use crate::verdict::{self, ErrorKind, EvaluationError, Evidence, FailOn, Outcome, WorkloadEvidence};
 
 pub mod several;
 pub use several::{TrendPoint, WorkloadReport};
@@ -31,6 +33,8 @@ pub struct CheckOptions {
     pub traces: Vec<PathBuf>,
     pub trace_name: String,
     pub attribute: AttributeOptions,
+    /// The seed rules' thresholds, for the traces' mitigation and follow-up.
+    pub thresholds: Thresholds,
     pub compare: CompareOptions,
     pub fail_on: FailOn,
     /// Set when the baselines and settings are the pull request's base commit's: `baselines`
@@ -104,7 +108,7 @@ pub struct CheckReport {
     pub fail_on: FailOn,
     pub bench: Option<RunResult>,
     pub comparison: Option<Comparison>,
-    pub attribution: Option<Attribution>,
+    pub attribution: Option<Diagnosis>,
     /// The traces against the stored trace runs of `--trace-name`, when both exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_comparison: Option<TraceComparison>,
@@ -150,6 +154,7 @@ pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<Chec
         None
     } else {
         attribute_paths(&opts.traces, &opts.attribute)
+            .map(|a| diagnose(a, &opts.thresholds))
             .map_err(|e| errors.push(EvaluationError::new(ErrorKind::TracesUnreadable, e.to_string())))
             .ok()
     };
@@ -158,18 +163,20 @@ pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<Chec
     let stored_traces = gathered.iter().find_map(|g| g.store.as_ref().and_then(|f| f.traces.get(&opts.trace_name)));
     let traces_expected = stored_traces.is_some() && opts.traces.is_empty();
     let pending_traces = match (stored_traces, &attribution) {
-        (Some(runs), Some(cur)) => Some(trace_compare::prepare(&opts.trace_name, &runs.0, cur, &opts.compare)),
+        (Some(runs), Some(cur)) => {
+            Some(trace_compare::prepare(&opts.trace_name, &runs.0, &cur.attribution, &opts.compare))
+        }
         _ => None,
     };
     let pending = gathered.iter_mut().filter_map(|g| g.pending.take()).collect();
-    let (comparisons, trace_comparison) = compare::judge_with_traces(pending, pending_traces, &opts.compare);
+    let (comparisons, trace_comparison) = judge_with_traces(pending, pending_traces, &opts.compare);
     let mut comparisons = comparisons.into_iter();
     for g in gathered.iter_mut().filter(|g| g.compared) {
         g.comparison = comparisons.next();
     }
     let bench_busbw: Vec<(String, f64)> = gathered.iter().filter_map(Gathered::busbw).collect();
     let evidence: Vec<WorkloadEvidence<'_>> = gathered.iter().map(|g| g.evidence(several)).collect();
-    let v = verdict::decide(&Evidence {
+    let v = gate::decide(&Evidence {
         workloads: &evidence,
         errors: &errors,
         attribution: attribution.as_ref(),
@@ -249,7 +256,7 @@ impl Gathered {
     /// metrics still adjusted with the family's), without the job's traces.
     fn report(&self) -> WorkloadReport {
         let own = [self.evidence(false)];
-        let v = verdict::decide(&Evidence {
+        let v = gate::decide(&Evidence {
             workloads: &own,
             errors: &self.errors,
             attribution: None,
@@ -326,7 +333,7 @@ fn no_store(opts: &CheckOptions) -> BaselineRef {
 /// looked up; `baseline.path` is the store directory.
 pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckReport {
     let errors = [EvaluationError::new(ErrorKind::BenchUnavailable, message)];
-    let v = verdict::decide(&Evidence {
+    let v = gate::decide(&Evidence {
         workloads: &[],
         errors: &errors,
         attribution: None,
@@ -414,6 +421,7 @@ mod tests {
             traces: Vec::new(),
             trace_name: "default".into(),
             attribute: AttributeOptions::default(),
+            thresholds: Thresholds::default(),
             compare: CompareOptions::default(),
             fail_on: FailOn::Regression,
             base: None,

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::BaselineRef;
 use crate::baseline::{trend_points, BaselineFile};
 use crate::compare::Comparison;
-use crate::decision::Decision;
+use crate::decide::Decision;
+use crate::decide::EvaluationError;
 use crate::result::{RunResult, Schedule};
-use crate::verdict::EvaluationError;
 
 /// The trend keeps at most this many points (the newest baseline runs, then the current run):
 /// a store of hundreds of runs must not grow the PR comment.

@@ -93,8 +93,9 @@ impl Bounder {
 mod tests {
     use super::*;
     use crate::baseline::Baseline;
-    use crate::compare::{compare, CompareOptions};
-    use crate::decision::Decision;
+    use crate::compare::CompareOptions;
+    use crate::decide::comparison::compare;
+    use crate::decide::Decision;
     use crate::result::fixtures;
     use std::path::PathBuf;
 

@@ -1,15 +1,15 @@
 //! Holm's correction over a family of comparisons: the raw p-values of every judged metric of
-//! every comparison (one per workload) are adjusted together, then each metric's state and each
-//! comparison's verdict are derived with the one rule [`super::compare`] uses. A comparison
-//! alone is a family of one, so `compare` and a one-workload `check` agree by construction.
+//! every comparison (one per workload) are adjusted together, then each metric's state is
+//! derived with the one four-state rule. A comparison alone is a family of one, so `compare`
+//! and a one-workload `check` agree by construction. The verdict on each adjusted comparison
+//! ([`Judged`]) is `decide::comparison`'s.
 //!
 //! Why one family: a gate that judges ten workloads at α = 0.01 each would block one pull
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
 
 use super::estimate::{Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
-use super::{cause, decide, judge, moves, phases, BaselineSummary, CompareOptions, Comparison, SCHEMA_VERSION};
-use crate::decision::Decision;
+use super::{cause, judge, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison};
 use crate::result::Workload;
 use crate::stats::holm::holm_adjust;
 
@@ -66,25 +66,24 @@ impl Pending {
     }
 
     /// Holm over this comparison's metrics alone (what `compare` does).
-    pub fn finish_alone(self, opts: &CompareOptions) -> Comparison {
+    pub fn adjust_alone(self, opts: &CompareOptions) -> Judged {
         let (reg, imp) = self.raw();
-        self.finish(&holm_adjust(&reg), &holm_adjust(&imp), opts)
+        self.adjust(&holm_adjust(&reg), &holm_adjust(&imp), opts)
     }
 
-    /// States, verdict and reasons from the adjusted p-values (one per judged metric).
-    fn finish(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> Comparison {
+    /// States from the adjusted p-values (one per judged metric).
+    fn adjust(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> Judged {
         let Pending { summary, delta, stage } = self;
         let j = match stage {
             Stage::Unusable(reason) => {
-                return Comparison {
-                    schema_version: SCHEMA_VERSION,
-                    verdict: Decision::CollectMoreEvidence,
-                    regression: false,
+                return Judged {
                     baseline: summary,
                     delta,
                     metrics: Vec::new(),
+                    unusable: Some(reason),
+                    hardware: String::new(),
                     cause: None,
-                    reasons: vec![reason],
+                    bounded: None,
                 }
             }
             Stage::Judging(j) => *j,
@@ -95,38 +94,41 @@ impl Pending {
             .zip(p_reg.iter().zip(p_imp))
             .map(|((m, e), (&r, &i))| judge(*m, e, r, i, delta, j.episodes, &j.workload, opts))
             .collect();
-        let cause = cause::mover(moves(&metrics));
-        let mut v = decide(&metrics, &summary, &j.hardware, delta, opts);
-        if let Some(c) = cause.filter(|_| v.blocking) {
-            v.reasons.insert(0, cause::sentence(c, &phases(&metrics)));
-        }
-        v.reasons.extend(j.bounded);
-        Comparison {
-            schema_version: SCHEMA_VERSION,
-            verdict: v.decision,
-            regression: v.blocking,
-            baseline: summary,
-            delta,
-            metrics,
-            cause: cause.filter(|_| v.blocking),
-            reasons: v.reasons,
-        }
+        let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
+        Judged { baseline: summary, delta, metrics, unusable: None, hardware: j.hardware, cause, bounded: j.bounded }
     }
 }
 
-/// Judges several comparisons as one family: Holm over all their judged metrics together, then
-/// each finished with the rule `compare` uses. The output is in the input order.
-pub fn judge_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Comparison> {
-    judge_with_traces(pending, None, opts).0
+/// A comparison with its metrics' states, before its verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub baseline: BaselineSummary,
+    pub delta: f64,
+    pub metrics: Vec<MetricComparison>,
+    /// Why the comparison could not start (a failed or dry current run, no usable baseline run);
+    /// `metrics` is then empty.
+    pub unusable: Option<String>,
+    /// Why the hardware differs; a reason only when no baseline run shares the fingerprint.
+    pub hardware: String,
+    /// The phase a regression traces to, with its sentence (a reason only if the verdict blocks).
+    pub cause: Option<(Cause, String)>,
+    /// The note of a subsampled row, if any.
+    pub bounded: Option<String>,
 }
 
-/// [`judge_together`] with the trace comparison's quantities in the same family, so that a gate
+/// Adjusts several comparisons as one family: Holm over all their judged metrics together. The
+/// output is in the input order.
+pub fn adjust_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Judged> {
+    adjust_with_traces(pending, None, opts).0
+}
+
+/// [`adjust_together`] with the trace comparison's quantities in the same family, so that a gate
 /// judging workloads and traces keeps one family-wise error rate over everything it judges.
-pub fn judge_with_traces(
+pub fn adjust_with_traces(
     pending: Vec<Pending>,
     traces: Option<PendingTraces>,
     opts: &CompareOptions,
-) -> (Vec<Comparison>, Option<TraceComparison>) {
+) -> (Vec<Judged>, Option<TraceComparison>) {
     let mut raw: Vec<(Vec<f64>, Vec<f64>)> = pending.iter().map(Pending::raw).collect();
     raw.extend(traces.as_ref().map(PendingTraces::raw));
     let reg = holm_adjust(&raw.iter().flat_map(|(r, _)| r.iter().copied()).collect::<Vec<_>>());
@@ -142,7 +144,7 @@ pub fn judge_with_traces(
         .zip(&raw)
         .map(|(p, (r, _))| {
             let range = next(r.len());
-            p.finish(&reg[range.clone()], &imp[range], opts)
+            p.adjust(&reg[range.clone()], &imp[range], opts)
         })
         .collect();
     let traces = traces.map(|t| {
@@ -154,9 +156,11 @@ pub fn judge_with_traces(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{compare, prepare, State};
+    use super::super::{prepare, State};
     use super::*;
     use crate::baseline::Baseline;
+    use crate::decide::comparison::{compare, judge_together};
+    use crate::decide::Decision;
     use crate::result::fixtures;
     use crate::stats::rng::Rng;
     use std::path::PathBuf;

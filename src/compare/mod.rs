@@ -1,6 +1,7 @@
-//! `commgate compare`: is the current run slower than its baseline, faster, the same, or is the
-//! evidence not enough? One place computes the per-metric states and the comparison verdict
-//! (`docs/gate.md`); renderers only display them.
+//! `commgate compare`'s estimates: is each metric of the current run slower than its baseline,
+//! faster, the same, or is the evidence not enough? This module computes the per-metric
+//! estimates and their four states (`docs/gate.md`); the comparison's verdict is the decision
+//! layer's (`decide::comparison`), and renderers only display both.
 //!
 //! Two regimes, chosen by how much history the baseline holds:
 //! - **history** (≥ 3 baseline runs): steps within a run are not independent of the run (clocks,
@@ -45,16 +46,16 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
-use crate::decision::{Decision, Verdict};
+use crate::decide::vocab::Decision;
 use crate::result::{RunResult, Schedule, SoftwareChange, Workload};
 use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
-use crate::units::{change, interval, pct};
+use crate::units::{change, interval};
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
-pub use family::{judge_together, judge_with_traces, Pending};
+pub use family::{adjust_together, adjust_with_traces, Judged, Pending};
 pub use throughput::{Throughput, ThroughputKind};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -223,11 +224,6 @@ pub struct Comparison {
     #[serde(default)]
     pub cause: Option<Cause>,
     pub reasons: Vec<String>,
-}
-
-/// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
-pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
-    prepare(baseline, current, opts).finish_alone(opts)
 }
 
 /// Everything of a comparison before Holm's correction: the estimates and their raw p-values
@@ -406,69 +402,6 @@ fn hardware_differs(runs: &[&RunResult], current: &RunResult) -> String {
     )
 }
 
-/// "software changed since the baseline: NCCL 2.21.5 → 2.23.4, NCCL_ALGO unset → Ring".
-fn software_changed(changes: &[SoftwareChange]) -> Option<String> {
-    (!changes.is_empty()).then(|| {
-        let list: Vec<String> = changes.iter().map(ToString::to_string).collect();
-        format!("software changed since the baseline: {}", list.join(", "))
-    })
-}
-
-/// The comparison's verdict (gate.md, "Verdict from a comparison").
-fn decide(
-    metrics: &[MetricComparison],
-    baseline: &BaselineSummary,
-    hardware: &str,
-    delta: f64,
-    opts: &CompareOptions,
-) -> Verdict {
-    let mut reasons = Vec::new();
-    let regressed: Vec<&MetricComparison> = metrics.iter().filter(|m| m.state == State::Regressed).collect();
-    for m in &regressed {
-        reasons.push(format!("{}, above the {} floor", describe(m), pct(delta)));
-    }
-    if !baseline.fingerprint_match {
-        reasons.insert(0, hardware.to_string());
-        return Verdict::new(Decision::CollectMoreEvidence, reasons);
-    }
-    if let Some(changed) = software_changed(&baseline.software_changes) {
-        reasons.push(changed);
-    }
-    if !regressed.is_empty() {
-        return Verdict::regression(reasons);
-    }
-    for m in metrics.iter().filter(|m| m.state == State::Improved) {
-        reasons.push(format!("{}: improved beyond the {} floor", describe(m), pct(delta)));
-    }
-    let too_few = metrics.iter().map(|m| m.n_current).min().unwrap_or(0) < opts.min_samples;
-    let primary_open = metrics.iter().any(|m| m.primary && m.state == State::Inconclusive);
-    for m in metrics.iter().filter(|m| m.state == State::Inconclusive) {
-        let why = m.note.clone().unwrap_or_else(|| format!("not enough evidence either way at δ = {}", pct(delta)));
-        reasons.push(format!("{}: {why}", describe(m)));
-    }
-    let unchanged: Vec<String> =
-        metrics.iter().filter(|m| m.state == State::Unchanged).map(MetricComparison::label).collect();
-    if !unchanged.is_empty() {
-        reasons.push(format!("{} unchanged within ±{}", unchanged.join(", "), pct(delta)));
-    }
-    if too_few {
-        reasons.insert(
-            0,
-            format!(
-                "only {} samples in the current run; run at least {} repeats ({} for P95 to count)",
-                metrics.iter().map(|m| m.n_current).min().unwrap_or(0),
-                opts.min_samples,
-                opts.p95_min_samples
-            ),
-        );
-        return Verdict::new(Decision::CollectMoreEvidence, reasons);
-    }
-    if primary_open {
-        return Verdict::new(Decision::CollectMoreEvidence, reasons);
-    }
-    Verdict::new(Decision::Accept, reasons)
-}
-
 impl MetricComparison {
     /// "overlap median", "serial P95", "exposed comm".
     pub fn label(&self) -> String {
@@ -508,6 +441,7 @@ pub fn describe(m: &MetricComparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decide::comparison::compare;
     use crate::result::fixtures;
     use std::path::PathBuf;
 
@@ -616,6 +550,7 @@ mod tests {
 #[cfg(test)]
 mod mover_tests {
     use super::*;
+    use crate::decide::comparison::compare;
     use crate::result::fixtures;
     use std::path::PathBuf;
 
@@ -702,6 +637,7 @@ mod mover_tests {
 #[cfg(test)]
 mod episode_tests {
     use super::*;
+    use crate::decide::comparison::compare;
     use crate::result::fixtures;
     use std::path::PathBuf;
 

@@ -13,10 +13,11 @@ use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
 use crate::compare::traces::{CollectiveComparison, TraceComparison};
 use crate::compare::Comparison;
+use crate::decide::mitigation::Diagnosis;
+use crate::decide::{EvaluationError, Outcome};
 use crate::github::MARKER;
 use crate::result::{RunComparison, RunResult};
 use crate::trace::attribute::Attribution;
-use crate::verdict::{EvaluationError, Outcome};
 
 /// GitHub rejects issue comments longer than this many characters.
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
@@ -253,7 +254,7 @@ fn hotspots_section(r: &CheckReport) -> String {
     )
 }
 
-fn mitigation(a: &Attribution) -> String {
+fn mitigation(a: &Diagnosis) -> String {
     let m = &a.mitigation;
     let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s, NAME)).collect();
     format!(
@@ -470,10 +471,11 @@ fn nccl_settings(env: &std::collections::BTreeMap<String, String>) -> String {
 pub(super) mod tests {
     use super::*;
     use crate::check::{BaselineRef, CheckReport};
-    use crate::decision::Decision;
-    use crate::hotspots::{CommEvent, Thresholds};
+    use crate::decide::mitigation::{diagnose, Thresholds};
+    use crate::decide::Decision;
+    use crate::decide::FailOn;
     use crate::trace::attribute::attribute_events;
-    use crate::verdict::FailOn;
+    use crate::trace::attribute::CommEvent;
 
     pub(in crate::report) fn report(collectives: usize, name_len: usize) -> CheckReport {
         let events: Vec<CommEvent> = (0..collectives)
@@ -488,7 +490,7 @@ pub(super) mod tests {
             fail_on: FailOn::Regression,
             bench: None,
             comparison: None,
-            attribution: Some(attribute_events(vec!["t".into()], &events, &Thresholds::default())),
+            attribution: Some(diagnose(attribute_events(vec!["t".into()], &events), &Thresholds::default())),
             trace_comparison: None,
             baseline: BaselineRef { path: "b.json".into(), exists: false, runs: 0, fingerprint_match: false },
             base: None,
@@ -505,8 +507,8 @@ pub(super) mod tests {
     }
 
     fn could_not_evaluate(fail_on: FailOn) -> CheckReport {
-        let error = crate::verdict::EvaluationError::new(
-            crate::verdict::ErrorKind::BenchFailed,
+        let error = crate::decide::EvaluationError::new(
+            crate::decide::ErrorKind::BenchFailed,
             "timeout on rank 1: <img src=x>|`rm -rf`|\n[x](javascript:alert(1))",
         );
         CheckReport {
@@ -550,7 +552,7 @@ pub(super) mod tests {
                 (s, (0..world).map(|r| (r, (0..120).map(|i| b * (1.0 + 0.001 * f64::from(i))).collect())).collect())
             })
             .collect();
-        build(&ctx, failure.is_none().then_some(&timings), failure)
+        build(&ctx, failure.is_none().then_some(&timings), failure, crate::decide::run::decide)
     }
 
     #[test]

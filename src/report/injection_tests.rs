@@ -12,12 +12,14 @@ use super::check::markdown;
 use super::check::tests::{report, run};
 use super::escape::is_invisible;
 use crate::check::CheckReport;
-use crate::compare::{compare, CompareOptions};
+use crate::compare::CompareOptions;
+use crate::decide::comparison::compare;
+use crate::decide::mitigation::{diagnose, Thresholds};
+use crate::decide::{ErrorKind, EvaluationError};
 use crate::github::MARKER;
-use crate::hotspots::{CommEvent, Thresholds};
 use crate::trace::attribute::attribute_events;
+use crate::trace::attribute::CommEvent;
 use crate::trace::caveats::StepsIgnored;
-use crate::verdict::{ErrorKind, EvaluationError};
 
 const BENIGN: &str = "benign value";
 
@@ -44,8 +46,9 @@ fn hostile_report(s: &str, could_not_evaluate: bool) -> CheckReport {
         CommEvent::new("all_to_all", 6.0, 2048.0, 0.5),
         CommEvent::new(&format!("x{s}"), 1.0, 512.0, 0.5),
     ];
-    let mut attribution = attribute_events(vec![s.to_string()], &events, &Thresholds::default());
-    attribution.source.steps_ignored = Some(StepsIgnored { requested: 2, set_by: s.to_string(), marker_steps: 4 });
+    let mut attribution = diagnose(attribute_events(vec![s.to_string()], &events), &Thresholds::default());
+    attribution.attribution.source.steps_ignored =
+        Some(StepsIgnored { requested: 2, set_by: s.to_string(), marker_steps: 4 });
     attribution.mitigation.next_measurements.push(s.to_string());
     let opts = CompareOptions { resamples: 50, ..CompareOptions::default() };
     let mut traces =

@@ -3,11 +3,11 @@
 //! Field names live on the types; nothing is renamed here.
 
 use crate::compare::Comparison;
-use crate::trace::attribute::Attribution;
+use crate::decide::mitigation::Diagnosis;
 
 /// Renders an attribution as pretty JSON ending in a newline. When the source has no compute
 /// (`source.compute_observed` is false), the figures it cannot measure are `null`, not zero.
-pub fn attribution(a: &Attribution) -> String {
+pub fn attribution(a: &Diagnosis) -> String {
     if a.source.compute_observed {
         return pretty(a);
     }
@@ -62,7 +62,7 @@ mod tests {
         for a in [seed(), multi_rank(), empty()] {
             let out = attribution(&a);
             assert!(out.ends_with("}\n"), "{out}");
-            let back: Attribution = serde_json::from_str(&out).expect("valid JSON");
+            let back: Diagnosis = serde_json::from_str(&out).expect("valid JSON");
             assert_eq!(back, a);
         }
     }
@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn non_finite_numbers_become_null() {
         let mut a = seed();
-        if let Some(h) = a.by_collective.get_mut("broadcast") {
+        if let Some(h) = a.attribution.by_collective.get_mut("broadcast") {
             h.overlap_ratio = f64::NAN;
         }
         let v: serde_json::Value = serde_json::from_str(&attribution(&a)).expect("valid JSON");

@@ -10,10 +10,11 @@
 use super::escape::{code_span, md_cell, md_text, NAME, PATH, TEXT};
 use super::{pct, Align};
 use crate::compare::Comparison;
+use crate::decide::mitigation::Diagnosis;
 use crate::trace::attribute::Attribution;
 
 /// Renders an attribution as Markdown.
-pub fn attribution(a: &Attribution) -> String {
+pub fn attribution(a: &Diagnosis) -> String {
     let f = &a.followup;
     let mut out = format!("**commgate attribute: `{}`** — {}\n\n", f.decision.as_str(), md_text(&f.reason, TEXT));
     out.push_str(&super::source_line(a, |s| md_text(s, NAME), &format!(" ({})", file_list(&a.source.files))));
@@ -61,7 +62,7 @@ fn file_list(files: &[String]) -> String {
 }
 
 /// Priority, mitigation and next measurements, as a list.
-fn decision_lines(a: &Attribution) -> String {
+fn decision_lines(a: &Diagnosis) -> String {
     let d = super::decisions(a, |s| md_text(s, NAME), |strategy| format!("`{strategy}`"));
     format!("- **Priority:** {}\n- **Mitigation:** {}\n- **Next measurements:** {}\n", d.priority, d.mitigation, d.next)
 }

@@ -18,7 +18,8 @@ pub mod markdown;
 pub mod text;
 
 use crate::compare::Comparison;
-use crate::hotspots::Hotspot;
+use crate::decide::mitigation::Diagnosis;
+use crate::trace::attribute::Hotspot;
 use crate::trace::attribute::{Attribution, Compat};
 
 /// How a report is written out.
@@ -34,7 +35,7 @@ pub enum Format {
 }
 
 /// Renders an attribution in the chosen format.
-pub fn render_attribution(a: &Attribution, format: Format) -> String {
+pub fn render_attribution(a: &Diagnosis, format: Format) -> String {
     match format {
         Format::Text => text::attribution(a),
         Format::Json => json::attribution(a),
@@ -391,7 +392,7 @@ pub(crate) struct Decisions {
 
 /// The attribution's decisions, the trace-supplied strings made safe by `escape` and the
 /// strategy name written by `strategy` (the Markdown sets it in code).
-pub(crate) fn decisions(a: &Attribution, escape: fn(&str) -> String, strategy: fn(&str) -> String) -> Decisions {
+pub(crate) fn decisions(a: &Diagnosis, escape: fn(&str) -> String, strategy: fn(&str) -> String) -> Decisions {
     let priority = match &a.priority {
         Some(h) if !a.source.compute_observed => {
             format!("{} ({} ms of communication per step)", escape(&h.collective), ms(h.total_comm_ms))
@@ -474,19 +475,20 @@ pub(crate) fn compat_name(c: Compat) -> &'static str {
 pub(crate) mod fixtures {
     use std::collections::BTreeMap;
 
-    use crate::hotspots::{CommEvent, Hotspot, StepSeries, Thresholds};
-    use crate::trace::attribute::{attribute_events, conclude, Attribution, Compat, RankSummary, Source};
+    use crate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
+    use crate::trace::attribute::{attribute_events, conclude, Compat, RankSummary, Source};
+    use crate::trace::attribute::{CommEvent, Hotspot, StepSeries};
     use crate::trace::caveats::{RankCoverage, StepsIgnored};
 
     /// The seed's fixture through the events path, with its exact values.
-    pub fn seed() -> Attribution {
+    pub fn seed() -> Diagnosis {
         let events = vec![
             CommEvent::new("all_reduce", 8.0, 1024.0, 0.60).with_imbalance(0.00),
             CommEvent::new("all_reduce", 6.0, 2048.0, 0.45).with_imbalance(0.05),
             CommEvent::new("all_to_all", 20.0, 65536.0, 0.60).with_imbalance(0.05),
             CommEvent::new("broadcast", 5.0, 512.0, 0.90).with_imbalance(0.00),
         ];
-        attribute_events(vec!["seed.json".into()], &events, &Thresholds::default())
+        diagnose(attribute_events(vec!["seed.json".into()], &events), &Thresholds::default())
     }
 
     fn hotspot(collective: &str) -> Hotspot {
@@ -529,7 +531,7 @@ pub(crate) mod fixtures {
     /// Two ranks over four steps: an imbalanced all_reduce with rank 1 as straggler (the
     /// priority, so `rebalance_ranks_or_experts` and `tune`), an all_gather whose payload no
     /// trace field gave, and a send_recv that matched on no instance (imbalance not observed).
-    pub fn multi_rank() -> Attribution {
+    pub fn multi_rank() -> Diagnosis {
         let all_reduce = Hotspot {
             count: 48,
             sync_count: 6.0,
@@ -589,22 +591,22 @@ pub(crate) mod fixtures {
         // sweep guarantees; rank 0 waits for the straggler, so its kernels run longer.
         let ranks = vec![rank(0, 17.0, 41.875, 7.5, 35), rank(1, 15.5, 40.5, 7.25, 35)];
         let source = kineto_source(&["rank-0.json.gz", "rank-1.json.gz"], vec![0, 1]);
-        conclude(source, by_collective, ranks, 70, &Thresholds::default())
+        diagnose(conclude(source, by_collective, ranks, 70), &Thresholds::default())
     }
 
     /// [`multi_rank`] as ranks 0 and 1 of an 8-rank job, analysed with a `steps = 2` the
     /// markers overrode: both notes.
-    pub fn partial() -> Attribution {
+    pub fn partial() -> Diagnosis {
         let mut a = multi_rank();
-        a.source.coverage = Some(RankCoverage::new(&a.source.ranks, Some(8)));
-        a.source.world_size = 8;
-        a.source.steps_ignored =
+        a.attribution.source.coverage = Some(RankCoverage::new(&a.source.ranks, Some(8)));
+        a.attribution.source.world_size = 8;
+        a.attribution.source.steps_ignored =
             Some(StepsIgnored { requested: 2, set_by: "steps = 2 (commgate.toml)".to_string(), marker_steps: 4 });
         a
     }
 
     /// One rank whose trace held no communication kernel.
-    pub fn empty() -> Attribution {
+    pub fn empty() -> Diagnosis {
         let ranks = vec![RankSummary {
             steps: 1,
             comm_ms: 0.0,
@@ -616,11 +618,11 @@ pub(crate) mod fixtures {
         }];
         let source =
             Source { steps: 1, window: "trace".to_string(), ..kineto_source(&["train.pt.trace.json.gz"], vec![0]) };
-        conclude(source, BTreeMap::new(), ranks, 0, &Thresholds::default())
+        diagnose(conclude(source, BTreeMap::new(), ranks, 0), &Thresholds::default())
     }
 
     /// A collective named to break out of a table and inject HTML, from a file named likewise.
-    pub fn hostile() -> Attribution {
+    pub fn hostile() -> Diagnosis {
         let h = Hotspot {
             count: 1,
             sync_count: 1.0,
@@ -630,7 +632,7 @@ pub(crate) mod fixtures {
         };
         let by_collective = BTreeMap::from([(h.collective.clone(), h)]);
         let source = kineto_source(&["[x](javascript:alert(1)).json"], vec![0]);
-        conclude(source, by_collective, Vec::new(), 1, &Thresholds::default())
+        diagnose(conclude(source, by_collective, Vec::new(), 1), &Thresholds::default())
     }
 }
 
@@ -691,7 +693,7 @@ mod tests {
         assert_eq!(order, ["all_to_all", "all_reduce", "broadcast"]);
 
         let mut a = seed();
-        for h in a.by_collective.values_mut() {
+        for h in a.attribution.by_collective.values_mut() {
             h.exposed_comm_ms = 1.0;
         }
         let order: Vec<String> = by_exposed_desc(&a).iter().map(|h| h.collective.clone()).collect();
@@ -707,7 +709,7 @@ mod tests {
     }
 
     /// Snapshots `a` in the three formats, as `<name>_text`, `<name>_markdown` and `<name>_json`.
-    fn assert_snapshots(name: &str, a: Attribution) {
+    fn assert_snapshots(name: &str, a: Diagnosis) {
         insta::assert_snapshot!(format!("{name}_text"), text::attribution(&a));
         insta::assert_snapshot!(format!("{name}_markdown"), markdown::attribution(&a));
         insta::assert_snapshot!(format!("{name}_json"), json::attribution(&a));

@@ -9,10 +9,10 @@
 use super::escape::{plain, NAME, PATH, TEXT};
 use super::{pct, Align};
 use crate::compare::{Comparison, MetricComparison};
-use crate::trace::attribute::Attribution;
+use crate::decide::mitigation::Diagnosis;
 
 /// Renders an attribution for a terminal.
-pub fn attribution(a: &Attribution) -> String {
+pub fn attribution(a: &Diagnosis) -> String {
     let mut out = super::source_line(a, |s| plain(s, NAME), "");
     out.push('\n');
     for note in a.source.notes() {
@@ -45,7 +45,7 @@ pub fn attribution(a: &Attribution) -> String {
 }
 
 /// Priority, mitigation, next measurements and follow-up, one line each.
-fn decision_lines(a: &Attribution) -> [String; 4] {
+fn decision_lines(a: &Diagnosis) -> [String; 4] {
     let d = super::decisions(a, |s| plain(s, NAME), str::to_owned);
     let f = &a.followup;
     [
@@ -192,9 +192,9 @@ mod tests {
     #[test]
     fn hostile_names_are_printed_verbatim_but_without_control_characters() {
         let mut a = hostile();
-        let mut h = a.by_collective.pop_first().expect("one collective").1;
+        let mut h = a.attribution.by_collective.pop_first().expect("one collective").1;
         h.collective = "evil\u{1b}]0;title\u{7}".to_string();
-        a.by_collective.insert(h.collective.clone(), h);
+        a.attribution.by_collective.insert(h.collective.clone(), h);
         let out = attribution(&a);
         assert!(!out.contains('\u{1b}'), "{out}");
         assert!(out.contains("evil\\u{1b}]0;title\\u{7}"), "{out}");

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::hotspots::CommEvent;
+use crate::trace::attribute::CommEvent;
 use crate::trace::kineto::Document;
 use crate::trace::load::{check_one_format, check_unique_ranks, map_parallel, read_file, resolve_rank, LoadError};
 use crate::trace::model::RankTrace;

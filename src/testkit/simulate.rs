@@ -251,7 +251,7 @@ pub fn synthetic_run_with_spread(
         environment_profile: "SIM-MOCK".into(),
         created_at: "2026-11-30T00:00:00Z".into(),
     };
-    assemble::build(&ctx, Some(&timings), None)
+    assemble::build(&ctx, Some(&timings), None, crate::decide::run::decide)
 }
 
 /// The hardware fingerprint every simulated run carries.

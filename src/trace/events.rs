@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::limits::cap_name;
-use crate::hotspots::CommEvent;
+use crate::trace::attribute::CommEvent;
 
 /// One element as written, each field kept loose so that a wrong type gets a precise message.
 #[derive(Debug, Deserialize)]

@@ -19,8 +19,8 @@ use super::limits::{cap_name, ReadLimits};
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
 use super::reader::Keep;
 use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError, MAX_INLINE_VALUE};
-use crate::hotspots::CommEvent;
 use crate::input;
+use crate::trace::attribute::CommEvent;
 
 /// A parsed input file.
 #[derive(Debug)]

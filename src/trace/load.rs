@@ -14,8 +14,8 @@ use super::limits::ReadLimits;
 use super::model::RankTrace;
 use super::reader::ReadError;
 use super::{inspector, nsys};
-use crate::hotspots::CommEvent;
 use crate::input;
+use crate::trace::attribute::CommEvent;
 
 /// A problem with one input path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -83,7 +83,7 @@ pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Att
     check_one_format(!analyses.is_empty(), &event_files)?;
     if analyses.is_empty() {
         let names = event_files.iter().map(|f| f.display().to_string()).collect();
-        return Ok(attribute::attribute_events(names, &events, &opts.thresholds));
+        return Ok(attribute::attribute_events(names, &events));
     }
     check_unique_ranks(analyses.iter().map(|(a, _)| (a.rank, Path::new(a.file.as_str()))))?;
     // HTA picks its window from the step names of all ranks together; a rank whose own names

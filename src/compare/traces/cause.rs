@@ -1,13 +1,13 @@
 //! Why a collective regressed, from its transfer and wait: a rank arriving late makes every other
 //! rank wait (the fix is in the work before the collective), a slower transfer means the bytes
 //! move more slowly once everyone is there (the fix is in NCCL's settings and the bucket sizes),
-//! and exposed time growing with neither means compute hides less of it. One function decides
+//! and exposed time growing with neither means compute hides less of it. One function classifies
 //! ([`explain`]); [`sentence`] words it for the verdict's reasons.
 
 use serde::{Deserialize, Serialize};
 
 use super::{CollectiveComparison, Quantity, TraceMetric};
-use crate::hotspots::{mitigation, Hotspot, Strategy};
+use crate::trace::attribute::Hotspot;
 use crate::units::{change, interval, signed_pct};
 
 /// A late rank is named when it arrived last in at least this share of the instances.
@@ -36,14 +36,6 @@ impl Cause {
             Cause::Overlap => "overlap",
         }
     }
-
-    fn strategy(self) -> Strategy {
-        match self {
-            Cause::Wait | Cause::Mixed => Strategy::RebalanceRanksOrExperts,
-            Cause::Transfer => Strategy::TuneCollectiveTransport,
-            Cause::Overlap => Strategy::IncreaseOverlapOrDelaySync,
-        }
-    }
 }
 
 fn quantity(c: &CollectiveComparison, q: Quantity) -> Option<&TraceMetric> {
@@ -65,7 +57,8 @@ pub fn cause_of(c: &CollectiveComparison) -> Cause {
     }
 }
 
-/// Sets a regressed collective's cause, late rank and mitigation. The late rank is the current
+/// Sets a regressed collective's cause and late rank (its mitigation is the decision layer's:
+/// `decide::mitigation::for_cause`). The late rank is the current
 /// traces' last-arriving rank (clock-free: the shortest kernel of each instance) when the cause
 /// involves wait and it arrived last in at least [`LATE_RANK_SHARE`] of the instances.
 pub(crate) fn explain(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
@@ -79,13 +72,6 @@ pub(crate) fn explain(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
             }
         }
     }
-    let mut m = mitigation(cause.strategy(), Some(c.collective.clone()));
-    if let Some(rank) = c.late_rank {
-        // The late rank's own elapsed time is what to measure, not every rank's.
-        m.next_measurements.retain(|n| n != "rank_elapsed_ms");
-        m.next_measurements.insert(0, format!("rank {rank}'s time before {} (rank_elapsed_ms)", c.collective));
-    }
-    c.mitigation = Some(m);
 }
 
 /// "wait +5.400 ms per step (+45.0 % of the step, 95 % CI +40.1…+50.2 %)"; without step times,

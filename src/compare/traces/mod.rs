@@ -30,9 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use super::estimate::Estimate;
 use super::{four_states, CompareOptions, Method, State};
-use crate::hotspots::{Hotspot, Mitigation};
+use crate::decide::vocab::Mitigation;
 use crate::stats::rng::Rng;
-use crate::trace::attribute::Attribution;
+use crate::trace::attribute::{Attribution, Hotspot};
 #[cfg(test)]
 pub(crate) use cause::explain;
 pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, Cause, LATE_RANK_SHARE};
@@ -366,7 +366,8 @@ impl PendingTraces {
         self.finish(&crate::stats::holm::holm_adjust(&reg), &crate::stats::holm::holm_adjust(&imp), opts)
     }
 
-    /// States, causes and mitigations from the adjusted p-values (one per judged quantity).
+    /// States and causes from the adjusted p-values (one per judged quantity); the mitigations
+    /// are `decide::mitigation::for_trace_causes`'s.
     pub fn finish(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> TraceComparison {
         let method = if self.runs >= 3 { Method::History } else { Method::Pooled };
         let mut at = 0;

@@ -1,12 +1,12 @@
 use super::*;
-use crate::hotspots::{StepSeries, Thresholds};
 use crate::stats::rng::Rng;
+use crate::trace::attribute::StepSeries;
 use crate::trace::attribute::{attribute_events, RankSummary};
 
 /// A trace run of `collectives` (name, exposed, transfer, wait per step in ms), `n` steps of
 /// 10 ms, each sample with 1 % noise.
 fn run(collectives: &[(&str, f64, f64, f64)], n: usize, seed: u64) -> Attribution {
-    let mut a = attribute_events(vec!["t".into()], &[], &Thresholds::default());
+    let mut a = attribute_events(vec!["t".into()], &[]);
     a.source.world_size = 4;
     let mut rng = Rng::new(seed);
     let mut noisy = |v: f64| -> Vec<f64> { (0..n).map(|_| v * (0.01 * rng.normal()).exp()).collect() };

@@ -154,7 +154,8 @@ fn hostile_workload_and_metric_names_stay_inside_their_strings() {
 
 #[test]
 fn series_from_a_comparison_reads_ratios_as_percent() {
-    use crate::compare::{compare, CompareOptions};
+    use crate::compare::CompareOptions;
+    use crate::decide::comparison::compare;
     use crate::result::fixtures;
     let samples = |level: f64| (0..60).map(|j| level * (1.0 + 0.002 * (j % 7) as f64)).collect::<Vec<f64>>();
     let runs = (0..5).map(|i| fixtures::run(&samples(1.0 + 0.001 * i as f64))).collect();

@@ -110,8 +110,9 @@ mod tests {
     #[test]
     fn ten_workloads_and_a_huge_attribution_fit_one_comment() {
         use crate::check::BaselineRef;
-        use crate::compare::{judge_together, prepare, CompareOptions};
-        use crate::decision::Decision;
+        use crate::compare::{prepare, CompareOptions};
+        use crate::decide::comparison::judge_together;
+        use crate::decide::Decision;
         let base = super::super::tests::report(3000, 200);
         let runs: Vec<_> =
             (0..3).map(|i| super::super::tests::run(2, [1.0, 2.0, 2.5, 2.2 + 0.01 * f64::from(i)], None)).collect();

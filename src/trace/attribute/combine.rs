@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::series::MAX_STEP_SAMPLES;
 use super::{sizes, transfer};
 use super::{CommKernel, RankAnalysis, RankSummary};
-use crate::hotspots::{Hotspot, StepSeries};
+use super::{Hotspot, StepSeries};
 use crate::trace::model::Ns;
 
 pub(super) fn ms(ns: f64) -> f64 {

@@ -1,20 +1,23 @@
-//! Pure attribution: parsed ranks (or seed events) in, per-collective hotspots, per-rank overlap,
-//! the priority, the mitigation and the follow-up out. No I/O.
+//! Pure attribution: parsed ranks (or seed events) in, per-collective hotspots, per-rank overlap
+//! and the priority out. No I/O, and no decision: the mitigation and the follow-up are the
+//! decision layer's (`decide::mitigation::diagnose`).
 //!
 //! Every definition here is `docs/attribution.md`'s: the step window, the equal-share
 //! sweep, cross-rank matching and the clock-free imbalance ratio, and HTA's parity rules under
 //! [`Compat::Hta`].
 //!
-//! Submodules: [`combine`] (per collective over ranks), [`transfer`] (instances matched across
+//! Submodules: [`hotspot`] (the data: seed events, hotspots, and their aggregation), [`combine`] (per collective over ranks), [`transfer`] (instances matched across
 //! ranks: imbalance, transfer, wait, bus bandwidth, last arrival) and [`series`] (which step a
 //! kernel belongs to, and the per-step samples) and [`sizes`] (per-call distributions by message
 //! size, for sources without compute).
 
 mod combine;
+mod hotspot;
 pub mod series;
 mod sizes;
 mod transfer;
 
+pub use hotspot::{priority, summarize_comm_hotspots, CommEvent, Hotspot, SizeBucket, StepSeries};
 pub use transfer::bus_factor;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,7 +34,6 @@ use super::limits::{
     ReadLimits, DEFAULT_MAX_EVENTS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, OTHER_COLLECTIVES, TRUNCATION_MARK,
 };
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, Launch, Ns, RankTrace};
-use crate::hotspots::{self, CommEvent, Followup, Hotspot, Mitigation, Thresholds};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -55,7 +57,6 @@ pub struct AttributeOptions {
     pub steps: Option<StepsSetting>,
     /// Extra substrings that mark a kernel as communication (custom collectives).
     pub comm_patterns: Vec<String>,
-    pub thresholds: Thresholds,
     /// Events one trace file may hold (`None`: [`DEFAULT_MAX_EVENTS`]).
     pub max_events: Option<u64>,
 }
@@ -198,34 +199,18 @@ pub struct Attribution {
     pub priority: Option<Hotspot>,
     pub num_events: u64,
     pub ranks: Vec<RankSummary>,
-    pub mitigation: Mitigation,
-    pub followup: Followup,
 }
 
-/// Builds the decision part (priority, mitigation, follow-up) from hotspots: the one place the
-/// seed's rules are applied, for both input formats; a source without compute kernels
-/// (`source.compute_observed` false) gets the rules' communication-time wording and no overlap
-/// mitigation.
+/// The attribution of hotspots, for both input formats: the priority is the collective with the
+/// most exposed time.
 pub fn conclude(
     source: Source,
     by_collective: BTreeMap<String, Hotspot>,
     ranks: Vec<RankSummary>,
     num_events: u64,
-    t: &Thresholds,
 ) -> Attribution {
-    let priority = hotspots::priority(&by_collective).cloned();
-    let mitigation = hotspots::choose_comm_mitigation(priority.as_ref(), t, source.compute_observed);
-    let followup = hotspots::recommend_comm_followup(&by_collective, t, source.compute_observed);
-    Attribution {
-        schema_version: SCHEMA_VERSION,
-        source,
-        by_collective,
-        priority,
-        num_events,
-        ranks,
-        mitigation,
-        followup,
-    }
+    let priority = priority(&by_collective).cloned();
+    Attribution { schema_version: SCHEMA_VERSION, source, by_collective, priority, num_events, ranks }
 }
 
 /// Attribution of seed-format events (already aggregated by whoever wrote them).
@@ -233,12 +218,12 @@ pub fn conclude(
 /// Their collective names get the same bounds as a Kineto trace's: each is cut to the name limit
 /// (the reader already cut it; a cut name ends in the truncation mark) and names past the
 /// distinct-name limit share the catch-all row.
-pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds) -> Attribution {
+pub fn attribute_events(files: Vec<String>, events: &[CommEvent]) -> Attribution {
     let mut budget = NameBudget::default();
     let events: Vec<CommEvent> =
         events.iter().map(|e| CommEvent { collective: budget.admit(e.collective.clone()), ..e.clone() }).collect();
     let names_truncated = events.iter().any(|e| e.collective.ends_with(TRUNCATION_MARK));
-    let by_collective = hotspots::summarize_comm_hotspots(&events);
+    let by_collective = summarize_comm_hotspots(&events);
     let source = Source {
         format: "events".to_string(),
         files,
@@ -254,7 +239,7 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent], t: &Thresholds
         steps_past_sample_cap: 0,
         compute_observed: true,
     };
-    conclude(source, by_collective, Vec::new(), events.len() as u64, t)
+    conclude(source, by_collective, Vec::new(), events.len() as u64)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -374,7 +359,7 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
         compute_observed: !ranks.iter().any(|r| r.no_compute),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
-    conclude(source, by_collective, summaries, num_events, &opts.thresholds)
+    conclude(source, by_collective, summaries, num_events)
 }
 
 /// The note for a step count the markers overrode: the setting differs from the markers' count

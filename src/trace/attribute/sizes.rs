@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use super::transfer::bus_factor;
 use super::CommKernel;
-use crate::hotspots::SizeBucket;
+use super::SizeBucket;
 use crate::stats::quantile::type7_quantile;
 
 /// The bucket of a payload: the largest power of two not above it (0 for 0).

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use super::combine::ms;
 use super::{CommKernel, MatchKey, RankAnalysis};
-use crate::hotspots::{Hotspot, StepSeries};
+use super::{Hotspot, StepSeries};
 use crate::trace::model::Ns;
 
 /// One instance on one rank: its kernels with that key taken together.

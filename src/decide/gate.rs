@@ -1,6 +1,7 @@
 //! THE decision: a comparison, trace evidence and the state of the inputs in, one verdict out
 //! (`accept`, `tune` or `collect_more_evidence`), whether it blocks, and why; then, with
-//! `--fail-on`, the [`Outcome`] that becomes the exit code. Reports display a [`Verdict`] and an
+//! `--fail-on`, the [`Outcome`] that becomes the exit code. Every command's exit code is
+//! decided here ([`FailOn::outcome`], [`compare_outcome`], [`rank_failed_outcome`]). Reports display a [`Verdict`] and an
 //! [`Outcome`]; they never recompute them.
 //!
 //! Two kinds of "not enough to judge" are kept apart on purpose. Evidence that is honestly
@@ -10,25 +11,28 @@
 //! wrong, the traces asked for cannot be read) is an [`EvaluationError`]: the gate exits 2, so a
 //! change that makes NCCL hang never merges green.
 
-use serde::{Deserialize, Serialize};
-
+use super::mitigation::Diagnosis;
+use super::vocab::{Decision, EvaluationError, FailOn, Outcome, Verdict};
 use crate::compare::traces::{self, CollectiveComparison, TraceComparison};
 use crate::compare::{Comparison, State};
-use crate::decision::{Decision, Verdict};
-use crate::trace::attribute::Attribution;
 
-/// How a command ended; `main` maps it to the exit code ([`Outcome::exit_code`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Exit 0.
-    Passed,
-    /// Exit 1: the verdict is one the user asked to block on.
-    Blocked,
-    /// Exit 2: the gate could not judge the change (the report says why).
-    CouldNotEvaluate,
+/// `commgate compare`'s exit: 1 for a confirmed regression, else 0 (it has no `--fail-on`).
+pub fn compare_outcome(c: &Comparison) -> Outcome {
+    if c.regression {
+        Outcome::Blocked
+    } else {
+        Outcome::Passed
+    }
+}
+
+/// The exit of a non-zero rank whose own part of the benchmark failed: what a report with that
+/// failure (and no verdict on the change) gives under `fail_on`.
+pub fn rank_failed_outcome(error: &EvaluationError, fail_on: FailOn) -> Outcome {
+    fail_on.outcome(&Verdict::new(Decision::CollectMoreEvidence, Vec::new()), Some(error))
 }
 
 impl Outcome {
+    /// The process exit code: 0 passed, 1 blocked, 2 could not evaluate.
     pub fn exit_code(self) -> u8 {
         match self {
             Outcome::Passed => 0,
@@ -36,78 +40,6 @@ impl Outcome {
             Outcome::CouldNotEvaluate => 2,
         }
     }
-}
-
-/// Why the gate could not judge the change. Part of the check report, so the PR comment and the
-/// JSON say exactly what failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("could not evaluate: {} ({message})", kind.summary())]
-pub struct EvaluationError {
-    pub kind: ErrorKind,
-    /// What failed and what to do. It quotes files and the failed run (untrusted): renderers
-    /// escape it.
-    pub message: String,
-}
-
-impl EvaluationError {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        EvaluationError { kind, message: message.into() }
-    }
-}
-
-/// What could not be gathered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The benchmark ran and failed: a rank died, a collective hung past `--timeout`, … (the
-    /// result's `failure`).
-    BenchFailed,
-    /// The benchmark could not start (the machine lacks what the backend needs) or its result
-    /// could not be written.
-    BenchUnavailable,
-    /// The baselines directory does not exist (a misspelled `--baselines`, say).
-    BaselinesMissing,
-    /// The baseline file exists but does not parse or validate.
-    BaselineInvalid,
-    /// `--traces` were given and could not be read.
-    TracesUnreadable,
-}
-
-impl ErrorKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::BenchFailed => "bench_failed",
-            ErrorKind::BenchUnavailable => "bench_unavailable",
-            ErrorKind::BaselinesMissing => "baselines_missing",
-            ErrorKind::BaselineInvalid => "baseline_invalid",
-            ErrorKind::TracesUnreadable => "traces_unreadable",
-        }
-    }
-
-    /// The failure in a few words, for the report's first line.
-    pub fn summary(self) -> &'static str {
-        match self {
-            ErrorKind::BenchFailed => "the benchmark failed",
-            ErrorKind::BenchUnavailable => "the benchmark could not run",
-            ErrorKind::BaselinesMissing => "the baselines directory does not exist",
-            ErrorKind::BaselineInvalid => "the baseline file cannot be used",
-            ErrorKind::TracesUnreadable => "the traces could not be read",
-        }
-    }
-}
-
-/// What `--fail-on` names: the verdicts that exit 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
-pub enum FailOn {
-    /// Only a confirmed regression (the default).
-    Regression,
-    /// Any `tune`, blocking or not.
-    Tune,
-    /// Anything but `accept`.
-    CollectMoreEvidence,
-    Never,
 }
 
 impl FailOn {
@@ -166,7 +98,7 @@ pub struct Evidence<'a> {
     pub workloads: &'a [WorkloadEvidence<'a>],
     /// What could not be gathered (the run failed, the store is unusable, …), most basic first.
     pub errors: &'a [EvaluationError],
-    pub attribution: Option<&'a Attribution>,
+    pub attribution: Option<&'a Diagnosis>,
     /// The traces against the stored trace runs (states already adjusted with the family's).
     pub traces: Option<&'a TraceComparison>,
     /// The benchmark's bus bandwidth (GB/s) per collective it measured, for the reasons of a
@@ -198,7 +130,7 @@ pub fn decide(e: &Evidence<'_>) -> Verdict {
 fn judge(e: &Evidence<'_>) -> Verdict {
     let mut reasons = Vec::new();
     // Traces missing some of the job's ranks can neither show a regression nor clear one.
-    let partial = e.attribution.and_then(|a| a.source.coverage.as_ref()).filter(|c| c.is_partial());
+    let partial = e.attribution.and_then(|a| a.attribution.source.coverage.as_ref()).filter(|c| c.is_partial());
     let regressed_collectives: Vec<&CollectiveComparison> = match e.traces {
         Some(t) if partial.is_none() => t.regressed().collect(),
         _ => Vec::new(),
@@ -280,16 +212,14 @@ fn judge(e: &Evidence<'_>) -> Verdict {
 
 #[cfg(test)]
 mod tests {
+    use super::super::mitigation::{diagnose, Thresholds};
+    use super::super::vocab::ErrorKind;
     use super::*;
-    use crate::hotspots::{CommEvent, Thresholds};
-    use crate::trace::attribute::attribute_events;
+    use crate::trace::attribute::{attribute_events, CommEvent};
 
-    fn attribution(exposed: f64) -> Attribution {
-        attribute_events(
-            vec!["t".into()],
-            &[CommEvent::new("all_reduce", exposed, 1024.0, 0.5)],
-            &Thresholds::default(),
-        )
+    fn attribution(exposed: f64) -> Diagnosis {
+        let measured = attribute_events(vec!["t".into()], &[CommEvent::new("all_reduce", exposed, 1024.0, 0.5)]);
+        diagnose(measured, &Thresholds::default())
     }
 
     fn evidence<'a>() -> Evidence<'a> {
@@ -343,11 +273,11 @@ mod tests {
             shares_of_own_time: false,
             note: None,
         };
-        let mut h = crate::hotspots::Hotspot::empty("all_to_all");
+        let mut h = crate::trace::attribute::Hotspot::empty("all_to_all");
         h.last_arrival_rank = Some(5);
         h.last_arrival_share = Some(0.93);
         traces::explain(&mut c, Some(&h));
-        TraceComparison {
+        let mut t = TraceComparison {
             name: "default".into(),
             runs: 5,
             method: Method::History,
@@ -355,7 +285,9 @@ mod tests {
             collectives: vec![c],
             notes: Vec::new(),
             unusable: None,
-        }
+        };
+        super::super::mitigation::for_trace_causes(&mut t);
+        t
     }
 
     #[test]
@@ -469,7 +401,7 @@ mod tests {
     fn a_partial_rank_set_neither_regresses_nor_passes() {
         let partial = |exposed| {
             let mut a = attribution(exposed);
-            a.source.coverage = Some(crate::trace::caveats::RankCoverage::new(&[0, 1, 2, 3], Some(8)));
+            a.attribution.source.coverage = Some(crate::trace::caveats::RankCoverage::new(&[0, 1, 2, 3], Some(8)));
             a
         };
         let cur = partial(5.0);
