@@ -1,24 +1,25 @@
 //! commgate: gate merges on communication performance.
 //!
-//! Data flows one way through these layers. The module imports form no cycle: [`cli`] and
-//! [`config`] name the option types the later layers define (one definition per choice), each
-//! stage reads the data of the stages before it, and nothing but `main` imports [`run`](mod@run).
+//! Data flows one way through these layers, bottom to top. A module imports only from its own
+//! layer or those above it in this table, and the modules form no import circle; `tests/layers.rs`
+//! reads this table and every `crate::` path of the shipped code (test modules aside) and fails
+//! when either stops being true.
 //!
 //! | layer | modules | owns |
 //! |---|---|---|
-//! | what the user typed | [`cli`] | clap structs, parsed into the domain enums directly |
-//! | settings | [`config`] | flags > `COMMGATE_*` > `commgate.toml` > defaults, validated, nothing probed |
-//! | work | [`bench`](mod@bench), [`trace`], [`stats`], [`compare`], [`baseline`], [`check`] | measuring, reading traces, statistics, the store |
-//! | decision | [`verdict`], [`hotspots`], [`decision`] | one verdict from the evidence |
-//! | rendering | [`report`] | data in, `String` out |
-//! | output | [`output`], [`github`] | stdout, atomic files, the job summary and the PR comment |
-//! | scaffolding | [`init`] | `commgate init`: the settings file, the store and the workflows of a new repository |
+//! | vocabulary and edges | `units`, `diag`, `input`, `output`, `base_commit`, `github`, `decide::vocab` | units and wording, stderr lines, bounded reads of untrusted files, atomic writes and stdout, the base commit's tree, the GitHub API; the gate's words (no rules) |
+//! | data | `result` | the result file's typed schema |
+//! | reading and statistics | `stats`, `trace` | pure statistics; traces in, the attribution out (no decision) |
+//! | work | `baseline`, `bench`, `compare` | the store, measuring, the comparison's estimates and four states |
+//! | decision | `decide::run`, `decide::comparison`, `decide::mitigation`, `decide::gate` | every rule that turns evidence into a verdict, a mitigation or an exit code |
+//! | gathering | `check`, `init` | the gate's evidence handed to the decisions; `commgate init`'s scaffolding |
+//! | rendering | `report` | data in, `String` out |
+//! | the command line | `cli`, `config`, `run`, `testkit` | what the user typed, settings resolved once (flags > `COMMGATE_*` > `commgate.toml` > defaults), the command switchboard; the test kit |
 //!
 //! [`run`](mod@run) is the top: it resolves the benchmark against the machine once
-//! ([`bench::settings::BenchRequest::resolve`]), calls the layers in order, and returns the
-//! [`Outcome`] that `main` maps to an exit code (0 passed, 1 blocked, 2 could not evaluate).
-//! Shared data types ([`result`], [`units`]) and the reading of input files ([`input`]) sit below
-//! all of them.
+//! ([`bench::settings::BenchRequest::resolve`]), calls the layers in order, hands each stage's
+//! evidence to [`decide`], and returns the [`Outcome`] that `main` maps to an exit code (0
+//! passed, 1 blocked, 2 could not evaluate).
 
 pub mod base_commit;
 pub mod baseline;
