@@ -132,7 +132,7 @@ fn a_steps_setting_never_overrides_step_markers() {
     let (_, plain, _) = run_in(dir.path(), &["attribute", &traces, "--format", "json"], &[]);
     let plain: serde_json::Value = serde_json::from_str(&plain).expect("JSON");
     assert_eq!(plain["source"]["steps"], 2, "three ProfilerStep markers: two whole steps");
-    // The README's own `steps = 4`, the flag and the variable: the markers' 2 steps stay, and
+    // The docs' own `steps = 4` (docs/commands.md), the flag and the variable: the markers' 2 steps stay, and
     // every way of reading the report says the setting was ignored.
     std::fs::write(dir.path().join("commgate.toml"), "[attribute]\nsteps = 4\n").expect("write");
     for (extra, env, set_by) in [

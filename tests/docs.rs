@@ -1,0 +1,65 @@
+//! The docs are tests. Every ```` ```console ```` block in README.md and docs/*.md is run with the
+//! built `commgate` by trycmd and its output compared with what the page shows, so a report in the
+//! docs cannot drift from what the binary prints. Volatile parts are redacted in the page itself:
+//! `[..]` stands for the rest of a line (a timestamped file name), `...` on its own line for any
+//! number of lines (a report shown in part), `[VERSION]` for the crate version. Blocks in any
+//! other language (```` ```sh ````, ```` ```text ````) are not run: GPU-only commands, `cargo
+//! install`, synopses.
+//!
+//! Regenerate the pages after a deliberate change of output: `scripts/regen-docs.sh` (which runs
+//! `TRYCMD=overwrite cargo test --locked --test docs` and keeps every redaction that still
+//! matches).
+//!
+//! The examples run in a scratch directory holding what they read — copies of the committed
+//! `baselines/`, `examples/traces/` and `tests/fixtures/` — so that `check`, which writes its
+//! result file under `benchmarks/results/`, leaves nothing in the checkout, and paths print as
+//! they do from a fresh clone (`baselines/PAR-MOCK/…`). The environment is cleaned as in
+//! `tests/common`: no `COMMGATE_*` setting, no GitHub Actions variable or token, no `CI`.
+
+use std::path::Path;
+
+/// Copies `from` (a directory) to `to`, recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        let target = to.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
+/// Whether a variable of the caller's environment could change what an example prints.
+fn leaks_in(key: &str) -> bool {
+    key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI"
+}
+
+#[test]
+fn docs_examples_match_the_binary() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+
+    // This is the only test in this binary, so nothing else reads the environment or the
+    // working directory while they change here.
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_none_or(leaks_in) {
+            std::env::remove_var(&key);
+        }
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    for dir in ["baselines", "examples/traces", "tests/fixtures"] {
+        copy_dir(&root.join(dir), &work.path().join(dir));
+    }
+    std::env::set_current_dir(work.path()).expect("cd");
+
+    let cases = trycmd::TestCases::new();
+    cases
+        .register_bin("commgate", Path::new(env!("CARGO_BIN_EXE_commgate")))
+        .insert_var("[VERSION]", env!("CARGO_PKG_VERSION"))
+        .expect("redaction");
+    cases.case(root.join("README.md"));
+    cases.case(root.join("docs/*.md"));
+    cases.run();
+}
