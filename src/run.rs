@@ -58,7 +58,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Compare(args) => {
-            let cfg = config::compare(args, &file, |k| std::env::var(k).ok())?;
+            let cfg = config::compare(args, &file)?;
             let baseline = baseline::load(&cfg.baseline)?;
             let current = result::load_result(&cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
@@ -162,7 +162,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Baseline(BaselineCommand::List(args)) => {
-            let dir = store_dir(args.baselines, &file);
+            let dir = config::store_dir(&args.store, &file);
             let listing = baseline::list::list(&dir)?;
             emit(&report::history::list(&listing, args.format), None)?;
             let esc = |p: &str| report::escape::plain(p, report::escape::PATH);
@@ -173,7 +173,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Baseline(BaselineCommand::Show(args)) => {
-            let dir = store_dir(args.baselines, &file);
+            let dir = config::store_dir(&args.store, &file);
             let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
             let shown = baseline::show::show(&path)?;
             emit(&report::history::show(&shown, args.format), None)?;
@@ -239,11 +239,6 @@ fn run_init(args: &InitArgs) -> Result<Outcome> {
     }
     emit(&init::next_steps(&values.profile, args.fork_prs), None)?;
     Ok(Outcome::Passed)
-}
-
-/// `--baselines`, else `[baseline] dir`, else `baselines`.
-fn store_dir(flag: Option<PathBuf>, file: &config::FileConfig) -> PathBuf {
-    flag.or_else(|| file.baseline.dir.clone()).unwrap_or_else(|| PathBuf::from("baselines"))
 }
 
 /// The commit whose baselines and settings judge: `--base`, else in a pull request its base

@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Result};
 use serde::Deserialize;
 
-use super::{bench_flags, FileConfig};
+use super::{bench_flags, check_request, FileConfig};
 use crate::bench::limits::{Origin, Setting};
 use crate::bench::settings::BenchRequest;
 use crate::bench::workload::{check_id, elements_of, parse_size, Declared, IdChoice};
@@ -53,13 +53,10 @@ pub(super) fn declare(
         }
         None => None,
     };
-    let dtype_given = args.flags.dtype.is_some();
+    let dtype_given = args.flags.settings.dtype.is_some();
     let mut base = bench_flags(args.flags, file, &env)?;
     base.run.output = args.output;
     base.run.dry_run = args.dry_run;
-    if let Some(dir) = args.results_dir {
-        base.run.results_dir = dir;
-    }
     let declared = if !args.payload_sizes.is_empty() {
         if !file.workloads.is_empty() {
             bail!(
@@ -91,7 +88,7 @@ pub(super) fn declare(
         }
     }
     for d in &declared {
-        d.request.check()?;
+        check_request(&d.request)?;
     }
     Ok(declared)
 }
