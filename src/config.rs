@@ -240,6 +240,11 @@ pub fn store_dir(flag: &StoreDir, file: &FileConfig) -> PathBuf {
     StoreDir::specs().dir.or_default(flag.dir.clone().or(from_file))
 }
 
+/// The store directory when nothing names one (`init` scaffolds it).
+pub fn default_store_dir() -> PathBuf {
+    StoreDir::specs().dir.default_value()
+}
+
 /// Attribution options from `commgate.toml` alone (for commands without attribute flags).
 pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
     Ok(AttributeOptions {

@@ -182,6 +182,12 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     }
 }
 
+/// What the run records from the process environment, read here so the run reads none.
+fn run_environment(launch: Option<&Launch>) -> runner::RunEnvironment {
+    let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    runner::RunEnvironment::read(launch, std::env::vars(), |k| std::env::var(k).ok(), host_name)
+}
+
 /// Runs each workload in turn, saying what each wrote, and prints the result files written on
 /// stdout, one a line. The first failed run stops the rest (a hung GPU would hang them too).
 fn run_benches(all: &[BenchSettings], launch: Option<Launch>) -> Result<Outcome> {
@@ -189,7 +195,7 @@ fn run_benches(all: &[BenchSettings], launch: Option<Launch>) -> Result<Outcome>
     let mut written: Vec<PathBuf> = Vec::new();
     for settings in all {
         let id = &settings.workload_id;
-        match runner::run(settings, launch.clone())? {
+        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref()))? {
             BenchOutcome::Planned(text) if several => emit(&format!("workload {id}\n{text}"), None)?,
             BenchOutcome::Planned(text) => emit(&text, None)?,
             BenchOutcome::Contributed { rank } => {
@@ -345,7 +351,7 @@ fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
     }
     let mut results = Vec::with_capacity(all.len());
     for settings in &all {
-        match runner::run(settings, launch.clone()) {
+        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref())) {
             Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
                 diag::info(format_args!("benchmark result in {} (workload {})", path.display(), settings.workload_id));
                 results.push(*result);

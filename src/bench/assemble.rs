@@ -18,7 +18,7 @@ use crate::stats::quantile::type7_quantile;
 /// another workload's.
 pub const WORKLOAD_ID: &str = super::workload::LEGACY_ID;
 /// Repeats a P95 needs before the run can judge itself.
-pub const MIN_REPEATS_FOR_P95: usize = 100;
+use super::limits::P95_MIN_SAMPLES as MIN_REPEATS_FOR_P95;
 /// A rank whose mean overlap step exceeds the other ranks' mean by this factor grew a tail.
 const RANK_TAIL_FACTOR: f64 = 1.10;
 

@@ -13,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::launch::{Launch, Rendezvous};
 use super::settings::{BackendKind, BenchSettings};
 use super::{assemble, cpu, cuda, mock, Backend, BenchError, HardwareInfo, Plan};
+use crate::result::Provenance;
 use crate::result::{EvidenceLevel, Failure, RunResult, Schedule};
 
 /// How a benchmark ended.
@@ -28,9 +29,41 @@ pub enum BenchOutcome {
     Planned(String),
 }
 
+/// What a run records from, or obeys in, the process environment. The top layer reads it once
+/// ([`RunEnvironment::read`]), so that the run itself reads no variable.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunEnvironment {
+    /// Nodes the job spans (1 without a launcher).
+    pub nodes: u32,
+    /// The `NCCL_*` variables, kept in the result.
+    pub nccl_env: BTreeMap<String, String>,
+    /// The commit, ref and runner measured (GitHub Actions' variables, else the host name).
+    pub provenance: Provenance,
+    /// The mock backend's test hook ([`mock::FAULT_VARIABLE`]).
+    pub mock_fault: Option<mock::Fault>,
+}
+
+impl RunEnvironment {
+    /// `vars` are every variable (for the `NCCL_*` ones), `var` reads one, `host_name` is the
+    /// machine's (for the provenance outside CI).
+    pub fn read(
+        launch: Option<&Launch>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        var: impl Fn(&str) -> Option<String>,
+        host_name: Option<String>,
+    ) -> Self {
+        RunEnvironment {
+            nodes: launch.map_or(1, |l| super::launch::node_count(l.world_size, &var)),
+            nccl_env: assemble::nccl_environment(vars),
+            provenance: assemble::provenance(&var, host_name),
+            mock_fault: mock::parse_fault(var(mock::FAULT_VARIABLE).as_deref()),
+        }
+    }
+}
+
 /// Runs the benchmark (or prints its plan). `Err` only for what the machine lacks
 /// ([`BenchError::Unavailable`]) or a result that cannot be written.
-pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutcome, BenchError> {
+pub fn run(settings: &BenchSettings, launch: Option<Launch>, env: &RunEnvironment) -> Result<BenchOutcome, BenchError> {
     let plan = settings.plan.clone();
     if settings.run.dry_run {
         return Ok(BenchOutcome::Planned(describe_plan(&plan, settings.backend, launch.as_ref())));
@@ -45,10 +78,11 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
     let (tx, rx) = mpsc::channel();
     {
         let (plan, settings, launch, progress) = (plan.clone(), settings.clone(), launch.clone(), progress.clone());
+        let fault = env.mock_fault.clone();
         std::thread::Builder::new()
             .name("commgate-bench".to_string())
             .spawn(move || {
-                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), &progress));
+                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), fault, &progress));
             })
             .map_err(|e| BenchError::failed("internal", format!("cannot start the benchmark thread: {e}"), None))?;
     }
@@ -77,12 +111,9 @@ pub fn run(settings: &BenchSettings, launch: Option<Launch>) -> Result<BenchOutc
         backend: backend.to_string(),
         evidence_level,
         hardware,
-        nodes: launch.as_ref().map_or(1, |l| super::launch::node_count(l.world_size, |k| std::env::var(k).ok())),
-        nccl_env: assemble::nccl_environment(std::env::vars()),
-        provenance: assemble::provenance(
-            |k| std::env::var(k).ok(),
-            std::fs::read_to_string("/proc/sys/kernel/hostname").ok(),
-        ),
+        nodes: env.nodes,
+        nccl_env: env.nccl_env.clone(),
+        provenance: env.provenance.clone(),
         run_label: settings.run.run_label.clone(),
         created_at: created_at.clone(),
     };
@@ -156,10 +187,11 @@ fn measure(
     plan: &Plan,
     settings: &BenchSettings,
     launch: Option<&Launch>,
+    fault: Option<mock::Fault>,
     progress: &AtomicU64,
 ) -> Result<Measured, BenchError> {
     let rendezvous = launch.map(|l| Rendezvous::connect(l, settings.run.timeout)).transpose()?;
-    let mut backend = open_backend(plan, settings, launch, rendezvous.clone())?;
+    let mut backend = open_backend(plan, settings, launch, fault, rendezvous.clone())?;
     let ranks = backend.local_ranks();
     let mut local: BTreeMap<Schedule, Vec<Vec<f64>>> =
         Schedule::ALL.iter().map(|&s| (s, vec![Vec::with_capacity(plan.repeats as usize); ranks.len()])).collect();
@@ -207,14 +239,12 @@ fn open_backend(
     plan: &Plan,
     settings: &BenchSettings,
     launch: Option<&Launch>,
+    fault: Option<mock::Fault>,
     rendezvous: Option<Rendezvous>,
 ) -> Result<Box<dyn Backend>, BenchError> {
     let ranks = || launch.map_or_else(|| (0..plan.world_size).collect(), |l| vec![l.rank]);
     match settings.backend {
-        BackendKind::Mock => {
-            let fault = mock::parse_fault(std::env::var(mock::FAULT_VARIABLE).ok().as_deref());
-            Ok(Box::new(mock::MockBackend::new(plan, ranks(), fault)))
-        }
+        BackendKind::Mock => Ok(Box::new(mock::MockBackend::new(plan, ranks(), fault))),
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::open(plan, launch, rendezvous)?)),
         BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous)?)),
     }

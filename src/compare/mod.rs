@@ -85,7 +85,7 @@ impl Default for CompareOptions {
             resamples: 1000,
             seed: 0x00C0_FFEE,
             min_samples: 30,
-            p95_min_samples: 100,
+            p95_min_samples: crate::bench::limits::P95_MIN_SAMPLES,
         }
     }
 }

@@ -32,13 +32,16 @@ use crate::report::Format;
 use crate::trace::attribute::Compat;
 use crate::verdict::FailOn;
 
+/// A limit: a check of a value alone, `Err(why)` when it is refused.
+pub type Limit<T> = fn(&T) -> Result<(), String>;
+
 /// One setting: its names (section and key in the file, flag, variable), its default and its
 /// limit (a check of the value alone that says why it is refused).
 #[derive(Debug)]
 pub struct Spec<T: 'static> {
     pub key: Key,
     default: Option<fn() -> T>,
-    check: Option<fn(&T) -> Result<(), String>>,
+    check: Option<Limit<T>>,
 }
 
 impl<T> Spec<T> {
@@ -75,7 +78,7 @@ macro_rules! check_fn {
         None
     };
     ($ty:ty, $check:path) => {
-        Some($check as fn(&$ty) -> Result<(), String>)
+        Some($check as Limit<$ty>)
     };
 }
 
