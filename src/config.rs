@@ -378,15 +378,28 @@ fn check_request(r: &BenchRequest) -> Result<(), LimitError> {
     within(&r.repeats, &specs.repeats)
 }
 
+/// The subcommand `commgate LINE…` parses into (for this module's tests and its children's).
+#[cfg(test)]
+fn parsed(line: &[&str]) -> crate::cli::Command {
+    let full = std::iter::once("commgate").chain(line.iter().copied());
+    <Cli as clap::Parser>::try_parse_from(full).expect("parses").command
+}
+
+/// `commgate bench LINE…`'s arguments.
+#[cfg(test)]
+fn bench_args(line: &[&str]) -> BenchArgs {
+    match parsed(&[&["bench"], line].concat()) {
+        crate::cli::Command::Bench(a) => a,
+        other => panic!("not bench: {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn args(line: &[&str]) -> AttributeArgs {
-        let mut full = vec!["commgate", "attribute"];
-        full.extend_from_slice(line);
-        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
+        match parsed(&[&["attribute"], line].concat()) {
             crate::cli::Command::Attribute(a) => a,
             other => panic!("not attribute: {other:?}"),
         }
@@ -448,31 +461,26 @@ mod tests {
 #[cfg(test)]
 mod compare_tests {
     use super::*;
-    use clap::Parser;
-
-    fn cli(line: &[&str]) -> crate::cli::Command {
-        crate::cli::Cli::try_parse_from(line).expect("parses").command
-    }
 
     #[test]
     fn compare_and_update_settings_resolve_and_validate() {
         let file =
             parse_file("[compare]\nmin_effect = 0.05\nseed = 9\n[baseline]\ndir = \"b\"\nkeep = 3\n").expect("valid");
         let crate::cli::Command::Compare(args) =
-            cli(&["commgate", "compare", "--baseline", "b.json", "--current", "c.json", "--seed", "4"])
+            parsed(&["compare", "--baseline", "b.json", "--current", "c.json", "--seed", "4"])
         else {
             panic!("compare")
         };
         let c = compare(args, &file).expect("ok");
         assert_eq!((c.options.min_effect, c.options.seed, c.options.resamples), (0.05, 4, 1000));
         let crate::cli::Command::Compare(args) =
-            cli(&["commgate", "compare", "--baseline", "b", "--current", "c", "--min-effect", "1.5"])
+            parsed(&["compare", "--baseline", "b", "--current", "c", "--min-effect", "1.5"])
         else {
             panic!("compare")
         };
         assert!(compare(args, &file).unwrap_err().to_string().contains("--min-effect 1.5"));
         let crate::cli::Command::Baseline(crate::cli::BaselineCommand::Update(args)) =
-            cli(&["commgate", "baseline", "update", "--from", "r.json"])
+            parsed(&["baseline", "update", "--from", "r.json"])
         else {
             panic!("update")
         };
@@ -486,16 +494,7 @@ mod bench_tests {
     use super::*;
     use crate::bench::settings::{BackendKind, BenchSettings};
     use crate::bench::Dtype;
-    use clap::Parser;
-
-    fn args(line: &[&str]) -> BenchArgs {
-        let mut full = vec!["commgate", "bench"];
-        full.extend_from_slice(line);
-        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
-            crate::cli::Command::Bench(a) => a,
-            other => panic!("not bench: {other:?}"),
-        }
-    }
+    use bench_args as args;
 
     fn no_env(_: &str) -> Option<String> {
         None
@@ -551,11 +550,7 @@ mod bench_tests {
         let e = bench(a, &file, no_env).unwrap_err();
         assert!(e.to_string().starts_with("COMMGATE_ENVIRONMENT_PROFILE=\"../x\": "), "{e}");
         let file = parse_file("[compare]\nresamples = 5\n").expect("valid");
-        let crate::cli::Command::Check(c) =
-            crate::cli::Cli::try_parse_from(["commgate", "check"]).expect("parses").command
-        else {
-            panic!("check")
-        };
+        let crate::cli::Command::Check(c) = parsed(&["check"]) else { panic!("check") };
         let e = check(c, &file, no_env).unwrap_err();
         assert!(e.to_string().starts_with("commgate.toml: [compare] resamples = 5: "), "{e}");
         let e = parse_file("[bench]\nbackend = \"tpu\"\n").unwrap_err();

@@ -185,7 +185,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
 /// What the run records from the process environment, read here so the run reads none.
 fn run_environment(launch: Option<&Launch>) -> runner::RunEnvironment {
     let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
-    runner::RunEnvironment::read(launch, std::env::vars(), |k| std::env::var(k).ok(), host_name)
+    runner::RunEnvironment::read(launch, std::env::vars(), |k| std::env::var_os(k), host_name)
 }
 
 /// Runs each workload in turn, saying what each wrote, and prints the result files written on

@@ -232,17 +232,7 @@ impl Positions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{file_from_text, parse_file};
-    use clap::Parser;
-
-    fn args(line: &[&str]) -> BenchArgs {
-        let mut full = vec!["commgate", "bench"];
-        full.extend_from_slice(line);
-        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
-            crate::cli::Command::Bench(a) => a,
-            other => panic!("not bench: {other:?}"),
-        }
-    }
+    use crate::config::{bench_args as args, file_from_text, parse_file};
 
     fn file(text: &str) -> FileConfig {
         file_from_text(&[], Path::new("commgate.toml"), text.to_string()).expect("valid settings")
@@ -290,15 +280,8 @@ mod tests {
             .starts_with("--output r.json names one result file, but 2 workloads will run"));
         let tables = file("[workloads.a]\nrepeats = 100\n");
         assert!(error(&["--payload-sizes", "1Mi"], &tables).contains("declares [workloads] tables"));
-        assert!(crate::cli::Cli::try_parse_from([
-            "commgate",
-            "bench",
-            "--payload-sizes",
-            "1Mi",
-            "--payload-elements",
-            "5"
-        ])
-        .is_err());
+        let both = ["commgate", "bench", "--payload-sizes", "1Mi", "--payload-elements", "5"];
+        assert!(<crate::cli::Cli as clap::Parser>::try_parse_from(both).is_err());
     }
 
     #[test]
