@@ -7,7 +7,7 @@
 //! Why this shape (nextest's: clap derive and serde on one struct) rather than one table that
 //! generates everything: the flags need clap's whole attribute language (`value_enum`, ranges,
 //! delimiters, `short`, conflicts), which a generating table would have to restate. The
-//! [`section!`] macro only adds what derive cannot say: every field is an `Option` (unset here,
+//! `section!` macro only adds what derive cannot say: every field is an `Option` (unset here,
 //! so that flags > environment > file > default can be merged), and `= default` and
 //! `=> limit` after a field become that setting's [`Spec`]. A `Spec`'s flag and variable are
 //! read back from the clap definition itself (through `augment_args`), so that error messages
@@ -15,7 +15,9 @@
 //!
 //! Defaults that belong to a domain type (`CompareOptions`, `Thresholds`) are taken from it, and
 //! those that depend on the backend that will run (the benchmark's sizes) are filled in by
-//! `BenchRequest::resolve`; neither is restated here.
+//! `BenchRequest::resolve`; neither is restated here. A `[workloads.<name>]` table
+//! (`workloads.rs`) sets six of `[bench]`'s keys for one workload; its values are checked by
+//! `[bench]`'s limits.
 
 use std::path::PathBuf;
 
