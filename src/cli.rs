@@ -1,17 +1,16 @@
-//! What the user typed: clap derive structs. Doc comments are the help text; every flag that
-//! has a `commgate.toml` counterpart also reads `COMMGATE_*`. These types never travel past
-//! `config.rs`.
+//! What the user typed: clap derive structs. Doc comments are the help text. A flag that has a
+//! `commgate.toml` key is declared in that key's section (`config::sections`, flattened in
+//! here), with its `COMMGATE_*` variable; the flags declared here have no key. These types
+//! never travel past `config.rs`.
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::bench::settings::BackendChoice;
-use crate::bench::Dtype;
-use crate::decide::FailOn;
-use crate::github::CommentPolicy;
+use crate::config::{
+    AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,
+};
 use crate::report::Format;
-use crate::trace::attribute::Compat;
 
 /// Gate merges on communication performance: find the collective whose time compute does not
 /// hide, say what to try, and (soon) block regressions.
@@ -95,25 +94,12 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub current: PathBuf,
 
-    /// Report format.
-    #[arg(long, value_enum, env = "COMMGATE_FORMAT", hide_env_values = true)]
-    pub format: Option<Format>,
+    #[command(flatten)]
+    pub settings: CompareSection,
 
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
-
-    /// The smallest relative change worth acting on (before the baseline's own spread), e.g. 0.03.
-    #[arg(long, env = "COMMGATE_MIN_EFFECT", hide_env_values = true, value_name = "FRACTION")]
-    pub min_effect: Option<f64>,
-
-    /// Bootstrap resamples per interval (default 1000; 100 to 100000).
-    #[arg(long, env = "COMMGATE_RESAMPLES", hide_env_values = true, value_name = "N")]
-    pub resamples: Option<usize>,
-
-    /// Seed of the bootstrap, so a verdict is reproducible.
-    #[arg(long, env = "COMMGATE_SEED", hide_env_values = true, value_name = "N")]
-    pub seed: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -130,10 +116,6 @@ pub struct BenchArgs {
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Directory of the default result file names (default: benchmarks/results).
-    #[arg(long, value_name = "DIR")]
-    pub results_dir: Option<PathBuf>,
-
     /// The workload's id (letters, digits, '-', '_', '.', '+'; at most 64), or with
     /// [workloads.<name>] tables in commgate.toml the one of them to run (by name or id).
     #[arg(long, value_name = "NAME")]
@@ -145,73 +127,31 @@ pub struct BenchArgs {
     pub payload_sizes: Vec<String>,
 }
 
-/// The benchmark's flags, shared by `bench` and `check`.
+/// The benchmark's flags, shared by `bench` and `check`: `[bench]`'s, and three without a key.
 #[derive(Debug, clap::Args)]
 pub struct BenchFlags {
-    /// Where to run: cuda (NCCL + cuBLAS), cpu (threads or processes, real timings without a GPU),
-    /// mock (deterministic, for tests), or auto (cuda when usable, else cpu).
-    #[arg(long, value_enum, env = "COMMGATE_BACKEND", hide_env_values = true)]
-    pub backend: Option<BackendChoice>,
-
-    /// Ranks driven by this process (default: every visible GPU; 2 on cpu and mock; at most
-    /// 1024; 1 only with --allow-single-rank). Ignored under torchrun, srun or mpirun, whose
-    /// WORLD_SIZE wins.
-    #[arg(long, value_name = "N")]
-    pub world_size: Option<u32>,
+    #[command(flatten)]
+    pub settings: BenchSection,
 
     /// Run with one rank: a smoke run (loading, timing and GEMM only). One rank communicates
     /// nothing, so it is refused without this flag, and its bus bandwidth is not applicable.
     #[arg(long)]
     pub allow_single_rank: bool,
 
-    /// Elements of the all-reduce buffer per rank (default 4Mi; 1Mi on cpu; at most 64 GiB).
-    #[arg(long, value_name = "N")]
-    pub payload_elements: Option<u64>,
-
-    /// Element type of the payload and the matmul.
-    #[arg(long, value_enum)]
-    pub dtype: Option<Dtype>,
-
-    /// The matmul is DIM×DIM×DIM (default 2048; 192 on cpu; at most 65536).
-    #[arg(long, value_name = "DIM")]
-    pub compute_dim: Option<u64>,
-
-    /// Untimed repeats first (default 10; 3 on cpu; at most 10000).
-    #[arg(long, value_name = "N")]
-    pub warmup: Option<u32>,
-
-    /// Timed repeats of every schedule (default 200; 120 on cpu; 20 to 100000). The run judges
-    /// its own P95 from 100.
-    #[arg(long, value_name = "N")]
-    pub repeats: Option<u32>,
-
-    /// Fail the run when no repeat finishes for this long (a dead rank, a hung collective;
-    /// default 300, at most 86400).
-    #[arg(long, value_name = "SECONDS", env = "COMMGATE_TIMEOUT", hide_env_values = true)]
-    pub timeout: Option<u64>,
-
-    /// A label for this run, kept in the file and its default name.
-    #[arg(long, value_name = "LABEL", env = "COMMGATE_RUN_LABEL", hide_env_values = true)]
-    pub run_label: Option<String>,
-
-    /// Which fleet of machines this run speaks for; baselines are kept per profile.
-    #[arg(long, value_name = "NAME", env = "COMMGATE_ENVIRONMENT_PROFILE", hide_env_values = true)]
-    pub environment_profile: Option<String>,
-
     /// No progress bar (it is off anyway when stderr is not a terminal or CI is set).
     #[arg(long, short)]
     pub quiet: bool,
 
     /// Seed of the mock backend's timings.
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// Judge these result files instead of running the benchmark: one per workload (each
     /// carries its `workload.id` and is held against its own baseline).
-    #[arg(long, value_name = "FILE", num_args = 1..)]
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "results_dir")]
     pub result: Vec<PathBuf>,
 
     /// Run only this workload: its id, or with [workloads.<name>] tables in commgate.toml the
@@ -230,13 +170,8 @@ pub struct CheckArgs {
     )]
     pub payload_sizes: Vec<String>,
 
-    /// Directory of the result files the run writes (default: benchmarks/results).
-    #[arg(long, value_name = "DIR", conflicts_with = "result")]
-    pub results_dir: Option<PathBuf>,
-
-    /// The baseline store directory.
-    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
-    pub baselines: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreDir,
 
     /// Profiler traces to attribute (files or directories, one trace per rank).
     #[arg(long, num_args = 1.., value_name = "PATH")]
@@ -246,21 +181,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub trace_name: String,
 
-    /// Which verdicts exit 1.
-    #[arg(long, value_enum, env = "COMMGATE_FAIL_ON", hide_env_values = true)]
-    pub fail_on: Option<FailOn>,
-
-    /// Comment on the pull request: auto (inside GitHub Actions on a pull request), always, never.
-    #[arg(long, value_enum, env = "COMMGATE_COMMENT", hide_env_values = true)]
-    pub comment: Option<CommentPolicy>,
-
-    /// Terminal report format.
-    #[arg(long, value_enum, env = "COMMGATE_FORMAT", hide_env_values = true)]
-    pub format: Option<Format>,
-
-    /// Write the JSON report here (before any network call); `commgate comment --report` reads it.
-    #[arg(long, short, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub settings: CheckSection,
 
     #[command(flatten)]
     pub base: BaseFlags,
@@ -319,9 +241,8 @@ pub enum BaselineCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
-    /// The store directory.
-    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
-    pub baselines: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreDir,
 
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
@@ -334,9 +255,8 @@ pub struct ShowArgs {
     #[arg(value_name = "FILE|WORKLOAD")]
     pub target: String,
 
-    /// The store directory (for a workload id).
-    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
-    pub baselines: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreDir,
 
     /// The environment profile (for a workload id held by several profiles).
     #[arg(long, value_name = "NAME")]
@@ -370,17 +290,8 @@ pub struct UpdateArgs {
     #[arg(long, value_name = "ID", default_value = "par-overlap-allreduce-matmul")]
     pub workload_id: String,
 
-    /// The store directory.
-    #[arg(long, env = "COMMGATE_BASELINES", hide_env_values = true, value_name = "DIR")]
-    pub baselines: Option<PathBuf>,
-
-    /// How many runs the baseline keeps (newest).
-    #[arg(long, env = "COMMGATE_KEEP", hide_env_values = true, value_name = "N")]
-    pub keep: Option<usize>,
-
-    /// How many summaries of older runs the baseline keeps for `baseline show` (default 1000).
-    #[arg(long, value_name = "N")]
-    pub history_keep: Option<usize>,
+    #[command(flatten)]
+    pub baseline: BaselineSection,
 }
 
 #[derive(Debug, clap::Args)]
@@ -389,42 +300,13 @@ pub struct AttributeArgs {
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 
-    /// Report format.
-    #[arg(long, value_enum, env = "COMMGATE_FORMAT", hide_env_values = true)]
-    pub format: Option<Format>,
+    #[command(flatten)]
+    pub settings: AttributeSection,
 
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Number of steps of traces that have no ProfilerStep markers (where markers delimit steps,
-    /// they win and a note says the setting was ignored).
-    #[arg(long, env = "COMMGATE_STEPS", hide_env_values = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub steps: Option<u64>,
-
-    /// Rules for the window, rounding and kernel classes: commgate's own or Holistic Trace
-    /// Analysis's (to cross-check its numbers).
-    #[arg(long, value_enum, env = "COMMGATE_COMPAT", hide_env_values = true)]
-    pub compat: Option<Compat>,
-
-    /// A kernel-name substring that marks a custom communication kernel (repeatable), e.g.
-    /// `cross_device_reduce`.
-    #[arg(long = "comm-pattern", value_name = "SUBSTRING")]
-    pub comm_patterns: Vec<String>,
-
-    /// Events one trace file may hold before the read stops (exit 2); default 50 million.
-    #[arg(long, env = "COMMGATE_MAX_EVENTS", hide_env_values = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_events: Option<u64>,
-
-    /// Observed rank imbalance above this ratio → rebalance_ranks_or_experts.
-    #[arg(long, env = "COMMGATE_IMBALANCE_RATIO", hide_env_values = true, value_name = "RATIO")]
-    pub imbalance_ratio: Option<f64>,
-
-    /// Overlap below this ratio (with exposed time) → increase_overlap_or_delay_sync.
-    #[arg(long, env = "COMMGATE_LOW_OVERLAP_RATIO", hide_env_values = true, value_name = "RATIO")]
-    pub low_overlap_ratio: Option<f64>,
-
-    /// The priority collective's exposed time per step at or below this is accepted.
-    #[arg(long, env = "COMMGATE_ACCEPT_EXPOSED_MS", hide_env_values = true, value_name = "MS")]
-    pub accept_exposed_ms: Option<f64>,
+    #[command(flatten)]
+    pub thresholds: ThresholdsSection,
 }

@@ -1,23 +1,21 @@
 //! Typed, validated settings, resolved once: flags > `COMMGATE_*` environment (both through
-//! clap) > `commgate.toml` > defaults. Everything after this module sees only domain types.
+//! clap) > `commgate.toml` > defaults. Each setting is declared once, in [`sections`] (its flag,
+//! variable, file key, default and limit); everything after this module sees only domain types.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
-use crate::baseline::history::MAX_HISTORY;
-use crate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
-use crate::bench::limits;
-use crate::bench::settings::{BackendChoice, BenchRequest, RunOptions};
+use crate::bench::limits::{self, LimitError, Setting};
+use crate::bench::settings::{BenchRequest, RunOptions};
 use crate::bench::workload::{Declared, IdChoice};
-use crate::bench::Dtype;
 use crate::check::CheckOptions;
 use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
 use crate::compare::CompareOptions;
 use crate::decide::mitigation::Thresholds;
-use crate::decide::FailOn;
 use crate::github::CommentPolicy;
 use crate::report::Format;
 use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
@@ -25,9 +23,13 @@ use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
 mod origin;
+mod sections;
 mod workloads;
-use origin::{key, ACCEPT_EXPOSED_MS, HISTORY_KEEP, IMBALANCE_RATIO, KEEP, LOW_OVERLAP_RATIO, STEPS};
 pub use origin::{parse_args, ArgsError, Provenance};
+use sections::Spec;
+pub use sections::{
+    AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,
+};
 pub use workloads::{Collective, WorkloadTable};
 
 /// `commgate.toml`, as written. Unknown keys and unknown choices are errors (naming the line and
@@ -36,17 +38,17 @@ pub use workloads::{Collective, WorkloadTable};
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     #[serde(default)]
-    pub attribute: AttributeFile,
+    pub attribute: AttributeSection,
     #[serde(default)]
-    pub thresholds: ThresholdsFile,
+    pub thresholds: ThresholdsSection,
     #[serde(default)]
-    pub compare: CompareFile,
+    pub compare: CompareSection,
     #[serde(default)]
-    pub baseline: BaselineFileConfig,
+    pub baseline: BaselineSection,
     #[serde(default)]
-    pub bench: BenchFile,
+    pub bench: BenchSection,
     #[serde(default)]
-    pub check: CheckFile,
+    pub check: CheckSection,
     /// `[workloads.<name>]`: the workloads `bench` runs, in name order (none: the one of
     /// `[bench]` and the flags).
     #[serde(default)]
@@ -54,72 +56,6 @@ pub struct FileConfig {
     /// Where the values came from, for error messages (not a key of the file).
     #[serde(skip)]
     pub provenance: Provenance,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckFile {
-    pub fail_on: Option<FailOn>,
-    pub comment: Option<CommentPolicy>,
-    pub format: Option<Format>,
-    pub output: Option<PathBuf>,
-    /// Retired: traces are judged statistically against the stored trace runs. Read only to
-    /// say so when a settings file still sets it.
-    pub trace_relative_floor: Option<toml::Value>,
-    /// Retired, as `trace_relative_floor`.
-    pub trace_absolute_floor_ms: Option<toml::Value>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BenchFile {
-    pub backend: Option<BackendChoice>,
-    pub world_size: Option<u32>,
-    pub payload_elements: Option<u64>,
-    pub dtype: Option<Dtype>,
-    pub compute_dim: Option<u64>,
-    pub warmup: Option<u32>,
-    pub repeats: Option<u32>,
-    pub timeout: Option<u64>,
-    pub run_label: Option<String>,
-    pub environment_profile: Option<String>,
-    pub results_dir: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CompareFile {
-    pub format: Option<Format>,
-    pub min_effect: Option<f64>,
-    pub resamples: Option<usize>,
-    pub seed: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BaselineFileConfig {
-    pub dir: Option<PathBuf>,
-    pub keep: Option<usize>,
-    pub history_keep: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AttributeFile {
-    pub format: Option<Format>,
-    pub compat: Option<Compat>,
-    pub steps: Option<u64>,
-    #[serde(default)]
-    pub comm_patterns: Vec<String>,
-    pub max_events: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ThresholdsFile {
-    pub imbalance_ratio: Option<f64>,
-    pub low_overlap_ratio: Option<f64>,
-    pub accept_exposed_ms: Option<f64>,
 }
 
 /// The most a settings file may hold: far beyond any real one.
@@ -191,34 +127,20 @@ pub struct AttributeConfig {
 }
 
 pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConfig> {
-    let format = args.format.or(file.attribute.format).unwrap_or(Format::Text);
-    let compat = args.compat.or(file.attribute.compat).unwrap_or_default();
-    let defaults = Thresholds::default();
-    let t = &file.thresholds;
-    let thresholds = Thresholds {
-        imbalance_ratio: args.imbalance_ratio.or(t.imbalance_ratio).unwrap_or(defaults.imbalance_ratio),
-        low_overlap_ratio: args.low_overlap_ratio.or(t.low_overlap_ratio).unwrap_or(defaults.low_overlap_ratio),
-        accept_exposed_ms: args.accept_exposed_ms.or(t.accept_exposed_ms).unwrap_or(defaults.accept_exposed_ms),
-    };
-    validate_thresholds(&thresholds, file, [args.imbalance_ratio, args.low_overlap_ratio, args.accept_exposed_ms])?;
-    let steps = match (args.steps, file.attribute.steps) {
-        (Some(count), _) => Some(StepsSetting { count, set_by: file.origin(STEPS, true, &count) }),
-        (None, Some(count)) => Some(file_steps(file, count)?),
-        (None, None) => None,
-    };
-    let mut comm_patterns = file.attribute.comm_patterns.clone();
-    comm_patterns.extend(args.comm_patterns);
+    let specs = AttributeSection::specs();
+    let a = args.settings.clone().or(&file.attribute);
+    let format = specs.format.or_default(a.format);
+    let compat = specs.compat.or_default(a.compat);
+    let thresholds = thresholds(args.thresholds, file)?;
+    let steps = steps(args.settings.steps, file)?;
+    let mut comm_patterns = file.attribute.comm_patterns.clone().unwrap_or_default();
+    comm_patterns.extend(args.settings.comm_patterns.unwrap_or_default());
     comm_patterns.retain(|p| !p.is_empty());
     Ok(AttributeConfig {
         paths: args.paths,
         format,
         output: args.output,
-        options: AttributeOptions {
-            compat,
-            steps,
-            comm_patterns,
-            max_events: args.max_events.or(file.attribute.max_events),
-        },
+        options: AttributeOptions { compat, steps, comm_patterns, max_events: a.max_events },
         thresholds,
     })
 }
@@ -233,28 +155,25 @@ pub struct CompareConfig {
     pub options: CompareOptions,
 }
 
-pub fn compare(args: CompareArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<CompareConfig> {
-    let format = args.format.or(file.compare.format).unwrap_or(Format::Text);
-    let defaults = CompareOptions::default();
-    let min_effect = limits::min_effect(
-        limits::MIN_EFFECT.pick(args.min_effect, file.compare.min_effect, file.path(), &env),
-        defaults.min_effect,
-    )?;
-    let resamples = limits::resamples(
-        limits::RESAMPLES.pick(args.resamples, file.compare.resamples, file.path(), &env),
-        defaults.resamples,
-    )?;
+pub fn compare(args: CompareArgs, file: &FileConfig) -> Result<CompareConfig> {
+    let format = CompareSection::specs().format.or_default(args.settings.format.or(file.compare.format));
     Ok(CompareConfig {
         baseline: args.baseline,
         current: args.current,
         format,
         output: args.output,
-        options: CompareOptions {
-            min_effect,
-            resamples,
-            seed: args.seed.or(file.compare.seed).unwrap_or(defaults.seed),
-            ..defaults
-        },
+        options: compare_options(args.settings, file)?,
+    })
+}
+
+/// The comparison's options: `args` (the flags; none for `check`) over `[compare]`.
+fn compare_options(args: CompareSection, file: &FileConfig) -> Result<CompareOptions, LimitError> {
+    let (specs, f) = (CompareSection::specs(), &file.compare);
+    Ok(CompareOptions {
+        min_effect: file.value(&specs.min_effect, args.min_effect, f.min_effect)?,
+        resamples: file.value(&specs.resamples, args.resamples, f.resamples)?,
+        seed: specs.seed.or_default(args.seed.or(f.seed)),
+        ..CompareOptions::default()
     })
 }
 
@@ -272,22 +191,23 @@ pub struct CheckConfig {
 }
 
 pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<CheckConfig> {
-    let c = &file.check;
-    let fail_on = args.fail_on.or(c.fail_on).unwrap_or(FailOn::Regression);
-    let comment = args.comment.or(c.comment).unwrap_or(CommentPolicy::Auto);
-    let format = args.format.or(c.format).unwrap_or(Format::Text);
-    for (name, set) in
-        [("trace_relative_floor", &c.trace_relative_floor), ("trace_absolute_floor_ms", &c.trace_absolute_floor_ms)]
-    {
+    let specs = CheckSection::specs();
+    let c = args.settings.or(&file.check);
+    let fail_on = specs.fail_on.or_default(c.fail_on);
+    let comment = specs.comment.or_default(c.comment);
+    let format = specs.format.or_default(c.format);
+    for (spec, set) in [
+        (&specs.trace_relative_floor, &c.trace_relative_floor),
+        (&specs.trace_absolute_floor_ms, &c.trace_absolute_floor_ms),
+    ] {
         if let Some(value) = set {
             bail!(
                 "{}: the fixed trace floors were retired: traces are judged with the benchmark's statistics \
                  against the stored trace runs (min_effect in [compare] sets the smallest change); remove the key",
-                file.origin(key("check", name), false, value)
+                file.origin(spec.key, false, value)
             );
         }
     }
-    let compare_defaults = CompareOptions::default();
     Ok(CheckConfig {
         result: args.result,
         workloads: workloads::declare(
@@ -295,7 +215,6 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
                 flags: args.bench,
                 dry_run: false,
                 output: None,
-                results_dir: args.results_dir,
                 workload: args.workload,
                 payload_sizes: args.payload_sizes,
             },
@@ -303,56 +222,66 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
             &env,
         )?,
         options: CheckOptions {
-            baselines: args
-                .baselines
-                .or_else(|| file.baseline.dir.clone())
-                .unwrap_or_else(|| PathBuf::from("baselines")),
+            baselines: store_dir(&args.store, file),
             traces: args.traces,
             trace_name: args.trace_name,
             attribute: attribute_defaults(file)?,
-            thresholds: thresholds_defaults(file)?,
-            compare: CompareOptions {
-                min_effect: limits::min_effect(
-                    limits::MIN_EFFECT.from_file(file.compare.min_effect, file.path()),
-                    compare_defaults.min_effect,
-                )?,
-                resamples: limits::resamples(
-                    limits::RESAMPLES.from_file(file.compare.resamples, file.path()),
-                    compare_defaults.resamples,
-                )?,
-                seed: file.compare.seed.unwrap_or(compare_defaults.seed),
-                ..compare_defaults
-            },
+            thresholds: thresholds(ThresholdsSection::default(), file)?,
+            compare: compare_options(CompareSection::default(), file)?,
             fail_on,
             base: None,
         },
         comment,
         format,
-        output: args.output.or_else(|| c.output.clone()),
+        output: c.output,
     })
+}
+
+/// The baseline store directory: `--baselines` (or its variable), else `[baseline] dir`, else
+/// the default.
+pub fn store_dir(flag: &StoreDir, file: &FileConfig) -> PathBuf {
+    let from_file = file.baseline.dir.as_ref().and_then(|d| d.dir.clone());
+    StoreDir::specs().dir.or_default(flag.dir.clone().or(from_file))
+}
+
+/// The store directory when nothing names one (`init` scaffolds it).
+pub fn default_store_dir() -> PathBuf {
+    StoreDir::specs().dir.default_value()
 }
 
 /// Attribution options from `commgate.toml` alone (for commands without attribute flags).
 pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
     Ok(AttributeOptions {
         compat: Compat::Default,
-        steps: file.attribute.steps.map(|count| file_steps(file, count)).transpose()?,
-        comm_patterns: file.attribute.comm_patterns.clone(),
+        steps: steps(None, file)?,
+        comm_patterns: file.attribute.comm_patterns.clone().unwrap_or_default(),
         max_events: file.attribute.max_events,
     })
 }
 
-/// The seed rules' thresholds from `commgate.toml` alone (for commands without their flags).
-pub fn thresholds_defaults(file: &FileConfig) -> Result<Thresholds> {
-    let defaults = Thresholds::default();
-    let t = &file.thresholds;
-    let thresholds = Thresholds {
-        imbalance_ratio: t.imbalance_ratio.unwrap_or(defaults.imbalance_ratio),
-        low_overlap_ratio: t.low_overlap_ratio.unwrap_or(defaults.low_overlap_ratio),
-        accept_exposed_ms: t.accept_exposed_ms.unwrap_or(defaults.accept_exposed_ms),
+/// The thresholds in use, `args` over `[thresholds]`, each checked and named where it was set.
+fn thresholds(args: ThresholdsSection, file: &FileConfig) -> Result<Thresholds> {
+    let (specs, t) = (ThresholdsSection::specs(), &file.thresholds);
+    Ok(Thresholds {
+        imbalance_ratio: file.checked(&specs.imbalance_ratio, args.imbalance_ratio, t.imbalance_ratio)?,
+        low_overlap_ratio: file.checked(&specs.low_overlap_ratio, args.low_overlap_ratio, t.low_overlap_ratio)?,
+        accept_exposed_ms: file.checked(&specs.accept_exposed_ms, args.accept_exposed_ms, t.accept_exposed_ms)?,
+    })
+}
+
+/// `--steps` (clap checked its range), else `attribute.steps` (checked here), with how it was set.
+fn steps(arg: Option<u64>, file: &FileConfig) -> Result<Option<StepsSetting>> {
+    let spec = &AttributeSection::specs().steps;
+    if let Some(count) = arg {
+        return Ok(Some(StepsSetting { count, set_by: file.origin(spec.key, true, &count) }));
+    }
+    let Some(count) = file.attribute.steps else { return Ok(None) };
+    let count = file.checked(spec, None, Some(count))?;
+    let set_by = match &file.provenance.file {
+        Some((path, _)) => format!("steps = {count} ({})", path.display()),
+        None => format!("steps = {count}"),
     };
-    validate_thresholds(&thresholds, file, [None; 3])?;
-    Ok(thresholds)
+    Ok(Some(StepsSetting { count, set_by }))
 }
 
 /// Settings for `commgate baseline update`.
@@ -369,20 +298,9 @@ pub struct UpdateConfig {
 }
 
 pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
-    let keep = args.keep.or(file.baseline.keep).unwrap_or(DEFAULT_KEEP);
-    if keep == 0 {
-        bail!(
-            "{}: that would keep no runs; use 1 or more (default {DEFAULT_KEEP})",
-            file.origin(KEEP, args.keep.is_some(), &keep)
-        );
-    }
-    let history_keep = args.history_keep.or(file.baseline.history_keep).unwrap_or(DEFAULT_HISTORY_KEEP);
-    if history_keep > MAX_HISTORY {
-        bail!(
-            "{}: a store keeps at most {MAX_HISTORY} run summaries (default {DEFAULT_HISTORY_KEEP})",
-            file.origin(HISTORY_KEEP, args.history_keep.is_some(), &history_keep)
-        );
-    }
+    let (specs, b, f) = (BaselineSection::specs(), args.baseline, &file.baseline);
+    let keep = file.checked(&specs.keep, b.keep, f.keep)?;
+    let history_keep = file.checked(&specs.history_keep, b.history_keep, f.history_keep)?;
     if args.from.len() > 1 && !args.traces.is_empty() {
         bail!(
             "baseline update --traces with {} --from files: the trace run would go into each of their baseline \
@@ -401,7 +319,7 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
         name: args.name,
         environment_profile: args.environment_profile,
         workload_id: args.workload_id,
-        dir: args.baselines.or_else(|| file.baseline.dir.clone()).unwrap_or_else(|| PathBuf::from("baselines")),
+        dir: store_dir(&b.dir.unwrap_or_default(), file),
         keep,
         history_keep,
     })
@@ -415,79 +333,76 @@ pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
 }
 
 /// The benchmark flags `bench` and `check` share, each value checked against its limits
-/// ([`limits`]) with where it came from, before anything is probed or run.
+/// ([`limits`]) with where it came from, before anything is probed or run. `env` reads `CI`
+/// (no progress bar there).
 pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<BenchRequest> {
-    let (f, path) = (&file.bench, file.path());
-    let timeout = limits::timeout(limits::TIMEOUT.pick(args.timeout, f.timeout, path, &env))?;
-    let environment_profile = limits::ENVIRONMENT_PROFILE
-        .pick(args.environment_profile, f.environment_profile.clone(), path, &env)
+    let (specs, s, f) = (BenchSection::specs(), args.settings, &file.bench);
+    let timeout = Duration::from_secs(file.value(&specs.timeout, s.timeout, f.timeout)?);
+    let environment_profile = file
+        .pick(specs.environment_profile.key, s.environment_profile, f.environment_profile.clone())
         .map(limits::environment_profile)
         .transpose()?;
     let ci = env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
     let request = BenchRequest {
-        backend: args.backend.or(f.backend).unwrap_or(BackendChoice::Auto),
-        world_size: limits::WORLD_SIZE.pick(args.world_size, f.world_size, path, &env),
-        dtype: args.dtype.or(f.dtype).unwrap_or(Dtype::Bfloat16),
-        payload_elements: limits::PAYLOAD_ELEMENTS.pick(args.payload_elements, f.payload_elements, path, &env),
-        compute_dim: limits::COMPUTE_DIM.pick(args.compute_dim, f.compute_dim, path, &env),
-        warmup: limits::WARMUP.pick(args.warmup, f.warmup, path, &env),
-        repeats: limits::REPEATS.pick(args.repeats, f.repeats, path, &env),
+        backend: specs.backend.or_default(s.backend.or(f.backend)),
+        world_size: file.setting(&specs.world_size, s.world_size, f.world_size)?,
+        dtype: specs.dtype.or_default(s.dtype.or(f.dtype)),
+        payload_elements: file.setting(&specs.payload_elements, s.payload_elements, f.payload_elements)?,
+        compute_dim: file.setting(&specs.compute_dim, s.compute_dim, f.compute_dim)?,
+        warmup: file.setting(&specs.warmup, s.warmup, f.warmup)?,
+        repeats: file.setting(&specs.repeats, s.repeats, f.repeats)?,
         allow_single_rank: args.allow_single_rank,
-        seed: args.seed.unwrap_or(1),
+        seed: args.seed,
         workload: IdChoice::Legacy,
         run: RunOptions {
             timeout,
-            run_label: args.run_label.or_else(|| f.run_label.clone()).unwrap_or_else(|| "default".to_string()),
+            run_label: specs.run_label.or_default(s.run_label.or_else(|| f.run_label.clone())),
             environment_profile,
             output: None,
-            results_dir: f.results_dir.clone().unwrap_or_else(|| PathBuf::from("benchmarks/results")),
+            results_dir: specs.results_dir.or_default(s.results_dir.or_else(|| f.results_dir.clone())),
             progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             dry_run: false,
         },
     };
-    request.check()?;
     Ok(request)
 }
 
-/// Checks the thresholds in use; `from_args` holds the flag (or variable) values, in the order
-/// imbalance, low overlap, accept, so that a bad one is named where it was set.
-fn validate_thresholds(t: &Thresholds, file: &FileConfig, from_args: [Option<f64>; 3]) -> Result<()> {
-    let [imbalance, low_overlap, accept] = from_args.map(|v| v.is_some());
-    for (k, v, flag) in
-        [(IMBALANCE_RATIO, t.imbalance_ratio, imbalance), (LOW_OVERLAP_RATIO, t.low_overlap_ratio, low_overlap)]
-    {
-        if !(0.0..=1.0).contains(&v) {
-            bail!("{}: it must be a ratio in 0..=1", file.origin(k, flag, &v));
-        }
+/// A declared workload's sizes and counts (flags, file, or a `[workloads.<name>]` table) checked
+/// against their limits, before anything is probed or run.
+fn check_request(r: &BenchRequest) -> Result<(), LimitError> {
+    fn within<T: std::fmt::Display>(s: &Option<Setting<T>>, spec: &Spec<T>) -> Result<(), LimitError> {
+        s.as_ref().map_or(Ok(()), |s| s.check(|v| spec.check(v)))
     }
-    if !t.accept_exposed_ms.is_finite() || t.accept_exposed_ms < 0.0 {
-        bail!("{}: it must be a finite number of ms ≥ 0", file.origin(ACCEPT_EXPOSED_MS, accept, &t.accept_exposed_ms));
-    }
-    Ok(())
+    let specs = BenchSection::specs();
+    within(&r.world_size, &specs.world_size)?;
+    within(&r.payload_elements, &specs.payload_elements)?;
+    within(&r.compute_dim, &specs.compute_dim)?;
+    within(&r.warmup, &specs.warmup)?;
+    within(&r.repeats, &specs.repeats)
 }
 
-/// `attribute.steps` from the file, which clap's range check never saw.
-fn file_steps(file: &FileConfig, count: u64) -> Result<StepsSetting> {
-    let origin = file.origin(STEPS, false, &count);
-    if count == 0 {
-        bail!("{origin}: give the number of steps traces without ProfilerStep markers hold (≥ 1)");
+/// The subcommand `commgate LINE…` parses into (for this module's tests and its children's).
+#[cfg(test)]
+fn parsed(line: &[&str]) -> crate::cli::Command {
+    let full = std::iter::once("commgate").chain(line.iter().copied());
+    <Cli as clap::Parser>::try_parse_from(full).expect("parses").command
+}
+
+/// `commgate bench LINE…`'s arguments.
+#[cfg(test)]
+fn bench_args(line: &[&str]) -> BenchArgs {
+    match parsed(&[&["bench"], line].concat()) {
+        crate::cli::Command::Bench(a) => a,
+        other => panic!("not bench: {other:?}"),
     }
-    let set_by = match &file.provenance.file {
-        Some((path, _)) => format!("steps = {count} ({})", path.display()),
-        None => format!("steps = {count}"),
-    };
-    Ok(StepsSetting { count, set_by })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn args(line: &[&str]) -> AttributeArgs {
-        let mut full = vec!["commgate", "attribute"];
-        full.extend_from_slice(line);
-        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
+        match parsed(&[&["attribute"], line].concat()) {
             crate::cli::Command::Attribute(a) => a,
             other => panic!("not attribute: {other:?}"),
         }
@@ -531,7 +446,7 @@ mod tests {
         file.provenance = Provenance::new(Some((PathBuf::from("other.toml"), text.to_string())), &[]);
         let e = attribute(args(&["t.json"]), &file).unwrap_err();
         assert_eq!(e.to_string(), "other.toml:4:3: thresholds.imbalance_ratio = 1.5: it must be a ratio in 0..=1");
-        let e = attribute_defaults(&FileConfig { thresholds: ThresholdsFile::default(), ..file }).unwrap_err();
+        let e = attribute_defaults(&FileConfig { thresholds: ThresholdsSection::default(), ..file }).unwrap_err();
         assert!(e.to_string().starts_with("other.toml:6:1: attribute.steps = 0: "), "{e}");
     }
 
@@ -549,31 +464,26 @@ mod tests {
 #[cfg(test)]
 mod compare_tests {
     use super::*;
-    use clap::Parser;
-
-    fn cli(line: &[&str]) -> crate::cli::Command {
-        crate::cli::Cli::try_parse_from(line).expect("parses").command
-    }
 
     #[test]
     fn compare_and_update_settings_resolve_and_validate() {
         let file =
             parse_file("[compare]\nmin_effect = 0.05\nseed = 9\n[baseline]\ndir = \"b\"\nkeep = 3\n").expect("valid");
         let crate::cli::Command::Compare(args) =
-            cli(&["commgate", "compare", "--baseline", "b.json", "--current", "c.json", "--seed", "4"])
+            parsed(&["compare", "--baseline", "b.json", "--current", "c.json", "--seed", "4"])
         else {
             panic!("compare")
         };
-        let c = compare(args, &file, |_| None).expect("ok");
+        let c = compare(args, &file).expect("ok");
         assert_eq!((c.options.min_effect, c.options.seed, c.options.resamples), (0.05, 4, 1000));
         let crate::cli::Command::Compare(args) =
-            cli(&["commgate", "compare", "--baseline", "b", "--current", "c", "--min-effect", "1.5"])
+            parsed(&["compare", "--baseline", "b", "--current", "c", "--min-effect", "1.5"])
         else {
             panic!("compare")
         };
-        assert!(compare(args, &file, |_| None).unwrap_err().to_string().contains("--min-effect 1.5"));
+        assert!(compare(args, &file).unwrap_err().to_string().contains("--min-effect 1.5"));
         let crate::cli::Command::Baseline(crate::cli::BaselineCommand::Update(args)) =
-            cli(&["commgate", "baseline", "update", "--from", "r.json"])
+            parsed(&["baseline", "update", "--from", "r.json"])
         else {
             panic!("update")
         };
@@ -586,16 +496,8 @@ mod compare_tests {
 mod bench_tests {
     use super::*;
     use crate::bench::settings::{BackendKind, BenchSettings};
-    use clap::Parser;
-
-    fn args(line: &[&str]) -> BenchArgs {
-        let mut full = vec!["commgate", "bench"];
-        full.extend_from_slice(line);
-        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
-            crate::cli::Command::Bench(a) => a,
-            other => panic!("not bench: {other:?}"),
-        }
-    }
+    use crate::bench::Dtype;
+    use bench_args as args;
 
     fn no_env(_: &str) -> Option<String> {
         None
@@ -630,23 +532,28 @@ mod bench_tests {
     }
 
     #[test]
+    fn values_out_of_range_are_refused_before_any_probe() {
+        let e = bench(args(&["--warmup", "4294967295"]), &FileConfig::default(), no_env).unwrap_err();
+        assert!(e.to_string().starts_with("--warmup 4294967295: "), "{e}");
+        let e = bench(args(&["--world-size", "0"]), &FileConfig::default(), no_env).unwrap_err();
+        assert!(e.to_string().starts_with("--world-size 0: "), "{e}");
+    }
+
+    #[test]
     fn bad_bench_settings_are_named() {
         let e = bench(args(&["--backend", "mock", "--repeats", "0"]), &FileConfig::default(), no_env);
         assert!(e.unwrap_err().to_string().starts_with("--repeats 0: at least 20 repeats"));
         let file = file_from_text(&[], Path::new("ci/gate.toml"), "[bench]\nwarmup = 99999\n".into()).expect("valid");
         let e = bench(args(&["--backend", "mock"]), &file, no_env).unwrap_err();
         assert!(e.to_string().starts_with("ci/gate.toml: [bench] warmup = 99999: at most 10000"), "{e}");
-        let env = |k: &str| (k == "COMMGATE_ENVIRONMENT_PROFILE").then(|| "../x".to_string());
         let mut a = args(&["--backend", "mock"]);
-        a.flags.environment_profile = Some("../x".into());
-        let e = bench(a, &FileConfig::default(), env).unwrap_err();
+        a.flags.settings.environment_profile = Some("../x".into());
+        let from_env = [("COMMGATE_ENVIRONMENT_PROFILE".to_string(), "../x".to_string())];
+        let file = FileConfig { provenance: Provenance::new(None, &from_env), ..FileConfig::default() };
+        let e = bench(a, &file, no_env).unwrap_err();
         assert!(e.to_string().starts_with("COMMGATE_ENVIRONMENT_PROFILE=\"../x\": "), "{e}");
         let file = parse_file("[compare]\nresamples = 5\n").expect("valid");
-        let crate::cli::Command::Check(c) =
-            crate::cli::Cli::try_parse_from(["commgate", "check"]).expect("parses").command
-        else {
-            panic!("check")
-        };
+        let crate::cli::Command::Check(c) = parsed(&["check"]) else { panic!("check") };
         let e = check(c, &file, no_env).unwrap_err();
         assert!(e.to_string().starts_with("commgate.toml: [compare] resamples = 5: "), "{e}");
         let e = parse_file("[bench]\nbackend = \"tpu\"\n").unwrap_err();

@@ -12,9 +12,9 @@
 //! | reading and statistics | `stats`, `trace` | pure statistics; traces in, the attribution out (no decision) |
 //! | work | `baseline`, `bench`, `compare` | the store, measuring, the comparison's estimates and four states |
 //! | decision | `decide::run`, `decide::comparison`, `decide::mitigation`, `decide::gate` | every rule that turns evidence into a verdict, a mitigation or an exit code |
-//! | gathering | `check`, `init` | the gate's evidence handed to the decisions; `commgate init`'s scaffolding |
+//! | gathering | `check` | the gate's evidence, handed to the decisions |
 //! | rendering | `report` | data in, `String` out |
-//! | the command line | `cli`, `config`, `run`, `testkit` | what the user typed, settings resolved once (flags > `COMMGATE_*` > `commgate.toml` > defaults), the command switchboard; the test kit |
+//! | the command line | `cli`, `config`, `init`, `run`, `testkit` | what the user typed, settings resolved once (flags > `COMMGATE_*` > `commgate.toml` > defaults, each declared once in `config::sections`), `commgate init`'s scaffolding of them, the command switchboard; the test kit |
 //!
 //! [`run`](mod@run) is the top: it resolves the benchmark against the machine once
 //! ([`bench::settings::BenchRequest::resolve`]), calls the layers in order, hands each stage's

@@ -58,7 +58,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Compare(args) => {
-            let cfg = config::compare(args, &file, |k| std::env::var(k).ok())?;
+            let cfg = config::compare(args, &file)?;
             let baseline = baseline::load(&cfg.baseline)?;
             let current = result::load_result(&cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
@@ -162,7 +162,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Baseline(BaselineCommand::List(args)) => {
-            let dir = store_dir(args.baselines, &file);
+            let dir = config::store_dir(&args.store, &file);
             let listing = baseline::list::list(&dir)?;
             emit(&report::history::list(&listing, args.format), None)?;
             let esc = |p: &str| report::escape::plain(p, report::escape::PATH);
@@ -173,13 +173,19 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Baseline(BaselineCommand::Show(args)) => {
-            let dir = store_dir(args.baselines, &file);
+            let dir = config::store_dir(&args.store, &file);
             let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
             let shown = baseline::show::show(&path)?;
             emit(&report::history::show(&shown, args.format), None)?;
             Ok(Outcome::Passed)
         }
     }
+}
+
+/// What the run records from the process environment, read here so the run reads none.
+fn run_environment(launch: Option<&Launch>) -> runner::RunEnvironment {
+    let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    runner::RunEnvironment::read(launch, std::env::vars(), |k| std::env::var_os(k), host_name)
 }
 
 /// Runs each workload in turn, saying what each wrote, and prints the result files written on
@@ -189,7 +195,7 @@ fn run_benches(all: &[BenchSettings], launch: Option<Launch>) -> Result<Outcome>
     let mut written: Vec<PathBuf> = Vec::new();
     for settings in all {
         let id = &settings.workload_id;
-        match runner::run(settings, launch.clone(), decide::run::decide)? {
+        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref()), decide::run::decide)? {
             BenchOutcome::Planned(text) if several => emit(&format!("workload {id}\n{text}"), None)?,
             BenchOutcome::Planned(text) => emit(&text, None)?,
             BenchOutcome::Contributed { rank } => {
@@ -239,11 +245,6 @@ fn run_init(args: &InitArgs) -> Result<Outcome> {
     }
     emit(&init::next_steps(&values.profile, args.fork_prs), None)?;
     Ok(Outcome::Passed)
-}
-
-/// `--baselines`, else `[baseline] dir`, else `baselines`.
-fn store_dir(flag: Option<PathBuf>, file: &config::FileConfig) -> PathBuf {
-    flag.or_else(|| file.baseline.dir.clone()).unwrap_or_else(|| PathBuf::from("baselines"))
 }
 
 /// The commit whose baselines and settings judge: `--base`, else in a pull request its base
@@ -350,7 +351,7 @@ fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
     }
     let mut results = Vec::with_capacity(all.len());
     for settings in &all {
-        match runner::run(settings, launch.clone(), decide::run::decide) {
+        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref()), decide::run::decide) {
             Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
                 diag::info(format_args!("benchmark result in {} (workload {})", path.display(), settings.workload_id));
                 results.push(*result);

@@ -17,8 +17,6 @@ use crate::stats::quantile::type7_quantile;
 /// The default workload's id (see [`super::workload`]); [`build`] writes it, the caller sets
 /// another workload's.
 pub const WORKLOAD_ID: &str = super::workload::LEGACY_ID;
-/// Repeats a P95 needs before the run can judge itself.
-pub const MIN_REPEATS_FOR_P95: usize = 100;
 
 /// Timings of the whole job: `times[schedule][rank]` is that rank's time per repeat, in order.
 pub type Timings = BTreeMap<Schedule, BTreeMap<u32, Vec<f64>>>;

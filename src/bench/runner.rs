@@ -13,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::launch::{Launch, Rendezvous};
 use super::settings::{BackendKind, BenchSettings};
 use super::{assemble, cpu, cuda, mock, Backend, BenchError, HardwareInfo, Plan};
+use crate::result::Provenance;
 use crate::result::{EvidenceLevel, Failure, RunResult, Schedule};
 
 /// How a benchmark ended.
@@ -28,12 +29,58 @@ pub enum BenchOutcome {
     Planned(String),
 }
 
+/// What a run records from, or obeys in, the process environment. The top layer reads it once
+/// ([`RunEnvironment::read`]), so that the run itself reads no variable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnvironment {
+    /// Nodes the job spans (1 without a launcher).
+    pub nodes: u32,
+    /// The `NCCL_*` variables, kept in the result.
+    pub nccl_env: BTreeMap<String, String>,
+    /// The commit, ref and runner measured (GitHub Actions' variables, else the host name).
+    pub provenance: Provenance,
+    /// The mock backend's test hook ([`mock::FAULT_VARIABLE`]).
+    pub mock_fault: Option<mock::Fault>,
+    /// Why the CUDA backend's timing gate is off (`Ok(None)`: on), or why its variable is not
+    /// understood ([`cuda::GATE_VARIABLE`], `CUDA_LAUNCH_BLOCKING`).
+    pub cuda_gate_off: Result<Option<String>, String>,
+}
+
+impl Default for RunEnvironment {
+    fn default() -> Self {
+        RunEnvironment::read(None, [], |_| None, None)
+    }
+}
+
+impl RunEnvironment {
+    /// `vars` are every variable (for the `NCCL_*` ones), `var_os` reads one, `host_name` is
+    /// the machine's (for the provenance outside CI).
+    pub fn read(
+        launch: Option<&Launch>,
+        vars: impl IntoIterator<Item = (String, String)>,
+        var_os: impl Fn(&str) -> Option<std::ffi::OsString>,
+        host_name: Option<String>,
+    ) -> Self {
+        let var = |k: &str| var_os(k).and_then(|v| v.into_string().ok());
+        // A value that is not UTF-8 is read lossily, so that it reads as not understood.
+        let lossy = |k: &str| var_os(k).map(|v| v.to_string_lossy().into_owned());
+        RunEnvironment {
+            cuda_gate_off: cuda::gate_off(lossy(cuda::GATE_VARIABLE), lossy("CUDA_LAUNCH_BLOCKING")),
+            nodes: launch.map_or(1, |l| super::launch::node_count(l.world_size, var)),
+            nccl_env: assemble::nccl_environment(vars),
+            provenance: assemble::provenance(var, host_name),
+            mock_fault: mock::parse_fault(var(mock::FAULT_VARIABLE).as_deref()),
+        }
+    }
+}
+
 /// Runs the benchmark (or prints its plan); `judge` gives the result its own decision. `Err`
 /// only for what the machine lacks ([`BenchError::Unavailable`]) or a result that cannot be
 /// written.
 pub fn run(
     settings: &BenchSettings,
     launch: Option<Launch>,
+    env: &RunEnvironment,
     judge: assemble::Judge,
 ) -> Result<BenchOutcome, BenchError> {
     let plan = settings.plan.clone();
@@ -50,10 +97,11 @@ pub fn run(
     let (tx, rx) = mpsc::channel();
     {
         let (plan, settings, launch, progress) = (plan.clone(), settings.clone(), launch.clone(), progress.clone());
+        let (fault, gate_off) = (env.mock_fault.clone(), env.cuda_gate_off.clone());
         std::thread::Builder::new()
             .name("commgate-bench".to_string())
             .spawn(move || {
-                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), &progress));
+                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), (fault, gate_off), &progress));
             })
             .map_err(|e| BenchError::failed("internal", format!("cannot start the benchmark thread: {e}"), None))?;
     }
@@ -82,12 +130,9 @@ pub fn run(
         backend: backend.to_string(),
         evidence_level,
         hardware,
-        nodes: launch.as_ref().map_or(1, |l| super::launch::node_count(l.world_size, |k| std::env::var(k).ok())),
-        nccl_env: assemble::nccl_environment(std::env::vars()),
-        provenance: assemble::provenance(
-            |k| std::env::var(k).ok(),
-            std::fs::read_to_string("/proc/sys/kernel/hostname").ok(),
-        ),
+        nodes: env.nodes,
+        nccl_env: env.nccl_env.clone(),
+        provenance: env.provenance.clone(),
         run_label: settings.run.run_label.clone(),
         created_at: created_at.clone(),
     };
@@ -161,10 +206,11 @@ fn measure(
     plan: &Plan,
     settings: &BenchSettings,
     launch: Option<&Launch>,
+    env: (Option<mock::Fault>, Result<Option<String>, String>),
     progress: &AtomicU64,
 ) -> Result<Measured, BenchError> {
     let rendezvous = launch.map(|l| Rendezvous::connect(l, settings.run.timeout)).transpose()?;
-    let mut backend = open_backend(plan, settings, launch, rendezvous.clone())?;
+    let mut backend = open_backend(plan, settings, launch, env, rendezvous.clone())?;
     let ranks = backend.local_ranks();
     let mut local: BTreeMap<Schedule, Vec<Vec<f64>>> =
         Schedule::ALL.iter().map(|&s| (s, vec![Vec::with_capacity(plan.repeats as usize); ranks.len()])).collect();
@@ -212,16 +258,14 @@ fn open_backend(
     plan: &Plan,
     settings: &BenchSettings,
     launch: Option<&Launch>,
+    (fault, gate_off): (Option<mock::Fault>, Result<Option<String>, String>),
     rendezvous: Option<Rendezvous>,
 ) -> Result<Box<dyn Backend>, BenchError> {
     let ranks = || launch.map_or_else(|| (0..plan.world_size).collect(), |l| vec![l.rank]);
     match settings.backend {
-        BackendKind::Mock => {
-            let fault = mock::parse_fault(std::env::var(mock::FAULT_VARIABLE).ok().as_deref());
-            Ok(Box::new(mock::MockBackend::new(plan, ranks(), fault)))
-        }
+        BackendKind::Mock => Ok(Box::new(mock::MockBackend::new(plan, ranks(), fault))),
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::open(plan, launch, rendezvous)?)),
-        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous)?)),
+        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous, gate_off)?)),
     }
 }
 

@@ -107,15 +107,6 @@ const CPU_DEFAULTS: Defaults = Defaults { payload_elements: 1 << 20, compute_dim
 const DEFAULT_WORLD_SIZE: u32 = 2;
 
 impl BenchRequest {
-    /// Checks every value the user gave against its limits, before anything is probed or run.
-    pub fn check(&self) -> Result<(), LimitError> {
-        self.world_size.as_ref().map_or(Ok(()), limits::world_size)?;
-        self.payload_elements.as_ref().map_or(Ok(()), limits::payload_elements)?;
-        self.compute_dim.as_ref().map_or(Ok(()), limits::compute_dim)?;
-        self.warmup.as_ref().map_or(Ok(()), limits::warmup)?;
-        self.repeats.as_ref().map_or(Ok(()), limits::repeats)
-    }
-
     /// Resolves the request. `probe` counts the usable GPUs (or says what is missing); it is
     /// called at most once, and only when `auto` or a cuda world size needs it. The note, when
     /// there is one, says why `auto` chose the CPU. The resolved plan is checked as a whole
@@ -287,20 +278,10 @@ mod tests {
     #[test]
     fn defaults_are_within_the_limits() {
         for d in [GPU_DEFAULTS, CPU_DEFAULTS] {
-            let default = |v| Setting::new(v, Origin::Default("--x"));
-            assert!(limits::repeats(&default(d.repeats)).is_ok());
-            assert!(limits::warmup(&default(d.warmup)).is_ok());
-            assert!(limits::payload_elements(&Setting::new(d.payload_elements, Origin::Default("--x"))).is_ok());
-            assert!(limits::compute_dim(&Setting::new(d.compute_dim, Origin::Default("--x"))).is_ok());
+            assert!(limits::repeats(&d.repeats).is_ok());
+            assert!(limits::warmup(&d.warmup).is_ok());
+            assert!(limits::payload_elements(&d.payload_elements).is_ok());
+            assert!(limits::compute_dim(&d.compute_dim).is_ok());
         }
-    }
-
-    #[test]
-    fn values_out_of_range_are_refused_before_any_probe() {
-        let r = BenchRequest { warmup: flag(u32::MAX, "--warmup"), ..request(BackendChoice::Auto) };
-        assert!(r.check().unwrap_err().to_string().starts_with("--warmup 4294967295: "));
-        let r = BenchRequest { world_size: flag(0, "--world-size"), ..request(BackendChoice::Auto) };
-        assert!(r.check().unwrap_err().to_string().starts_with("--world-size 0: "));
-        assert_eq!(request(BackendChoice::Auto).check(), Ok(()));
     }
 }

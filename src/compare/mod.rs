@@ -83,10 +83,10 @@ impl Default for CompareOptions {
             min_effect: 0.03,
             alpha: 0.01,
             level: 0.95,
-            resamples: 1000,
+            resamples: crate::stats::bootstrap::DEFAULT_RESAMPLES,
             seed: 0x00C0_FFEE,
             min_samples: 30,
-            p95_min_samples: 100,
+            p95_min_samples: crate::stats::quantile::P95_MIN_SAMPLES,
         }
     }
 }

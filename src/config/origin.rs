@@ -14,7 +14,9 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
+use crate::cli::sections::Spec;
 use super::FileConfig;
+use crate::bench::limits::{LimitError, Origin, Setting};
 use crate::cli::Cli;
 
 /// The settings file read (its path and text) and the `COMMGATE_*` variables clap took values
@@ -30,35 +32,6 @@ impl Provenance {
         Provenance { file, env: env.to_vec() }
     }
 }
-
-/// One setting's names: `[section] name` in the file, its flag and its variable.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Key {
-    section: &'static str,
-    name: &'static str,
-    flag: Option<&'static str>,
-    env: Option<&'static str>,
-}
-
-/// A setting only the file sets.
-pub(super) const fn key(section: &'static str, name: &'static str) -> Key {
-    Key { section, name, flag: None, env: None }
-}
-
-const fn full(section: &'static str, name: &'static str, flag: &'static str, env: &'static str) -> Key {
-    Key { section, name, flag: Some(flag), env: Some(env) }
-}
-
-pub(super) const STEPS: Key = full("attribute", "steps", "--steps", "COMMGATE_STEPS");
-pub(super) const IMBALANCE_RATIO: Key =
-    full("thresholds", "imbalance_ratio", "--imbalance-ratio", "COMMGATE_IMBALANCE_RATIO");
-pub(super) const LOW_OVERLAP_RATIO: Key =
-    full("thresholds", "low_overlap_ratio", "--low-overlap-ratio", "COMMGATE_LOW_OVERLAP_RATIO");
-pub(super) const ACCEPT_EXPOSED_MS: Key =
-    full("thresholds", "accept_exposed_ms", "--accept-exposed-ms", "COMMGATE_ACCEPT_EXPOSED_MS");
-pub(super) const KEEP: Key = full("baseline", "keep", "--keep", "COMMGATE_KEEP");
-pub(super) const HISTORY_KEEP: Key =
-    Key { section: "baseline", name: "history_keep", flag: Some("--history-keep"), env: None };
 
 impl FileConfig {
     /// The file these settings came from, for messages about its values (`commgate.toml` when
@@ -86,6 +59,51 @@ impl FileConfig {
                 None => format!("{}: {setting}", path.display()),
             },
             None => setting,
+        }
+    }
+}
+
+impl FileConfig {
+    /// The value that wins, flags (with their variables) > file, with where it came from: the
+    /// variable when clap took the value from it, else the flag, else the file's key.
+    pub(super) fn pick<T>(&self, key: Key, arg: Option<T>, file: Option<T>) -> Option<Setting<T>> {
+        if let Some(value) = arg {
+            let from_env = key.env.filter(|var| self.provenance.env.iter().any(|(name, _)| name == var));
+            let origin = from_env.map_or(Origin::Flag(key.flag.unwrap_or(key.name)), Origin::Env);
+            return Some(Setting::new(value, origin));
+        }
+        let path = self.path().to_path_buf();
+        file.map(|value| Setting::new(value, Origin::File { path, section: key.section, key: key.name }))
+    }
+
+    /// The value in use (flags > file > default), checked against the setting's limit; a
+    /// refusal names the setting as [`Setting::written`] does (`commgate.toml: [bench] …`).
+    pub(super) fn value<T: Display>(&self, spec: &Spec<T>, arg: Option<T>, file: Option<T>) -> Result<T, LimitError> {
+        self.setting(spec, arg, file).map(|s| s.map_or_else(|| spec.default_value(), |s| s.value))
+    }
+
+    /// The value set, if any (flags > file), checked against the setting's limit.
+    pub(super) fn setting<T: Display>(
+        &self,
+        spec: &Spec<T>,
+        arg: Option<T>,
+        file: Option<T>,
+    ) -> Result<Option<Setting<T>>, LimitError> {
+        let picked = self.pick(spec.key, arg, file);
+        if let Some(s) = &picked {
+            s.check(|v| spec.check(v))?;
+        }
+        Ok(picked)
+    }
+
+    /// The value in use (flags > file > default), checked against the setting's limit; a
+    /// refusal names the setting as [`FileConfig::origin`] does (`commgate.toml:4:3: …`).
+    pub(super) fn checked<T: Display>(&self, spec: &Spec<T>, arg: Option<T>, file: Option<T>) -> anyhow::Result<T> {
+        let from_args = arg.is_some();
+        let Some(value) = arg.or(file) else { return Ok(spec.default_value()) };
+        match spec.check(&value) {
+            Ok(()) => Ok(value),
+            Err(why) => Err(anyhow::anyhow!("{}: {why}", self.origin(spec.key, from_args, &value))),
         }
     }
 }
@@ -349,9 +367,12 @@ mod tests {
             Some((PathBuf::from("other.toml"), text.to_string())),
             &[("COMMGATE_LOW_OVERLAP_RATIO".to_string(), "2".to_string())],
         );
-        assert_eq!(file.origin(IMBALANCE_RATIO, false, &1.5), "other.toml:2:1: thresholds.imbalance_ratio = 1.5");
-        assert_eq!(file.origin(IMBALANCE_RATIO, true, &1.5), "--imbalance-ratio 1.5");
-        assert_eq!(file.origin(LOW_OVERLAP_RATIO, true, &2.0), "COMMGATE_LOW_OVERLAP_RATIO=2");
-        assert_eq!(file.origin(KEEP, false, &0), "other.toml: baseline.keep = 0", "a key the file lacks");
+        let t = super::super::ThresholdsSection::specs();
+        let (imbalance, low_overlap) = (t.imbalance_ratio.key, t.low_overlap_ratio.key);
+        assert_eq!(file.origin(imbalance, false, &1.5), "other.toml:2:1: thresholds.imbalance_ratio = 1.5");
+        assert_eq!(file.origin(imbalance, true, &1.5), "--imbalance-ratio 1.5");
+        assert_eq!(file.origin(low_overlap, true, &2.0), "COMMGATE_LOW_OVERLAP_RATIO=2");
+        let keep = super::super::BaselineSection::specs().keep.key;
+        assert_eq!(file.origin(keep, false, &0), "other.toml: baseline.keep = 0", "a key the file lacks");
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Result};
 use serde::Deserialize;
 
-use super::{bench_flags, FileConfig};
+use super::{bench_flags, check_request, FileConfig};
 use crate::bench::limits::{Origin, Setting};
 use crate::bench::settings::BenchRequest;
 use crate::bench::workload::{check_id, elements_of, parse_size, Declared, IdChoice};
@@ -53,13 +53,10 @@ pub(super) fn declare(
         }
         None => None,
     };
-    let dtype_given = args.flags.dtype.is_some();
+    let dtype_given = args.flags.settings.dtype.is_some();
     let mut base = bench_flags(args.flags, file, &env)?;
     base.run.output = args.output;
     base.run.dry_run = args.dry_run;
-    if let Some(dir) = args.results_dir {
-        base.run.results_dir = dir;
-    }
     let declared = if !args.payload_sizes.is_empty() {
         if !file.workloads.is_empty() {
             bail!(
@@ -91,7 +88,7 @@ pub(super) fn declare(
         }
     }
     for d in &declared {
-        d.request.check()?;
+        check_request(&d.request)?;
     }
     Ok(declared)
 }
@@ -235,17 +232,7 @@ impl Positions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{file_from_text, parse_file};
-    use clap::Parser;
-
-    fn args(line: &[&str]) -> BenchArgs {
-        let mut full = vec!["commgate", "bench"];
-        full.extend_from_slice(line);
-        match crate::cli::Cli::try_parse_from(full).expect("parses").command {
-            crate::cli::Command::Bench(a) => a,
-            other => panic!("not bench: {other:?}"),
-        }
-    }
+    use crate::config::{bench_args as args, file_from_text, parse_file};
 
     fn file(text: &str) -> FileConfig {
         file_from_text(&[], Path::new("commgate.toml"), text.to_string()).expect("valid settings")
@@ -293,15 +280,8 @@ mod tests {
             .starts_with("--output r.json names one result file, but 2 workloads will run"));
         let tables = file("[workloads.a]\nrepeats = 100\n");
         assert!(error(&["--payload-sizes", "1Mi"], &tables).contains("declares [workloads] tables"));
-        assert!(crate::cli::Cli::try_parse_from([
-            "commgate",
-            "bench",
-            "--payload-sizes",
-            "1Mi",
-            "--payload-elements",
-            "5"
-        ])
-        .is_err());
+        let both = ["commgate", "bench", "--payload-sizes", "1Mi", "--payload-elements", "5"];
+        assert!(<crate::cli::Cli as clap::Parser>::try_parse_from(both).is_err());
     }
 
     #[test]

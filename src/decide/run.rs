@@ -3,9 +3,9 @@
 //! here through `bench::assemble::Judge`.
 
 use super::vocab::{Decision, Verdict};
-use crate::bench::assemble::MIN_REPEATS_FOR_P95;
 use crate::result::{Row, RunDecision, RunResult, Schedule};
 use crate::stats::mann_whitney::mann_whitney_u;
+use crate::stats::quantile::P95_MIN_SAMPLES as MIN_REPEATS_FOR_P95;
 
 /// A rank whose mean overlap step exceeds the other ranks' mean by this factor grew a tail.
 const RANK_TAIL_FACTOR: f64 = 1.10;

@@ -156,7 +156,7 @@ pub fn fill(template: &str, values: &[(&str, String)]) -> Option<String> {
 /// The files of the scaffold, in the order they are written.
 pub fn plan(values: &Values, fork_prs: bool) -> Result<Vec<Planned>, InitError> {
     let pairs = values.pairs();
-    let profile_dir = Path::new("baselines").join(&values.profile);
+    let profile_dir = crate::config::default_store_dir().join(&values.profile);
     let workflows = Path::new(".github/workflows");
     let mut files = vec![
         ("commgate.toml", PathBuf::from("commgate.toml"), CONFIG),

@@ -21,6 +21,9 @@
 use super::quantile::type7_quantile;
 use super::rng::Rng;
 
+/// Bootstrap resamples per interval unless the user sets another number (`--resamples`).
+pub const DEFAULT_RESAMPLES: usize = 1000;
+
 /// Block length for `n` observations: `n^(1/3)` rounded to the nearest integer, at least 1.
 /// Computed in integers so it cannot depend on a platform's `cbrt`.
 pub fn block_length(n: usize) -> usize {

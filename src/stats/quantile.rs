@@ -24,6 +24,10 @@
 
 use statrs::function::beta::checked_beta_reg;
 
+/// The fewest samples on each side for a P95 to decide anything: a run with fewer repeats judges
+/// its own P95 as not applicable, and a comparison lets a P95 change inform but not block.
+pub const P95_MIN_SAMPLES: usize = 100;
+
 /// Precomputed Harrell–Davis weights for one `(n, p)`.
 ///
 /// Invariant: `weights.len() == n`; for a valid `p` every weight is ≥ 0 and they sum to 1 (to

@@ -26,8 +26,6 @@ mod topology;
 pub use discovery::{ensure_nccl_loadable, probe, CudaUnavailable};
 pub use gate::{TimingGate, GATE_VARIABLE};
 
-use std::env::VarError;
-
 use super::launch::{Launch, Rendezvous};
 use super::{host, Backend, BackendInfo, BenchError, HardwareInfo, Plan};
 use crate::result::{EvidenceLevel, Schedule};
@@ -45,14 +43,15 @@ impl CudaBackend {
     ///
     /// `launch: None`: one process drives GPUs `0..plan.world_size`, ranks in the same order.
     /// `launch: Some`: this process is rank `launch.rank` on GPU `launch.local_rank`, and rank 0
-    /// shares NCCL's unique id through `rendezvous`.
+    /// shares NCCL's unique id through `rendezvous`. `gate_off` is [`gate_off`]'s reading of
+    /// the environment.
     pub fn open(
         plan: &Plan,
         launch: Option<&Launch>,
         rendezvous: Option<Rendezvous>,
+        gate_off: Result<Option<String>, String>,
     ) -> Result<CudaBackend, BenchError> {
-        let gate_off = gate::wanted(env_value(GATE_VARIABLE).as_deref(), env_value("CUDA_LAUNCH_BLOCKING").as_deref())
-            .map_err(BenchError::Unavailable)?;
+        let gate_off = gate_off.map_err(BenchError::Unavailable)?;
         let visible = probe()?;
         let devices = assign_devices(plan, launch, visible)?;
         match launch {
@@ -187,13 +186,10 @@ impl Sizes {
     }
 }
 
-/// An environment variable's value (one that is not UTF-8 lossily, so that it reads as not understood).
-fn env_value(name: &str) -> Option<String> {
-    match std::env::var(name) {
-        Ok(value) => Some(value),
-        Err(VarError::NotPresent) => None,
-        Err(VarError::NotUnicode(raw)) => Some(raw.to_string_lossy().into_owned()),
-    }
+/// Why the timing gate is off, from the values of [`GATE_VARIABLE`] and `CUDA_LAUNCH_BLOCKING`
+/// (`Ok(None)`: on); `Err` when the gate's variable is not understood.
+pub fn gate_off(gate: Option<String>, launch_blocking: Option<String>) -> Result<Option<String>, String> {
+    gate::wanted(gate.as_deref(), launch_blocking.as_deref())
 }
 
 /// `cuDriverGetVersion`'s 1000·major + 10·minor as "major.minor".
@@ -259,7 +255,7 @@ mod tests {
             return;
         }
         let plan = plan();
-        let outcome = catch_unwind(|| CudaBackend::open(&plan, None, None).err());
+        let outcome = catch_unwind(|| CudaBackend::open(&plan, None, None, Ok(None)).err());
         let Ok(error) = outcome else { panic!("open panicked") };
         match error {
             Some(BenchError::Unavailable(message)) => {
