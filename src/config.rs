@@ -1,5 +1,5 @@
 //! Typed, validated settings, resolved once: flags > `COMMGATE_*` environment (both through
-//! clap) > `commgate.toml` > defaults. Each setting is declared once, in [`sections`] (its flag,
+//! clap) > `commgate.toml` > defaults. Each setting is declared once, in [`crate::cli::sections`] (its flag,
 //! variable, file key, default and limit); everything after this module sees only domain types.
 
 use std::collections::BTreeMap;
@@ -23,13 +23,12 @@ use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
 mod origin;
-mod sections;
 mod workloads;
-pub use origin::{parse_args, ArgsError, Provenance};
-use sections::Spec;
-pub use sections::{
+use crate::cli::sections::Spec;
+pub use crate::cli::sections::{
     AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,
 };
+pub use origin::{parse_args, ArgsError, Provenance};
 pub use workloads::{Collective, WorkloadTable};
 
 /// `commgate.toml`, as written. Unknown keys and unknown choices are errors (naming the line and

@@ -14,9 +14,9 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::cli::sections::Spec;
 use super::FileConfig;
 use crate::bench::limits::{LimitError, Origin, Setting};
+use crate::cli::sections::{Key, Spec};
 use crate::cli::Cli;
 
 /// The settings file read (its path and text) and the `COMMGATE_*` variables clap took values

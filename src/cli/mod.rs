@@ -7,10 +7,12 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{
+pub mod sections;
+
+use crate::report::Format;
+use sections::{
     AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,
 };
-use crate::report::Format;
 
 /// Gate merges on communication performance: find the collective whose time compute does not
 /// hide, say what to try, and (soon) block regressions.
