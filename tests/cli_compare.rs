@@ -1,6 +1,8 @@
 //! `commgate compare` and `commgate baseline update` through the binary: the three renderings,
 //! exit codes (0 passed, 1 confirmed regression, 2 bad input), and every kind of bad file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 
 use predicates::prelude::*;

@@ -3,19 +3,19 @@
 //! collect_more_evidence naming the workload without a store, 2 two results of one workload),
 //! and the three renderings of a multi-workload report.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+use common::commgate_in;
+
 fn commgate(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir).env_remove("GITHUB_ACTIONS").env("CI", "true");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
+    let mut cmd = commgate_in(dir);
+    cmd.env("CI", "true");
     cmd
 }
 
