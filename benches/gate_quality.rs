@@ -23,6 +23,8 @@
 //! not a test. PASS/FAIL compares the point estimate with the target; the interval says how sure
 //! that is at this many trials.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a benchmark stops by panicking")]
+
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::process::ExitCode;

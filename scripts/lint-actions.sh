@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lint the GitHub Action (action.yml), the example workflows (examples/workflows/*.yml) and this
-# repository's own workflows (.github/workflows/*.yml: the release) with
+# repository's own workflows (.github/workflows/*.yml: CI and the release) with
 # three tools pinned from PyPI, installed once into a private venv under target/ (ignored by git):
 #   - zizmor: security audits (template injection, credentials, permissions, triggers, pinning),
 #     default "regular" persona, --offline so its verdict depends on the files alone;

@@ -575,4 +575,17 @@ mod tests {
         r.workload.backend = "cuda".into();
         assert!(validate(&r).unwrap_err().contains("3 identical step times"));
     }
+
+    /// The cap on a row's length, in memory: `tests/cli_compare.rs` has the same through a
+    /// 10M-step file, ignored by default for its time.
+    #[test]
+    fn a_row_over_the_sample_cap_is_refused_naming_the_row() {
+        let mut r = fixtures::run(&[1.0, 2.0]);
+        let i = r.rows.iter().position(|row| row.schedule == Schedule::Overlap).expect("overlap");
+        r.rows[i].samples_ms = vec![1.0; MAX_SAMPLES_PER_ROW];
+        assert_eq!(validate(&r), Ok(()), "a row at the cap is a measurement");
+        r.rows[i].samples_ms.push(1.0);
+        let err = validate(&r).unwrap_err();
+        assert!(err.contains(&format!("`rows[{i}].samples_ms` (overlap) holds 10000001 step times")), "{err}");
+    }
 }

@@ -4,6 +4,8 @@
 //! temporary directory from the good fixtures, so each test shows what it broke. Settings out of
 //! range get the same treatment, their line naming the flag, the variable or the file and key.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -13,19 +15,17 @@ use flate2::Compression;
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod common;
+use common::commgate_in;
+
 const RANK_0: &str = include_str!("fixtures/hand_checked/rank-0.json");
 const RANK_1: &str = include_str!("fixtures/hand_checked/rank-1.json");
 const SEED: &str = include_str!("fixtures/seed_events.json");
 
 /// `commgate attribute ARGS...` run inside `dir`, isolated from the caller's settings.
 fn commgate(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("the commgate binary");
-    cmd.current_dir(dir).arg("attribute").args(args);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
+    let mut cmd = commgate_in(dir);
+    cmd.arg("attribute").args(args);
     cmd
 }
 
@@ -309,18 +309,7 @@ fn good_run_with_output_writes_the_file_and_nothing_on_stdout() {
 
 /// `commgate ARGS...` (any command) in `dir` with `env`, isolated from the caller's settings.
 fn commgate_any(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::cargo_bin("commgate").expect("the commgate binary");
-    cmd.current_dir(dir).args(args);
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" {
-            cmd.env_remove(key);
-        }
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("runs")
+    commgate_in(dir).args(args).envs(env.iter().copied()).output().expect("runs")
 }
 
 /// Words that mean a serde or Rust message reached the user.
@@ -599,18 +588,8 @@ fn a_gzip_result_is_read_like_a_plain_one() {
 /// settings; asserts the bad-settings contract (exit 2, nothing on stdout, one stderr line that
 /// starts with `commgate: error: {expected}`, nothing written in `dir`) and returns the line.
 fn refused_setting(dir: &Path, env: &[(&str, &str)], args: &[&str], expected: &str) -> String {
-    let mut cmd = Command::cargo_bin("commgate").expect("the commgate binary");
-    cmd.current_dir(dir).args(args);
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        if key.starts_with("COMMGATE_")
-            || key.starts_with("GITHUB_")
-            || ["CI", "RANK", "WORLD_SIZE"].contains(&key.as_str())
-        {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.envs(env.iter().copied());
+    let mut cmd = commgate_in(dir);
+    cmd.args(args).envs(env.iter().copied());
     let before = listing(dir);
     let out = cmd.output().expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

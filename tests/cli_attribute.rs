@@ -1,12 +1,14 @@
 //! `commgate attribute` through the binary: formats, settings, exit codes, and snapshots of the
 //! three renderings of the project's hand-checked trace.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::Path;
 
 use predicates::prelude::*;
 
 mod common;
-use common::commgate;
+use common::{commgate, commgate_in, root};
 
 fn stdout_of(args: &[&str]) -> String {
     let out = commgate().args(args).output().expect("runs");
@@ -53,7 +55,7 @@ fn seed_events_follow_the_seed_rules() {
 #[test]
 fn thresholds_come_from_flags_env_and_commgate_toml() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hand_checked");
+    let fixture = root().join("tests/fixtures/hand_checked");
     std::fs::write(dir.path().join("commgate.toml"), "[thresholds]\naccept_exposed_ms = 0.1\n").expect("write");
     let run = |extra: &[&str], env: Option<(&str, &str)>| {
         let mut cmd = commgate();
@@ -79,7 +81,7 @@ fn thresholds_come_from_flags_env_and_commgate_toml() {
 fn a_bad_settings_file_exits_2_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("commgate.toml"), "[thresholds]\nbogus = 1\n").expect("write");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hand_checked");
+    let fixture = root().join("tests/fixtures/hand_checked");
     commgate()
         .current_dir(dir.path())
         .arg("attribute")
@@ -102,18 +104,7 @@ fn compat_hta_flag() {
 
 /// `attribute ARGS` in `dir` with `env`: (exit code, stdout, stderr).
 fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let mut cmd = commgate();
-    cmd.current_dir(dir).args(args);
-    // `check` must not find GitHub Actions around it when the tests themselves run there.
-    for (key, _) in std::env::vars() {
-        if key.starts_with("GITHUB_") || key == "GH_TOKEN" {
-            cmd.env_remove(key);
-        }
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("runs");
+    let out = commgate_in(dir).args(args).envs(env.iter().copied()).output().expect("runs");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -122,7 +113,7 @@ fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Stri
 }
 
 fn hand_checked() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hand_checked").display().to_string()
+    root().join("tests/fixtures/hand_checked").display().to_string()
 }
 
 #[test]
@@ -210,7 +201,7 @@ fn one_rank_of_a_two_rank_job_is_named_as_a_partial_rank_set() {
 #[test]
 fn check_with_a_partial_rank_set_asks_for_more_evidence() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = root();
     let store = tmp.path().join("baselines");
     std::fs::create_dir_all(store.join("SIM-MOCK")).expect("dir");
     let name = "SIM-MOCK/par-overlap-allreduce-matmul.json";

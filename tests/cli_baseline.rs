@@ -2,6 +2,8 @@
 //! missing directory, a corrupt store, an unknown or ambiguous workload), and `baseline update`
 //! keeping the summary of an evicted run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;

@@ -4,28 +4,15 @@
 //! parameters outside their limits refused before any work, and intruders on the rendezvous port
 //! dropped while the real ranks complete the run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn commgate(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_")
-            || key.starts_with("GITHUB_")
-            || ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GH_TOKEN", "CI"]
-                .contains(&key.as_str())
-            || key.starts_with("SLURM_")
-            || key.starts_with("OMPI_")
-        {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
+mod common;
+use common::{command_in, commgate_in as commgate};
 
 fn read(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("result file")).expect("JSON")
@@ -191,18 +178,15 @@ fn a_timing_gate_setting_that_is_not_on_or_off_is_bad_input() {
 /// `commgate bench --backend cpu` as rank `rank` of a two-rank job launched through the
 /// launcher's environment (rendezvous on 127.0.0.1:`port`), writing the result to `file`.
 fn cpu_rank(dir: &std::path::Path, file: &std::path::Path, port: u16, rank: u32) -> std::process::Command {
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
-    cmd.current_dir(dir)
-        .args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
+    let mut cmd = command_in(dir);
+    cmd.args(["bench", "--backend", "cpu", "--payload-elements", "2048", "--compute-dim", "32"])
         .args(["--repeats", "20", "--warmup", "1", "--timeout", "60", "--output"])
         .arg(file)
         .env("RANK", rank.to_string())
         .env("WORLD_SIZE", "2")
         .env("LOCAL_RANK", rank.to_string())
         .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string())
-        .env_remove("COMMGATE_RENDEZVOUS_BIND")
-        .env_remove("COMMGATE_MOCK_FAULT");
+        .env("MASTER_PORT", port.to_string());
     cmd
 }
 

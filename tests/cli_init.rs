@@ -3,22 +3,14 @@
 //! before anything is written, and the day-one flow works in the scaffold: record mock runs,
 //! `baseline update`, then `check` gives a verdict.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use assert_cmd::Command;
-
-fn commgate(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
+mod common;
+use common::commgate_in as commgate;
 
 fn init(dir: &Path, args: &[&str]) -> Output {
     commgate(dir).arg("init").args(args).output().expect("runs")

@@ -3,6 +3,8 @@
 //! honestly missing stays `collect_more_evidence` with exit 0; `comment` exits 2 whenever it did
 //! not post. Binary tests, with a mock GitHub API on 127.0.0.1 where GitHub is involved.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -11,6 +13,9 @@ use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+mod common;
+use common::{command_in, commgate_in, root};
+
 const STORE_DIR: &str = "tests/fixtures/compare/baselines";
 const SAME: &str = "tests/fixtures/compare/current-same.json";
 const TOKEN: &str = "ghs_NEVERPRINTME0123456789";
@@ -18,30 +23,6 @@ const MARKER: &str = "<!-- commgate-report -->";
 /// A small, fast mock benchmark.
 const MOCK: [&str; 10] =
     ["--backend", "mock", "--repeats", "100", "--warmup", "1", "--seed", "7", "--quiet", "--timeout"];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The binary in `dir`, with nothing of the caller's commgate, GitHub or launcher environment.
-fn commgate_in(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir);
-    for (key, _) in std::env::vars() {
-        let launcher = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"].contains(&key.as_str());
-        if key.starts_with("COMMGATE_")
-            || key.starts_with("GITHUB_")
-            || key.starts_with("SLURM_")
-            || key.starts_with("OMPI_")
-            || key == "GH_TOKEN"
-            || key == "CI"
-            || launcher
-        {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
@@ -345,9 +326,8 @@ fn fail_on_never_exits_0_on_a_failed_benchmark_but_says_so() {
 fn two_ranks_with_a_dead_rank_1(ws: &Workspace, extra: &[&str]) -> (Output, Output) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let spawn = |rank: u32| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"));
-        cmd.current_dir(ws.dir.path())
-            .arg("check")
+        let mut cmd = command_in(ws.dir.path());
+        cmd.arg("check")
             .args(MOCK)
             .args(["5", "--baselines", "baselines", "--output", "report.json"])
             .args(extra)
@@ -356,9 +336,7 @@ fn two_ranks_with_a_dead_rank_1(ws: &Workspace, extra: &[&str]) -> (Output, Outp
             .env("WORLD_SIZE", "2")
             .env("LOCAL_RANK", rank.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .env_remove("GITHUB_ACTIONS")
-            .env_remove("COMMGATE_FAIL_ON");
+            .env("MASTER_PORT", port.to_string());
         cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
         cmd.spawn().expect("spawns")
     };

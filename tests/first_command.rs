@@ -4,14 +4,13 @@
 //! committed mock store and its trace summary, and accepts (exit 0). If the mock, the store or
 //! the traces drift apart, this fails instead of the README silently going stale.
 
-use std::path::{Path, PathBuf};
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{commgate_in, root};
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
@@ -35,14 +34,11 @@ fn checkout() -> tempfile::TempDir {
 }
 
 fn first_command(dir: &Path, extra: &[&str]) -> Output {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.args(["check", "--backend", "mock", "--traces", "examples/traces"]).args(extra).output().expect("runs")
+    commgate_in(dir)
+        .args(["check", "--backend", "mock", "--traces", "examples/traces"])
+        .args(extra)
+        .output()
+        .expect("runs")
 }
 
 #[test]

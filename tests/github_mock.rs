@@ -6,6 +6,8 @@
 //! `upsert_comment_with` is synchronous and runs its own runtime on its own thread; wiremock's server
 //! runs on a thread of its own too, so the async tests may call it directly.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

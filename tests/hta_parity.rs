@@ -4,6 +4,8 @@
 //! (from HTA's own test data; see its NOTICE); a checkout without them fails here rather than
 //! passing without having checked anything.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 
 use commgate::testkit::load::{load_files, Inputs};

@@ -2,24 +2,17 @@
 //! the same per-collective transfer, wait and bus bandwidth; overlap and exposed time read as
 //! not measured; bad logs exit 2 with one line naming the file, the line and the fix.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use commgate::testkit::inspector::{write_all_ranks_logs, FORMAT_VERSION};
 use commgate::testkit::synth::{write_all_ranks, SynthSpec};
 use commgate::trace::attribute::{AttributeOptions, Attribution, StepsSetting};
 use commgate::trace::load::attribute_paths;
 
-fn commgate(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
+mod common;
+use common::commgate_in as commgate;
 
 /// Runs `commgate attribute PATH` in `dir`, expects exit 2 and one stderr line; returns it.
 fn fails_with_one_line(dir: &Path, path: &str) -> String {

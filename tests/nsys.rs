@@ -3,6 +3,8 @@
 //! per GPU; bad inputs exit 2 with one line naming the file and the table; the input is never
 //! modified.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 
 use commgate::testkit::nsys::{write_all_ranks_sqlite, write_one_process_sqlite, write_rank_sqlite, SCHEMA_VERSION};
@@ -12,7 +14,7 @@ use commgate::trace::load::attribute_paths;
 use rusqlite::Connection;
 
 mod common;
-use common::commgate;
+use common::{commgate, root};
 
 /// Runs `commgate attribute ARGS`, expects exit 2 and one stderr line; returns it.
 fn fails_with_one_line(args: &[&str]) -> String {
@@ -195,7 +197,7 @@ fn kineto_and_nsys_inputs_are_not_mixed() {
 /// `baselines/` and four ranks' nsys exports under `nsys/`.
 fn gate_checkout() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = root();
     let store = dir.path().join("baselines/PAR-MOCK");
     std::fs::create_dir_all(&store).expect("mkdir");
     let file = "par-overlap-allreduce-matmul.json";

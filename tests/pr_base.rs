@@ -3,18 +3,18 @@
 //! by the base's, and the report names what it changed. `--baselines-from-head` opts out; a
 //! base commit missing from a shallow clone fails closed with the command that fetches it.
 
-use std::path::{Path, PathBuf};
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::{json, Value};
+
+mod common;
+use common::{commgate_in as commgate, root};
 
 const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
 const SLOWER: &str = "tests/fixtures/compare/current-slower.json";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
@@ -45,17 +45,6 @@ fn repository() -> (tempfile::TempDir, String) {
     std::fs::write(d.join("commgate.toml"), "[compare]\nmin_effect = 0.999999\n").expect("settings");
     git(d, &["commit", "-qam", "PR: a looser gate"]);
     (tmp, base)
-}
-
-fn commgate(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
 }
 
 fn check(dir: &Path, extra: &[&str]) -> Output {

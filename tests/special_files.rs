@@ -4,11 +4,16 @@
 //! waits on a pipe) with one stderr line naming the file; a planted link never makes commgate
 //! write anywhere but the path it was given.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use tempfile::TempDir;
+
+mod common;
+use common::{command_in, commgate_in};
 
 const RANK_0: &str = include_str!("fixtures/hand_checked/rank-0.json");
 const RANK_1: &str = include_str!("fixtures/hand_checked/rank-1.json");
@@ -18,15 +23,7 @@ const STORE: &str = include_str!("fixtures/compare/baselines/SIM-MOCK/par-overla
 /// `commgate ARGS...` in `dir`, isolated from the caller's settings and tokens, stdin closed.
 /// The timeout is only a guard: a build that blocks on a pipe fails instead of hanging the suite.
 fn commgate(dir: &Path, args: &[&str]) -> Output {
-    let mut cmd = assert_cmd::Command::cargo_bin("commgate").expect("the commgate binary");
-    cmd.current_dir(dir).args(args).timeout(Duration::from_secs(60));
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.output().expect("runs")
+    commgate_in(dir).args(args).timeout(Duration::from_secs(60)).output().expect("runs")
 }
 
 /// Exit 2, nothing on stdout, one stderr line that names `file` and says `fragment`.
@@ -92,10 +89,8 @@ fn dev_stdin_reads_a_redirected_file_once_and_refuses_a_pipe() {
     let dir = TempDir::new().expect("tempdir");
     let trace = write(dir.path(), "rank-0.json", RANK_0);
     let run = |stdin: Stdio| {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"))
-            .current_dir(dir.path())
+        command_in(dir.path())
             .args(["attribute", "--format", "json", "/dev/stdin"])
-            .env_remove("COMMGATE_CONFIG")
             .stdin(stdin)
             .output()
             .expect("runs")
@@ -105,8 +100,7 @@ fn dev_stdin_reads_a_redirected_file_once_and_refuses_a_pipe() {
     assert!(String::from_utf8_lossy(&from_file.stdout).contains("by_collective"));
     // A pipe: refused before anything is read (its writer closes at once, so a build that read
     // it would see an empty file and say so, not hang).
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("commgate"))
-        .current_dir(dir.path())
+    let mut child = command_in(dir.path())
         .args(["attribute", "/dev/stdin"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

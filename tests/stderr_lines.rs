@@ -4,25 +4,21 @@
 //! that starts with `commgate: `, with the line break escaped, and no stderr line starts a
 //! workflow command.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::Path;
 
-use assert_cmd::Command;
 use tempfile::TempDir;
+
+mod common;
+use common::commgate_in;
 
 const RANK_0: &str = include_str!("fixtures/hand_checked/rank-0.json");
 const HOSTILE: &str = "\n::error title=x::pwned";
 
 /// `commgate ARGS...` inside `dir`, isolated from the caller's settings.
 fn commgate(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::cargo_bin("commgate").expect("the commgate binary");
-    cmd.current_dir(dir).args(args);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("COMMGATE_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.envs(env.iter().copied());
-    cmd.output().expect("runs")
+    commgate_in(dir).args(args).envs(env.iter().copied()).output().expect("runs")
 }
 
 /// No stderr line begins a workflow command (`::…` or `##[…`, leading blanks ignored, as the

@@ -3,39 +3,28 @@
 //! cleaned; a store whose runs mix workloads is refused (exit 2, naming the run) by `check`,
 //! `compare` and `baseline update`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
+
+mod common;
+use common::{command_in, commgate, root};
 
 const SAME: &str = "tests/fixtures/compare/current-same.json";
 const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
 /// Where a result of the fixtures' profile and workload is stored under a store directory.
 const STORE_FILE: &str = "SIM-MOCK/par-overlap-allreduce-matmul.json";
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The binary, with none of the caller's commgate or GitHub settings.
+/// The binary in the repository root, as a `std::process::Command` (spawned in parallel).
 fn command() -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_commgate"));
-    cmd.current_dir(root());
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
-
-fn commgate() -> Command {
-    Command::from_std(command())
+    command_in(&root())
 }
 
 fn json(path: &Path) -> Value {

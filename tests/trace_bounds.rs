@@ -2,6 +2,8 @@
 //! name, more events than the limit, and many distinct step and collective names. Each must be
 //! read correctly (or refused with exit 2 naming the file), never built whole in memory.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::io::Write;
 use std::path::Path;
 

@@ -5,6 +5,8 @@
 //! same buffer sizes every step), each trace run with its own seed; eight stored runs put the
 //! comparison in the history regime, two in the pooled one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 
 use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};

@@ -3,28 +3,15 @@
 //! tables run in turn, and every bad declaration (an entry that is not a size, two workloads with
 //! one id, an unknown key, `--output` with several workloads) exits 2 with one line.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn commgate(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("commgate").expect("binary");
-    cmd.current_dir(dir);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("COMMGATE_")
-            || key.starts_with("GITHUB_")
-            || ["RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GH_TOKEN", "CI"]
-                .contains(&key.as_str())
-            || key.starts_with("SLURM_")
-            || key.starts_with("OMPI_")
-        {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
+mod common;
+use common::commgate_in as commgate;
 
 fn read(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("file")).expect("JSON")

@@ -69,7 +69,7 @@ const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 <
 pub fn format_bytes(bytes: u64) -> String {
     UNITS
         .iter()
-        .find(|(_, unit)| bytes > 0 && bytes % unit == 0)
+        .find(|(_, unit)| bytes > 0 && bytes.is_multiple_of(*unit))
         .map_or_else(|| format!("{bytes}B"), |(name, unit)| format!("{}{name}", bytes / unit))
 }
 
@@ -151,7 +151,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 
 /// The elements of `dtype` that make `bytes`, when they make a whole number of them.
 pub fn elements_of(bytes: u64, dtype: Dtype) -> Option<u64> {
-    (bytes % dtype.size() == 0).then(|| bytes / dtype.size())
+    bytes.is_multiple_of(dtype.size()).then(|| bytes / dtype.size())
 }
 
 /// Two workloads of one run with one id: their results would share a file name and a store file.

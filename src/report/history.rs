@@ -36,6 +36,7 @@ pub fn show(s: &Shown, format: Format) -> String {
 
 fn pretty<T: serde::Serialize>(value: &T) -> String {
     // Derived Serialize impls with string keys: serialising cannot fail.
+    #[expect(clippy::expect_used, reason = "infallible for these types (the comment above)")]
     let mut out = serde_json::to_string_pretty(value).expect("history types always serialise to JSON");
     out.push('\n');
     out

@@ -11,6 +11,7 @@ pub fn attribution(a: &Diagnosis) -> String {
     if a.source.compute_observed {
         return pretty(a);
     }
+    #[expect(clippy::expect_used, reason = "infallible: the same derived types that `pretty` serialises")]
     let mut v = serde_json::to_value(a).expect("report types always serialise to JSON");
     let unmeasured = |h: &mut serde_json::Value| {
         if !h.is_object() {
@@ -47,6 +48,7 @@ pub fn check(r: &crate::check::CheckReport) -> String {
 fn pretty<T: serde::Serialize>(value: &T) -> String {
     // Cannot fail for these types: every map key is a `String`, every Serialize impl is
     // derived, and serde_json writes non-finite floats as `null` rather than erroring.
+    #[expect(clippy::expect_used, reason = "infallible for these types (the comment above)")]
     let mut out = serde_json::to_string_pretty(value).expect("report types always serialise to JSON");
     out.push('\n');
     out
