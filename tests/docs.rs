@@ -16,6 +16,8 @@
 //! they do from a fresh clone (`baselines/PAR-MOCK/…`). The environment is cleaned as in
 //! `tests/common`: no `COMMGATE_*` setting, no GitHub Actions variable or token, no `CI`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::path::Path;
 
 /// Copies `from` (a directory) to `to`, recursively.

@@ -2,6 +2,8 @@
 //! and the modules import one another in no circle. Test modules (`#[cfg(test)]` onwards, and
 //! files named `tests.rs` or `*_tests.rs`) may reach anywhere and are not read.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
