@@ -191,11 +191,17 @@ mod tests {
         assert_eq!(five.len(), 5);
         // Five identical comparisons: each adjusted p-value is at least the lone one's.
         for (lone, fam) in alone.metrics.iter().zip(&five[0].metrics) {
-            assert!(fam.p_adjusted >= lone.p_adjusted, "{} {} < {}", fam.label(), fam.p_adjusted, lone.p_adjusted);
-            assert_eq!(fam.p_value, lone.p_value);
+            assert!(
+                fam.judged.p_adjusted >= lone.judged.p_adjusted,
+                "{} {} < {}",
+                fam.label(),
+                fam.judged.p_adjusted,
+                lone.judged.p_adjusted
+            );
+            assert_eq!(fam.judged.p_value, lone.judged.p_value);
         }
         // A 20 % shift still blocks in a family of five.
-        assert!(five.iter().all(|c| c.regression && c.metrics[0].state == State::Regressed));
+        assert!(five.iter().all(|c| c.regression && c.metrics[0].judged.state == State::Regressed));
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod bound;
 mod cause;
 mod estimate;
 pub mod family;
+mod judged;
 pub(crate) mod nullable;
 mod throughput;
 pub mod traces;
@@ -55,6 +56,7 @@ use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
 pub use family::{judge_together, judge_with_traces, Pending};
+pub use judged::{Judged, OwnDelta, SharedDelta};
 pub use throughput::{Throughput, ThroughputKind};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -159,30 +161,13 @@ impl fmt::Display for Method {
     }
 }
 
-/// One compared statistic.
+/// One compared statistic: which, its judgement, and what only a benchmark metric has.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {
     pub row: Schedule,
     pub statistic: Statistic,
-    /// Baseline value (ms): the geometric mean of the runs' values (history) or the pooled one.
-    #[serde(deserialize_with = "nullable::f64")]
-    pub baseline: f64,
-    #[serde(deserialize_with = "nullable::f64")]
-    pub current: f64,
-    #[serde(deserialize_with = "nullable::f64")]
-    pub ratio: f64,
-    #[serde(deserialize_with = "nullable::pair")]
-    pub ci: [f64; 2],
-    /// One-sided p-value in the direction of the point estimate, before adjustment.
-    #[serde(deserialize_with = "nullable::f64")]
-    pub p_value: f64,
-    /// After Holm's correction across the compared metrics.
-    #[serde(deserialize_with = "nullable::f64")]
-    pub p_adjusted: f64,
-    pub state: State,
-    pub n_baseline: usize,
-    pub n_current: usize,
-    pub method: Method,
+    #[serde(flatten)]
+    pub judged: Judged,
     /// Whether this metric may block a merge (P95 needs enough samples).
     pub can_block: bool,
     /// The primary metric (overlap median) decides between accept and collect_more_evidence.
@@ -297,8 +282,8 @@ fn phases(metrics: &[MetricComparison]) -> Vec<&MetricComparison> {
 
 /// What [`mover`] reads of the judged metrics.
 fn moves(metrics: &[MetricComparison]) -> Moves {
-    let phase = |s: Schedule| phases(metrics).into_iter().find(|m| m.row == s).map(|m| m.state);
-    let regressed = |s: Schedule| metrics.iter().any(|m| m.row == s && m.state == State::Regressed);
+    let phase = |s: Schedule| phases(metrics).into_iter().find(|m| m.row == s).map(|m| m.judged.state);
+    let regressed = |s: Schedule| metrics.iter().any(|m| m.row == s && m.judged.state == State::Regressed);
     Moves {
         comm: phase(Schedule::CommOnly),
         compute: phase(Schedule::ComputeOnly),
@@ -371,20 +356,10 @@ fn judge(
         }
         other => other,
     };
-    let up = e.ratio >= 1.0;
     MetricComparison {
         row: m.row(),
         statistic: m.statistic(),
-        baseline: e.baseline,
-        current: e.current,
-        ratio: e.ratio,
-        ci: e.ci,
-        p_value: if up { e.p_regressed } else { e.p_improved },
-        p_adjusted: if up { p_reg } else { p_imp },
-        state,
-        n_baseline: e.n_baseline,
-        n_current: e.n_current,
-        method: e.method,
+        judged: Judged::of(e, p_reg, p_imp, state, SharedDelta),
         can_block,
         primary: m == METRICS[0],
         note,
@@ -423,7 +398,7 @@ fn decide(
     opts: &CompareOptions,
 ) -> Verdict {
     let mut reasons = Vec::new();
-    let regressed: Vec<&MetricComparison> = metrics.iter().filter(|m| m.state == State::Regressed).collect();
+    let regressed: Vec<&MetricComparison> = metrics.iter().filter(|m| m.judged.state == State::Regressed).collect();
     for m in &regressed {
         reasons.push(format!("{}, above the {} floor", describe(m), pct(delta)));
     }
@@ -437,17 +412,17 @@ fn decide(
     if !regressed.is_empty() {
         return Verdict::regression(reasons);
     }
-    for m in metrics.iter().filter(|m| m.state == State::Improved) {
+    for m in metrics.iter().filter(|m| m.judged.state == State::Improved) {
         reasons.push(format!("{}: improved beyond the {} floor", describe(m), pct(delta)));
     }
-    let too_few = metrics.iter().map(|m| m.n_current).min().unwrap_or(0) < opts.min_samples;
-    let primary_open = metrics.iter().any(|m| m.primary && m.state == State::Inconclusive);
-    for m in metrics.iter().filter(|m| m.state == State::Inconclusive) {
+    let too_few = metrics.iter().map(|m| m.judged.n_current).min().unwrap_or(0) < opts.min_samples;
+    let primary_open = metrics.iter().any(|m| m.primary && m.judged.state == State::Inconclusive);
+    for m in metrics.iter().filter(|m| m.judged.state == State::Inconclusive) {
         let why = m.note.clone().unwrap_or_else(|| format!("not enough evidence either way at δ = {}", pct(delta)));
         reasons.push(format!("{}: {why}", describe(m)));
     }
     let unchanged: Vec<String> =
-        metrics.iter().filter(|m| m.state == State::Unchanged).map(MetricComparison::label).collect();
+        metrics.iter().filter(|m| m.judged.state == State::Unchanged).map(MetricComparison::label).collect();
     if !unchanged.is_empty() {
         reasons.push(format!("{} unchanged within ±{}", unchanged.join(", "), pct(delta)));
     }
@@ -456,7 +431,7 @@ fn decide(
             0,
             format!(
                 "only {} samples in the current run; run at least {} repeats ({} for P95 to count)",
-                metrics.iter().map(|m| m.n_current).min().unwrap_or(0),
+                metrics.iter().map(|m| m.judged.n_current).min().unwrap_or(0),
                 opts.min_samples,
                 opts.p95_min_samples
             ),
@@ -484,17 +459,17 @@ impl MetricComparison {
 /// share of the step: "exposed comm +0.069 ms (+8.2 % of the step, 95 % CI +7.5…+8.9 %)".
 pub fn describe(m: &MetricComparison) -> String {
     let name = m.label();
-    if !m.ratio.is_finite() {
+    if !m.judged.ratio.is_finite() {
         return name;
     }
     if m.statistic == Statistic::ExposedCommMs {
-        let delta_ms = m.current - m.baseline;
+        let delta_ms = m.judged.current - m.judged.baseline;
         let sign = if delta_ms < 0.0 { "−" } else { "+" };
         return format!(
             "{name} {sign}{:.3} ms ({} of the step, 95 % CI {})",
             delta_ms.abs(),
-            change(m.ratio),
-            interval(m.ci)
+            change(m.judged.ratio),
+            interval(m.judged.ci)
         );
     }
     let throughput = m
@@ -502,7 +477,7 @@ pub fn describe(m: &MetricComparison) -> String {
         .as_ref()
         .map(|t| format!(", {} {} (95 % CI {})", t.kind.label(), change(t.ratio), interval(t.ci)))
         .unwrap_or_default();
-    format!("{name} {} (95 % CI {}){throughput}", change(m.ratio), interval(m.ci))
+    format!("{name} {} (95 % CI {}){throughput}", change(m.judged.ratio), interval(m.judged.ci))
 }
 
 #[cfg(test)]
@@ -526,7 +501,7 @@ mod tests {
         c.metrics
             .iter()
             .find(|m| m.row.as_str() == row && m.statistic.as_str() == statistic)
-            .map(|m| m.state)
+            .map(|m| m.judged.state)
             .expect("metric")
     }
 
@@ -537,7 +512,7 @@ mod tests {
         assert_eq!(c.verdict, Decision::Accept, "{:?}", c.reasons);
         assert_eq!(state(&c, "overlap", "median"), State::Unchanged);
         assert_eq!(c.metrics.len(), 7);
-        assert!(c.metrics.iter().all(|m| m.method == Method::History));
+        assert!(c.metrics.iter().all(|m| m.judged.method == Method::History));
         assert_eq!(c.cause, None);
         assert_eq!(c.delta, 0.03);
     }
@@ -561,7 +536,7 @@ mod tests {
     #[test]
     fn a_one_run_baseline_uses_the_pooled_tests() {
         let c = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
-        assert!(c.metrics.iter().all(|m| m.method == Method::Pooled));
+        assert!(c.metrics.iter().all(|m| m.judged.method == Method::Pooled));
         assert!(c.regression, "{:?}", c.reasons);
         assert_eq!(c.baseline.spread, None);
         let same = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
@@ -601,7 +576,7 @@ mod tests {
         let c = compare(&baseline(10, 60), &fixtures::run(&tail), &CompareOptions::default());
         let p95 = c.metrics.iter().find(|m| m.row == Schedule::Overlap && m.statistic == Statistic::P95).expect("p95");
         assert!(!p95.can_block);
-        assert_ne!(p95.state, State::Regressed);
+        assert_ne!(p95.judged.state, State::Regressed);
     }
 
     #[test]

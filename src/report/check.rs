@@ -14,6 +14,7 @@ use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
 use crate::compare::traces::{CollectiveComparison, TraceComparison};
 use crate::compare::Comparison;
+use crate::decision::Decision;
 use crate::github::MARKER;
 use crate::result::{RunComparison, RunResult};
 use crate::trace::attribute::Attribution;
@@ -127,9 +128,9 @@ fn head(r: &CheckReport) -> String {
     if let Some(e) = &r.error {
         return error_head(r, e);
     }
-    let icon = match (r.verdict.as_str(), r.blocking) {
+    let icon = match (r.verdict, r.blocking) {
         (_, true) => "🔴",
-        ("accept", _) => "🟢",
+        (Decision::Accept, _) => "🟢",
         _ => "🟡",
     };
     let lead = r.reasons.first().map(|x| format!("\n\n{}", md_text(x, TEXT))).unwrap_or_default();
@@ -385,7 +386,12 @@ fn trace_text(t: &TraceComparison) -> String {
             .metrics
             .iter()
             .map(|m| {
-                format!("{} {} ({})", m.quantity.as_str(), crate::units::change(m.ratio), crate::units::interval(m.ci))
+                format!(
+                    "{} {} ({})",
+                    m.quantity.as_str(),
+                    crate::units::change(m.judged.ratio),
+                    crate::units::interval(m.judged.ci)
+                )
             })
             .collect();
         let note = c.note.as_ref().map(|n| format!(" [{}]", plain(n, TEXT))).unwrap_or_default();
@@ -411,11 +417,11 @@ fn trace_markdown(t: &TraceComparison) -> String {
             vec![
                 md_cell(&c.collective, NAME),
                 m.quantity.as_str().to_string(),
-                if m.baseline.is_finite() { ms(m.baseline) } else { "-".into() },
-                if m.current.is_finite() { ms(m.current) } else { "-".into() },
-                format!("{} ({})", crate::units::change(m.ratio), crate::units::interval(m.ci)),
-                super::pct(m.delta),
-                m.state.as_str().to_string(),
+                if m.judged.baseline.is_finite() { ms(m.judged.baseline) } else { "-".into() },
+                if m.judged.current.is_finite() { ms(m.judged.current) } else { "-".into() },
+                format!("{} ({})", crate::units::change(m.judged.ratio), crate::units::interval(m.judged.ci)),
+                super::pct(m.judged.against.delta),
+                m.judged.state.as_str().to_string(),
                 m.note.as_ref().or(c.note.as_ref()).map_or_else(String::new, |n| md_cell(n, TEXT)),
             ]
         })
@@ -481,7 +487,6 @@ fn nccl_settings(env: &std::collections::BTreeMap<String, String>) -> String {
 pub(super) mod tests {
     use super::*;
     use crate::check::{BaselineRef, CheckReport};
-    use crate::decision::Decision;
     use crate::hotspots::{CommEvent, Thresholds};
     use crate::trace::attribute::attribute_events;
     use crate::verdict::FailOn;

@@ -93,7 +93,7 @@ pub(crate) fn metric_table(c: &Comparison) -> String {
         .metrics
         .iter()
         .flat_map(|m| {
-            let state = format!("`{}`", m.state.as_str());
+            let state = format!("`{}`", m.judged.state.as_str());
             let cells = [Some(super::metric_cells(m, Markdown)), super::throughput_cells(m, Markdown)];
             cells.into_iter().flatten().map(move |mut row| {
                 row.push(state.clone());

@@ -68,10 +68,10 @@ pub(crate) use crate::units::{change, interval, pct};
 
 /// The change cell of a metric row; exposed communication changes as a share of the step.
 pub(crate) fn change_cell(m: &crate::compare::MetricComparison) -> String {
-    if m.statistic == crate::compare::Statistic::ExposedCommMs && m.ratio.is_finite() {
-        format!("{} of step", change(m.ratio))
+    if m.statistic == crate::compare::Statistic::ExposedCommMs && m.judged.ratio.is_finite() {
+        format!("{} of step", change(m.judged.ratio))
     } else {
-        change(m.ratio)
+        change(m.judged.ratio)
     }
 }
 
@@ -440,12 +440,12 @@ pub(crate) const METRIC_COLUMNS: [(&str, Align); 7] = [
 pub(crate) fn metric_cells(m: &crate::compare::MetricComparison, ctx: Context) -> Vec<String> {
     vec![
         ctx.escape(&m.label(), NAME),
-        ms(m.baseline),
-        ms(m.current),
+        ms(m.judged.baseline),
+        ms(m.judged.current),
         change_cell(m),
-        interval(m.ci),
-        p_value(m.p_adjusted),
-        format!("{}/{}", m.n_baseline, m.n_current),
+        interval(m.judged.ci),
+        p_value(m.judged.p_adjusted),
+        format!("{}/{}", m.judged.n_baseline, m.judged.n_current),
     ]
 }
 
@@ -461,8 +461,8 @@ pub(crate) fn throughput_cells(m: &crate::compare::MetricComparison, ctx: Contex
         format!("{} {unit}", two(t.current)),
         change(t.ratio),
         interval(t.ci),
-        p_value(m.p_adjusted),
-        format!("{}/{}", m.n_baseline, m.n_current),
+        p_value(m.judged.p_adjusted),
+        format!("{}/{}", m.judged.n_baseline, m.judged.n_current),
     ])
 }
 

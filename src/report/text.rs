@@ -88,7 +88,7 @@ fn baseline_line(c: &Comparison) -> String {
 
 /// The metric's row, then its throughput row when it has one.
 fn metric_rows(m: &MetricComparison) -> Vec<Vec<String>> {
-    let tail = [m.method.to_string(), m.state.as_str().to_string()];
+    let tail = [m.judged.method.to_string(), m.judged.state.as_str().to_string()];
     let mut row = super::metric_cells(m, Text);
     row.extend(tail.clone());
     let mut rows = vec![row];
