@@ -72,3 +72,50 @@ impl<A> Judged<A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::traces::{Quantity, TraceMetric};
+    use super::*;
+
+    fn judged<A>(against: A) -> Judged<A> {
+        Judged {
+            baseline: 1.0,
+            current: 1.5,
+            ratio: f64::NAN,
+            ci: [f64::NAN, 2.0],
+            p_value: 0.5,
+            p_adjusted: 1.0,
+            state: State::Inconclusive,
+            against,
+            n_baseline: 3,
+            n_current: 4,
+            method: Method::Pooled,
+        }
+    }
+
+    /// Flattened, the judgement's fields stand where the trace metric's own stood before the two
+    /// shared one type, δ between the state and the sample counts, and NaN still reads `null`.
+    #[test]
+    fn a_trace_metric_writes_and_reads_its_fields_in_their_old_order() {
+        let m = TraceMetric { quantity: Quantity::Wait, judged: judged(OwnDelta { delta: f64::NAN }), note: None };
+        let json = serde_json::to_string(&m).expect("json");
+        assert_eq!(
+            json,
+            r#"{"quantity":"wait","baseline":1.0,"current":1.5,"ratio":null,"ci":[null,2.0],"p_value":0.5,"p_adjusted":1.0,"state":"inconclusive","delta":null,"n_baseline":3,"n_current":4,"method":"pooled"}"#
+        );
+        let back: TraceMetric = serde_json::from_str(&json).expect("reads back");
+        assert!(back.judged.ratio.is_nan() && back.judged.ci[0].is_nan() && back.judged.against.delta.is_nan());
+        assert_eq!((back.judged.n_current, back.judged.method), (4, Method::Pooled));
+    }
+
+    #[test]
+    fn a_benchmark_judgement_writes_no_delta_of_its_own() {
+        let json = serde_json::to_value(judged(SharedDelta)).expect("json");
+        let keys: Vec<&str> = json.as_object().expect("an object").keys().map(String::as_str).collect();
+        assert!(!keys.contains(&"delta"), "{keys:?}");
+        assert!(json["ratio"].is_null());
+        let back: Judged = serde_json::from_value(json).expect("reads back");
+        assert!(back.ratio.is_nan() && back.ci[1] == 2.0);
+    }
+}
