@@ -160,13 +160,18 @@ fn trial(cell: &Cell, cell_id: u64, trial: u64, opts: &CompareOptions) -> Tally 
         trials: 1,
         regression: usize::from(c.regression),
         collect_more: usize::from(c.verdict == Decision::CollectMoreEvidence),
-        primary_inconclusive: usize::from(c.metrics.iter().any(|m| m.primary && m.state == State::Inconclusive)),
+        primary_inconclusive: usize::from(c.metrics.iter().any(|m| m.primary && m.judged.state == State::Inconclusive)),
         delta_sum: c.delta,
         regressed_by_metric: c
             .metrics
             .iter()
-            .filter(|m| m.state == State::Regressed)
-            .map(|m| (format!("{} {}", m.row, m.statistic), Blocked { count: 1, ratio_sum: m.ratio, lo_sum: m.ci[0] }))
+            .filter(|m| m.judged.state == State::Regressed)
+            .map(|m| {
+                (
+                    format!("{} {}", m.row, m.statistic),
+                    Blocked { count: 1, ratio_sum: m.judged.ratio, lo_sum: m.judged.ci[0] },
+                )
+            })
             .collect(),
         causes: c.cause.map(|k| (k.as_str(), 1)).into_iter().collect(),
     }

@@ -136,7 +136,7 @@ mod tests {
                 assert_eq!(huge.verdict, verdict, "{case}");
                 assert_eq!(small.verdict, verdict, "{case}");
                 assert_eq!(huge.regression, level > 1.0, "{case}");
-                assert!(huge.metrics.iter().all(|m| m.n_current == SAMPLE_LIMIT), "{case}");
+                assert!(huge.metrics.iter().all(|m| m.judged.n_current == SAMPLE_LIMIT), "{case}");
                 let note = huge.reasons.last().expect("a note");
                 assert!(note.contains(&format!("stratified subsample of {SAMPLE_LIMIT} steps")), "{case}");
                 assert!(note.contains(&format!("{} rows longer", 4 * (runs + 1))), "{case}");

@@ -87,12 +87,12 @@ pub fn sentence(cause: Cause, phases: &[&MetricComparison]) -> String {
 
 /// One phase's part of the sentence.
 fn phase(m: &MetricComparison) -> String {
-    match m.state {
+    match m.judged.state {
         State::Unchanged => format!("{} unchanged", m.label()),
-        State::Inconclusive => format!("{} inconclusive ({})", m.label(), change(m.ratio)),
+        State::Inconclusive => format!("{} inconclusive ({})", m.label(), change(m.judged.ratio)),
         State::Regressed | State::Improved => {
             let throughput = m.throughput.as_ref().map(|t| format!(", {} {}", t.kind.label(), change(t.ratio)));
-            format!("{} {}{}", m.label(), change(m.ratio), throughput.unwrap_or_default())
+            format!("{} {}{}", m.label(), change(m.judged.ratio), throughput.unwrap_or_default())
         }
     }
 }

@@ -2,7 +2,7 @@
 //! every comparison (one per workload) are adjusted together, then each metric's state is
 //! derived with the one four-state rule. A comparison alone is a family of one, so `compare`
 //! and a one-workload `check` agree by construction. The verdict on each adjusted comparison
-//! ([`Judged`]) is `decide::comparison`'s.
+//! ([`Adjusted`]) is `decide::comparison`'s.
 //!
 //! Why one family: a gate that judges ten workloads at α = 0.01 each would block one pull
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
@@ -66,17 +66,17 @@ impl Pending {
     }
 
     /// Holm over this comparison's metrics alone (what `compare` does).
-    pub fn adjust_alone(self, opts: &CompareOptions) -> Judged {
+    pub fn adjust_alone(self, opts: &CompareOptions) -> Adjusted {
         let (reg, imp) = self.raw();
         self.adjust(&holm_adjust(&reg), &holm_adjust(&imp), opts)
     }
 
     /// States from the adjusted p-values (one per judged metric).
-    fn adjust(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> Judged {
+    fn adjust(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> Adjusted {
         let Pending { summary, delta, stage } = self;
         let j = match stage {
             Stage::Unusable(reason) => {
-                return Judged {
+                return Adjusted {
                     baseline: summary,
                     delta,
                     metrics: Vec::new(),
@@ -95,13 +95,13 @@ impl Pending {
             .map(|((m, e), (&r, &i))| judge(*m, e, r, i, delta, j.episodes, &j.workload, opts))
             .collect();
         let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
-        Judged { baseline: summary, delta, metrics, unusable: None, hardware: j.hardware, cause, bounded: j.bounded }
+        Adjusted { baseline: summary, delta, metrics, unusable: None, hardware: j.hardware, cause, bounded: j.bounded }
     }
 }
 
 /// A comparison with its metrics' states, before its verdict.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Judged {
+pub struct Adjusted {
     pub baseline: BaselineSummary,
     pub delta: f64,
     pub metrics: Vec<MetricComparison>,
@@ -118,7 +118,7 @@ pub struct Judged {
 
 /// Adjusts several comparisons as one family: Holm over all their judged metrics together. The
 /// output is in the input order.
-pub fn adjust_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Judged> {
+pub fn adjust_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Adjusted> {
     adjust_with_traces(pending, None, opts).0
 }
 
@@ -128,7 +128,7 @@ pub fn adjust_with_traces(
     pending: Vec<Pending>,
     traces: Option<PendingTraces>,
     opts: &CompareOptions,
-) -> (Vec<Judged>, Option<TraceComparison>) {
+) -> (Vec<Adjusted>, Option<TraceComparison>) {
     let mut raw: Vec<(Vec<f64>, Vec<f64>)> = pending.iter().map(Pending::raw).collect();
     raw.extend(traces.as_ref().map(PendingTraces::raw));
     let reg = holm_adjust(&raw.iter().flat_map(|(r, _)| r.iter().copied()).collect::<Vec<_>>());
@@ -195,11 +195,17 @@ mod tests {
         assert_eq!(five.len(), 5);
         // Five identical comparisons: each adjusted p-value is at least the lone one's.
         for (lone, fam) in alone.metrics.iter().zip(&five[0].metrics) {
-            assert!(fam.p_adjusted >= lone.p_adjusted, "{} {} < {}", fam.label(), fam.p_adjusted, lone.p_adjusted);
-            assert_eq!(fam.p_value, lone.p_value);
+            assert!(
+                fam.judged.p_adjusted >= lone.judged.p_adjusted,
+                "{} {} < {}",
+                fam.label(),
+                fam.judged.p_adjusted,
+                lone.judged.p_adjusted
+            );
+            assert_eq!(fam.judged.p_value, lone.judged.p_value);
         }
         // A 20 % shift still blocks in a family of five.
-        assert!(five.iter().all(|c| c.regression && c.metrics[0].state == State::Regressed));
+        assert!(five.iter().all(|c| c.regression && c.metrics[0].judged.state == State::Regressed));
     }
 
     #[test]

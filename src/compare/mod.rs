@@ -36,6 +36,7 @@ mod bound;
 mod cause;
 mod estimate;
 pub mod family;
+mod judged;
 pub(crate) mod nullable;
 mod throughput;
 pub mod traces;
@@ -55,7 +56,8 @@ pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
 use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
-pub use family::{adjust_together, adjust_with_traces, Judged, Pending};
+pub use family::{adjust_together, adjust_with_traces, Adjusted, Pending};
+pub use judged::{Judged, OwnDelta, SharedDelta};
 pub use throughput::{Throughput, ThroughputKind};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -160,30 +162,13 @@ impl fmt::Display for Method {
     }
 }
 
-/// One compared statistic.
+/// One compared statistic: which, its judgement, and what only a benchmark metric has.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {
     pub row: Schedule,
     pub statistic: Statistic,
-    /// Baseline value (ms): the geometric mean of the runs' values (history) or the pooled one.
-    #[serde(deserialize_with = "nullable::f64")]
-    pub baseline: f64,
-    #[serde(deserialize_with = "nullable::f64")]
-    pub current: f64,
-    #[serde(deserialize_with = "nullable::f64")]
-    pub ratio: f64,
-    #[serde(deserialize_with = "nullable::pair")]
-    pub ci: [f64; 2],
-    /// One-sided p-value in the direction of the point estimate, before adjustment.
-    #[serde(deserialize_with = "nullable::f64")]
-    pub p_value: f64,
-    /// After Holm's correction across the compared metrics.
-    #[serde(deserialize_with = "nullable::f64")]
-    pub p_adjusted: f64,
-    pub state: State,
-    pub n_baseline: usize,
-    pub n_current: usize,
-    pub method: Method,
+    #[serde(flatten)]
+    pub judged: Judged,
     /// Whether this metric may block a merge (P95 needs enough samples).
     pub can_block: bool,
     /// The primary metric (overlap median) decides between accept and collect_more_evidence.
@@ -293,8 +278,8 @@ fn phases(metrics: &[MetricComparison]) -> Vec<&MetricComparison> {
 
 /// What [`mover`] reads of the judged metrics.
 fn moves(metrics: &[MetricComparison]) -> Moves {
-    let phase = |s: Schedule| phases(metrics).into_iter().find(|m| m.row == s).map(|m| m.state);
-    let regressed = |s: Schedule| metrics.iter().any(|m| m.row == s && m.state == State::Regressed);
+    let phase = |s: Schedule| phases(metrics).into_iter().find(|m| m.row == s).map(|m| m.judged.state);
+    let regressed = |s: Schedule| metrics.iter().any(|m| m.row == s && m.judged.state == State::Regressed);
     Moves {
         comm: phase(Schedule::CommOnly),
         compute: phase(Schedule::ComputeOnly),
@@ -367,20 +352,10 @@ fn judge(
         }
         other => other,
     };
-    let up = e.ratio >= 1.0;
     MetricComparison {
         row: m.row(),
         statistic: m.statistic(),
-        baseline: e.baseline,
-        current: e.current,
-        ratio: e.ratio,
-        ci: e.ci,
-        p_value: if up { e.p_regressed } else { e.p_improved },
-        p_adjusted: if up { p_reg } else { p_imp },
-        state,
-        n_baseline: e.n_baseline,
-        n_current: e.n_current,
-        method: e.method,
+        judged: Judged::of(e, p_reg, p_imp, state, SharedDelta),
         can_block,
         primary: m == METRICS[0],
         note,
@@ -417,17 +392,17 @@ impl MetricComparison {
 /// share of the step: "exposed comm +0.069 ms (+8.2 % of the step, 95 % CI +7.5…+8.9 %)".
 pub fn describe(m: &MetricComparison) -> String {
     let name = m.label();
-    if !m.ratio.is_finite() {
+    if !m.judged.ratio.is_finite() {
         return name;
     }
     if m.statistic == Statistic::ExposedCommMs {
-        let delta_ms = m.current - m.baseline;
+        let delta_ms = m.judged.current - m.judged.baseline;
         let sign = if delta_ms < 0.0 { "−" } else { "+" };
         return format!(
             "{name} {sign}{:.3} ms ({} of the step, 95 % CI {})",
             delta_ms.abs(),
-            change(m.ratio),
-            interval(m.ci)
+            change(m.judged.ratio),
+            interval(m.judged.ci)
         );
     }
     let throughput = m
@@ -435,7 +410,7 @@ pub fn describe(m: &MetricComparison) -> String {
         .as_ref()
         .map(|t| format!(", {} {} (95 % CI {})", t.kind.label(), change(t.ratio), interval(t.ci)))
         .unwrap_or_default();
-    format!("{name} {} (95 % CI {}){throughput}", change(m.ratio), interval(m.ci))
+    format!("{name} {} (95 % CI {}){throughput}", change(m.judged.ratio), interval(m.judged.ci))
 }
 
 #[cfg(test)]
@@ -460,7 +435,7 @@ mod tests {
         c.metrics
             .iter()
             .find(|m| m.row.as_str() == row && m.statistic.as_str() == statistic)
-            .map(|m| m.state)
+            .map(|m| m.judged.state)
             .expect("metric")
     }
 
@@ -471,7 +446,7 @@ mod tests {
         assert_eq!(c.verdict, Decision::Accept, "{:?}", c.reasons);
         assert_eq!(state(&c, "overlap", "median"), State::Unchanged);
         assert_eq!(c.metrics.len(), 7);
-        assert!(c.metrics.iter().all(|m| m.method == Method::History));
+        assert!(c.metrics.iter().all(|m| m.judged.method == Method::History));
         assert_eq!(c.cause, None);
         assert_eq!(c.delta, 0.03);
     }
@@ -495,7 +470,7 @@ mod tests {
     #[test]
     fn a_one_run_baseline_uses_the_pooled_tests() {
         let c = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
-        assert!(c.metrics.iter().all(|m| m.method == Method::Pooled));
+        assert!(c.metrics.iter().all(|m| m.judged.method == Method::Pooled));
         assert!(c.regression, "{:?}", c.reasons);
         assert_eq!(c.baseline.spread, None);
         let same = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
@@ -535,7 +510,7 @@ mod tests {
         let c = compare(&baseline(10, 60), &fixtures::run(&tail), &CompareOptions::default());
         let p95 = c.metrics.iter().find(|m| m.row == Schedule::Overlap && m.statistic == Statistic::P95).expect("p95");
         assert!(!p95.can_block);
-        assert_ne!(p95.state, State::Regressed);
+        assert_ne!(p95.judged.state, State::Regressed);
     }
 
     #[test]

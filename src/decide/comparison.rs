@@ -8,7 +8,7 @@ use super::vocab::{Decision, Verdict};
 use crate::baseline::Baseline;
 use crate::compare::traces::{PendingTraces, TraceComparison};
 use crate::compare::{
-    adjust_together, adjust_with_traces, describe, prepare, BaselineSummary, CompareOptions, Comparison, Judged,
+    adjust_together, adjust_with_traces, describe, prepare, Adjusted, BaselineSummary, CompareOptions, Comparison,
     MetricComparison, Pending, State, SCHEMA_VERSION,
 };
 use crate::result::{RunResult, SoftwareChange};
@@ -42,8 +42,8 @@ pub fn judge_with_traces(
 
 /// The comparison of adjusted metrics: its verdict, the phase a blocking regression traces to
 /// first in the reasons, and a subsampled row's note last.
-pub fn conclude(j: Judged, opts: &CompareOptions) -> Comparison {
-    let Judged { baseline, delta, metrics, unusable, hardware, cause, bounded } = j;
+pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
+    let Adjusted { baseline, delta, metrics, unusable, hardware, cause, bounded } = j;
     let mut v = match unusable {
         Some(reason) => Verdict::because(Decision::CollectMoreEvidence, reason),
         None => decide(&metrics, &baseline, &hardware, delta, opts),
@@ -82,7 +82,7 @@ fn decide(
     opts: &CompareOptions,
 ) -> Verdict {
     let mut reasons = Vec::new();
-    let regressed: Vec<&MetricComparison> = metrics.iter().filter(|m| m.state == State::Regressed).collect();
+    let regressed: Vec<&MetricComparison> = metrics.iter().filter(|m| m.judged.state == State::Regressed).collect();
     for m in &regressed {
         reasons.push(format!("{}, above the {} floor", describe(m), pct(delta)));
     }
@@ -96,17 +96,17 @@ fn decide(
     if !regressed.is_empty() {
         return Verdict::regression(reasons);
     }
-    for m in metrics.iter().filter(|m| m.state == State::Improved) {
+    for m in metrics.iter().filter(|m| m.judged.state == State::Improved) {
         reasons.push(format!("{}: improved beyond the {} floor", describe(m), pct(delta)));
     }
-    let too_few = metrics.iter().map(|m| m.n_current).min().unwrap_or(0) < opts.min_samples;
-    let primary_open = metrics.iter().any(|m| m.primary && m.state == State::Inconclusive);
-    for m in metrics.iter().filter(|m| m.state == State::Inconclusive) {
+    let too_few = metrics.iter().map(|m| m.judged.n_current).min().unwrap_or(0) < opts.min_samples;
+    let primary_open = metrics.iter().any(|m| m.primary && m.judged.state == State::Inconclusive);
+    for m in metrics.iter().filter(|m| m.judged.state == State::Inconclusive) {
         let why = m.note.clone().unwrap_or_else(|| format!("not enough evidence either way at δ = {}", pct(delta)));
         reasons.push(format!("{}: {why}", describe(m)));
     }
     let unchanged: Vec<String> =
-        metrics.iter().filter(|m| m.state == State::Unchanged).map(MetricComparison::label).collect();
+        metrics.iter().filter(|m| m.judged.state == State::Unchanged).map(MetricComparison::label).collect();
     if !unchanged.is_empty() {
         reasons.push(format!("{} unchanged within ±{}", unchanged.join(", "), pct(delta)));
     }
@@ -115,7 +115,7 @@ fn decide(
             0,
             format!(
                 "only {} samples in the current run; run at least {} repeats ({} for P95 to count)",
-                metrics.iter().map(|m| m.n_current).min().unwrap_or(0),
+                metrics.iter().map(|m| m.judged.n_current).min().unwrap_or(0),
                 opts.min_samples,
                 opts.p95_min_samples
             ),

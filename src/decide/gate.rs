@@ -186,7 +186,7 @@ fn judge(e: &Evidence<'_>) -> Verdict {
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     for (w, c) in e.workloads.iter().filter_map(|w| w.comparison.map(|c| (w, c))) {
-        let unchanged = c.metrics.iter().filter(|m| m.state == State::Unchanged).count();
+        let unchanged = c.metrics.iter().filter(|m| m.judged.state == State::Unchanged).count();
         reasons.push(w.own(&format!(
             "no regression against {} baseline run(s): {unchanged} of {} metrics unchanged",
             c.baseline.runs,
@@ -236,20 +236,22 @@ mod tests {
     /// A trace comparison whose one collective regressed by `cause`, rank 5 last in 93 %.
     fn regressed_traces(cause: traces::Cause) -> TraceComparison {
         use crate::compare::traces::TraceMetric;
-        use crate::compare::Method;
+        use crate::compare::{Judged, Method, OwnDelta};
         let metric = |quantity, ratio: f64| TraceMetric {
             quantity,
-            baseline: 1.0,
-            current: 1.0 + (ratio - 1.0) * 10.0,
-            ratio,
-            ci: [ratio - 0.01, ratio + 0.01],
-            p_value: 1e-6,
-            p_adjusted: 1e-5,
-            state: if ratio > 1.03 { State::Regressed } else { State::Unchanged },
-            delta: 0.03,
-            n_baseline: 50,
-            n_current: 50,
-            method: Method::History,
+            judged: Judged {
+                baseline: 1.0,
+                current: 1.0 + (ratio - 1.0) * 10.0,
+                ratio,
+                ci: [ratio - 0.01, ratio + 0.01],
+                p_value: 1e-6,
+                p_adjusted: 1e-5,
+                state: if ratio > 1.03 { State::Regressed } else { State::Unchanged },
+                against: OwnDelta { delta: 0.03 },
+                n_baseline: 50,
+                n_current: 50,
+                method: Method::History,
+            },
             note: None,
         };
         let (transfer, wait) = match cause {

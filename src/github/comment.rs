@@ -285,7 +285,7 @@ impl Author {
         match self {
             // Logins are case-insensitive on GitHub.
             Author::Login(login) => user.login.eq_ignore_ascii_case(login),
-            Author::AppBot => user.kind.as_deref() == Some("Bot") && user.login.ends_with("[bot]"),
+            Author::AppBot => user.kind == Some(AccountKind::Bot) && user.login.ends_with("[bot]"),
         }
     }
 }
@@ -375,9 +375,18 @@ struct WireComment {
 #[derive(Debug, Deserialize)]
 struct WireUser {
     login: String,
-    /// `User`, `Bot` or `Organization`.
     #[serde(default, rename = "type")]
-    kind: Option<String>,
+    kind: Option<AccountKind>,
+}
+
+/// A GitHub account's `type`; one GitHub may add later reads as `Other`, never as a `Bot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+enum AccountKind {
+    User,
+    Bot,
+    Organization,
+    #[serde(other)]
+    Other,
 }
 
 impl WireComment {
@@ -665,11 +674,14 @@ mod tests {
 
     #[test]
     fn only_the_tokens_own_identity_wrote_the_sticky_comment() {
-        let user = |login: &str, kind: &str| WireUser { login: login.to_string(), kind: Some(kind.to_string()) };
+        let user = |login: &str, kind: &str| -> WireUser {
+            serde_json::from_value(serde_json::json!({ "login": login, "type": kind })).expect("a user")
+        };
         let bot = Author::AppBot;
         assert!(bot.wrote(Some(&user("github-actions[bot]", "Bot"))));
         assert!(bot.wrote(Some(&user("my-gate-app[bot]", "Bot"))));
         assert!(!bot.wrote(Some(&user("github-actions[bot]", "User"))), "a user cannot be a bot");
+        assert!(!bot.wrote(Some(&user("github-actions[bot]", "Mannequin"))), "an unknown type is no bot");
         assert!(!bot.wrote(Some(&user("mallory", "User"))));
         assert!(!bot.wrote(Some(&user("botty", "Bot"))));
         assert!(!bot.wrote(None), "a deleted account is nobody");

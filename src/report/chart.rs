@@ -70,7 +70,12 @@ pub fn series_from(workload: &str, c: &Comparison) -> ChartSeries {
     let points = c
         .metrics
         .iter()
-        .map(|m| ChartPoint { metric: m.label(), change_pct: pct(m.ratio), lo_pct: pct(m.ci[0]), hi_pct: pct(m.ci[1]) })
+        .map(|m| ChartPoint {
+            metric: m.label(),
+            change_pct: pct(m.judged.ratio),
+            lo_pct: pct(m.judged.ci[0]),
+            hi_pct: pct(m.judged.ci[1]),
+        })
         .collect();
     ChartSeries { workload: workload.to_string(), points }
 }

@@ -8,13 +8,14 @@
 mod workloads;
 
 use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, TEXT};
-use super::markdown::{metric_table, table};
+use super::markdown::metric_table;
+use super::table;
 use super::{ms, payload, two, Align};
 use crate::check::CheckReport;
 use crate::compare::traces::{CollectiveComparison, TraceComparison};
 use crate::compare::Comparison;
 use crate::decide::mitigation::Diagnosis;
-use crate::decide::{EvaluationError, Outcome};
+use crate::decide::{Decision, EvaluationError, Outcome};
 use crate::github::MARKER;
 use crate::result::{RunComparison, RunResult};
 use crate::trace::attribute::Attribution;
@@ -127,9 +128,9 @@ fn head(r: &CheckReport) -> String {
     if let Some(e) = &r.error {
         return error_head(r, e);
     }
-    let icon = match (r.verdict.as_str(), r.blocking) {
+    let icon = match (r.verdict, r.blocking) {
         (_, true) => "🔴",
-        ("accept", _) => "🟢",
+        (Decision::Accept, _) => "🟢",
         _ => "🟡",
     };
     let lead = r.reasons.first().map(|x| format!("\n\n{}", md_text(x, TEXT))).unwrap_or_default();
@@ -249,7 +250,7 @@ fn hotspots_section(r: &CheckReport) -> String {
         a.ranks.len(),
         a.source.steps,
         super::markdown::notes(a),
-        table(&columns, &rows),
+        table::markdown(&columns, &rows),
         mitigation(a)
     )
 }
@@ -286,26 +287,36 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(b) = &r.bench {
         let (h, sw) = (&b.hardware, &b.software);
-        let text = format!(
-            "| | |\n|---|---|\n| backend | {} ({}) |\n| hardware | {} |\n| driver / CUDA / NCCL | {} / {} / {} |\n| NCCL settings | {} |\n| fingerprint | {} |\n| workload | {} · {} × {} elements · matmul {}³ · {} repeats |\n{}| run's own decision | `{}`: {} |\n",
-            md_cell(&b.workload.backend, NAME),
-            md_cell(&format!("{:?}", b.evidence_level), NAME),
-            md_cell(&hardware_line(h), NAME),
-            md_cell(sw.driver.as_deref().unwrap_or("-"), NAME),
-            md_cell(sw.cuda.as_deref().unwrap_or("-"), NAME),
-            md_cell(sw.nccl.as_deref().unwrap_or("-"), NAME),
-            nccl_settings(&sw.nccl_env),
+        let cell = |s: &str| md_cell(s, NAME);
+        let w = &b.workload;
+        let mut rows = vec![
+            ["backend".to_string(), format!("{} ({})", cell(&w.backend), cell(&format!("{:?}", b.evidence_level)))],
+            ["hardware".to_string(), cell(&hardware_line(h))],
+            [
+                "driver / CUDA / NCCL".to_string(),
+                [&sw.driver, &sw.cuda, &sw.nccl].map(|v| cell(v.as_deref().unwrap_or("-"))).join(" / "),
+            ],
+            ["NCCL settings".to_string(), nccl_settings(&sw.nccl_env)],
             // 16 hex digits when this crate computed it; a report file may say anything.
-            code_cell(&h.fingerprint, NAME),
-            md_cell(&b.workload.id, NAME),
-            md_cell(&b.workload.dtype, NAME),
-            b.workload.payload_elements,
-            b.workload.compute_dim,
-            b.workload.repeats,
-            run_figures(b).iter().map(|(label, value)| format!("| {label} | {value} |\n")).collect::<String>(),
-            b.decision.verdict.as_str(),
-            md_cell(&b.decision.reason, TEXT)
-        );
+            ["fingerprint".to_string(), code_cell(&h.fingerprint, NAME)],
+            [
+                "workload".to_string(),
+                format!(
+                    "{} · {} × {} elements · matmul {}³ · {} repeats",
+                    cell(&w.id),
+                    cell(&w.dtype),
+                    w.payload_elements,
+                    w.compute_dim,
+                    w.repeats
+                ),
+            ],
+        ];
+        rows.extend(run_figures(b).map(|(label, value)| [label.to_string(), value]));
+        rows.push([
+            "run's own decision".to_string(),
+            format!("`{}`: {}", b.decision.verdict.as_str(), md_cell(&b.decision.reason, TEXT)),
+        ]);
+        let text = table::markdown_pairs(&rows);
         out.push(fold("Benchmark run", &text));
     }
     if let Some(t) = &r.trace_comparison {
@@ -375,7 +386,12 @@ fn trace_text(t: &TraceComparison) -> String {
             .metrics
             .iter()
             .map(|m| {
-                format!("{} {} ({})", m.quantity.as_str(), crate::units::change(m.ratio), crate::units::interval(m.ci))
+                format!(
+                    "{} {} ({})",
+                    m.quantity.as_str(),
+                    crate::units::change(m.judged.ratio),
+                    crate::units::interval(m.judged.ci)
+                )
             })
             .collect();
         let note = c.note.as_ref().map(|n| format!(" [{}]", plain(n, TEXT))).unwrap_or_default();
@@ -401,11 +417,11 @@ fn trace_markdown(t: &TraceComparison) -> String {
             vec![
                 md_cell(&c.collective, NAME),
                 m.quantity.as_str().to_string(),
-                if m.baseline.is_finite() { ms(m.baseline) } else { "-".into() },
-                if m.current.is_finite() { ms(m.current) } else { "-".into() },
-                format!("{} ({})", crate::units::change(m.ratio), crate::units::interval(m.ci)),
-                super::pct(m.delta),
-                m.state.as_str().to_string(),
+                if m.judged.baseline.is_finite() { ms(m.judged.baseline) } else { "-".into() },
+                if m.judged.current.is_finite() { ms(m.judged.current) } else { "-".into() },
+                format!("{} ({})", crate::units::change(m.judged.ratio), crate::units::interval(m.judged.ci)),
+                super::pct(m.judged.against.delta),
+                m.judged.state.as_str().to_string(),
                 m.note.as_ref().or(c.note.as_ref()).map_or_else(String::new, |n| md_cell(n, TEXT)),
             ]
         })
@@ -426,7 +442,7 @@ fn trace_markdown(t: &TraceComparison) -> String {
         "Baseline {}: {}.\n\n{unusable}{}{notes}",
         code_span(&t.name, PATH),
         trace_basis(t),
-        if rows.is_empty() { String::new() } else { table(&columns, &rows) }
+        if rows.is_empty() { String::new() } else { table::markdown(&columns, &rows) }
     )
 }
 
@@ -443,7 +459,7 @@ fn ranks(a: &Attribution) -> String {
         ("exposed ms", Align::Right),
         ("overlap %", Align::Right),
     ];
-    table(&columns, &rows)
+    table::markdown(&columns, &rows)
 }
 
 fn fold(summary: &str, inner: &str) -> String {
@@ -472,7 +488,6 @@ pub(super) mod tests {
     use super::*;
     use crate::check::{BaselineRef, CheckReport};
     use crate::decide::mitigation::{diagnose, Thresholds};
-    use crate::decide::Decision;
     use crate::decide::FailOn;
     use crate::trace::attribute::attribute_events;
     use crate::trace::attribute::CommEvent;

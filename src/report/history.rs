@@ -3,7 +3,8 @@
 //! chart of the overlap median). Every string here comes from a store or a file name and is
 //! untrusted: it passes through one function of [`super::escape`] where it enters the output.
 
-use super::escape::{md_cell, md_text, plain, NAME, PATH, TEXT};
+use super::escape::{md_text, plain, NAME, PATH, TEXT};
+use super::table::{self, Align, Column, Context};
 use super::Format;
 use crate::baseline::history::{short_date, Entry};
 use crate::baseline::list::Listing;
@@ -46,35 +47,47 @@ fn ms(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_string(), |x| format!("{x:.3}"))
 }
 
-const LIST_HEAD: [&str; 7] =
-    ["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms", "trace runs"];
+/// Every column of these tables is left-aligned, numbers too (as they have always read).
+const fn left<const N: usize>(heads: [&'static str; N]) -> [Column<'static>; N] {
+    let mut columns = [("", Align::Left); N];
+    let mut i = 0;
+    while i < N {
+        columns[i].0 = heads[i];
+        i += 1;
+    }
+    columns
+}
+
+const LIST_COLUMNS: [Column<'static>; 7] =
+    left(["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms", "trace runs"]);
 
 /// "default: 5, nightly: 2", or `-` without trace runs.
-fn trace_runs(st: &crate::baseline::list::StoreStats, esc: &impl Fn(&str, usize) -> String) -> String {
+fn trace_runs(st: &crate::baseline::list::StoreStats, ctx: Context) -> String {
     if st.trace_runs.is_empty() {
         return "-".to_string();
     }
-    let names: Vec<String> = st.trace_runs.iter().map(|(name, n)| format!("{}: {n}", esc(name, NAME))).collect();
+    let names: Vec<String> = st.trace_runs.iter().map(|(name, n)| format!("{}: {n}", ctx.escape(name, NAME))).collect();
     names.join(", ")
 }
 
-/// A listing's rows with `esc` applied to every string from the store.
-fn list_rows(l: &Listing, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 7]> {
+/// A listing's rows, every string from the store escaped for `ctx`.
+fn list_rows(l: &Listing, ctx: Context) -> Vec<Vec<String>> {
+    let esc = |s: &str, max: usize| ctx.escape(s, max);
     l.stores
         .iter()
         .map(|s| {
             let (profile, workload) = (esc(&s.profile, NAME), esc(&s.workload, NAME));
             match (&s.stats, &s.error) {
-                (Some(st), _) => [
+                (Some(st), _) => vec![
                     profile,
                     workload,
                     format!("{} ({} judged)", st.runs, st.judged_runs),
                     esc(&st.newest, NAME),
                     ms(st.overlap_median_ms),
                     ms(st.serial_median_ms),
-                    trace_runs(st, &esc),
+                    trace_runs(st, ctx),
                 ],
-                (None, e) => [
+                (None, e) => vec![
                     profile,
                     workload,
                     "error".into(),
@@ -94,7 +107,7 @@ fn list_text(l: &Listing) -> String {
         return format!("No baseline stores in {dir}.\n");
     }
     let mut out = format!("Baseline stores in {dir} ({}):\n\n", l.stores.len());
-    out.push_str(&table(&LIST_HEAD, &list_rows(l, plain)));
+    out.push_str(&table::text_unruled(&LIST_COLUMNS, &list_rows(l, Context::Text)));
     out
 }
 
@@ -104,7 +117,7 @@ fn list_markdown(l: &Listing) -> String {
         return format!("No baseline stores in {dir}\\.\n");
     }
     let mut out = format!("### Baseline stores in {dir}\n\n");
-    out.push_str(&md_table(&LIST_HEAD, &list_rows(l, md_cell)));
+    out.push_str(&table::markdown(&LIST_COLUMNS, &list_rows(l, Context::Markdown)));
     out
 }
 
@@ -123,7 +136,7 @@ fn short_software(e: &Entry) -> String {
     parts.iter().map(|p| p.as_deref().unwrap_or("-")).collect::<Vec<_>>().join(" / ")
 }
 
-const SHOW_HEAD: [&str; 15] = [
+const SHOW_COLUMNS: [Column<'static>; 15] = left([
     "#",
     "date",
     "commit",
@@ -139,9 +152,10 @@ const SHOW_HEAD: [&str; 15] = [
     "compute p95",
     "busbw GB/s",
     "spread",
-];
+]);
 
-fn show_rows(s: &Shown, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 15]> {
+fn show_rows(s: &Shown, ctx: Context) -> Vec<Vec<String>> {
+    let esc = |s: &str, max: usize| ctx.escape(s, max);
     s.runs
         .iter()
         .enumerate()
@@ -160,7 +174,7 @@ fn show_rows(s: &Shown, esc: impl Fn(&str, usize) -> String) -> Vec<[String; 15]
             }
             cells.push(e.summary.busbw_gbps.map_or_else(|| "-".into(), |x| format!("{x:.2}")));
             cells.push(e.summary.overlap_spread.map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0)));
-            cells.try_into().unwrap_or_else(|_| std::array::from_fn(|_| String::new()))
+            cells
         })
         .collect()
 }
@@ -205,7 +219,7 @@ pub fn sparkline(values: &[f64]) -> String {
 
 fn show_text(s: &Shown) -> String {
     let mut out = format!("Store {}\n{}\n\n", plain(&s.path, PATH), heading(s, plain));
-    out.push_str(&table(&SHOW_HEAD, &show_rows(s, plain)));
+    out.push_str(&table::text_unruled(&SHOW_COLUMNS, &show_rows(s, Context::Text)));
     out.push_str(&format!("\nTrend of the medians (ms; the newest {TREND_POINTS} runs at most, oldest first):\n"));
     for sch in SCHEDULES {
         let m = medians(s, sch);
@@ -218,7 +232,7 @@ fn show_text(s: &Shown) -> String {
 
 fn show_markdown(s: &Shown) -> String {
     let mut out = format!("### Baseline {}\n\n{}\n\n", md_text(&s.path, PATH), heading(s, md_text));
-    out.push_str(&md_table(&SHOW_HEAD, &show_rows(s, md_cell)));
+    out.push_str(&table::markdown(&SHOW_COLUMNS, &show_rows(s, Context::Markdown)));
     out.push('\n');
     out.push_str(&chart(s));
     out
@@ -235,30 +249,6 @@ fn chart(s: &Shown) -> String {
         .collect();
     let points = &points[points.len().saturating_sub(TREND_POINTS)..];
     super::chart::trend_chart("Overlap median (ms), oldest to newest", points, None).unwrap_or_default()
-}
-
-/// An aligned plain table: columns padded to their widest cell, two spaces apart.
-fn table<const N: usize>(head: &[&str; N], rows: &[[String; N]]) -> String {
-    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).chain([head[c].len()]).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..N).map(width).collect();
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(head.to_vec());
-    for r in rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
-    out
-}
-
-/// A GFM table; the cells are already escaped.
-fn md_table<const N: usize>(head: &[&str; N], rows: &[[String; N]]) -> String {
-    let mut out = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(N));
-    for r in rows {
-        out.push_str(&format!("| {} |\n", r.join(" | ")));
-    }
-    out
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! input, and a PR comment renders HTML, links and mentions. Strings this crate owns (strategy
 //! and decision names, formatted numbers) are written as-is.
 
-use super::escape::{code_span, md_cell, md_text, NAME, PATH, TEXT};
+use super::escape::{code_span, md_text, NAME, PATH, TEXT};
+use super::table::{self, Context::Markdown};
 use super::{pct, Align};
 use crate::compare::Comparison;
 use crate::decide::mitigation::Diagnosis;
@@ -20,23 +21,17 @@ pub fn attribution(a: &Diagnosis) -> String {
     out.push_str(&super::source_line(a, |s| md_text(s, NAME), &format!(" ({})", file_list(&a.source.files))));
     out.push_str("\n\n");
     out.push_str(&notes(a));
-    if a.by_collective.is_empty() {
-        out.push_str("_No communication kernels found._\n");
-    } else {
-        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, |s| md_cell(s, NAME))));
-    }
-    let sizes = super::size_rows(a, |s| md_cell(s, NAME));
-    if !sizes.is_empty() {
-        out.push_str(&format!("\n<details><summary>{}</summary>\n\n", super::SIZE_TITLE));
-        out.push_str(&table(&super::SIZE_COLUMNS, &sizes));
-        out.push_str("\n</details>\n");
+    let collectives = super::collective_table(a, Markdown);
+    out.push_str(collectives.as_deref().unwrap_or("_No communication kernels found._\n"));
+    if let Some(sizes) = super::size_table(a, Markdown) {
+        out.push_str(&format!("\n<details><summary>{}</summary>\n\n{sizes}\n</details>\n", super::SIZE_TITLE));
     }
     if let Some(line) = super::step_summary(a) {
         out.push_str(&format!("\n{line}\n"));
     }
     if !a.ranks.is_empty() {
         out.push_str("\n<details><summary>Per rank</summary>\n\n");
-        out.push_str(&table(&super::RANK_COLUMNS, &super::rank_rows(a)));
+        out.push_str(&table::markdown(&super::RANK_COLUMNS, &super::rank_rows(a)));
         out.push_str("\n</details>\n");
     }
     out.push('\n');
@@ -65,23 +60,6 @@ fn file_list(files: &[String]) -> String {
 fn decision_lines(a: &Diagnosis) -> String {
     let d = super::decisions(a, |s| md_text(s, NAME), |strategy| format!("`{strategy}`"));
     format!("- **Priority:** {}\n- **Mitigation:** {}\n- **Next measurements:** {}\n", d.priority, d.mitigation, d.next)
-}
-
-/// A GFM table; cells must already be escaped.
-pub(crate) fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
-    let header: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
-    let rule: Vec<&str> = columns
-        .iter()
-        .map(|(_, align)| match align {
-            Align::Left => "---",
-            Align::Right => "---:",
-        })
-        .collect();
-    let mut out = format!("| {} |\n|{}|\n", header.join(" | "), rule.join("|"));
-    for row in rows {
-        out.push_str(&format!("| {} |\n", row.join(" | ")));
-    }
-    out
 }
 
 /// Renders a comparison as Markdown: the verdict and its first reason, the metric table, all
@@ -116,16 +94,15 @@ pub(crate) fn metric_table(c: &Comparison) -> String {
         .metrics
         .iter()
         .flat_map(|m| {
-            let state = format!("`{}`", m.state.as_str());
-            let cells =
-                [Some(super::metric_cells(m, |s| md_cell(s, NAME))), super::throughput_cells(m, |s| md_cell(s, NAME))];
+            let state = format!("`{}`", m.judged.state.as_str());
+            let cells = [Some(super::metric_cells(m, Markdown)), super::throughput_cells(m, Markdown)];
             cells.into_iter().flatten().map(move |mut row| {
                 row.push(state.clone());
                 row
             })
         })
         .collect();
-    table(&[&super::METRIC_COLUMNS[..], &[("state", Align::Left)]].concat(), &rows)
+    table::markdown(&[&super::METRIC_COLUMNS[..], &[("state", Align::Left)]].concat(), &rows)
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! This module owns the output [`Format`], the dispatch [`render_attribution`], and what the
 //! text and Markdown renderers share: the cell formatting, the table columns and rows, the source
 //! line and the decisions (so a payload or a ratio reads the same in a terminal and in a PR
-//! comment). Where a trace-supplied string goes in, the renderer passes its escaping function
-//! from [`escape`] (`plain` for a terminal, `md_text` or `md_cell` for Markdown). Renderers display the decisions an [`Attribution`] carries; they
-//! never recompute them.
+//! comment). Tables are drawn by [`table`], the one table writer: a renderer names the columns
+//! and the rows, and the shared rows take the [`Context`] whose escaping their names need. Other
+//! trace-supplied strings go through the escaping function the renderer passes from [`escape`]
+//! (`plain` for a terminal, `md_text` for Markdown). Renderers display the decisions an
+//! [`Attribution`] carries; they never recompute them.
 
 pub mod chart;
 pub mod check;
@@ -15,12 +17,14 @@ pub mod history;
 mod injection_tests;
 pub mod json;
 pub mod markdown;
+pub(crate) mod table;
 pub mod text;
 
 use crate::compare::Comparison;
 use crate::decide::mitigation::Diagnosis;
 use crate::trace::attribute::Hotspot;
 use crate::trace::attribute::{Attribution, Compat};
+use escape::NAME;
 
 /// How a report is written out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
@@ -65,10 +69,10 @@ pub(crate) use crate::units::{change, interval, pct};
 
 /// The change cell of a metric row; exposed communication changes as a share of the step.
 pub(crate) fn change_cell(m: &crate::compare::MetricComparison) -> String {
-    if m.statistic == crate::compare::Statistic::ExposedCommMs && m.ratio.is_finite() {
-        format!("{} of step", change(m.ratio))
+    if m.statistic == crate::compare::Statistic::ExposedCommMs && m.judged.ratio.is_finite() {
+        format!("{} of step", change(m.judged.ratio))
     } else {
-        change(m.ratio)
+        change(m.judged.ratio)
     }
 }
 
@@ -83,12 +87,7 @@ pub(crate) fn p_value(p: f64) -> String {
     }
 }
 
-/// Column alignment in the text and Markdown tables: names left, numbers right.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Align {
-    Left,
-    Right,
-}
+pub(crate) use table::{Align, Context};
 
 /// The collectives in report order: most exposed time per step first, ties by name.
 pub(crate) fn by_exposed_desc(a: &Attribution) -> Vec<&Hotspot> {
@@ -196,10 +195,10 @@ pub(crate) const COLLECTIVE_COLUMNS: [(&str, Align); 15] = [
     ("unmatched", Align::Right),
 ];
 
-/// The cells of one collective's row, the name made safe by `escape` (Markdown or terminal).
-pub(crate) fn collective_cells(h: &Hotspot, escape: fn(&str) -> String) -> Vec<String> {
+/// The cells of one collective's row, the name made safe for `ctx`.
+pub(crate) fn collective_cells(h: &Hotspot, ctx: Context) -> Vec<String> {
     vec![
-        escape(&h.collective),
+        ctx.escape(&h.collective, NAME),
         h.count.to_string(),
         two(h.sync_count),
         ms(h.total_comm_ms),
@@ -218,13 +217,18 @@ pub(crate) fn collective_cells(h: &Hotspot, escape: fn(&str) -> String) -> Vec<S
 }
 
 /// The per-collective table's rows in report order (see [`by_exposed_desc`]), the names made
-/// safe by `escape`. Without compute in the source, the exposed and overlap cells read `n/a`.
-pub(crate) fn collective_rows(a: &Attribution, escape: fn(&str) -> String) -> Vec<Vec<String>> {
+/// safe for `ctx`. Without compute in the source, the exposed and overlap cells read `n/a`.
+pub(crate) fn collective_rows(a: &Attribution, ctx: Context) -> Vec<Vec<String>> {
     let observed = a.source.compute_observed;
     by_exposed_desc(a)
         .into_iter()
-        .map(|h| unmeasured(collective_cells(h, escape), observed, &COLLECTIVE_UNMEASURED))
+        .map(|h| unmeasured(collective_cells(h, ctx), observed, &COLLECTIVE_UNMEASURED))
         .collect()
+}
+
+/// The per-collective table in `ctx`, or `None` without a collective.
+pub(crate) fn collective_table(a: &Attribution, ctx: Context) -> Option<String> {
+    (!a.by_collective.is_empty()).then(|| ctx.table(&COLLECTIVE_COLUMNS, &collective_rows(a, ctx)))
 }
 
 /// The per-collective columns a source without compute cannot fill: exposed, worst-rank
@@ -260,15 +264,15 @@ pub(crate) const SIZE_COLUMNS: [(&str, Align); 7] = [
 ];
 
 /// One row per collective and message-size bucket (collectives by name, sizes ascending), the
-/// names made safe by `escape`; empty when no collective has size buckets.
-pub(crate) fn size_rows(a: &Attribution, escape: fn(&str) -> String) -> Vec<Vec<String>> {
+/// names made safe for `ctx`; empty when no collective has size buckets.
+pub(crate) fn size_rows(a: &Attribution, ctx: Context) -> Vec<Vec<String>> {
     let gbps = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), two);
     a.by_collective
         .values()
         .flat_map(|h| {
             h.sizes.iter().map(move |b| {
                 vec![
-                    escape(&h.collective),
+                    ctx.escape(&h.collective, NAME),
                     format!("≥ {}", human_bytes(b.bytes_min)),
                     b.count.to_string(),
                     ms(b.exec_ms_median),
@@ -279,6 +283,12 @@ pub(crate) fn size_rows(a: &Attribution, escape: fn(&str) -> String) -> Vec<Vec<
             })
         })
         .collect()
+}
+
+/// The per-size table in `ctx`, or `None` when no collective has size buckets.
+pub(crate) fn size_table(a: &Attribution, ctx: Context) -> Option<String> {
+    let rows = size_rows(a, ctx);
+    (!rows.is_empty()).then(|| ctx.table(&SIZE_COLUMNS, &rows))
 }
 
 /// The title of the per-size table.
@@ -426,33 +436,34 @@ pub(crate) const METRIC_COLUMNS: [(&str, Align); 7] = [
     ("n base/cur", Align::Right),
 ];
 
-/// The leading cells of one metric's row, the label written by `label`.
-pub(crate) fn metric_cells(m: &crate::compare::MetricComparison, label: fn(&str) -> String) -> Vec<String> {
+/// The leading cells of one metric's row (the label is the crate's own; escaping it for `ctx`
+/// changes nothing and keeps the rule that every cell goes through its context).
+pub(crate) fn metric_cells(m: &crate::compare::MetricComparison, ctx: Context) -> Vec<String> {
     vec![
-        label(&m.label()),
-        ms(m.baseline),
-        ms(m.current),
+        ctx.escape(&m.label(), NAME),
+        ms(m.judged.baseline),
+        ms(m.judged.current),
         change_cell(m),
-        interval(m.ci),
-        p_value(m.p_adjusted),
-        format!("{}/{}", m.n_baseline, m.n_current),
+        interval(m.judged.ci),
+        p_value(m.judged.p_adjusted),
+        format!("{}/{}", m.judged.n_baseline, m.judged.n_current),
     ]
 }
 
 /// The row under a phase median that shows it as a throughput (busbw, matmul TFLOPS), when it
 /// has one: the same test, so the p-value cell says so instead of repeating it, and the values
 /// carry their unit because the column heads say ms.
-pub(crate) fn throughput_cells(m: &crate::compare::MetricComparison, label: fn(&str) -> String) -> Option<Vec<String>> {
+pub(crate) fn throughput_cells(m: &crate::compare::MetricComparison, ctx: Context) -> Option<Vec<String>> {
     let t = m.throughput.as_ref()?;
     let unit = t.kind.unit();
     Some(vec![
-        label(&format!("{} (same test)", t.kind.label())),
+        ctx.escape(&format!("{} (same test)", t.kind.label()), NAME),
         format!("{} {unit}", two(t.baseline)),
         format!("{} {unit}", two(t.current)),
         change(t.ratio),
         interval(t.ci),
-        p_value(m.p_adjusted),
-        format!("{}/{}", m.n_baseline, m.n_current),
+        p_value(m.judged.p_adjusted),
+        format!("{}/{}", m.judged.n_baseline, m.judged.n_current),
     ])
 }
 

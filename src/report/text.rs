@@ -7,6 +7,7 @@
 //! terminal or issue a CI workflow command.
 
 use super::escape::{plain, NAME, PATH, TEXT};
+use super::table::{self, Context::Text};
 use super::{pct, Align};
 use crate::compare::{Comparison, MetricComparison};
 use crate::decide::mitigation::Diagnosis;
@@ -19,22 +20,17 @@ pub fn attribution(a: &Diagnosis) -> String {
         out.push_str(&format!("Note: {}\n", plain(&note, TEXT)));
     }
     out.push('\n');
-    if a.by_collective.is_empty() {
-        out.push_str("No communication kernels found.\n");
-    } else {
-        out.push_str(&table(&super::COLLECTIVE_COLUMNS, &super::collective_rows(a, |s| plain(s, NAME))));
-    }
-    let sizes = super::size_rows(a, |s| plain(s, NAME));
-    if !sizes.is_empty() {
-        out.push_str(&format!("\n{}:\n", super::SIZE_TITLE));
-        out.push_str(&table(&super::SIZE_COLUMNS, &sizes));
+    let collectives = super::collective_table(a, Text);
+    out.push_str(collectives.as_deref().unwrap_or("No communication kernels found.\n"));
+    if let Some(sizes) = super::size_table(a, Text) {
+        out.push_str(&format!("\n{}:\n{sizes}", super::SIZE_TITLE));
     }
     if let Some(line) = super::step_summary(a) {
         out.push_str(&format!("\n{line}\n"));
     }
     if !a.ranks.is_empty() {
         out.push_str("\nPer rank (ms per step):\n");
-        out.push_str(&table(&super::rank_columns_without_unit(), &super::rank_rows(a)));
+        out.push_str(&table::text(&super::rank_columns_without_unit(), &super::rank_rows(a)));
     }
     out.push('\n');
     for line in decision_lines(a) {
@@ -56,43 +52,6 @@ fn decision_lines(a: &Diagnosis) -> [String; 4] {
     ]
 }
 
-/// An aligned table: a header, a dashed rule, then the rows; two spaces between columns and no
-/// trailing whitespace. Widths count characters, so non-ASCII names stay aligned.
-fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, (header, _))| {
-            let cells = rows.iter().filter_map(|row| row.get(i)).map(|c| c.chars().count());
-            cells.fold(header.chars().count(), usize::max)
-        })
-        .collect();
-    let header: Vec<String> = columns.iter().map(|(h, _)| h.to_string()).collect();
-    let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
-    let mut out = String::new();
-    for row in [&header, &rule].into_iter().chain(rows) {
-        out.push_str(&table_line(columns, &widths, row));
-        out.push('\n');
-    }
-    out
-}
-
-fn table_line(columns: &[(&str, Align)], widths: &[usize], row: &[String]) -> String {
-    let cells: Vec<String> = columns
-        .iter()
-        .zip(widths)
-        .enumerate()
-        .map(|(i, ((_, align), &width))| {
-            let cell = row.get(i).map_or("", String::as_str);
-            match align {
-                Align::Left => format!("{cell:<width$}"),
-                Align::Right => format!("{cell:>width$}"),
-            }
-        })
-        .collect();
-    cells.join("  ").trim_end().to_string()
-}
-
 /// Renders a comparison for a terminal: the baseline, one row per metric, the verdict and the
 /// reasons a reviewer acts on.
 pub fn comparison(c: &Comparison) -> String {
@@ -101,7 +60,7 @@ pub fn comparison(c: &Comparison) -> String {
     if rows.is_empty() {
         out.push_str("No metrics compared.\n");
     } else {
-        out.push_str(&table(&[&super::METRIC_COLUMNS[..], &METRIC_TAIL_COLUMNS].concat(), &rows));
+        out.push_str(&table::text(&[&super::METRIC_COLUMNS[..], &METRIC_TAIL_COLUMNS].concat(), &rows));
     }
     let blocking = if c.regression { " (blocking: confirmed regression)" } else { "" };
     out.push_str(&format!("\nVerdict: {}{blocking}\n", c.verdict.as_str()));
@@ -127,14 +86,13 @@ fn baseline_line(c: &Comparison) -> String {
     )
 }
 
-/// The metric's row, then its throughput row when it has one; labels are the crate's own,
-/// written as-is.
+/// The metric's row, then its throughput row when it has one.
 fn metric_rows(m: &MetricComparison) -> Vec<Vec<String>> {
-    let tail = [m.method.to_string(), m.state.as_str().to_string()];
-    let mut row = super::metric_cells(m, str::to_owned);
+    let tail = [m.judged.method.to_string(), m.judged.state.as_str().to_string()];
+    let mut row = super::metric_cells(m, Text);
     row.extend(tail.clone());
     let mut rows = vec![row];
-    if let Some(mut t) = super::throughput_cells(m, str::to_owned) {
+    if let Some(mut t) = super::throughput_cells(m, Text) {
         t.extend(tail);
         rows.push(t);
     }
@@ -145,16 +103,6 @@ fn metric_rows(m: &MetricComparison) -> Vec<Vec<String>> {
 mod tests {
     use super::super::fixtures::{empty, hostile, multi_rank, seed};
     use super::*;
-
-    #[test]
-    fn table_aligns_text_left_and_numbers_right_without_trailing_spaces() {
-        let rows = vec![
-            vec!["a".to_string(), "1.5".to_string(), "x".to_string()],
-            vec!["longer".to_string(), "10.25".to_string(), "".to_string()],
-        ];
-        let cols = [("name", Align::Left), ("ms", Align::Right), ("note", Align::Left)];
-        assert_eq!(table(&cols, &rows), "name       ms  note\n------  -----  ----\na         1.5  x\nlonger  10.25\n");
-    }
 
     #[test]
     fn seed_lists_priority_mitigation_and_tune() {

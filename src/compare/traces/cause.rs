@@ -44,7 +44,7 @@ fn quantity(c: &CollectiveComparison, q: Quantity) -> Option<&TraceMetric> {
 
 /// Whether a quantity grew beyond its δ (its point estimate).
 fn grew(m: Option<&TraceMetric>) -> bool {
-    m.is_some_and(|m| m.ratio.is_finite() && m.ratio > 1.0 + m.delta)
+    m.is_some_and(|m| m.judged.ratio.is_finite() && m.judged.ratio > 1.0 + m.judged.against.delta)
 }
 
 /// The cause of a regressed collective, from which of transfer and wait grew beyond δ.
@@ -77,21 +77,21 @@ pub(crate) fn explain(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
 /// "wait +5.400 ms per step (+45.0 % of the step, 95 % CI +40.1…+50.2 %)"; without step times,
 /// "… of its baseline time …".
 fn share_clause(c: &CollectiveComparison, m: &TraceMetric) -> String {
-    let delta_ms = m.current - m.baseline;
+    let delta_ms = m.judged.current - m.judged.baseline;
     format!(
         "{} {}{:.3} ms per step ({} of {}, 95 % CI {})",
         m.quantity.as_str(),
         if delta_ms < 0.0 { "−" } else { "+" },
         delta_ms.abs(),
-        change(m.ratio),
+        change(m.judged.ratio),
         if c.shares_of_own_time { "its baseline time" } else { "the step" },
-        interval(m.ci)
+        interval(m.judged.ci)
     )
 }
 
 /// "transfer +10.2 % (95 % CI +8.0…+12.5 %)".
 fn ratio_clause(m: &TraceMetric) -> String {
-    format!("{} {} (95 % CI {})", m.quantity.as_str(), change(m.ratio), interval(m.ci))
+    format!("{} {} (95 % CI {})", m.quantity.as_str(), change(m.judged.ratio), interval(m.judged.ci))
 }
 
 /// The reason a regressed collective gives, naming its cause; `bench_busbw` is the benchmark's
@@ -153,18 +153,16 @@ pub fn looks_regressed(c: &CollectiveComparison) -> Option<String> {
     if c.state != crate::compare::State::Inconclusive {
         return None;
     }
-    let m = c
-        .metrics
-        .iter()
-        .filter(|m| grew(Some(m)))
-        .max_by(|a, b| (a.ratio - a.delta).total_cmp(&(b.ratio - b.delta)))?;
+    let m = c.metrics.iter().filter(|m| grew(Some(m))).max_by(|a, b| {
+        (a.judged.ratio - a.judged.against.delta).total_cmp(&(b.judged.ratio - b.judged.against.delta))
+    })?;
     Some(format!(
         "{}: {} {} looks regressed, but {} current and {} stored steps are not enough to confirm it: capture more \
          steps, or record more trace runs with `commgate baseline update --traces`",
         c.collective,
         m.quantity.as_str(),
-        change(m.ratio),
-        m.n_current,
-        m.n_baseline
+        change(m.judged.ratio),
+        m.judged.n_current,
+        m.judged.n_baseline
     ))
 }

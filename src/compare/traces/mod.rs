@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::estimate::Estimate;
-use super::{four_states, CompareOptions, Method, State};
+use super::{four_states, CompareOptions, Judged, Method, OwnDelta, State};
 use crate::decide::vocab::Mitigation;
 use crate::stats::rng::Rng;
 use crate::trace::attribute::{Attribution, Hotspot};
@@ -91,31 +91,13 @@ enum Scale {
     ShareOfStep(f64),
 }
 
-/// One judged quantity of one collective.
+/// One judged quantity of one collective: baseline and current in milliseconds per step, the
+/// ratio `current / baseline` for transfer and `1 + Δ / step` for exposed and wait, and its own δ.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceMetric {
     pub quantity: Quantity,
-    /// Milliseconds per step.
-    #[serde(deserialize_with = "crate::compare::nullable::f64")]
-    pub baseline: f64,
-    #[serde(deserialize_with = "crate::compare::nullable::f64")]
-    pub current: f64,
-    /// `current / baseline` for transfer; `1 + Δ / step` for exposed and wait.
-    #[serde(deserialize_with = "crate::compare::nullable::f64")]
-    pub ratio: f64,
-    #[serde(deserialize_with = "crate::compare::nullable::pair")]
-    pub ci: [f64; 2],
-    #[serde(deserialize_with = "crate::compare::nullable::f64")]
-    pub p_value: f64,
-    #[serde(deserialize_with = "crate::compare::nullable::f64")]
-    pub p_adjusted: f64,
-    pub state: State,
-    /// The smallest change acted on, on the ratio's scale.
-    #[serde(deserialize_with = "crate::compare::nullable::f64")]
-    pub delta: f64,
-    pub n_baseline: usize,
-    pub n_current: usize,
-    pub method: Method,
+    #[serde(flatten)]
+    pub judged: Judged<OwnDelta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -418,27 +400,13 @@ impl PendingTraces {
 
 fn metric(q: Quantity, judged: WithDelta, p_reg: f64, p_imp: f64, alpha: f64) -> TraceMetric {
     let WithDelta { estimate: e, delta } = judged;
-    let up = e.ratio >= 1.0;
-    TraceMetric {
-        quantity: q,
-        baseline: e.baseline,
-        current: e.current,
-        ratio: e.ratio,
-        ci: e.ci,
-        p_value: if up { e.p_regressed } else { e.p_improved },
-        p_adjusted: if up { p_reg } else { p_imp },
-        state: four_states(p_reg, p_imp, e.ci, delta, alpha),
-        delta,
-        n_baseline: e.n_baseline,
-        n_current: e.n_current,
-        method: e.method,
-        note: e.note,
-    }
+    let state = four_states(p_reg, p_imp, e.ci, delta, alpha);
+    TraceMetric { quantity: q, judged: Judged::of(&e, p_reg, p_imp, state, OwnDelta { delta }), note: e.note }
 }
 
 /// Regressed if any quantity is; else inconclusive if any is; else improved if any is.
 fn collective_state(metrics: &[TraceMetric]) -> State {
-    let any = |s: State| metrics.iter().any(|m| m.state == s);
+    let any = |s: State| metrics.iter().any(|m| m.judged.state == s);
     if any(State::Regressed) {
         State::Regressed
     } else if any(State::Inconclusive) || metrics.is_empty() {

@@ -80,7 +80,7 @@ fn wait_and_exposed_are_shares_of_the_step_and_transfer_a_ratio() {
     let base = history(&[("all_reduce", 0.5, 2.0, 0.1)]);
     let t = judged(&base, &run(&[("all_reduce", 0.5, 2.2, 0.6)], 40, 7));
     let c = state(&t, "all_reduce");
-    let ratio = |q: Quantity| c.metrics.iter().find(|m| m.quantity == q).map(|m| m.ratio).expect("metric");
+    let ratio = |q: Quantity| c.metrics.iter().find(|m| m.quantity == q).map(|m| m.judged.ratio).expect("metric");
     // Transfer 2.0 → 2.2 ms: +10 %. Wait 0.1 → 0.6 ms of a 10 ms step: +5 % of the step.
     assert!((ratio(Quantity::Transfer) - 1.10).abs() < 0.01, "{c:#?}");
     assert!((ratio(Quantity::Wait) - 1.05).abs() < 0.002, "{c:#?}");

@@ -165,8 +165,8 @@ fn series_from_a_comparison_reads_ratios_as_percent() {
     assert_eq!(s.points.len(), c.metrics.len());
     let m = &c.metrics[0];
     assert_eq!(s.points[0].metric, m.label());
-    assert!((s.points[0].change_pct - (m.ratio - 1.0) * 100.0).abs() < 1e-12);
-    assert!((s.points[0].lo_pct - (m.ci[0] - 1.0) * 100.0).abs() < 1e-12);
+    assert!((s.points[0].change_pct - (m.judged.ratio - 1.0) * 100.0).abs() < 1e-12);
+    assert!((s.points[0].lo_pct - (m.judged.ci[0] - 1.0) * 100.0).abs() < 1e-12);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use super::super::escape::{code_span, md_text, plain, NAME, TEXT};
 use super::super::markdown::metric_table;
 use super::fold;
 use crate::check::{TrendPoint, WorkloadReport};
+use crate::decide::Decision;
 
 /// At most this many workloads are shown open (the ones that block or could not be evaluated).
 pub(super) const OPEN_SHOWN: usize = 3;
@@ -57,10 +58,10 @@ pub(super) fn markdown(workloads: &[WorkloadReport], compact: bool) -> String {
     for w in workloads {
         let shown_open = w.needs_attention() && open < OPEN_SHOWN;
         open += usize::from(shown_open);
-        let icon = match (w.blocking, &w.error, w.verdict.as_str()) {
+        let icon = match (w.blocking, &w.error, w.verdict) {
             (true, _, _) => "🔴",
             (_, Some(_), _) => "⛔",
-            (_, _, "accept") => "🟢",
+            (_, _, Decision::Accept) => "🟢",
             _ => "🟡",
         };
         let heading = format!("{icon} {} — `{}`", code_span(&w.id, NAME), verdict_words(w));
