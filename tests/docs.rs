@@ -20,33 +20,17 @@
 
 use std::path::Path;
 
-/// Copies `from` (a directory) to `to`, recursively.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let path = entry.expect("entry").path();
-        let target = to.join(path.file_name().expect("name"));
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).expect("copy");
-        }
-    }
-}
-
-/// Whether a variable of the caller's environment could change what an example prints.
-fn leaks_in(key: &str) -> bool {
-    key.starts_with("COMMGATE_") || key.starts_with("GITHUB_") || key == "GH_TOKEN" || key == "CI"
-}
+mod common;
+use common::{copy_dir, is_callers_setting};
 
 #[test]
 fn docs_examples_match_the_binary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
 
-    // This is the only test in this binary, so nothing else reads the environment or the
-    // working directory while they change here.
+    // Besides `common`'s test of a pure function, this is the only test in this binary, so
+    // nothing else reads the environment or the working directory while they change here.
     for (key, _) in std::env::vars_os() {
-        if key.to_str().is_none_or(leaks_in) {
+        if key.to_str().is_none_or(is_callers_setting) {
             std::env::remove_var(&key);
         }
     }

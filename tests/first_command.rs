@@ -10,20 +10,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{commgate_in, root};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let path = entry.expect("entry").path();
-        let target = to.join(path.file_name().expect("name"));
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).expect("copy");
-        }
-    }
-}
+use common::{commgate_in, copy_dir, root};
 
 /// A fresh copy of what the first command reads.
 fn checkout() -> tempfile::TempDir {

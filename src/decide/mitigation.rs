@@ -155,21 +155,11 @@ pub fn for_trace_causes(t: &mut TraceComparison) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::attribute::{summarize_comm_hotspots, CommEvent};
-
-    /// The seed's fixture, with its exact values.
-    fn fixture() -> Vec<CommEvent> {
-        vec![
-            CommEvent::new("all_reduce", 8.0, 1024.0, 0.60).with_imbalance(0.00),
-            CommEvent::new("all_reduce", 6.0, 2048.0, 0.45).with_imbalance(0.05),
-            CommEvent::new("all_to_all", 20.0, 65536.0, 0.60).with_imbalance(0.05),
-            CommEvent::new("broadcast", 5.0, 512.0, 0.90).with_imbalance(0.00),
-        ]
-    }
+    use crate::trace::attribute::{seed_events, summarize_comm_hotspots, CommEvent};
 
     #[test]
     fn the_seed_fixture_asks_to_reduce_routing_traffic() {
-        let s = summarize_comm_hotspots(&fixture());
+        let s = summarize_comm_hotspots(&seed_events());
         let p = priority(&s).expect("a priority");
         let m = choose_comm_mitigation(Some(p), &Thresholds::default(), true);
         assert_eq!(m.strategy, Strategy::ReduceRoutingTraffic);
@@ -203,7 +193,7 @@ mod tests {
         let f = recommend_comm_followup(&s, &t, true);
         assert_eq!(f.decision, Decision::Accept);
 
-        let f = recommend_comm_followup(&summarize_comm_hotspots(&fixture()), &t, true);
+        let f = recommend_comm_followup(&summarize_comm_hotspots(&seed_events()), &t, true);
         assert_eq!(f.decision, Decision::Tune);
         assert!(f.next_measurements.iter().any(|m| m == "dispatch_payload_bytes"));
         assert!(f.reason.contains("all_to_all"), "{}", f.reason);
@@ -212,10 +202,10 @@ mod tests {
     #[test]
     fn thresholds_are_honoured() {
         let t = Thresholds { accept_exposed_ms: 25.0, ..Thresholds::default() };
-        let f = recommend_comm_followup(&summarize_comm_hotspots(&fixture()), &t, true);
+        let f = recommend_comm_followup(&summarize_comm_hotspots(&seed_events()), &t, true);
         assert_eq!(f.decision, Decision::Accept);
         let t = Thresholds { low_overlap_ratio: 0.7, ..Thresholds::default() };
-        let s = summarize_comm_hotspots(&fixture());
+        let s = summarize_comm_hotspots(&seed_events());
         assert_eq!(choose_comm_mitigation(priority(&s), &t, true).strategy, Strategy::IncreaseOverlapOrDelaySync);
     }
 

@@ -487,19 +487,13 @@ pub(crate) mod fixtures {
     use std::collections::BTreeMap;
 
     use crate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
-    use crate::trace::attribute::{attribute_events, conclude, Compat, RankSummary, Source};
-    use crate::trace::attribute::{CommEvent, Hotspot, StepSeries};
+    use crate::trace::attribute::{attribute_events, conclude, seed_events, Compat, RankSummary, Source};
+    use crate::trace::attribute::{Hotspot, StepSeries};
     use crate::trace::caveats::{RankCoverage, StepsIgnored};
 
     /// The seed's fixture through the events path, with its exact values.
     pub fn seed() -> Diagnosis {
-        let events = vec![
-            CommEvent::new("all_reduce", 8.0, 1024.0, 0.60).with_imbalance(0.00),
-            CommEvent::new("all_reduce", 6.0, 2048.0, 0.45).with_imbalance(0.05),
-            CommEvent::new("all_to_all", 20.0, 65536.0, 0.60).with_imbalance(0.05),
-            CommEvent::new("broadcast", 5.0, 512.0, 0.90).with_imbalance(0.00),
-        ];
-        diagnose(attribute_events(vec!["seed.json".into()], &events), &Thresholds::default())
+        diagnose(attribute_events(vec!["seed.json".into()], &seed_events()), &Thresholds::default())
     }
 
     fn hotspot(collective: &str) -> Hotspot {

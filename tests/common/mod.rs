@@ -40,6 +40,21 @@ pub fn command_in(dir: &Path) -> std::process::Command {
     cmd
 }
 
+/// Copies `from` (a directory) to `to`, recursively: the committed inputs a test runs on, in a
+/// scratch directory it may write to.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        let target = to.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
 /// The binary in `dir`, without the caller's settings.
 pub fn commgate_in(dir: &Path) -> Command {
     Command::from_std(command_in(dir))

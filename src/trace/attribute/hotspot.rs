@@ -199,23 +199,25 @@ pub fn priority(hotspots: &BTreeMap<String, Hotspot>) -> Option<&Hotspot> {
     best
 }
 
+/// The seed's fixture, with its exact values (tests of the aggregation, the rules and the
+/// renderers share it).
+#[cfg(test)]
+pub(crate) fn seed_events() -> Vec<CommEvent> {
+    vec![
+        CommEvent::new("all_reduce", 8.0, 1024.0, 0.60).with_imbalance(0.00),
+        CommEvent::new("all_reduce", 6.0, 2048.0, 0.45).with_imbalance(0.05),
+        CommEvent::new("all_to_all", 20.0, 65536.0, 0.60).with_imbalance(0.05),
+        CommEvent::new("broadcast", 5.0, 512.0, 0.90).with_imbalance(0.00),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The seed's fixture, with its exact values.
-    pub(crate) fn fixture() -> Vec<CommEvent> {
-        vec![
-            CommEvent::new("all_reduce", 8.0, 1024.0, 0.60).with_imbalance(0.00),
-            CommEvent::new("all_reduce", 6.0, 2048.0, 0.45).with_imbalance(0.05),
-            CommEvent::new("all_to_all", 20.0, 65536.0, 0.60).with_imbalance(0.05),
-            CommEvent::new("broadcast", 5.0, 512.0, 0.90).with_imbalance(0.00),
-        ]
-    }
-
     #[test]
     fn summarize_aggregates_per_collective_and_picks_max_exposed() {
-        let s = summarize_comm_hotspots(&fixture());
+        let s = summarize_comm_hotspots(&seed_events());
         let ar = &s["all_reduce"];
         assert_eq!(ar.count, 2);
         assert_eq!(ar.sync_count, 2.0);

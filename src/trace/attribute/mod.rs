@@ -17,6 +17,8 @@ pub mod series;
 mod sizes;
 mod transfer;
 
+#[cfg(test)]
+pub(crate) use hotspot::seed_events;
 pub use hotspot::{priority, summarize_comm_hotspots, CommEvent, Hotspot, SizeBucket, StepSeries};
 pub use transfer::bus_factor;
 
