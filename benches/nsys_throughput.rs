@@ -89,7 +89,7 @@ fn measure(dir: &Path) -> Result<(), Box<dyn Error>> {
     let mut kernels = 0u64;
     for f in &files {
         for doc in read_input(f, opts.read_limits())?.docs {
-            if let Document::Kineto(t) = doc {
+            if let Document::Timeline(t) = doc {
                 kernels += t.kernels.len() as u64;
             }
         }

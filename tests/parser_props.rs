@@ -163,7 +163,7 @@ impl Read for Chunked<'_> {
 /// What a parse came to, comparable across two parses (the trace's maps are not).
 fn summary(result: &Result<Document, impl std::fmt::Display>) -> String {
     match result {
-        Ok(Document::Kineto(t)) => format!(
+        Ok(Document::Timeline(t)) => format!(
             "trace rank={:?} world={:?} events={} kernels={:?} launches={} ops={} steps={:?} base={:?}",
             t.rank,
             t.world_size,

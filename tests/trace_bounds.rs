@@ -35,7 +35,7 @@ fn trace(events: &[String], extra_top: &str) -> String {
 
 fn rank(doc: &str) -> RankTrace {
     match parse_document_with(doc.as_bytes(), ReadLimits::default()) {
-        Ok(Document::Kineto(t)) => *t,
+        Ok(Document::Timeline(t)) => *t,
         other => panic!("expected a trace, got {other:?}"),
     }
 }

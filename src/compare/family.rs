@@ -9,7 +9,7 @@
 
 use super::estimate::{Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
-use super::{cause, judge, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison};
+use super::{cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison};
 use crate::result::Workload;
 use crate::stats::holm::holm_adjust;
 
@@ -92,7 +92,7 @@ impl Pending {
             .judged
             .iter()
             .zip(p_reg.iter().zip(p_imp))
-            .map(|((m, e), (&r, &i))| judge(*m, e, r, i, delta, j.episodes, &j.workload, opts))
+            .map(|((m, e), (&r, &i))| metric_state(*m, e, r, i, delta, j.episodes, &j.workload, opts))
             .collect();
         let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
         Adjusted { baseline: summary, delta, metrics, unusable: None, hardware: j.hardware, cause, bounded: j.bounded }

@@ -319,7 +319,7 @@ pub(crate) fn four_states(p_reg: f64, p_imp: f64, [lo, hi]: [f64; 2], delta: f64
 
 /// Assigns a state from the adjusted p-values and the interval (gate.md, "four states").
 #[expect(clippy::too_many_arguments, reason = "one call site; the judgement reads each of them once")]
-fn judge(
+fn metric_state(
     m: Metric,
     e: &Estimate,
     p_reg: f64,

@@ -27,7 +27,7 @@ pub fn load_files(files: &[PathBuf]) -> Result<Inputs, LoadError> {
     let mut event_files = Vec::new();
     for (path, doc) in files.iter().zip(docs) {
         match doc {
-            Document::Kineto(t) => traces.push(*t),
+            Document::Timeline(t) => traces.push(*t),
             Document::Events(e) => {
                 events.extend(e);
                 event_files.push(path.clone());

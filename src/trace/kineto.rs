@@ -16,18 +16,12 @@ use serde_json::value::RawValue;
 use super::classify::{dtype_size, is_profiler_step};
 use super::events::{self, RawSeedEvent};
 use super::limits::{cap_name, ReadLimits};
+pub use super::model::Document;
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
 use super::reader::Keep;
 use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError, MAX_INLINE_VALUE};
 use crate::input;
 use crate::trace::attribute::CommEvent;
-
-/// A parsed input file.
-#[derive(Debug)]
-pub enum Document {
-    Kineto(Box<RankTrace>),
-    Events(Vec<CommEvent>),
-}
 
 #[derive(Deserialize)]
 struct RawEvent<'a> {
@@ -223,7 +217,7 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Doc
             } else {
                 let mut b = Builder::new(limits);
                 trace_elements(s, &mut b, first)?;
-                Ok(Document::Kineto(Box::new(b.finish())))
+                Ok(Document::Timeline(Box::new(b.finish())))
             }
         }
         Some(other) => match input::json_kind(&[other]) {
@@ -307,7 +301,7 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Do
         }
     }
     if saw_trace {
-        return Ok(Document::Kineto(Box::new(b.finish())));
+        return Ok(Document::Timeline(Box::new(b.finish())));
     }
     match seed {
         Some(events) => Ok(Document::Events(events)),
@@ -669,7 +663,7 @@ mod tests {
 
     fn rank(doc: &str) -> RankTrace {
         match parse(doc) {
-            Ok(Document::Kineto(t)) => *t,
+            Ok(Document::Timeline(t)) => *t,
             other => panic!("expected a trace, got {other:?}"),
         }
     }

@@ -48,7 +48,7 @@ pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Att
             .into_iter()
             .map(|doc| {
                 Ok(match doc {
-                    Document::Kineto(mut t) => {
+                    Document::Timeline(mut t) => {
                         t.rank = Some(resolve_rank(&t, single)?);
                         let names = step_names(&t);
                         let analysis = attribute::analyze_rank(&t, opts, names.len() >= 2);
@@ -152,7 +152,7 @@ fn reread_rank(path: &Path, rank: u32, limits: ReadLimits) -> Result<RankTrace, 
     let several = docs.len() > 1;
     docs.into_iter()
         .filter_map(|d| match d {
-            Document::Kineto(t) => Some(*t),
+            Document::Timeline(t) => Some(*t),
             Document::Events(_) => None,
         })
         .find(|t| !several || t.rank == Some(rank))
@@ -189,7 +189,7 @@ pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
         let mut trace = file.trace;
         trace.file = path.to_path_buf();
         return Ok(Input {
-            docs: vec![Document::Kineto(Box::new(trace))],
+            docs: vec![Document::Timeline(Box::new(trace))],
             format: Some(inspector::format_name(file.version.as_deref())),
         });
     }
@@ -215,7 +215,7 @@ fn read_nsys(shown: &Path, db: &Path, limits: ReadLimits) -> Result<Input, LoadE
         .into_iter()
         .map(|mut t| {
             t.file = shown.to_path_buf();
-            Document::Kineto(Box::new(t))
+            Document::Timeline(Box::new(t))
         })
         .collect();
     Ok(Input { docs, format: Some(nsys::format_name(file.version.as_deref())) })
@@ -427,7 +427,7 @@ pub fn read_file_with(path: &Path, limits: ReadLimits) -> Result<Document, LoadE
 fn parse_opened(path: &Path, opened: input::Opened, limits: ReadLimits) -> Result<Document, LoadError> {
     let gzip = opened.gzip;
     let mut doc = parse_document_with(opened.reader, limits).map_err(|e| LoadError::new(path, describe(&e, gzip)))?;
-    if let Document::Kineto(t) = &mut doc {
+    if let Document::Timeline(t) = &mut doc {
         t.file = path.to_path_buf();
     }
     Ok(doc)

@@ -6,8 +6,19 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::attribute::CommEvent;
+
 /// Integer nanoseconds.
 pub type Ns = i64;
+
+/// One input file as the readers hand it to attribution, whatever its source: a rank's
+/// timeline of kernels (a Kineto JSON trace, one GPU of an Nsight Systems export, or an NCCL
+/// Inspector log, each read into the same [`RankTrace`]), or the seed format's aggregated events.
+#[derive(Debug)]
+pub enum Document {
+    Timeline(Box<RankTrace>),
+    Events(Vec<CommEvent>),
+}
 
 /// Metadata PyTorch attaches to communication (on kernels since 2.2, on `record_param_comms`).
 #[derive(Debug, Clone, Default, PartialEq)]
