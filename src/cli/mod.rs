@@ -35,11 +35,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Attribute communication hotspots in PyTorch profiler traces (one file per rank, plain or
-    /// .gz, or directories of them) or in seed-format event files.
+    /// .gz, or directories of them), Nsight Systems SQLite exports, NCCL Inspector logs, or
+    /// seed-format event files.
     Attribute(AttributeArgs),
-    /// Compare a result file with its baseline (median and P95 of the overlap and serial rows,
-    /// and exposed communication) and say regressed, improved, unchanged or inconclusive. Exits 1
-    /// on a confirmed regression.
+    /// Compare a result file with its baseline (the medians of all four schedules, the overlap
+    /// and serial P95s, and exposed communication) and say regressed, improved, unchanged or
+    /// inconclusive per metric. Exits 1 on a confirmed regression.
     Compare(CompareArgs),
     /// Run the overlap benchmark (all-reduce and matmul: alone, serially, overlapped) and write a
     /// result file per workload (--payload-sizes, [workloads.<name>] tables), listed on stdout.
