@@ -192,6 +192,7 @@ pub fn software(h: &HardwareInfo, nccl_env: BTreeMap<String, String>) -> Softwar
         nccl: h.nccl.clone(),
         commgate: env!("CARGO_PKG_VERSION").to_string(),
         nccl_env,
+        nccl_choice: None,
     }
 }
 

@@ -180,6 +180,10 @@ pub struct MetricComparison {
     /// same test shown as a throughput (higher is better), never a test of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
+    /// This metric's minimum detectable effect (the smallest slowdown it would block with 95 %
+    /// power), relative; `None` when it cannot block.
+    #[serde(default)]
+    pub mde: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,6 +197,10 @@ pub struct BaselineSummary {
     pub software_changes: Vec<SoftwareChange>,
     /// Robust spread of the baseline runs' log overlap medians (≥ 3 runs), relative.
     pub spread: Option<f64>,
+    /// How many distinct runners (`provenance.runner`) the compared baseline runs come from; a
+    /// run without a recorded runner counts as one of its own.
+    #[serde(default)]
+    pub runners: usize,
 }
 
 /// The result of `commgate compare` (formats.md, "Comparison JSON").
@@ -208,12 +216,52 @@ pub struct Comparison {
     /// it in words.
     #[serde(default)]
     pub cause: Option<Cause>,
+    /// What a reviewer reads first, in words: "overlap step 8.1 % slower (95 % CI 7.5–8.8 %) —
+    /// blocking" (decided with the verdict, `decide::comparison`).
+    #[serde(default)]
+    pub headline: String,
+    /// How many current runs were judged (`check --runs K`; 1 otherwise).
+    #[serde(default = "one")]
+    pub current_runs: usize,
+    /// The minimum detectable effect of this comparison: the smallest slowdown of the primary
+    /// metric (overlap median) it would block with 95 % power, relative (0.045 = 4.5 %). `None`
+    /// when it cannot block at all (1–2 baseline runs and one current run, other hardware).
+    #[serde(default)]
+    pub mde: Option<f64>,
+    /// When the comparison could not decide: how many more runs would let it (gate.md,
+    /// "Minimum detectable effect").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_needed: Option<RunsNeeded>,
     pub reasons: Vec<String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// More runs that would let an undecided comparison decide: either more baseline runs with the
+/// current side as it is, or more current runs (`check --runs K`) with the baseline as it is.
+/// `None` in a field: no number up to the search's limit would do (the spread is too large).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunsNeeded {
+    /// Baseline runs to add (`commgate baseline update` after each).
+    pub more_baseline_runs: Option<usize>,
+    /// Current runs to judge together (`check --runs K`).
+    pub current_runs: Option<usize>,
 }
 
 /// Everything of a comparison before Holm's correction: the estimates and their raw p-values
 /// ([`family`] adjusts them, alone or together with other comparisons', and finishes).
 pub fn prepare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Pending {
+    prepare_runs(baseline, std::slice::from_ref(current), opts)
+}
+
+/// [`prepare`] with the current side as K runs of the same workload (`check --runs K`), judged
+/// together: the first is the one the report shows. `current` must not be empty.
+pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Pending {
+    let Some(current) = current.first() else {
+        return Pending::unusable(empty_summary(baseline), opts.min_effect, "no current run to judge".to_string());
+    };
     let usable = baseline.runs.iter().filter(|r| r.is_usable());
     let same_hardware: Vec<&RunResult> =
         usable.clone().filter(|r| r.hardware.fingerprint == current.hardware.fingerprint).collect();
@@ -239,6 +287,7 @@ pub fn prepare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         fingerprint_match,
         software_changes,
         spread,
+        runners: 0,
     };
     if let Some(reason) = unusable(current, runs.len()) {
         return Pending::unusable(summary, delta, reason);
@@ -260,6 +309,17 @@ pub fn prepare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
         METRICS.iter().copied().zip(estimates).filter(|(m, _)| applies(*m, current)).collect();
     let hardware = hardware_differs(&runs, current);
     Pending::judging(summary, delta, judged, episodes, current.workload.clone(), hardware, bounder.note())
+}
+
+fn empty_summary(baseline: &Baseline) -> BaselineSummary {
+    BaselineSummary {
+        path: baseline.path.display().to_string(),
+        runs: 0,
+        fingerprint_match: false,
+        software_changes: Vec::new(),
+        spread: None,
+        runners: 0,
+    }
 }
 
 /// Whether `m` is judged for `current`: not the collective of a one-rank run, which moves
@@ -362,6 +422,7 @@ fn metric_state(
         throughput: (m.statistic() == Statistic::Median)
             .then(|| throughput::of_median(m.row(), workload, e.baseline, e.current, e.ratio, e.ci))
             .flatten(),
+        mde: None,
     }
 }
 

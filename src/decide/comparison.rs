@@ -8,8 +8,8 @@ use super::vocab::{Decision, Verdict};
 use crate::baseline::Baseline;
 use crate::compare::traces::{PendingTraces, TraceComparison};
 use crate::compare::{
-    adjust_together, adjust_with_traces, describe, prepare, Adjusted, BaselineSummary, CompareOptions, Comparison,
-    MetricComparison, Pending, State, SCHEMA_VERSION,
+    adjust_together, adjust_with_traces, describe, prepare, prepare_runs, Adjusted, BaselineSummary, CompareOptions,
+    Comparison, MetricComparison, Pending, State, SCHEMA_VERSION,
 };
 use crate::result::{RunResult, SoftwareChange};
 use crate::units::pct;
@@ -17,6 +17,11 @@ use crate::units::pct;
 /// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
 pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
     conclude(prepare(baseline, current, opts).adjust_alone(opts), opts)
+}
+
+/// [`compare`] with the current side as K runs of one workload (`check --runs K`).
+pub fn compare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Comparison {
+    conclude(prepare_runs(baseline, current, opts).adjust_alone(opts), opts)
 }
 
 /// Judges several comparisons as one family (Holm over all their judged metrics together), each
@@ -61,6 +66,10 @@ pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
         delta,
         metrics,
         cause: cause.map(|(c, _)| c),
+        headline: String::new(),
+        current_runs: 1,
+        mde: None,
+        runs_needed: None,
         reasons: v.reasons,
     }
 }

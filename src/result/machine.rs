@@ -131,6 +131,12 @@ pub struct Software {
     /// `bench::assemble::nccl_environment`).
     #[serde(default)]
     pub nccl_env: BTreeMap<String, String>,
+    /// What NCCL chose for the benchmark's collective in this run, `ALGO/PROTO` (e.g.
+    /// `Ring/LL128`): read from NCCL's tuning output, or the `NCCL_ALGO`/`NCCL_PROTO` the run was
+    /// given. NCCL picks per run, and runs fall into modes by it, so the gate compares like with
+    /// like (gate.md, "Run-level modes"). Not a software change: a per-run outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_choice: Option<String>,
 }
 
 /// One difference between two runs' software.
