@@ -9,8 +9,11 @@
 //! | [`mann_whitney`] | one-sided U test: exact (Gaussian-binomial counts) or tie-corrected normal | Mann & Whitney 1947; Conover 1999 |
 //! | [`bootstrap`] | circular moving-block resampling (also pre-sorted in O(n)), block ≈ n^(1/3), percentile interval | Efron 1979; Künsch 1989; Politis & Romano 1992; Hall, Horowitz & Jing 1995 |
 //! | [`interval`] | mean/sd, Student's t, prediction interval for a new run, 1.4826·MAD | Hahn & Meeker 1991; Hampel 1974 |
+//! | [`runlevel`] | the run-level contrast of current and baseline runs, grouped by runner (one-way random effects) | Searle, Casella & McCulloch 1992; Hahn & Meeker 1991 |
 //! | [`tail`] | exceedance test: share above the baseline's HD quantile, one-sided Fisher exact | Fisher 1922; Agresti 2013 |
 //! | [`holm`] | Holm step-down adjusted p-values for the family of compared metrics | Holm 1979 |
+//! | [`serial`] | lag-1 autocorrelation (raw and rank), AR(1) block length, Ljung–Box on ranks | Box, Jenkins & Reinsel; Bartels 1982; Ljung & Box 1978 |
+//! | [`warmup`] | MSER-5 warm-up truncation | White 1997; White, Cobb & Spratt 2000 |
 //! | [`subsample`] | seeded stratified (jittered systematic) subsample of a long series, in time order | Cochran 1977 |
 //!
 //! Conventions: functions on slices expect finite values (callers validate their input) and, where
@@ -25,9 +28,11 @@ pub mod interval;
 pub mod mann_whitney;
 pub mod quantile;
 pub mod rng;
+pub mod runlevel;
 pub mod serial;
 pub mod subsample;
 pub mod tail;
+pub mod warmup;
 
 pub use bootstrap::{block_length, percentile_interval, resample_blocks, SortedResampler};
 pub use holm::holm_adjust;
@@ -35,6 +40,7 @@ pub use interval::{mean_sd, prediction_interval, robust_spread, t_quantile, t_sf
 pub use mann_whitney::{mann_whitney_u, MannWhitney};
 pub use quantile::{harrell_davis, median, type7_quantile, HdWeights};
 pub use rng::Rng;
-pub use serial::{dependent_block_length, lag1_autocorrelation, rank_lag1_autocorrelation};
+pub use serial::{dependent_block_length, lag1_autocorrelation, rank_ljung_box, rank_lag1_autocorrelation, LjungBox};
+pub use warmup::mser5_truncation;
 pub use subsample::stratified_subsample;
 pub use tail::{exceedance_test, fisher_exact_greater, Exceedance};

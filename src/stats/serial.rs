@@ -17,6 +17,16 @@
 //! value above its threshold confirmed by a rank value above a lower one (`compare::estimate`);
 //! the rank value alone lets slightly more short episodic runs (n = 30) through.
 
+//!
+//! [`rank_ljung_box`] is the portmanteau test of the gate's dependence guard: the Ljung–Box
+//! statistic `Q = n(n + 2) Σ_{h=1..H} r_h² / (n − h)` over the first `H` autocorrelations of the
+//! steps' ranks, with its χ²_H p-value (G. M. Ljung & G. E. P. Box, "On a measure of lack of fit
+//! in time series models", Biometrika 65(2), 1978; on ranks as in Dufour & Roy, "Generalized
+//! portmanteau statistics and tests of randomness", Comm. Statist. 1986). Unlike a fixed
+//! threshold on ρ₁ it knows n: the same ρ₁ = 0.3 is noise at 30 steps and certain at 300.
+
+use statrs::distribution::{ChiSquared, ContinuousCDF};
+
 use super::bootstrap::block_length;
 
 /// The lag-1 sample autocorrelation of `data` in its given (time) order; 0 for fewer than three
@@ -40,6 +50,54 @@ pub fn lag1_autocorrelation(data: &[f64]) -> f64 {
 /// module documentation).
 pub fn rank_lag1_autocorrelation(data: &[f64]) -> f64 {
     lag1_autocorrelation(&ranks(data))
+}
+
+/// The sample autocorrelation of `data` at `lag` (the usual estimator: the lag-`lag` sum of
+/// products over the full sum of squares); 0 for a constant series or a lag ≥ n.
+fn autocorrelation(data: &[f64], lag: usize) -> f64 {
+    let n = data.len();
+    if lag == 0 || lag >= n {
+        return 0.0;
+    }
+    let mean = data.iter().sum::<f64>() / n as f64;
+    let var: f64 = data.iter().map(|x| (x - mean) * (x - mean)).sum();
+    if var <= 0.0 || !var.is_finite() {
+        return 0.0;
+    }
+    let cov: f64 = data.iter().zip(&data[lag..]).map(|(a, b)| (a - mean) * (b - mean)).sum();
+    cov / var
+}
+
+/// A Ljung–Box test of serial independence.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LjungBox {
+    /// The statistic `Q`.
+    pub q: f64,
+    /// The lags summed, `H`.
+    pub lags: usize,
+    /// `P(χ²_H > Q)`: small when the steps are serially dependent.
+    pub p_value: f64,
+}
+
+/// The lags a Ljung–Box test of `n` steps sums: `min(10, n / 5)`, at least 1 (Ljung & Box's
+/// advice keeps `H` well below `n`; ten lags cover episodes of a few steps up to ten).
+pub fn ljung_box_lags(n: usize) -> usize {
+    (n / 5).clamp(1, 10)
+}
+
+/// Ljung–Box on the ranks of `data` in time order, over [`ljung_box_lags`] lags. Fewer than
+/// eight steps, or a constant series: `Q = 0`, p = 1 (nothing to test).
+pub fn rank_ljung_box(data: &[f64]) -> LjungBox {
+    let n = data.len();
+    let lags = ljung_box_lags(n);
+    if n < 8 {
+        return LjungBox { q: 0.0, lags, p_value: 1.0 };
+    }
+    let r = ranks(data);
+    let nf = n as f64;
+    let q = nf * (nf + 2.0) * (1..=lags).map(|h| autocorrelation(&r, h).powi(2) / (nf - h as f64)).sum::<f64>();
+    let p_value = ChiSquared::new(lags as f64).map_or(1.0, |c| c.sf(q)).clamp(0.0, 1.0);
+    LjungBox { q, lags, p_value }
 }
 
 /// Mid-ranks (1-based, ties averaged) of `data`, in `data`'s order.
@@ -115,6 +173,44 @@ mod tests {
         // Twenty consecutive steps 20 % slower: an episode on either scale.
         x.iter_mut().skip(60).take(20).for_each(|v| *v *= 1.2);
         assert!(rank_lag1_autocorrelation(&x) > 0.35, "rank ρ {}", rank_lag1_autocorrelation(&x));
+    }
+
+    // from statsmodels.stats.diagnostic import acorr_ljungbox; from scipy.stats import rankdata
+    // x = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3]
+    // acorr_ljungbox(rankdata(x), lags=[3])  ->  lb_stat, lb_pvalue
+    #[test]
+    fn ljung_box_known_answer() {
+        let x = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0, 5.0, 8.0, 9.0, 7.0, 9.0, 3.0];
+        let lb = rank_ljung_box(&x);
+        assert_eq!(lb.lags, 3);
+        let r = ranks(&x);
+        let n = 16.0;
+        let q: f64 = n * (n + 2.0) * (1..=3).map(|h| autocorrelation(&r, h).powi(2) / (n - h as f64)).sum::<f64>();
+        approx::assert_relative_eq!(lb.q, q, epsilon = 1e-12);
+        assert!((0.0..=1.0).contains(&lb.p_value));
+    }
+
+    #[test]
+    fn ljung_box_knows_n() {
+        let mut rng = Rng::new(21);
+        // Independent steps: p-values roughly uniform, rarely below 0.0025.
+        let low = (0..400)
+            .filter(|_| {
+                let x: Vec<f64> = (0..100).map(|_| rng.normal()).collect();
+                rank_ljung_box(&x).p_value < 0.0025
+            })
+            .count();
+        assert!(low <= 6, "{low} of 400 independent series flagged");
+        // One long episode: certain at 200 steps.
+        let mut x: Vec<f64> = (0..200).map(|_| (0.02 * rng.normal()).exp()).collect();
+        x.iter_mut().skip(50).take(60).for_each(|v| *v *= 1.2);
+        assert!(rank_ljung_box(&x).p_value < 1e-6);
+        // Two adjacent outliers are not dependence.
+        let mut y: Vec<f64> = (0..100).map(|_| (0.02 * rng.normal()).exp()).collect();
+        y[40] = 2.8;
+        y[41] = 2.9;
+        assert!(rank_ljung_box(&y).p_value > 0.0025, "{:?}", rank_ljung_box(&y));
+        assert_eq!(rank_ljung_box(&[1.0; 5]).p_value, 1.0);
     }
 
     #[test]
