@@ -41,6 +41,23 @@ pub fn pct(x: f64) -> String {
     }
 }
 
+/// A ratio and its interval in words: "8.1 % slower (95 % CI 7.5–8.8 %)" when the whole interval
+/// is slower, "6.0 % faster (95 % CI 4.1–7.9 %)" when it is faster, otherwise the signed change
+/// and interval, "+0.4 % (95 % CI −0.3…+1.1 %)".
+pub fn in_words(ratio: f64, ci: [f64; 2]) -> String {
+    let mag = |x: f64| format!("{:.1}", 100.0 * (x - 1.0).abs());
+    if !ratio.is_finite() || !ci[0].is_finite() || !ci[1].is_finite() {
+        return change(ratio);
+    }
+    if ci[0] > 1.0 {
+        format!("{} % slower (95 % CI {}–{} %)", mag(ratio), mag(ci[0]), mag(ci[1]))
+    } else if ci[1] < 1.0 {
+        format!("{} % faster (95 % CI {}–{} %)", mag(ratio), mag(ci[1]), mag(ci[0]))
+    } else {
+        format!("{} (95 % CI {})", change(ratio), interval(ci))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +73,8 @@ mod tests {
         assert_eq!(pct(0.03), "3 %");
         assert_eq!(pct(0.0084), "0.84 %");
         assert_eq!(pct(0.045), "4.5 %");
+        assert_eq!(in_words(1.081, [1.075, 1.088]), "8.1 % slower (95 % CI 7.5–8.8 %)");
+        assert_eq!(in_words(0.94, [0.921, 0.959]), "6.0 % faster (95 % CI 4.1–7.9 %)");
+        assert_eq!(in_words(1.004, [0.997, 1.011]), "+0.4 % (95 % CI −0.3…+1.1 %)");
     }
 }

@@ -126,8 +126,8 @@ mod tests {
         // 8 % shift under 2 % noise is decided by any of them.
         let opts = CompareOptions { resamples: 30, ..CompareOptions::default() };
         let huge_n = 2 * SAMPLE_LIMIT + 17;
-        // One baseline run judges with the pooled tests, three with the history regime.
-        for runs in [1, 3] {
+        // Three baseline runs floor their spread with the current run's bootstrap, five do not.
+        for runs in [3, 5] {
             let (huge_base, small_base) = (baseline(runs, huge_n), baseline(runs, 2000));
             for (level, verdict) in [(1.08, Decision::Tune), (1.0, Decision::Accept)] {
                 let huge = compare(&huge_base, &fixtures::run(&samples(huge_n, level, 7)), &opts);

@@ -5,14 +5,15 @@
 
 use std::collections::HashMap;
 
-use super::{CompareOptions, Method, Statistic};
+use super::{CompareOptions, Method, RunsNeeded, Statistic};
 use crate::result::{RunResult, Schedule};
 use crate::stats::bootstrap::{percentile_interval, SortedResampler};
-use crate::stats::interval::{mean_sd, prediction_interval, t_sf};
+use crate::stats::interval::{mean_sd, t_quantile, t_sf};
 use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::HdWeights;
 use crate::stats::rng::Rng;
-use crate::stats::serial::{dependent_block_length, lag1_autocorrelation, rank_lag1_autocorrelation};
+use crate::stats::runlevel::{contrast, NoContrast, Runs};
+use crate::stats::serial::{dependent_block_length, rank_ljung_box};
 use crate::stats::tail::exceedance_test;
 
 /// The compared statistics, primary first.
@@ -51,6 +52,17 @@ impl Metric {
             Metric::Quantile { p: 0.5, .. } => Statistic::Median,
             Metric::Quantile { .. } => Statistic::P95,
             Metric::Exposed => Statistic::ExposedCommMs,
+        }
+    }
+
+    /// The rows whose steps this metric reads (exposed comm: the step and the GEMM alone).
+    pub(super) fn rows(self) -> &'static [Schedule] {
+        match self {
+            Metric::Quantile { row: Schedule::Overlap, .. } => &[Schedule::Overlap],
+            Metric::Quantile { row: Schedule::Serial, .. } => &[Schedule::Serial],
+            Metric::Quantile { row: Schedule::CommOnly, .. } => &[Schedule::CommOnly],
+            Metric::Quantile { row: Schedule::ComputeOnly, .. } => &[Schedule::ComputeOnly],
+            Metric::Exposed => &[Schedule::Overlap, Schedule::ComputeOnly],
         }
     }
 
@@ -194,6 +206,28 @@ pub(super) struct Estimate {
     pub(super) n_current: usize,
     pub(super) method: Method,
     pub(super) note: Option<String>,
+    /// The minimum detectable effect: the smallest slowdown this metric would block with 95 %
+    /// power, on the ratio's scale minus one (0.045: 4.5 %); `None` when it cannot block.
+    pub(super) mde: Option<f64>,
+    /// Why this metric cannot block however large the change looks, when it cannot.
+    pub(super) cannot_block: Option<String>,
+    /// The run-level spread behind the interval, for the "how many runs" advice.
+    pub(super) spread: Option<Spread>,
+}
+
+/// What the "how many more runs" advice needs of a run-level estimate: the per-run standard
+/// deviation on the metric's scale, the runs behind it, and the margin and family it was judged
+/// with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Spread {
+    pub(super) sd: f64,
+    pub(super) baseline_runs: usize,
+    pub(super) current_runs: usize,
+    /// How many metrics share Holm's family (the first step tests at α / m).
+    pub(super) family: usize,
+    /// δ and the point change on the estimate's own scale (log ratio, or share of the step).
+    pub(super) delta: f64,
+    pub(super) d: f64,
 }
 
 impl Estimate {
@@ -217,89 +251,207 @@ impl Estimate {
             n_current,
             method,
             note,
+            mde: None,
+            cannot_block: None,
+            spread: None,
         }
     }
 }
 
-/// Judges the current run against the spread of the baseline runs' values.
+/// The runs a history estimate reads: the comparable baseline runs with their runner groups,
+/// and the K current runs with theirs (`stats::runlevel`).
+pub(super) struct History<'a> {
+    pub(super) base: &'a [RunRows],
+    pub(super) groups: &'a [usize],
+    pub(super) cur: &'a [RunRows],
+    pub(super) cur_group: Option<usize>,
+    /// Bootstrap replicates of every metric on the first current run, when the baseline is short
+    /// enough (fewer than [`FLOOR_BELOW_RUNS`] runs) that its spread is floored at that run's own
+    /// standard error.
+    pub(super) floor: Option<&'a [Vec<f64>]>,
+    /// Holm's family size (the metrics judged).
+    pub(super) family: usize,
+    /// Why nothing blocks when the runner layout says so (set by the caller for display runs).
+    pub(super) cannot_block: Option<String>,
+}
+
+/// Below this many baseline runs the runs' spread is floored at the current run's own bootstrap
+/// standard error, so that a lucky, tight short history cannot make one run's noise
+/// significant; from it on the runs' spread, which already holds each run's sampling noise, is
+/// the whole uncertainty (a block bootstrap of one run swamps tail changes: gate-choices.md).
+pub(super) const FLOOR_BELOW_RUNS: usize = 5;
+
+/// Judges the current runs against the spread of the baseline runs' values (`stats::runlevel`).
 pub(super) fn history(
     m: Metric,
-    base: &[RunRows],
-    cur: &RunRows,
-    boot: &[f64],
+    i: usize,
+    h: &History<'_>,
     opts: &CompareOptions,
+    delta: f64,
     w: &mut Weights,
 ) -> Estimate {
-    let values: Vec<f64> = base.iter().map(|r| r.value(m, w)).collect();
-    let current = cur.value(m, w);
-    let k = values.len() as f64;
-    let n_baseline = base.iter().map(|r| r.n(m)).min().unwrap_or(0);
-    let n_current = cur.n(m);
+    let values: Vec<f64> = h.base.iter().map(|r| r.value(m, w)).collect();
+    let currents: Vec<f64> = h.cur.iter().map(|r| r.value(m, w)).collect();
+    let current = currents.first().copied().unwrap_or(f64::NAN);
+    let n_baseline = h.base.iter().map(|r| r.n(m)).min().unwrap_or(0);
+    let n_current = h.cur.iter().map(|r| r.n(m)).min().unwrap_or(0);
     let log_scale = m != Metric::Exposed;
-    let (center, scale, x, replicates): (f64, f64, f64, Vec<f64>) = if log_scale {
-        if values.iter().chain([&current]).any(|v| *v <= 0.0) {
-            return undefined(m, &values, current, n_baseline, n_current, Method::History, "a step time of 0 ms");
+    if log_scale && values.iter().chain(&currents).any(|v| *v <= 0.0) {
+        return undefined(m, &values, current, n_baseline, n_current, Method::History, "a step time of 0 ms");
+    }
+    // Exposed time is a small difference of two step times: its change is measured as a share of
+    // the baseline step (overlap median), so that a 1.5 % slower step does not read as "+9 %
+    // exposed" and block on noise.
+    let step = h.base.iter().map(|r| w.quantile(&r.overlap, 0.5)).sum::<f64>() / h.base.len().max(1) as f64;
+    let to_scale = |v: f64| if log_scale { v.ln() } else { v };
+    let xs: Vec<f64> = values.iter().map(|v| to_scale(*v)).collect();
+    let ys: Vec<f64> = currents.iter().map(|v| to_scale(*v)).collect();
+    let runs = Runs { baseline: &xs, groups: h.groups, current: &ys, current_group: h.cur_group };
+    let (c, mut cannot_block) = match contrast(runs) {
+        Ok(c) => (c, h.cannot_block.clone()),
+        Err(NoContrast::NotFinite) => {
+            return Estimate::undefined(f64::NAN, current, n_baseline, n_current, Method::History, None);
         }
-        let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
-        let (mean, _) = mean_sd(&logs);
-        (mean, 1.0, current.ln(), boot.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect())
-    } else {
-        // Exposed time is a small difference of two step times: its change is measured as a
-        // share of the baseline step (overlap median), so that a 1.5 % slower step does not read
-        // as "+9 % exposed" and block on noise.
-        let (mean, _) = mean_sd(&values);
-        let step = base.iter().map(|r| w.quantile(&r.overlap, 0.5)).sum::<f64>() / k;
-        (mean, step, current, boot.to_vec())
+        // No runner-to-runner spread to judge by: shown against every run as if each were its own
+        // runner, and never blocking (the caller's reason says why).
+        Err(_) => {
+            let own: Vec<usize> = (0..xs.len()).collect();
+            let display = Runs { baseline: &xs, groups: &own, current: &ys, current_group: None };
+            let Ok(c) = contrast(display) else {
+                return Estimate::undefined(f64::NAN, current, n_baseline, n_current, Method::History, None);
+            };
+            (c, Some(h.cannot_block.clone().unwrap_or_else(|| "the baseline's runs cannot judge this runner".into())))
+        }
     };
-    let xs: Vec<f64> = if log_scale { values.iter().map(|v| v.ln()).collect() } else { values.clone() };
-    let (_, se_current) = mean_sd(&replicates);
+    let se = match h.floor {
+        Some(boot) => {
+            let reps: Vec<f64> = boot[i].iter().filter(|v| !log_scale || **v > 0.0).map(|v| to_scale(*v)).collect();
+            let (_, floor) = mean_sd(&reps);
+            let floor = if floor.is_finite() { floor * (1.0 + 1.0 / xs.len() as f64).sqrt() } else { 0.0 };
+            c.se.max(floor)
+        }
+        None => c.se,
+    };
+    let scale = if log_scale { 1.0 } else { step };
     let to_ratio = |v: f64| if log_scale { v.exp() } else { 1.0 + v / scale };
-    let baseline = if log_scale { center.exp() } else { center };
-    let Some(pi) = prediction_interval(&xs, opts.level).map(|pi| pi.with_sd_floor(se_current)) else {
-        // A non-finite baseline value: nothing to judge against.
+    let baseline = if log_scale { c.center.exp() } else { c.center };
+    let t = t_quantile(c.df, (1.0 + opts.level) / 2.0);
+    if !t.is_finite() || !se.is_finite() {
         return Estimate::undefined(baseline, current, n_baseline, n_current, Method::History, None);
-    };
-    let d = x - pi.center;
-    let (p_regressed, p_improved) = one_sided(d, pi.se, |z| t_sf(pi.df, z));
+    }
+    let half = t * se;
+    let (p_regressed, p_improved) = one_sided(c.d, se, |z| t_sf(c.df, z));
+    let delta_scale = if log_scale { (1.0 + delta).ln() } else { delta * scale };
+    if se == 0.0 && cannot_block.is_none() && c.d == 0.0 {
+        cannot_block = None;
+    }
+    let mde =
+        cannot_block.is_none().then(|| to_ratio(delta_scale + power_margin(c.df, opts.alpha, h.family) * se) - 1.0);
+    let k = xs.len();
+    let per_run = se / (1.0 / k as f64 + 1.0 / ys.len() as f64).sqrt();
     Estimate {
         baseline,
-        current,
-        ratio: to_ratio(d),
-        ci: [to_ratio(d - pi.half_width), to_ratio(d + pi.half_width)],
+        current: mean_on_scale(&currents, log_scale),
+        ratio: to_ratio(c.d),
+        ci: [to_ratio(c.d - half), to_ratio(c.d + half)],
         p_regressed,
         p_improved,
         n_baseline,
         n_current,
         method: Method::History,
         note: None,
+        mde,
+        cannot_block,
+        spread: Some(Spread {
+            sd: per_run,
+            baseline_runs: k,
+            current_runs: ys.len(),
+            family: h.family,
+            delta: delta_scale,
+            d: c.d,
+        }),
     }
 }
 
-/// Lag-1 autocorrelation above which a run's steps come in episodes (a throttled clock, a noisy
-/// neighbour) rather than as independent draws: one such run cannot confirm a regression.
-const EPISODIC_AUTOCORRELATION: f64 = 0.35;
+/// The most baseline runs the advice searches (a store keeps `--keep`, default 10, runs).
+const MAX_BASELINE_RUNS: usize = 40;
 
-/// Rank lag-1 autocorrelation the same row must also exceed. On raw times two adjacent outliers
-/// (a preempted rank) dominate both sums and alone read as ρ ≈ 0.4; their ranks barely move the
-/// rank version, while a real episode (many consecutive slow steps) ranks high on both scales.
-/// 0.15 rather than 0.35: the rank statistic only has to confirm that the order persists, and a
-/// short episode in a 30-step run ranks lower than it reads raw (measured by
-/// `benches/gate_quality.rs`: 0.35 let 1.3 % of slow-episode A/A runs at n = 30 block).
-const EPISODIC_RANK_AUTOCORRELATION: f64 = 0.15;
+/// The most current runs the advice searches (`check --runs` allows 20).
+const MAX_CURRENT_RUNS: usize = 20;
 
-/// The strongest lag-1 autocorrelation of the current run's judged rows, when it says the run
-/// was episodic: a row is episodic when both its raw and its rank lag-1 autocorrelation are above
-/// their thresholds. An episode in the phase rows would blame a phase as surely as one in the
-/// step. The rank is computed only for rows whose raw value is above (the sort is O(n log n)).
-pub(super) fn episodic(run: &RunResult) -> Option<f64> {
-    ROWS.iter()
-        .filter_map(|&s| run.row(s))
-        .map(|r| (lag1_autocorrelation(&r.samples_ms), &r.samples_ms))
-        .filter(|(rho, samples)| {
-            *rho > EPISODIC_AUTOCORRELATION && rank_lag1_autocorrelation(samples) > EPISODIC_RANK_AUTOCORRELATION
-        })
-        .map(|(rho, _)| rho)
-        .reduce(f64::max)
+/// How many more runs would let a run-level estimate decide, on its own spread: for a change that
+/// looks larger than δ, enough to block it with 95 % power; for one inside δ, enough for its
+/// interval to fit within ±δ (an `unchanged`). Each side is searched alone, the other as it is;
+/// the standard error scales as `sd·√(1/k + 1/K)` with `k + K − 2` degrees of freedom.
+pub(super) fn runs_needed(s: &Spread, opts: &CompareOptions) -> RunsNeeded {
+    let decides = |k: usize, kk: usize| {
+        let se = s.sd * (1.0 / k as f64 + 1.0 / kk as f64).sqrt();
+        let df = (k + kk).saturating_sub(2).max(1) as f64;
+        if s.d.abs() > s.delta {
+            s.delta + power_margin(df, opts.alpha, s.family) * se <= s.d.abs()
+        } else {
+            t_quantile(df, (1.0 + opts.level) / 2.0) * se <= s.delta - s.d.abs()
+        }
+    };
+    let (k, kk) = (s.baseline_runs, s.current_runs);
+    RunsNeeded {
+        more_baseline_runs: (1..=MAX_BASELINE_RUNS.saturating_sub(k)).find(|n| decides(k + n, kk)),
+        current_runs: (kk + 1..=MAX_CURRENT_RUNS).find(|&c| decides(k, c)),
+    }
+}
+
+/// The current value shown: the current runs' geometric mean (their mean for exposed comm).
+fn mean_on_scale(values: &[f64], log_scale: bool) -> f64 {
+    if log_scale {
+        (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp()
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
+}
+
+/// How many standard errors beyond δ a change must lie to be blocked with 95 % power: the
+/// blocking bar (the larger of the interval's `t_{0.975}` and the first Holm step's
+/// `t_{1 − α/m}`) plus `t_{0.95}` for the power.
+pub(super) fn power_margin(df: f64, alpha: f64, family: usize) -> f64 {
+    let bar = t_quantile(df, 0.975).max(t_quantile(df, 1.0 - alpha / family.max(1) as f64));
+    bar + t_quantile(df, 0.95)
+}
+
+/// Level of the dependence guard's Ljung–Box test, before Bonferroni over the four rows.
+const DEPENDENCE_ALPHA: f64 = 0.01;
+
+/// Which rows of the current runs are serially dependent in a way the baseline runs are not (a
+/// throttled clock, a noisy neighbour during this run only), in [`ROWS`]' order, each with the
+/// note its metrics carry: a metric reading such a row cannot confirm a regression on its own.
+///
+/// A row is flagged when, in some current run, its Ljung–Box test on ranks (n-aware:
+/// `stats::serial`) rejects serial independence at 0.01 / 4 (Bonferroni over the rows) *and* its
+/// statistic exceeds every comparable baseline run's for that row. Dependence every run shows
+/// (a runner whose clocks always step, a periodic checkpoint) is already in the runs' spread and
+/// vetoes nothing; a real slowdown moves every step and creates none.
+pub(super) fn dependence(current: &[&RunResult], base: &[&RunResult]) -> [Option<String>; 4] {
+    let level = DEPENDENCE_ALPHA / ROWS.len() as f64;
+    ROWS.map(|s| {
+        let typical = base.iter().filter_map(|b| b.row(s)).map(|r| rank_ljung_box(&r.samples_ms).q).fold(0.0, f64::max);
+        current
+            .iter()
+            .filter_map(|c| c.row(s))
+            .map(|r| rank_ljung_box(&r.samples_ms))
+            .filter(|lb| lb.p_value < level && lb.q > typical)
+            .max_by(|a, b| a.q.total_cmp(&b.q))
+            .map(|lb| {
+                format!(
+                    "the current run's {s} steps come in episodes (Ljung–Box p = {:.1e} over {} lags, beyond every \
+                     baseline run's): one such run is not evidence of a regression; re-run",
+                    lb.p_value, lb.lags
+                )
+            })
+    })
+}
+
+/// The dependence note for metric `m`, from [`dependence`]'s rows.
+pub(super) fn dependence_of(m: Metric, rows: &[Option<String>; 4]) -> Option<String> {
+    m.rows().iter().find_map(|s| ROWS.iter().position(|r| r == s).and_then(|i| rows[i].clone()))
 }
 
 /// One-sided p-values of `d / se` in both directions, with `sf` the upper tail.
@@ -425,6 +577,9 @@ pub(super) fn pooled(
                 n_current,
                 method: Method::Pooled,
                 note: None,
+                mde: None,
+                cannot_block: None,
+                spread: None,
             }
         })
         .collect()
@@ -464,17 +619,33 @@ mod tests {
     }
 
     #[test]
-    fn adjacent_outliers_are_no_episode_but_a_slow_stretch_is() {
+    fn dependence_vetoes_only_what_the_baseline_runs_do_not_show() {
+        let base: Vec<RunResult> = (0..5).map(|i| fixtures::run(&quiet(100, 20 + i))).collect();
+        let base_refs: Vec<&RunResult> = base.iter().collect();
         let mut steps = quiet(100, 11);
-        assert_eq!(episodic(&fixtures::run(&steps)), None);
-        // A preempted rank: two adjacent steps 2–3× slower. Raw ρ is above 0.35, rank ρ is not.
+        let clean = fixtures::run(&steps);
+        assert!(dependence(&[&clean], &base_refs).iter().all(Option::is_none));
+        // A preempted rank: two adjacent steps 2–3× slower, no episode.
         steps[40] = 2.8;
         steps[41] = 2.9;
-        assert!(lag1_autocorrelation(&steps) > EPISODIC_AUTOCORRELATION);
-        assert_eq!(episodic(&fixtures::run(&steps)), None);
-        // Twelve consecutive steps 20 % slower: an episode on both scales.
-        steps.iter_mut().skip(60).take(12).for_each(|v| *v *= 1.2);
-        let rho = episodic(&fixtures::run(&steps)).expect("episodic");
-        assert!(rho > EPISODIC_AUTOCORRELATION, "{rho}");
+        assert!(dependence(&[&fixtures::run(&steps)], &base_refs).iter().all(Option::is_none));
+        // Thirty consecutive steps 20 % slower: an episode no baseline run has.
+        steps.iter_mut().skip(50).take(30).for_each(|v| *v *= 1.2);
+        let episodic = fixtures::run(&steps);
+        let rows = dependence(&[&episodic], &base_refs);
+        assert!(rows[0].as_deref().is_some_and(|n| n.contains("overlap steps come in episodes")), "{rows:?}");
+        assert_eq!(dependence_of(Metric::Exposed, &rows), rows[0]);
+        // The same episode in every baseline run is the runner's habit, not this run's.
+        let habit: Vec<&RunResult> = vec![&episodic; 3];
+        assert!(dependence(&[&episodic], &habit).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn the_power_margin_shrinks_with_the_runs() {
+        // 10 runs, seven metrics: t_9 at 1 − 0.01/7 ≈ 3.9 plus t_9 at 0.95 ≈ 1.83.
+        let m10 = power_margin(9.0, 0.01, 7);
+        assert!((5.5..6.0).contains(&m10), "{m10}");
+        assert!(power_margin(4.0, 0.01, 7) > m10 + 2.0);
+        assert!(power_margin(100.0, 0.01, 7) < m10);
     }
 }

@@ -7,9 +7,9 @@
 //! Why one family: a gate that judges ten workloads at α = 0.01 each would block one pull
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
 
-use super::estimate::{Estimate, Metric};
+use super::estimate::{dependence_of, runs_needed, Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
-use super::{cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison};
+use super::{cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison, RunsNeeded};
 use crate::result::Workload;
 use crate::stats::holm::holm_adjust;
 
@@ -28,12 +28,14 @@ enum Stage {
 
 struct Judging {
     judged: Vec<(Metric, Estimate)>,
-    episodes: Option<f64>,
+    /// Per row (`estimate::ROWS`), the note of a current run atypically dependent there.
+    dependence: [Option<String>; 4],
     workload: Workload,
     /// Why the hardware differs, said only when no baseline run shares the fingerprint.
     hardware: String,
-    /// The note of a subsampled row, if any.
-    bounded: Option<String>,
+    /// Reasons that go last: a subsampled row, a trimmed warm-up, the runs NCCL's choice kept.
+    notes: Vec<String>,
+    current_runs: usize,
 }
 
 impl Pending {
@@ -41,19 +43,21 @@ impl Pending {
         Pending { summary, delta, stage: Stage::Unusable(reason) }
     }
 
+    #[expect(clippy::too_many_arguments, reason = "one call site, in prepare_runs")]
     pub(super) fn judging(
         summary: BaselineSummary,
         delta: f64,
         judged: Vec<(Metric, Estimate)>,
-        episodes: Option<f64>,
+        dependence: [Option<String>; 4],
         workload: Workload,
         hardware: String,
-        bounded: Option<String>,
+        notes: Vec<String>,
+        current_runs: usize,
     ) -> Self {
         Pending {
             summary,
             delta,
-            stage: Stage::Judging(Box::new(Judging { judged, episodes, workload, hardware, bounded })),
+            stage: Stage::Judging(Box::new(Judging { judged, dependence, workload, hardware, notes, current_runs })),
         }
     }
 
@@ -83,7 +87,9 @@ impl Pending {
                     unusable: Some(reason),
                     hardware: String::new(),
                     cause: None,
-                    bounded: None,
+                    notes: Vec::new(),
+                    current_runs: 1,
+                    runs_needed: None,
                 }
             }
             Stage::Judging(j) => *j,
@@ -92,10 +98,30 @@ impl Pending {
             .judged
             .iter()
             .zip(p_reg.iter().zip(p_imp))
-            .map(|((m, e), (&r, &i))| metric_state(*m, e, r, i, delta, j.episodes, &j.workload, opts))
+            .map(|((m, e), (&r, &i))| {
+                metric_state(*m, e, r, i, delta, dependence_of(*m, &j.dependence), &j.workload, opts)
+            })
             .collect();
         let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
-        Adjusted { baseline: summary, delta, metrics, unusable: None, hardware: j.hardware, cause, bounded: j.bounded }
+        // How many runs would decide the primary metric, when it is undecided.
+        let runs_needed = j
+            .judged
+            .first()
+            .zip(metrics.first())
+            .filter(|(_, mc)| mc.judged.state == super::State::Inconclusive && mc.note.is_none())
+            .and_then(|((_, e), _)| e.spread.as_ref())
+            .map(|s| runs_needed(s, opts));
+        Adjusted {
+            baseline: summary,
+            delta,
+            metrics,
+            unusable: None,
+            hardware: j.hardware,
+            cause,
+            notes: j.notes,
+            current_runs: j.current_runs,
+            runs_needed,
+        }
     }
 }
 
@@ -112,8 +138,13 @@ pub struct Adjusted {
     pub hardware: String,
     /// The phase a regression traces to, with its sentence (a reason only if the verdict blocks).
     pub cause: Option<(Cause, String)>,
-    /// The note of a subsampled row, if any.
-    pub bounded: Option<String>,
+    /// Reasons that go last: a subsampled row, a trimmed warm-up, the runs NCCL's choice kept.
+    pub notes: Vec<String>,
+    /// How many current runs were judged.
+    pub current_runs: usize,
+    /// When the primary metric is undecided on run-level evidence: how many more runs would
+    /// decide it.
+    pub runs_needed: Option<RunsNeeded>,
 }
 
 /// Adjusts several comparisons as one family: Holm over all their judged metrics together. The

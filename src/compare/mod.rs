@@ -37,9 +37,11 @@ mod cause;
 mod estimate;
 pub mod family;
 mod judged;
+mod modes;
 pub(crate) mod nullable;
 mod throughput;
 pub mod traces;
+mod warmup;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -51,11 +53,14 @@ use crate::decide::vocab::Decision;
 use crate::result::{RunResult, Schedule, SoftwareChange, Workload};
 use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
+use crate::stats::runlevel::group_ids;
 use crate::units::{change, interval};
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
-use estimate::{bootstrap_run, episodic, history, pooled, Estimate, Metric, RunRows, Weights, METRICS};
+use estimate::{
+    bootstrap_run, history, pooled, Estimate, History, Metric, RunRows, Weights, FLOOR_BELOW_RUNS, METRICS,
+};
 pub use family::{adjust_together, adjust_with_traces, Adjusted, Pending};
 pub use judged::{Judged, OwnDelta, SharedDelta};
 pub use throughput::{Throughput, ThroughputKind};
@@ -259,56 +264,110 @@ pub fn prepare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
 /// [`prepare`] with the current side as K runs of the same workload (`check --runs K`), judged
 /// together: the first is the one the report shows. `current` must not be empty.
 pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Pending {
-    let Some(current) = current.first() else {
-        return Pending::unusable(empty_summary(baseline), opts.min_effect, "no current run to judge".to_string());
+    let delta = opts.min_effect;
+    let Some(first) = current.first() else {
+        return Pending::unusable(empty_summary(baseline), delta, "no current run to judge".to_string());
     };
     let usable = baseline.runs.iter().filter(|r| r.is_usable());
     let same_hardware: Vec<&RunResult> =
-        usable.clone().filter(|r| r.hardware.fingerprint == current.hardware.fingerprint).collect();
+        usable.clone().filter(|r| r.hardware.fingerprint == first.hardware.fingerprint).collect();
     let fingerprint_match = !same_hardware.is_empty();
     // Only runs on this hardware are evidence; without any, the others are shown but not judged.
     let runs: Vec<&RunResult> = if fingerprint_match { same_hardware } else { usable.collect() };
+    let (runs, choice) = modes::like_with_like(runs, first);
     // Rows over the sample limit are judged on a subsample (bound.rs); the rest is untouched.
     let mut bounder = Bounder::new(opts.seed);
     let bounded: Vec<Cow<'_, RunResult>> =
         runs.iter().enumerate().map(|(i, r)| bounder.run(r, Whose::Baseline(i))).collect();
-    let runs: Vec<&RunResult> = bounded.iter().map(AsRef::as_ref).collect();
-    let software_changes = runs.last().map(|newest| newest.software.changes_to(&current.software)).unwrap_or_default();
+    // Then each row's warm-up is cut off (warmup.rs), baseline and current alike.
+    let trimmed: Vec<Cow<'_, RunResult>> = bounded.iter().map(|r| warmup::trim(r, opts.min_samples).0).collect();
+    let runs: Vec<&RunResult> = trimmed.iter().map(AsRef::as_ref).collect();
+    let software_changes = runs.last().map(|newest| newest.software.changes_to(&first.software)).unwrap_or_default();
     let mut w = Weights::default();
     let base_rows: Vec<RunRows> = runs.iter().map(|r| RunRows::of(r)).collect();
     let spread = (base_rows.len() >= 3).then(|| {
         let logs: Vec<f64> = base_rows.iter().map(|r| w.quantile(&r.overlap, 0.5).ln()).collect();
         robust_spread(&logs)
     });
-    let delta = opts.min_effect.max(3.0 * spread.unwrap_or(0.0));
-    let summary = BaselineSummary {
+    let names: Vec<Option<&str>> = runs.iter().map(|r| r.provenance.runner.as_deref()).collect();
+    let (groups, cur_group) = group_ids(&names, first.provenance.runner.as_deref());
+    let mut summary = BaselineSummary {
         path: baseline.path.display().to_string(),
         runs: runs.len(),
         fingerprint_match,
         software_changes,
         spread,
-        runners: 0,
+        runners: groups.iter().max().map_or(0, |g| g + 1),
     };
-    if let Some(reason) = unusable(current, runs.len()) {
+    if let Some(reason) = current.iter().find_map(|c| unusable(c, runs.len())) {
+        summary.runs = runs.len();
         return Pending::unusable(summary, delta, reason);
     }
-    // The slow-episode guard reads the whole current run (O(n)); the statistics its bounded rows.
-    let episodes = episodic(current);
-    let current = bounder.run(current, Whose::Current);
-    let current = current.as_ref();
-    let cur_rows = RunRows::of(current);
+    let bounded_current: Vec<Cow<'_, RunResult>> = current.iter().map(|c| bounder.run(c, Whose::Current)).collect();
+    let trims: Vec<(Cow<'_, RunResult>, warmup::Trimmed)> =
+        bounded_current.iter().map(|c| warmup::trim(c, opts.min_samples)).collect();
+    let currents: Vec<&RunResult> = trims.iter().map(|(c, _)| c.as_ref()).collect();
+    let cur_rows: Vec<RunRows> = currents.iter().map(|c| RunRows::of(c)).collect();
+    let dependence = estimate::dependence(&currents, &runs);
+    let family = METRICS.iter().filter(|m| applies(**m, first)).count();
     let mut rng = Rng::new(opts.seed);
-    let estimates: Vec<Estimate> = if base_rows.len() >= 3 {
-        let boot = bootstrap_run(current, opts.resamples, &mut rng, &mut w);
-        METRICS.iter().enumerate().map(|(i, &m)| history(m, &base_rows, &cur_rows, &boot[i], opts, &mut w)).collect()
+    let k = base_rows.len();
+    let estimates: Vec<Estimate> = if k >= 3 || (current.len() >= 2 && k + current.len() >= 3) {
+        let boot = (k < FLOOR_BELOW_RUNS).then(|| bootstrap_run(currents[0], opts.resamples, &mut rng, &mut w));
+        let h = History {
+            base: &base_rows,
+            groups: &groups,
+            cur: &cur_rows,
+            cur_group,
+            floor: boot.as_deref(),
+            family,
+            cannot_block: choice.cannot_block.clone().or_else(|| runner_reason(&runs, first, cur_group, &groups)),
+        };
+        METRICS.iter().enumerate().map(|(i, &m)| history(m, i, &h, opts, delta, &mut w)).collect()
     } else {
-        pooled(&runs, current, &cur_rows, opts, &mut rng, &mut w)
+        let why = choice.cannot_block.clone().unwrap_or_else(|| too_few_runs(k));
+        let mut e = pooled(&runs, currents[0], &cur_rows[0], opts, &mut rng, &mut w);
+        e.iter_mut().for_each(|e| e.cannot_block = Some(why.clone()));
+        e
     };
     // Holm's family is exactly the metrics judged: one rank's comm_only times a no-op.
     let judged: Vec<(Metric, Estimate)> =
-        METRICS.iter().copied().zip(estimates).filter(|(m, _)| applies(*m, current)).collect();
-    let hardware = hardware_differs(&runs, current);
-    Pending::judging(summary, delta, judged, episodes, current.workload.clone(), hardware, bounder.note())
+        METRICS.iter().copied().zip(estimates).filter(|(m, _)| applies(*m, first)).collect();
+    let hardware = hardware_differs(&runs, first);
+    let notes = [bounder.note(), trims[0].1.note(), choice.note].into_iter().flatten().collect();
+    Pending::judging(summary, delta, judged, dependence, first.workload.clone(), hardware, notes, current.len())
+}
+
+/// "with 1 baseline run the run-to-run spread is unknown: …" (the pooled regime never blocks).
+fn too_few_runs(k: usize) -> String {
+    let runs = if k == 1 { "1 baseline run".to_string() } else { format!("{k} baseline runs") };
+    format!(
+        "with {runs} the run-to-run spread is unknown, so one run cannot confirm a slowdown: record {} more \
+         baseline run{} or confirm with `commgate check --runs {}`",
+        3 - k.min(2),
+        if 3 - k.min(2) == 1 { "" } else { "s" },
+        4 - k.min(3)
+    )
+}
+
+/// Why the runner layout leaves nothing to judge by, when it does: every baseline run from one
+/// runner and the current run from another.
+fn runner_reason(
+    runs: &[&RunResult],
+    current: &RunResult,
+    cur_group: Option<usize>,
+    groups: &[usize],
+) -> Option<String> {
+    let one = groups.len() > 1 && groups.iter().all(|g| *g == groups[0]);
+    if !one || cur_group.is_some() {
+        return None;
+    }
+    let there = runs.first().and_then(|r| r.provenance.runner.as_deref()).unwrap_or("unknown");
+    let here = current.provenance.runner.as_deref().unwrap_or("an unrecorded runner");
+    Some(format!(
+        "every baseline run comes from runner {there:?} and this run from {here:?}: the runner-to-runner spread is \
+         unknown; run the gate on {there:?} or record baseline runs on 3 or more runners"
+    ))
 }
 
 fn empty_summary(baseline: &Baseline) -> BaselineSummary {
@@ -385,29 +444,23 @@ fn metric_state(
     p_reg: f64,
     p_imp: f64,
     delta: f64,
-    episodes: Option<f64>,
+    dependence: Option<String>,
     workload: &Workload,
     opts: &CompareOptions,
 ) -> MetricComparison {
-    let can_block = !m.is_tail() || e.n_baseline.min(e.n_current) >= opts.p95_min_samples;
+    let enough = !m.is_tail() || e.n_baseline.min(e.n_current) >= opts.p95_min_samples;
     let mut note = e.note.clone();
     let state = match four_states(p_reg, p_imp, e.ci, delta, opts.alpha) {
         State::Regressed => {
-            if let Some(rho) = episodes {
-                note = Some(format!(
-                    "looks regressed, but the current run has slow episodes (lag-1 autocorrelation {rho:.2}): \
-                 one run of it is not evidence of a regression; re-run"
-                ));
-                State::Inconclusive
-            } else if can_block {
-                State::Regressed
-            } else {
-                note = Some(format!(
-                    "{} looks regressed, but a P95 may block only with ≥ {} samples per side",
-                    m.label(),
-                    opts.p95_min_samples
-                ));
-                State::Inconclusive
+            let why = e.cannot_block.clone().or(dependence).or_else(|| {
+                (!enough).then(|| format!("a P95 may block only with ≥ {} samples per side", opts.p95_min_samples))
+            });
+            match why {
+                Some(why) => {
+                    note = Some(format!("looks regressed, but {why}"));
+                    State::Inconclusive
+                }
+                None => State::Regressed,
             }
         }
         other => other,
@@ -416,13 +469,13 @@ fn metric_state(
         row: m.row(),
         statistic: m.statistic(),
         judged: Judged::of(e, p_reg, p_imp, state, SharedDelta),
-        can_block,
+        can_block: enough && e.cannot_block.is_none(),
         primary: m == METRICS[0],
         note,
         throughput: (m.statistic() == Statistic::Median)
             .then(|| throughput::of_median(m.row(), workload, e.baseline, e.current, e.ratio, e.ci))
             .flatten(),
-        mde: None,
+        mde: e.mde.filter(|_| enough),
     }
 }
 
@@ -529,11 +582,25 @@ mod tests {
     }
 
     #[test]
-    fn a_one_run_baseline_uses_the_pooled_tests() {
+    fn a_one_run_baseline_never_blocks_alone_and_a_confirming_rerun_can() {
         let c = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
         assert!(c.metrics.iter().all(|m| m.judged.method == Method::Pooled));
-        assert!(c.regression, "{:?}", c.reasons);
+        assert!(!c.regression, "{:?}", c.reasons);
+        assert_eq!(c.verdict, Decision::CollectMoreEvidence);
+        assert_eq!(c.mde, None);
+        assert!(
+            c.reasons.iter().any(|r| r.contains("with 1 baseline run the run-to-run spread is unknown")),
+            "{:?}",
+            c.reasons
+        );
+        assert!(c.headline.starts_with("cannot tell yet: overlap step 20."), "{}", c.headline);
         assert_eq!(c.baseline.spread, None);
+        // Two more current runs of the same slowdown: run-level evidence, and it blocks.
+        let three: Vec<RunResult> = (0..3).map(|i| fixtures::run(&samples(200, 1.2, 7 + i))).collect();
+        let confirmed = crate::decide::comparison::compare_runs(&baseline(1, 200), &three, &CompareOptions::default());
+        assert!(confirmed.regression, "{:?}", confirmed.reasons);
+        assert_eq!(confirmed.current_runs, 3);
+        assert!(confirmed.headline.ends_with("— blocking"), "{}", confirmed.headline);
         let same = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
         assert!(!same.regression, "{:?}", same.reasons);
     }
@@ -612,7 +679,7 @@ mod mover_tests {
 
     #[test]
     fn a_slower_collective_alone_blocks_and_is_named() {
-        for base_runs in [10, 1] {
+        for base_runs in [10, 5] {
             let c = verdict(&[(Schedule::CommOnly, 1.08)], base_runs);
             assert!(c.regression, "{base_runs}: {:?}", c.reasons);
             assert_eq!(c.cause, Some(Cause::Communication), "{:?}", c.reasons);
@@ -688,7 +755,7 @@ mod episode_tests {
         let c = compare(&baseline, &fixtures::run(&episodic), &CompareOptions::default());
         assert!(!c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
-        assert!(c.reasons.iter().any(|r| r.contains("slow episodes")), "{:?}", c.reasons);
+        assert!(c.reasons.iter().any(|r| r.contains("overlap steps come in episodes")), "{:?}", c.reasons);
         // The same slowdown spread evenly is a regression.
         let even: Vec<f64> = (0..100).map(|_| noise(1.2)).collect();
         assert!(compare(&baseline, &fixtures::run(&even), &CompareOptions::default()).regression);

@@ -9,10 +9,10 @@ use crate::baseline::Baseline;
 use crate::compare::traces::{PendingTraces, TraceComparison};
 use crate::compare::{
     adjust_together, adjust_with_traces, describe, prepare, prepare_runs, Adjusted, BaselineSummary, CompareOptions,
-    Comparison, MetricComparison, Pending, State, SCHEMA_VERSION,
+    Comparison, MetricComparison, Pending, RunsNeeded, State, Statistic, SCHEMA_VERSION,
 };
-use crate::result::{RunResult, SoftwareChange};
-use crate::units::pct;
+use crate::result::{RunResult, Schedule, SoftwareChange};
+use crate::units::{change, in_words, interval, pct};
 
 /// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
 pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
@@ -46,18 +46,26 @@ pub fn judge_with_traces(
 }
 
 /// The comparison of adjusted metrics: its verdict, the phase a blocking regression traces to
-/// first in the reasons, and a subsampled row's note last.
+/// first in the reasons, what to do when it could not decide, its headline, and the notes last.
 pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
-    let Adjusted { baseline, delta, metrics, unusable, hardware, cause, bounded } = j;
-    let mut v = match unusable {
-        Some(reason) => Verdict::because(Decision::CollectMoreEvidence, reason),
+    let Adjusted { baseline, delta, metrics, unusable, hardware, cause, notes, current_runs, runs_needed } = j;
+    let mut v = match &unusable {
+        Some(reason) => Verdict::because(Decision::CollectMoreEvidence, reason.clone()),
         None => decide(&metrics, &baseline, &hardware, delta, opts),
     };
     let cause = cause.filter(|_| v.blocking);
     if let Some((_, sentence)) = &cause {
         v.reasons.insert(0, sentence.clone());
     }
-    v.reasons.extend(bounded);
+    let mde = metrics.iter().find(|m| m.primary).and_then(|m| m.mde).filter(|_| baseline.fingerprint_match);
+    let undecided = unusable.is_none() && baseline.fingerprint_match && v.decision == Decision::CollectMoreEvidence;
+    if undecided {
+        if let Some(advice) = advice(&metrics, &baseline, mde, runs_needed, current_runs) {
+            v.reasons.insert(0, advice);
+        }
+    }
+    v.reasons.extend(notes);
+    let headline = headline(&v, &metrics, &baseline, delta, mde, unusable.as_deref(), &hardware);
     Comparison {
         schema_version: SCHEMA_VERSION,
         verdict: v.decision,
@@ -66,12 +74,116 @@ pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
         delta,
         metrics,
         cause: cause.map(|(c, _)| c),
-        headline: String::new(),
-        current_runs: 1,
-        mde: None,
-        runs_needed: None,
+        headline,
+        current_runs,
+        mde,
+        runs_needed: runs_needed.filter(|_| undecided),
         reasons: v.reasons,
     }
+}
+
+/// A metric in plain words, for the headline: "overlap step", "serial step P95", "the collective
+/// alone (comm_only)".
+fn plain(m: &MetricComparison) -> String {
+    let tail = if m.statistic == Statistic::P95 { " P95" } else { "" };
+    match (m.row, m.statistic) {
+        (_, Statistic::ExposedCommMs) => "exposed communication".to_string(),
+        (Schedule::Overlap | Schedule::Serial, _) => format!("{} step{tail}", m.row),
+        (Schedule::CommOnly, _) => format!("the collective alone (comm_only{tail})"),
+        (Schedule::ComputeOnly, _) => format!("the matmul alone (compute_only{tail})"),
+    }
+}
+
+/// "overlap step 8.1 % slower (95 % CI 7.5–8.8 %)"; exposed comm as a share of the step.
+fn in_plain_words(m: &MetricComparison) -> String {
+    if m.statistic == Statistic::ExposedCommMs {
+        return format!("{} {} of the step (95 % CI {})", plain(m), change(m.judged.ratio), interval(m.judged.ci));
+    }
+    format!("{} {}", plain(m), in_words(m.judged.ratio, m.judged.ci))
+}
+
+/// What a reviewer reads first: the slowdown and that it blocks, or that nothing changed beyond
+/// δ, or why the gate cannot tell and what it can see.
+fn headline(
+    v: &Verdict,
+    metrics: &[MetricComparison],
+    baseline: &BaselineSummary,
+    delta: f64,
+    mde: Option<f64>,
+    unusable: Option<&str>,
+    hardware: &str,
+) -> String {
+    if let Some(reason) = unusable {
+        return format!("cannot judge: {reason}");
+    }
+    if !baseline.fingerprint_match {
+        return format!("cannot judge: {hardware}");
+    }
+    let primary = metrics.iter().find(|m| m.primary);
+    if v.blocking {
+        let first = metrics.iter().find(|m| m.judged.state == State::Regressed);
+        return first.map_or_else(
+            || "a confirmed regression — blocking".to_string(),
+            |m| format!("{} — blocking", in_plain_words(m)),
+        );
+    }
+    let Some(p) = primary else { return v.reasons.first().cloned().unwrap_or_default() };
+    match v.decision {
+        Decision::Accept => match p.judged.state {
+            State::Improved => in_plain_words(p),
+            _ => format!("{}, within ±{}", in_plain_words(p), pct(delta)),
+        },
+        _ => {
+            let open = metrics
+                .iter()
+                .find(|m| m.judged.state == State::Inconclusive && m.judged.ratio > 1.0 + delta)
+                .unwrap_or(p);
+            let sees = match mde {
+                Some(mde) => format!("this comparison can only block slowdowns above {}", pct(mde)),
+                None => "this comparison cannot block on its own".to_string(),
+            };
+            format!("cannot tell yet: {}; {sees}", in_plain_words(open))
+        }
+    }
+}
+
+/// What to do when the comparison could not decide, with the runs it would take: "baseline runs
+/// vary 18.8 %, so this gate can only see slowdowns above 45 %: quiet the runner, pin clocks, or
+/// record 12 more baseline runs (or judge 4 current runs: `commgate check --runs 4`)".
+fn advice(
+    metrics: &[MetricComparison],
+    baseline: &BaselineSummary,
+    mde: Option<f64>,
+    needed: Option<RunsNeeded>,
+    current_runs: usize,
+) -> Option<String> {
+    let primary = metrics.iter().find(|m| m.primary)?;
+    let mde = mde?;
+    // Only a genuinely wide interval is helped by more runs; a vetoed metric has its own note.
+    if primary.judged.state != State::Inconclusive || primary.note.is_some() {
+        return None;
+    }
+    let vary = baseline.spread.map_or_else(String::new, |s| format!("baseline runs vary {}, so ", pct(s.exp_m1())));
+    let todo = match needed {
+        Some(RunsNeeded { more_baseline_runs: Some(b), current_runs: Some(k) }) => format!(
+            "quiet the runner, pin clocks, or record {b} more baseline run{} (`commgate baseline update` after each; \
+             the store keeps `--keep` runs) or judge {k} current runs (`commgate check --runs {k}`)",
+            if b == 1 { "" } else { "s" }
+        ),
+        Some(RunsNeeded { more_baseline_runs: Some(b), current_runs: None }) => format!(
+            "quiet the runner, pin clocks, or record {b} more baseline run{} (`commgate baseline update` after each; \
+             the store keeps `--keep` runs)",
+            if b == 1 { "" } else { "s" }
+        ),
+        Some(RunsNeeded { more_baseline_runs: None, current_runs: Some(k) }) => {
+            format!("quiet the runner, pin clocks, or judge {k} current runs (`commgate check --runs {k}`)")
+        }
+        _ if current_runs > 1 => {
+            "quiet the runner or pin clocks: more runs alone would not decide at this spread".to_string()
+        }
+        _ => "quiet the runner or pin clocks: more runs alone would not decide at this spread".to_string(),
+    };
+    Some(format!("{vary}this gate can only see slowdowns above {} (its minimum detectable effect): {todo}", pct(mde)))
 }
 
 /// "software changed since the baseline: NCCL 2.21.5 → 2.23.4, NCCL_ALGO unset → Ring".
@@ -110,6 +222,8 @@ fn decide(
     }
     let too_few = metrics.iter().map(|m| m.judged.n_current).min().unwrap_or(0) < opts.min_samples;
     let primary_open = metrics.iter().any(|m| m.primary && m.judged.state == State::Inconclusive);
+    // A metric that looks slower beyond δ but is not confirmed is not a pass either.
+    let looks_slower = metrics.iter().any(|m| m.judged.state == State::Inconclusive && m.judged.ratio > 1.0 + delta);
     for m in metrics.iter().filter(|m| m.judged.state == State::Inconclusive) {
         let why = m.note.clone().unwrap_or_else(|| format!("not enough evidence either way at δ = {}", pct(delta)));
         reasons.push(format!("{}: {why}", describe(m)));
@@ -131,7 +245,7 @@ fn decide(
         );
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
-    if primary_open {
+    if primary_open || looks_slower {
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     Verdict::new(Decision::Accept, reasons)

@@ -40,7 +40,7 @@ pub use interval::{mean_sd, prediction_interval, robust_spread, t_quantile, t_sf
 pub use mann_whitney::{mann_whitney_u, MannWhitney};
 pub use quantile::{harrell_davis, median, type7_quantile, HdWeights};
 pub use rng::Rng;
-pub use serial::{dependent_block_length, lag1_autocorrelation, rank_ljung_box, rank_lag1_autocorrelation, LjungBox};
-pub use warmup::mser5_truncation;
+pub use serial::{dependent_block_length, lag1_autocorrelation, rank_lag1_autocorrelation, rank_ljung_box, LjungBox};
 pub use subsample::stratified_subsample;
 pub use tail::{exceedance_test, fisher_exact_greater, Exceedance};
+pub use warmup::mser5_truncation;

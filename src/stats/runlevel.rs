@@ -21,8 +21,8 @@
 //!   run (Hahn & Meeker, *Statistical Intervals*, §4): `se² = s² (1 + 1/k)`, `df = k − 1`. With
 //!   fewer than two runners there is no runner-to-runner spread to judge against: no contrast.
 //!
-//! A run without a recorded runner is a runner of its own; the K current runs, measured by one
-//! job, share one runner.
+//! Runs without a recorded runner count as one runner (nothing says they differ); the K current
+//! runs, measured by one job, share one runner.
 
 use super::interval::mean_sd;
 
@@ -113,15 +113,15 @@ fn group(values: &[f64], groups: &[usize]) -> Vec<Vec<f64>> {
     out
 }
 
-/// Dense group ids, from 0 in order of first appearance, for runs labelled by `names`; `None`
-/// (a run without a recorded runner) is a group of its own. Also the id of `current` when a
-/// baseline run shares it.
+/// Dense group ids, from 0 in order of first appearance, for runs labelled by `names`, and the
+/// id of `current` when a baseline run shares it. Runs without a recorded runner form one group,
+/// the current runs' too when theirs is unrecorded: with nothing recorded, runs are taken as
+/// exchangeable, as they always were.
 pub fn group_ids(names: &[Option<&str>], current: Option<&str>) -> (Vec<usize>, Option<usize>) {
-    // One entry per group, its id the position; an unnamed run is a group no other run matches.
     let mut groups: Vec<Option<&str>> = Vec::new();
     let ids = names
         .iter()
-        .map(|n| match n.and_then(|name| groups.iter().position(|g| *g == Some(name))) {
+        .map(|n| match groups.iter().position(|g| g == n) {
             Some(id) => id,
             None => {
                 groups.push(*n);
@@ -129,7 +129,7 @@ pub fn group_ids(names: &[Option<&str>], current: Option<&str>) -> (Vec<usize>, 
             }
         })
         .collect();
-    let current = current.and_then(|c| groups.iter().position(|g| *g == Some(c)));
+    let current = groups.iter().position(|g| *g == current);
     (ids, current)
 }
 
@@ -188,11 +188,11 @@ mod tests {
     }
 
     #[test]
-    fn group_ids_are_dense_and_unnamed_runs_stand_alone() {
+    fn group_ids_are_dense_and_unrecorded_runs_are_one_runner() {
         let (ids, cur) = group_ids(&[Some("a"), None, Some("b"), Some("a"), None], Some("b"));
-        assert_eq!(ids, vec![0, 1, 2, 0, 3]);
+        assert_eq!(ids, vec![0, 1, 2, 0, 1]);
         assert_eq!(cur, Some(2));
         assert_eq!(group_ids(&[Some("a")], Some("z")).1, None);
-        assert_eq!(group_ids(&[None], None), (vec![0], None));
+        assert_eq!(group_ids(&[None, None], None), (vec![0, 0], Some(0)));
     }
 }

@@ -75,9 +75,8 @@ mod tests {
         // A steady 100-step run keeps its steps: about one step lost on average (MSER alone: 7.6).
         assert!(trimmed_steady < 2 * 200, "{trimmed_steady}");
         // A 20-step ramp from +50 %, decaying.
-        let ramp: Vec<f64> = (0..100)
-            .map(|i| (0.02 * rng.normal()).exp() * (1.0 + 0.5 * (-(i as f64) / 6.0).exp()))
-            .collect();
+        let ramp: Vec<f64> =
+            (0..100).map(|i| (0.02 * rng.normal()).exp() * (1.0 + 0.5 * (-(i as f64) / 6.0).exp())).collect();
         let d = mser5_truncation(&ramp);
         assert!((10..=35).contains(&d), "{d}");
     }

@@ -144,6 +144,9 @@ fn history(
         Scale::ShareOfStep(_) => baseline,
     };
     let estimate = Estimate {
+        mde: None,
+        cannot_block: None,
+        spread: None,
         baseline,
         current,
         ratio: set.scale.to_ratio(d),
@@ -197,6 +200,9 @@ fn pooled(
     let (lo, hi) = if reps.is_empty() { (point, point) } else { percentile_interval(&mut reps, set.level) };
     let mw = mann_whitney_u(s.current, &base);
     let estimate = Estimate {
+        mde: None,
+        cannot_block: None,
+        spread: None,
         baseline,
         current,
         ratio: set.scale.to_ratio(point),
