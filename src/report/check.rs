@@ -31,7 +31,13 @@ pub fn text(r: &CheckReport) -> String {
         }
         None => String::new(),
     };
-    out.push_str(&format!("Verdict: {}{}\n", r.verdict.as_str(), if r.blocking { " (blocking)" } else { "" }));
+    let said = headline(r);
+    match &said {
+        Some(h) => out.push_str(&format!("Verdict: {}: {}\n", r.verdict.as_str(), plain(h, TEXT))),
+        None => {
+            out.push_str(&format!("Verdict: {}{}\n", r.verdict.as_str(), if r.blocking { " (blocking)" } else { "" }))
+        }
+    }
     for reason in other_reasons(r) {
         out.push_str(&format!("  - {}\n", plain(reason, TEXT)));
     }
@@ -124,6 +130,21 @@ fn other_reasons(r: &CheckReport) -> impl Iterator<Item = &String> {
     r.reasons.iter().filter(move |x| Some(x.as_str()) != lead.as_deref())
 }
 
+/// The comparison headline the report leads with (the gate decided it; this only picks whose):
+/// a blocking report shows the first regressed workload's, prefixed by its id when there are
+/// several; otherwise a single comparison's whose verdict is the report's. `None` when no comparison speaks for the verdict (a
+/// trace regression, no baseline yet, several workloads none of which blocks).
+fn headline(r: &CheckReport) -> Option<String> {
+    if r.error.is_some() {
+        return None;
+    }
+    if let Some(w) = r.workloads.iter().find(|w| r.blocking && w.comparison.as_ref().is_some_and(|c| c.regression)) {
+        return w.comparison.as_ref().map(|c| format!("{}: {}", w.id, c.headline));
+    }
+    let c = r.comparison.as_ref().filter(|c| !c.headline.is_empty() && r.workloads.is_empty())?;
+    (c.regression == r.blocking && c.verdict == r.verdict).then(|| c.headline.clone())
+}
+
 fn head(r: &CheckReport) -> String {
     if let Some(e) = &r.error {
         return error_head(r, e);
@@ -134,11 +155,14 @@ fn head(r: &CheckReport) -> String {
         _ => "🟡",
     };
     let lead = r.reasons.first().map(|x| format!("\n\n{}", md_text(x, TEXT))).unwrap_or_default();
-    format!(
-        "{MARKER}\n### {icon} commgate: `{}`{}{lead}\n",
-        r.verdict.as_str(),
-        if r.blocking { " — blocking merge" } else { "" }
-    )
+    match headline(r) {
+        Some(h) => format!("{MARKER}\n### {icon} commgate `{}`: {}{lead}\n", r.verdict.as_str(), md_text(&h, TEXT)),
+        None => format!(
+            "{MARKER}\n### {icon} commgate: `{}`{}{lead}\n",
+            r.verdict.as_str(),
+            if r.blocking { " — blocking merge" } else { "" }
+        ),
+    }
 }
 
 /// The head of a report that could not be evaluated: what failed (escaped: it quotes files and
@@ -173,11 +197,9 @@ fn metrics_section(r: &CheckReport) -> String {
         );
     };
     format!(
-        "Against {} ({} run{}, δ = {}):\n\n{}\n{}",
+        "Against {} ({}):\n\n{}\n{}",
         code_span(&c.baseline.path, PATH),
-        c.baseline.runs,
-        if c.baseline.runs == 1 { "" } else { "s" },
-        super::pct(c.delta),
+        super::power_line(c),
         metric_table(c),
         chart(r.bench.as_ref().map_or("current", |b| b.workload.id.as_str()), c)
     )

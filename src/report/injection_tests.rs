@@ -142,7 +142,7 @@ fn assert_holds(s: &str, could_not_evaluate: bool) {
     assert!(!md.lines().any(|l| l.trim_start().starts_with("::")), "a workflow command: {md}");
     let (got, want) = (shape(&md), shape(&benign));
     assert_eq!(got, want, "{md}");
-    let head = if could_not_evaluate { "could not evaluate" } else { "commgate: `" };
+    let head = if could_not_evaluate { "could not evaluate" } else { "commgate" };
     assert!(md.lines().nth(1).is_some_and(|l| l.starts_with("### ") && l.contains(head)), "{md}");
     assert!(md.contains("<summary>All reasons</summary>") && md.contains("- third"), "{md}");
     assert!(md.contains("#### Hotspots") && md.contains("| all\\_reduce |"), "{md}");

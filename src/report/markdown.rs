@@ -65,18 +65,14 @@ fn decision_lines(a: &Diagnosis) -> String {
 /// Renders a comparison as Markdown: the verdict and its first reason, the metric table, all
 /// reasons. Everything from files is escaped.
 pub fn comparison(c: &Comparison) -> String {
-    let lead = c.reasons.first().map(|r| format!(" — {}", md_text(r, TEXT))).unwrap_or_default();
-    let blocking = if c.regression { " (blocking)" } else { "" };
-    let mut out = format!("**commgate compare: `{}`{blocking}**{lead}\n\n", c.verdict.as_str());
+    let mut out = format!("**commgate compare `{}`: {}**\n\n", c.verdict.as_str(), md_text(&c.headline, TEXT));
     let b = &c.baseline;
     out.push_str(&format!(
-        "Baseline {}: {} run{}, hardware {}, {}; δ = {}\n\n",
+        "Baseline {}: hardware {}, {}; {}\n\n",
         code_span(&b.path, PATH),
-        b.runs,
-        if b.runs == 1 { "" } else { "s" },
         if b.fingerprint_match { "matches" } else { "**differs**" },
         b.spread.map_or_else(|| "run spread unknown (< 3 runs)".to_string(), |s| format!("run spread {}", pct(s))),
-        pct(c.delta)
+        super::power_line(c)
     ));
     if !c.metrics.is_empty() {
         out.push_str(&metric_table(c));

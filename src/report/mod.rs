@@ -67,6 +67,24 @@ pub fn render_comparison(c: &Comparison, format: Format) -> String {
 
 pub(crate) use crate::units::{change, interval, pct};
 
+/// What a comparison can see, for every report's baseline line: "10 runs from 1 runner, δ = 3 %,
+/// minimum detectable effect 4.6 %" (or "cannot block on its own"), so a powerless gate is
+/// visible next to its margin.
+pub(crate) fn power_line(c: &Comparison) -> String {
+    let b = &c.baseline;
+    let runs = format!("{} run{}", b.runs, if b.runs == 1 { "" } else { "s" });
+    let runners = match b.runners {
+        0 => String::new(),
+        1 => " from 1 runner".to_string(),
+        n => format!(" from {n} runners"),
+    };
+    let current = if c.current_runs > 1 { format!(", {} current runs", c.current_runs) } else { String::new() };
+    let mde = c
+        .mde
+        .map_or_else(|| "cannot block on its own".to_string(), |m| format!("minimum detectable effect {}", pct(m)));
+    format!("{runs}{runners}{current}, δ = {}, {mde}", pct(c.delta))
+}
+
 /// The change cell of a metric row; exposed communication changes as a share of the step.
 pub(crate) fn change_cell(m: &crate::compare::MetricComparison) -> String {
     if m.statistic == crate::compare::Statistic::ExposedCommMs && m.judged.ratio.is_finite() {

@@ -55,7 +55,7 @@ fn decision_lines(a: &Diagnosis) -> [String; 4] {
 /// Renders a comparison for a terminal: the baseline, one row per metric, the verdict and the
 /// reasons a reviewer acts on.
 pub fn comparison(c: &Comparison) -> String {
-    let mut out = format!("{}\n\n", baseline_line(c));
+    let mut out = format!("{}\n{}\n\n", plain(&c.headline, TEXT), baseline_line(c));
     let rows: Vec<Vec<String>> = c.metrics.iter().flat_map(metric_rows).collect();
     if rows.is_empty() {
         out.push_str("No metrics compared.\n");
@@ -77,13 +77,7 @@ fn baseline_line(c: &Comparison) -> String {
     let b = &c.baseline;
     let hardware = if b.fingerprint_match { "hardware matches" } else { "HARDWARE DIFFERS" };
     let spread = b.spread.map_or_else(|| "spread unknown (< 3 runs)".to_string(), |s| format!("run spread {}", pct(s)));
-    format!(
-        "Baseline: {} ({} run{}, {hardware}, {spread}); smallest change that counts: δ = {}",
-        plain(&b.path, PATH),
-        b.runs,
-        if b.runs == 1 { "" } else { "s" },
-        pct(c.delta)
-    )
+    format!("Baseline: {} ({hardware}, {spread}): {}", plain(&b.path, PATH), super::power_line(c))
 }
 
 /// The metric's row, then its throughput row when it has one.
