@@ -298,14 +298,13 @@ fn use_base_baselines(
 fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
     let report = if cfg.result.is_empty() {
         match measure_all(&cfg)? {
-            Measured::Results(results) => check::evaluate_all(results, &cfg.options)?,
+            Measured::Results(results) => check::evaluate_runs(results, &cfg.options)?,
             Measured::Report(report) => *report,
             Measured::Done(outcome) => return Ok(outcome),
         }
     } else {
-        let loaded = cfg.result.iter().map(|p| Ok((p, result::load_result(p)?))).collect::<Result<Vec<_>>>()?;
-        check::several::unique_ids(loaded.iter().map(|(p, r)| (p.as_path(), r)))?;
-        check::evaluate_all(loaded.into_iter().map(|(_, r)| r).collect(), &cfg.options)?
+        let loaded = cfg.result.iter().map(|p| Ok((p.clone(), result::load_result(p)?))).collect::<Result<Vec<_>>>()?;
+        check::evaluate_runs(check::several::group_runs(loaded)?, &cfg.options)?
     };
     if let Some(a) = &report.attribution {
         print_notes(a);
@@ -324,8 +323,8 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
 
 /// What running the workloads of a `check` gave.
 enum Measured {
-    /// One result per workload, in order (a failed run's too: its failure is judged).
-    Results(Vec<result::RunResult>),
+    /// Each workload's runs (`--runs`), in order (a failed run's too: its failure is judged).
+    Results(Vec<Vec<result::RunResult>>),
     /// The benchmark could not start: the report says so.
     Report(Box<check::CheckReport>),
     /// Nothing to judge here (a dry run's plan, or a rank other than 0): the command's end.
@@ -351,31 +350,66 @@ fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
     }
     let mut results = Vec::with_capacity(all.len());
     for settings in &all {
-        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref()), decide::run::decide) {
-            Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
-                diag::info(format_args!("benchmark result in {} (workload {})", path.display(), settings.workload_id));
-                results.push(*result);
-            }
-            Ok(BenchOutcome::Contributed { rank }) => {
-                diag::info(format_args!("rank {rank} done; rank 0 judges the run"));
-                return Ok(Measured::Done(Outcome::Passed));
-            }
-            Ok(BenchOutcome::Planned(text)) => {
-                emit(&text, None)?;
-                return Ok(Measured::Done(Outcome::Passed));
-            }
-            // Another rank's own part failed: it leaves the report to rank 0 (which sees the
-            // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
-            // never`, so the launcher fails the job too.
-            Err(e) if rank != 0 => return Ok(Measured::Done(rank_failed(rank, &e, cfg.options.fail_on))),
-            // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
-            Err(e) => {
-                let which = if all.len() > 1 { format!("workload {}: ", settings.workload_id) } else { String::new() };
-                return Ok(Measured::Report(Box::new(check::could_not_run(format!("{which}{e}"), &cfg.options))));
+        let mut runs = Vec::new();
+        let mut first_path: Option<PathBuf> = None;
+        for k in 1..=cfg.runs {
+            // The 2nd to Kth runs' files sit beside the first's (`<first>.run2.json`, …).
+            let settings = match &first_path {
+                Some(first) => &run_settings(settings, first, k),
+                None => settings,
+            };
+            match runner::run(settings, launch.clone(), &run_environment(launch.as_ref()), decide::run::decide) {
+                Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
+                    let run = if cfg.runs > 1 { format!(", run {k} of {}", cfg.runs) } else { String::new() };
+                    diag::info(format_args!(
+                        "benchmark result in {} (workload {}{run})",
+                        path.display(),
+                        settings.workload_id
+                    ));
+                    first_path.get_or_insert(path);
+                    let failed = result.failure.is_some();
+                    runs.push(*result);
+                    // A failed run is the workload's evidence; a broken machine would fail the rest too.
+                    if failed {
+                        break;
+                    }
+                }
+                // Other ranks take part in every run; rank 0 judges them.
+                Ok(BenchOutcome::Contributed { rank }) if k < cfg.runs => {
+                    diag::info(format_args!("rank {rank} done with run {k} of {}", cfg.runs));
+                }
+                Ok(BenchOutcome::Contributed { rank }) => {
+                    diag::info(format_args!("rank {rank} done; rank 0 judges the run"));
+                    return Ok(Measured::Done(Outcome::Passed));
+                }
+                Ok(BenchOutcome::Planned(text)) => {
+                    emit(&text, None)?;
+                    return Ok(Measured::Done(Outcome::Passed));
+                }
+                // Another rank's own part failed: it leaves the report to rank 0 (which sees the
+                // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
+                // never`, so the launcher fails the job too.
+                Err(e) if rank != 0 => return Ok(Measured::Done(rank_failed(rank, &e, cfg.options.fail_on))),
+                // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
+                Err(e) => {
+                    let which =
+                        if all.len() > 1 { format!("workload {}: ", settings.workload_id) } else { String::new() };
+                    return Ok(Measured::Report(Box::new(check::could_not_run(format!("{which}{e}"), &cfg.options))));
+                }
             }
         }
+        results.push(runs);
     }
     Ok(Measured::Results(results))
+}
+
+/// The settings of a workload's `k`th run (k ≥ 2): its result file beside the first run's,
+/// `<first stem>.run<k>.json`, so a gate's runs read as one group in the results directory.
+fn run_settings(settings: &BenchSettings, first: &Path, k: u32) -> BenchSettings {
+    let stem = first.file_stem().map_or_else(|| "result".into(), |s| s.to_string_lossy().into_owned());
+    let mut s = settings.clone();
+    s.run.output = Some(first.with_file_name(format!("{stem}.run{k}.json")));
+    s
 }
 
 /// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,

@@ -212,6 +212,12 @@ section! {
         #[arg(long, short, value_name = "FILE")]
         pub output: PathBuf,
 
+        /// Benchmark each workload K times (1 to 20) and judge the K runs together as the current
+        /// side. Each run writes its own result file (the 2nd to Kth beside the first, as
+        /// `<first>.run2.json` …). Not with --result: pass several files of one workload instead.
+        #[arg(long, env = "COMMGATE_RUNS", hide_env_values = true, value_name = "K")]
+        pub runs: u32 = 1 => limits::runs,
+
         /// Retired: traces are judged statistically against the stored trace runs. Read only to
         /// say so when a settings file still sets it.
         #[arg(skip)]
