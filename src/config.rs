@@ -376,6 +376,10 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
             results_dir: specs.results_dir.or_default(s.results_dir.or_else(|| f.results_dir.clone())),
             progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             dry_run: false,
+            nccl: crate::bench::nccl::Tuning {
+                algo: s.nccl_algo.or(f.nccl_algo),
+                proto: s.nccl_proto.or(f.nccl_proto),
+            },
         },
     };
     Ok(request)
