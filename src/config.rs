@@ -183,6 +183,9 @@ pub struct CheckConfig {
     pub result: Vec<PathBuf>,
     /// The workloads to run when no result is given, as `bench` declares them.
     pub workloads: Vec<Declared>,
+    /// Benchmark runs per workload (`--runs`, `[check] runs`), judged together; 1 with `--result`
+    /// (the files are the runs).
+    pub runs: u32,
     pub options: CheckOptions,
     pub comment: CommentPolicy,
     pub format: Format,
@@ -191,6 +194,17 @@ pub struct CheckConfig {
 
 pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<CheckConfig> {
     let specs = CheckSection::specs();
+    let runs_arg = args.settings.runs;
+    let runs = file.checked(&specs.runs, runs_arg, file.check.runs)?;
+    // The file's value is the measuring gate's; given result files are the runs.
+    if runs > 1 && !args.result.is_empty() && runs_arg.is_some() {
+        bail!(
+            "{} with --result: the result files are the runs (pass several files of one workload to judge \
+             them together); drop --runs",
+            file.origin(specs.runs.key, true, &runs)
+        );
+    }
+    let runs = if args.result.is_empty() { runs } else { 1 };
     let c = args.settings.or(&file.check);
     let fail_on = specs.fail_on.or_default(c.fail_on);
     let comment = specs.comment.or_default(c.comment);
@@ -208,6 +222,7 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
         }
     }
     Ok(CheckConfig {
+        runs,
         result: args.result,
         workloads: workloads::declare(
             BenchArgs {
@@ -361,6 +376,10 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
             results_dir: specs.results_dir.or_default(s.results_dir.or_else(|| f.results_dir.clone())),
             progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             dry_run: false,
+            nccl: crate::bench::nccl::Tuning {
+                algo: s.nccl_algo.or(f.nccl_algo),
+                proto: s.nccl_proto.or(f.nccl_proto),
+            },
         },
     };
     Ok(request)

@@ -15,8 +15,9 @@ use anyhow::{Context, Result};
 use crate::base_commit::BaseCommit;
 use crate::bench;
 use crate::bench::launch::{self, Launch};
+use crate::bench::nccl::{self, TuningLog};
 use crate::bench::runner::{self, BenchOutcome};
-use crate::bench::settings::BenchSettings;
+use crate::bench::settings::{BackendChoice, BenchSettings};
 use crate::bench::workload;
 use crate::bench::BenchError;
 use crate::check;
@@ -68,6 +69,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Bench(args) => {
             let declared = config::bench(args, &file, |k| std::env::var(k).ok())?;
+            // Before anything is probed or started: see `nccl_setup`.
+            let log = nccl_setup(&declared);
             let launch = launch::from_env(|k| std::env::var(k).ok())?;
             let (all, notes) = workload::resolve_all(declared, launch.as_ref(), bench::cuda::probe)?;
             for note in notes {
@@ -80,7 +83,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     all.len()
                 );
             }
-            run_benches(&all, launch)
+            run_benches(&all, launch, log.as_ref())
         }
         Command::Check(args) => {
             let mut cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
@@ -182,20 +185,43 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     }
 }
 
-/// What the run records from the process environment, read here so the run reads none.
-fn run_environment(launch: Option<&Launch>) -> runner::RunEnvironment {
+/// What the run records from the process environment, read here so the run reads none, and
+/// the NCCL tuning log it reads NCCL's choice from.
+fn run_environment(launch: Option<&Launch>, log: Option<&TuningLog>) -> runner::RunEnvironment {
     let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
-    runner::RunEnvironment::read(launch, std::env::vars(), |k| std::env::var_os(k), host_name)
+    let env = runner::RunEnvironment::read(launch, std::env::vars(), |k| std::env::var_os(k), host_name);
+    runner::RunEnvironment { tuning_log: log.map(|l| l.dir().to_path_buf()), ..env }
+}
+
+/// NCCL's settings for the runs of `declared`: the pinned algorithm and protocol and, unless
+/// they pin both, the tuning log NCCL's choice is read from ([`TuningLog::start`]). They go
+/// into this process's environment now, on the main thread before anything is probed or any
+/// thread started, for NCCL to read when the CUDA backend initialises it ([`nccl::apply`]).
+/// Only for a backend that may be CUDA; cpu and mock only record the pinned values. The log's
+/// directory lives as long as what this returns.
+fn nccl_setup(declared: &[workload::Declared]) -> Option<TuningLog> {
+    let request = &declared.first()?.request;
+    if !matches!(request.backend, BackendChoice::Cuda | BackendChoice::Auto) || request.run.dry_run {
+        return None;
+    }
+    let tuning = request.run.nccl;
+    let mut vars = tuning.environment();
+    let log = TuningLog::start(&tuning, |k| std::env::var(k).ok()).map(|(log, more)| {
+        vars.extend(more);
+        log
+    });
+    nccl::apply(&vars);
+    log
 }
 
 /// Runs each workload in turn, saying what each wrote, and prints the result files written on
 /// stdout, one a line. The first failed run stops the rest (a hung GPU would hang them too).
-fn run_benches(all: &[BenchSettings], launch: Option<Launch>) -> Result<Outcome> {
+fn run_benches(all: &[BenchSettings], launch: Option<Launch>, log: Option<&TuningLog>) -> Result<Outcome> {
     let several = all.len() > 1;
     let mut written: Vec<PathBuf> = Vec::new();
     for settings in all {
         let id = &settings.workload_id;
-        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref()), decide::run::decide)? {
+        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref(), log), decide::run::decide)? {
             BenchOutcome::Planned(text) if several => emit(&format!("workload {id}\n{text}"), None)?,
             BenchOutcome::Planned(text) => emit(&text, None)?,
             BenchOutcome::Contributed { rank } => {
@@ -297,15 +323,16 @@ fn use_base_baselines(
 /// and GitHub trouble never changes the exit code.
 fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
     let report = if cfg.result.is_empty() {
-        match measure_all(&cfg)? {
-            Measured::Results(results) => check::evaluate_all(results, &cfg.options)?,
+        // Before anything is probed or started: see `nccl_setup`.
+        let log = nccl_setup(&cfg.workloads);
+        match measure_all(&cfg, log.as_ref())? {
+            Measured::Results(results) => check::evaluate_runs(results, &cfg.options)?,
             Measured::Report(report) => *report,
             Measured::Done(outcome) => return Ok(outcome),
         }
     } else {
-        let loaded = cfg.result.iter().map(|p| Ok((p, result::load_result(p)?))).collect::<Result<Vec<_>>>()?;
-        check::several::unique_ids(loaded.iter().map(|(p, r)| (p.as_path(), r)))?;
-        check::evaluate_all(loaded.into_iter().map(|(_, r)| r).collect(), &cfg.options)?
+        let loaded = cfg.result.iter().map(|p| Ok((p.clone(), result::load_result(p)?))).collect::<Result<Vec<_>>>()?;
+        check::evaluate_runs(check::several::group_runs(loaded)?, &cfg.options)?
     };
     if let Some(a) = &report.attribution {
         print_notes(a);
@@ -324,8 +351,8 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
 
 /// What running the workloads of a `check` gave.
 enum Measured {
-    /// One result per workload, in order (a failed run's too: its failure is judged).
-    Results(Vec<result::RunResult>),
+    /// Each workload's runs (`--runs`), in order (a failed run's too: its failure is judged).
+    Results(Vec<Vec<result::RunResult>>),
     /// The benchmark could not start: the report says so.
     Report(Box<check::CheckReport>),
     /// Nothing to judge here (a dry run's plan, or a rank other than 0): the command's end.
@@ -334,7 +361,7 @@ enum Measured {
 
 /// Runs every workload `bench` would run with the same flags and settings, one result file
 /// each, in order.
-fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
+fn measure_all(cfg: &config::CheckConfig, log: Option<&TuningLog>) -> Result<Measured> {
     let launch = launch::from_env(|k| std::env::var(k).ok())?;
     let rank = launch.as_ref().map_or(0, |l| l.rank);
     // Settings the machine refuses are bad input, before anything runs (as for `bench`).
@@ -351,31 +378,66 @@ fn measure_all(cfg: &config::CheckConfig) -> Result<Measured> {
     }
     let mut results = Vec::with_capacity(all.len());
     for settings in &all {
-        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref()), decide::run::decide) {
-            Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
-                diag::info(format_args!("benchmark result in {} (workload {})", path.display(), settings.workload_id));
-                results.push(*result);
-            }
-            Ok(BenchOutcome::Contributed { rank }) => {
-                diag::info(format_args!("rank {rank} done; rank 0 judges the run"));
-                return Ok(Measured::Done(Outcome::Passed));
-            }
-            Ok(BenchOutcome::Planned(text)) => {
-                emit(&text, None)?;
-                return Ok(Measured::Done(Outcome::Passed));
-            }
-            // Another rank's own part failed: it leaves the report to rank 0 (which sees the
-            // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
-            // never`, so the launcher fails the job too.
-            Err(e) if rank != 0 => return Ok(Measured::Done(rank_failed(rank, &e, cfg.options.fail_on))),
-            // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
-            Err(e) => {
-                let which = if all.len() > 1 { format!("workload {}: ", settings.workload_id) } else { String::new() };
-                return Ok(Measured::Report(Box::new(check::could_not_run(format!("{which}{e}"), &cfg.options))));
+        let mut runs = Vec::new();
+        let mut first_path: Option<PathBuf> = None;
+        for k in 1..=cfg.runs {
+            // The 2nd to Kth runs' files sit beside the first's (`<first>.run2.json`, …).
+            let settings = match &first_path {
+                Some(first) => &run_settings(settings, first, k),
+                None => settings,
+            };
+            match runner::run(settings, launch.clone(), &run_environment(launch.as_ref(), log), decide::run::decide) {
+                Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
+                    let run = if cfg.runs > 1 { format!(", run {k} of {}", cfg.runs) } else { String::new() };
+                    diag::info(format_args!(
+                        "benchmark result in {} (workload {}{run})",
+                        path.display(),
+                        settings.workload_id
+                    ));
+                    first_path.get_or_insert(path);
+                    let failed = result.failure.is_some();
+                    runs.push(*result);
+                    // A failed run is the workload's evidence; a broken machine would fail the rest too.
+                    if failed {
+                        break;
+                    }
+                }
+                // Other ranks take part in every run; rank 0 judges them.
+                Ok(BenchOutcome::Contributed { rank }) if k < cfg.runs => {
+                    diag::info(format_args!("rank {rank} done with run {k} of {}", cfg.runs));
+                }
+                Ok(BenchOutcome::Contributed { rank }) => {
+                    diag::info(format_args!("rank {rank} done; rank 0 judges the run"));
+                    return Ok(Measured::Done(Outcome::Passed));
+                }
+                Ok(BenchOutcome::Planned(text)) => {
+                    emit(&text, None)?;
+                    return Ok(Measured::Done(Outcome::Passed));
+                }
+                // Another rank's own part failed: it leaves the report to rank 0 (which sees the
+                // failure through the rendezvous) and exits as rank 0 will, 2 unless `--fail-on
+                // never`, so the launcher fails the job too.
+                Err(e) if rank != 0 => return Ok(Measured::Done(rank_failed(rank, &e, cfg.options.fail_on))),
+                // Rank 0 reports for the job: a benchmark that cannot even start is a report too.
+                Err(e) => {
+                    let which =
+                        if all.len() > 1 { format!("workload {}: ", settings.workload_id) } else { String::new() };
+                    return Ok(Measured::Report(Box::new(check::could_not_run(format!("{which}{e}"), &cfg.options))));
+                }
             }
         }
+        results.push(runs);
     }
     Ok(Measured::Results(results))
+}
+
+/// The settings of a workload's `k`th run (k ≥ 2): its result file beside the first run's,
+/// `<first stem>.run<k>.json`, so a gate's runs read as one group in the results directory.
+fn run_settings(settings: &BenchSettings, first: &Path, k: u32) -> BenchSettings {
+    let stem = first.file_stem().map_or_else(|| "result".into(), |s| s.to_string_lossy().into_owned());
+    let mut s = settings.clone();
+    s.run.output = Some(first.with_file_name(format!("{stem}.run{k}.json")));
+    s
 }
 
 /// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,

@@ -1,6 +1,7 @@
 //! `commgate check` over several workloads through the binary: each result against its own
 //! store, one verdict (exit 0 accept, 1 a regression naming its workload, 0
-//! collect_more_evidence naming the workload without a store, 2 two results of one workload),
+//! collect_more_evidence naming the workload without a store; two results of one workload are
+//! its runs, 2 when they measured differently),
 //! and the three renderings of a multi-workload report.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
@@ -168,18 +169,28 @@ fn a_workload_without_a_store_asks_for_evidence_by_name() {
 }
 
 #[test]
-fn two_results_of_one_workload_are_refused_naming_both() {
+fn two_results_of_one_workload_are_its_runs_and_unlike_ones_are_refused() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
     let r = two_results(d);
     record(d, &[&r[0], &r[1]]);
     let copy = d.join("copy.json");
     std::fs::copy(&r[0], &copy).expect("copy");
-    let (code, out, err) = check(d, &[&r[0], &copy], &[]);
+    let (code, out, err) = check(d, &[&r[0], &copy], &["--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["comparison"]["current_runs"], 2, "{out}");
+    assert!(v.get("workloads").is_none(), "one workload, judged from two runs: {out}");
+    // The same id measuring another matmul is not a run of the same workload.
+    let mut other = read(&r[0]);
+    other["workload"]["compute_dim"] = (other["workload"]["compute_dim"].as_u64().expect("n") * 2).into();
+    let unlike = d.join("unlike.json");
+    std::fs::write(&unlike, other.to_string()).expect("write");
+    let (code, out, err) = check(d, &[&r[0], &unlike], &[]);
     assert_eq!(code, 2, "{out}");
     assert!(out.is_empty(), "nothing half-written: {out}");
-    assert!(err.contains(&r[0].display().to_string()) && err.contains("copy.json"), "{err}");
-    assert!(err.contains("both results of workload"), "{err}");
+    assert!(err.contains(&r[0].display().to_string()) && err.contains("unlike.json"), "{err}");
+    assert!(err.contains("both results of workload") && err.contains("`workload.compute_dim`"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 

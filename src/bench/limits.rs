@@ -40,6 +40,10 @@ pub const MIN_RESAMPLES: usize = 100;
 /// Beyond this the interval's ends no longer move; the time grows linearly.
 pub const MAX_RESAMPLES: usize = 100_000;
 
+/// Benchmark runs `check --runs` judges together per workload: past this the gate's time grows
+/// linearly while the current side's spread no longer narrows enough to change a verdict.
+pub const MAX_RUNS: u32 = 20;
+
 /// Where a setting's value came from, so that a refusal names what to change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Origin {
@@ -195,6 +199,17 @@ pub fn environment_profile(s: Setting<String>) -> Result<String, LimitError> {
             why: "the profile names a baseline directory: use letters, digits, '-', '_', '.' or '+'".to_string(),
         }),
     }
+}
+
+/// `check --runs`: how many times each workload is benchmarked and judged together.
+pub fn runs(value: &u32) -> Result<(), String> {
+    if *value == 0 || *value > MAX_RUNS {
+        return Err(format!(
+            "give 1 to {MAX_RUNS} runs per workload (1 is the default): each run is one full benchmark, \
+             judged together as the current side"
+        ));
+    }
+    Ok(())
 }
 
 /// `--resamples`.

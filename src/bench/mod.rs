@@ -7,7 +7,7 @@
 //! module that touches CUDA, `cpu/` gives real timings without a GPU, `mock.rs` exact ones for
 //! tests, `host.rs` reads what `/proc` says about the machine. `launch/` reads the launcher's
 //! environment and runs the TCP rendezvous; `settings.rs` turns a request into settings, within the
-//! limits `limits.rs` sets;
+//! limits `limits.rs` sets; `nccl.rs` pins or reads NCCL's algorithm and protocol;
 //! `workload.rs` names what a run measures.
 
 pub mod assemble;
@@ -17,6 +17,7 @@ pub mod host;
 pub mod launch;
 pub mod limits;
 pub mod mock;
+pub mod nccl;
 pub mod runner;
 pub mod settings;
 pub mod workload;

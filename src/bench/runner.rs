@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::launch::{Launch, Rendezvous};
 use super::settings::{BackendKind, BenchSettings};
-use super::{assemble, cpu, cuda, mock, Backend, BenchError, HardwareInfo, Plan};
+use super::{assemble, cpu, cuda, mock, nccl, Backend, BenchError, HardwareInfo, Plan};
 use crate::result::Provenance;
 use crate::result::{EvidenceLevel, Failure, RunResult, Schedule};
 
@@ -44,6 +44,9 @@ pub struct RunEnvironment {
     /// Why the CUDA backend's timing gate is off (`Ok(None)`: on), or why its variable is not
     /// understood ([`cuda::GATE_VARIABLE`], `CUDA_LAUNCH_BLOCKING`).
     pub cuda_gate_off: Result<Option<String>, String>,
+    /// The directory NCCL writes its tuning log to ([`nccl::TuningLog`]), when the command set
+    /// it up: a CUDA run then reads NCCL's choice from it.
+    pub tuning_log: Option<PathBuf>,
 }
 
 impl Default for RunEnvironment {
@@ -70,6 +73,7 @@ impl RunEnvironment {
             nccl_env: assemble::nccl_environment(vars),
             provenance: assemble::provenance(var, host_name),
             mock_fault: mock::parse_fault(var(mock::FAULT_VARIABLE).as_deref()),
+            tuning_log: None,
         }
     }
 }
@@ -92,6 +96,9 @@ pub fn run(
         cuda::ensure_nccl_loadable()?;
     }
     let is_rank_zero = launch.as_ref().is_none_or(|l| l.rank == 0);
+    // Where NCCL's log stood before this run: the run reads only what it adds.
+    let tuning_log = env.tuning_log.as_deref().filter(|_| settings.backend == BackendKind::Cuda && is_rank_zero);
+    let log_mark = tuning_log.map(nccl::mark);
     let created_at = assemble::now_rfc3339();
     let progress = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::channel();
@@ -131,7 +138,8 @@ pub fn run(
         evidence_level,
         hardware,
         nodes: env.nodes,
-        nccl_env: env.nccl_env.clone(),
+        // Pinned settings recorded on every backend; the log's own settings never.
+        nccl_env: settings.run.nccl.recorded(env.nccl_env.clone(), env.tuning_log.is_some()),
         provenance: env.provenance.clone(),
         run_label: settings.run.run_label.clone(),
         created_at: created_at.clone(),
@@ -150,6 +158,11 @@ pub fn run(
         Err(f) => (assemble::build(&ctx, None, Some(f), judge), true),
     };
     result.workload.id.clone_from(&settings.workload_id);
+    // What NCCL ran: what was pinned, else what it logged (never a reason to fail the run).
+    result.software.nccl_choice = settings.run.nccl.fixed_choice().or_else(|| {
+        let (dir, mark) = tuning_log.zip(log_mark.as_ref())?;
+        nccl::choice_since(dir, mark, settings.plan.payload_bytes_per_rank()).filter(|_| !failed)
+    });
     write_result(&path, &result)?;
     let result = Box::new(result);
     Ok(if failed { BenchOutcome::Failed { path, result } } else { BenchOutcome::Written { path, result } })

@@ -79,6 +79,8 @@ pub struct RunOptions {
     pub results_dir: PathBuf,
     pub progress: bool,
     pub dry_run: bool,
+    /// The NCCL algorithm and protocol pinned for the run (`--nccl-algo`, `--nccl-proto`).
+    pub nccl: super::nccl::Tuning,
 }
 
 /// Everything `commgate bench` needs, resolved against the machine.
@@ -202,6 +204,7 @@ mod tests {
                 results_dir: PathBuf::from("benchmarks/results"),
                 progress: false,
                 dry_run: false,
+                nccl: Default::default(),
             },
         }
     }

@@ -144,11 +144,20 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
 /// gathered (a run failed, a store directory or file is unusable, the traces cannot be read)
 /// becomes the report's [`EvaluationError`], naming the workload when there are several; the
 /// only `Err` is a result whose profile or workload id cannot name a baseline file (bad input,
-/// exit 2 with no report). Results with one workload id twice are refused before
-/// ([`several::unique_ids`]).
+/// exit 2 with no report). Each result is one run of its workload ([`evaluate_runs`] judges
+/// several).
 pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
-    let several = results.len() > 1;
-    let mut gathered = results.into_iter().map(|r| gather(r, opts, several)).collect::<Result<Vec<_>, _>>()?;
+    evaluate_runs(results.into_iter().map(|r| vec![r]).collect(), opts)
+}
+
+/// [`evaluate_all`] with each workload's current side as K runs (`check --runs K`, or several
+/// `--result` files of one workload, grouped by [`several::group_runs`]), judged together
+/// ([`compare::prepare_runs`]); the report shows each workload's first run, or its first failed
+/// one, whose failure is then the workload's evidence. An empty group is skipped.
+pub fn evaluate_runs(workloads: Vec<Vec<RunResult>>, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
+    let current: Vec<Current> = workloads.into_iter().filter_map(Current::of).collect();
+    let several = current.len() > 1;
+    let mut gathered = current.into_iter().map(|c| gather(c, opts, several)).collect::<Result<Vec<_>, _>>()?;
     let mut errors: Vec<EvaluationError> = gathered.iter().flat_map(|g| g.errors.iter().cloned()).collect();
     let attribution = if opts.traces.is_empty() {
         None
@@ -172,7 +181,8 @@ pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<Chec
     let (comparisons, trace_comparison) = judge_with_traces(pending, pending_traces, &opts.compare);
     let mut comparisons = comparisons.into_iter();
     for g in gathered.iter_mut().filter(|g| g.compared) {
-        g.comparison = comparisons.next();
+        // The family's conclusion does not know how many runs each side held: set here.
+        g.comparison = comparisons.next().map(|c| Comparison { current_runs: g.runs, ..c });
     }
     let bench_busbw: Vec<(String, f64)> = gathered.iter().filter_map(Gathered::busbw).collect();
     let evidence: Vec<WorkloadEvidence<'_>> = gathered.iter().map(|g| g.evidence(several)).collect();
@@ -211,7 +221,10 @@ pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<Chec
 
 /// What was gathered for one workload before the family is judged.
 struct Gathered {
+    /// The run the report shows: the first, or the first that failed.
     result: RunResult,
+    /// How many current runs of this workload were gathered.
+    runs: usize,
     /// The store as the user knows it.
     shown: PathBuf,
     errors: Vec<EvaluationError>,
@@ -278,13 +291,37 @@ impl Gathered {
     }
 }
 
-/// One workload's store looked up and its comparison prepared (not yet judged).
-fn gather(result: RunResult, opts: &CheckOptions, several: bool) -> Result<Gathered, BadStoreName> {
+/// One workload's current runs, in order, and the one the report shows.
+struct Current {
+    /// The first run, or the first that failed (its failure is then the workload's evidence).
+    result: RunResult,
+    /// Its index in `runs`.
+    shown: usize,
+    runs: Vec<RunResult>,
+}
+
+impl Current {
+    /// `None` for no runs.
+    fn of(runs: Vec<RunResult>) -> Option<Current> {
+        let shown = runs.iter().position(|r| r.failure.is_some()).unwrap_or(0);
+        let result = runs.get(shown)?.clone();
+        Some(Current { result, shown, runs })
+    }
+}
+
+/// One workload's store looked up and its comparison prepared (not yet judged). `runs` are its
+/// current runs, at least one; a failed one is the workload's evidence.
+fn gather(current: Current, opts: &CheckOptions, several: bool) -> Result<Gathered, BadStoreName> {
+    let Current { result, shown: shown_run, runs } = current;
+    let count = runs.len();
     let path = baseline::store_path(&opts.baselines, &result)?;
     let shown = opts.shown(&path);
     let mut errors = Vec::new();
     if let Some(f) = &result.failure {
-        errors.push(bench_failed(f));
+        let which = if count > 1 { format!("run {} of {count}: ", shown_run + 1) } else { String::new() };
+        let mut e = bench_failed(f);
+        e.message = format!("{which}{}", e.message);
+        errors.push(e);
     }
     let lookup = find_store(&opts.baselines, &path, &shown);
     let user_dir = opts.base.as_ref().map_or(opts.baselines.as_path(), |b| b.dir.as_path());
@@ -305,7 +342,7 @@ fn gather(result: RunResult, opts: &CheckOptions, several: bool) -> Result<Gathe
             ),
             None => {
                 let b = Baseline { path: shown.clone(), runs: file.runs.clone() };
-                (Some(compare::prepare(&b, &result, &opts.compare)), None)
+                (Some(compare::prepare_runs(&b, &runs, &opts.compare)), None)
             }
         },
     };
@@ -320,7 +357,7 @@ fn gather(result: RunResult, opts: &CheckOptions, several: bool) -> Result<Gathe
         }
     }
     let compared = pending.is_some();
-    Ok(Gathered { result, shown, errors, missing, store, pending, compared, comparison: None })
+    Ok(Gathered { result, runs: count, shown, errors, missing, store, pending, compared, comparison: None })
 }
 
 /// The baseline reference of a report with no result: the store directory.

@@ -1,8 +1,8 @@
 //! The per-workload part of a check report when the gate judges several workloads: each
-//! workload's result, comparison, store, verdict and overlap-median trend; and the refusal of
-//! two results of one workload.
+//! workload's result, comparison, store, verdict and overlap-median trend; and the grouping of
+//! result files into each workload's runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -71,31 +71,63 @@ pub(super) fn trend(store: Option<&BaselineFile>, current: &RunResult) -> Vec<Tr
     points
 }
 
-/// Two result files of one workload: the gate would judge one of them twice.
+/// Two result files of one workload id that measured differently: they cannot be runs of one
+/// workload, judged together.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
-    "{} and {} are both results of workload `{}`: pass one --result per workload (each result \
-     carries its `workload.id`)",
+    "{} and {} are both results of workload `{}` but measured differently (`{field}`: {first_value} there, \
+     {second_value} here): runs judged together must measure alike; give each workload its own id",
     first.display(),
     second.display(),
     id.escape_debug()
 )]
-pub struct SameWorkload {
+pub struct UnlikeRuns {
     pub id: String,
     pub first: PathBuf,
     pub second: PathBuf,
+    pub field: String,
+    pub first_value: String,
+    pub second_value: String,
 }
 
-/// Refuses two results with one workload id, naming both files.
-pub fn unique_ids<'a>(results: impl IntoIterator<Item = (&'a Path, &'a RunResult)>) -> Result<(), SameWorkload> {
-    let mut seen: Vec<(&str, &Path)> = Vec::new();
+/// Groups result files by workload id, in the order each workload first appears: several files
+/// of one workload are that many current runs of it, in the order given (`check --result A B`).
+/// Files of one id that measured differently (another `workload` field or environment profile)
+/// are refused, naming both.
+pub fn group_runs(results: Vec<(PathBuf, RunResult)>) -> Result<Vec<Vec<RunResult>>, Box<UnlikeRuns>> {
+    // Each workload's first file and run, then its runs after the first.
+    let mut groups: Vec<(PathBuf, RunResult, Vec<RunResult>)> = Vec::new();
     for (path, r) in results {
-        if let Some((_, first)) = seen.iter().find(|(id, _)| *id == r.workload.id) {
-            return Err(SameWorkload { id: r.workload.id.clone(), first: first.to_path_buf(), second: path.into() });
+        let Some((first_path, first, more)) =
+            groups.iter_mut().find(|(_, first, _)| first.workload.id == r.workload.id)
+        else {
+            groups.push((path, r, Vec::new()));
+            continue;
+        };
+        let unlike = |field: String, a: String, b: String| {
+            Box::new(UnlikeRuns {
+                id: r.workload.id.clone(),
+                first: first_path.clone(),
+                second: path.clone(),
+                field,
+                first_value: a,
+                second_value: b,
+            })
+        };
+        if let Some((field, a, b)) = first.workload.difference(&r.workload) {
+            return Err(unlike(format!("workload.{field}"), a, b));
         }
-        seen.push((&r.workload.id, path));
+        if first.environment_profile != r.environment_profile {
+            let q = |s: &str| format!("{s:?}");
+            return Err(unlike(
+                "environment_profile".to_string(),
+                q(&first.environment_profile),
+                q(&r.environment_profile),
+            ));
+        }
+        more.push(r);
     }
-    Ok(())
+    Ok(groups.into_iter().map(|(_, first, more)| std::iter::once(first).chain(more).collect()).collect())
 }
 
 #[cfg(test)]
@@ -103,13 +135,26 @@ mod tests {
     use super::*;
     use crate::result::fixtures;
 
+    fn at(name: &str, r: &RunResult) -> (PathBuf, RunResult) {
+        (PathBuf::from(name), r.clone())
+    }
+
     #[test]
-    fn two_results_of_one_workload_are_refused_naming_both_files() {
+    fn results_of_one_workload_are_its_runs_in_the_order_given() {
         let (a, b) = (fixtures::run(&[1.0; 40]), fixtures::run(&[1.1; 40]));
-        let e = unique_ids([(Path::new("a.json"), &a), (Path::new("b.json"), &b)]).expect_err("same id");
-        assert!(e.to_string().starts_with("a.json and b.json are both results of workload `"), "{e}");
         let mut other = b.clone();
         other.workload.id = "other".into();
-        assert_eq!(unique_ids([(Path::new("a.json"), &a), (Path::new("b.json"), &other)]), Ok(()));
+        let groups = group_runs(vec![at("a.json", &a), at("o.json", &other), at("b.json", &b)]).expect("alike");
+        assert_eq!(groups, vec![vec![a.clone(), b.clone()], vec![other]]);
+        let mut bigger = b.clone();
+        bigger.workload.payload_elements *= 2;
+        let e = group_runs(vec![at("a.json", &a), at("b.json", &bigger)]).expect_err("unlike");
+        assert!(e.to_string().starts_with("a.json and b.json are both results of workload `"), "{e}");
+        assert!(e.to_string().contains("(`workload.payload_elements`: "), "{e}");
+        let mut elsewhere = b;
+        elsewhere.environment_profile = "OTHER".into();
+        let e = group_runs(vec![at("a.json", &a), at("b.json", &elsewhere)]).expect_err("unlike");
+        assert!(e.to_string().contains("`environment_profile`"), "{e}");
+        assert_eq!(e.to_string().lines().count(), 1);
     }
 }

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use crate::baseline::history::MAX_HISTORY;
 use crate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
 use crate::bench::limits;
+use crate::bench::nccl::{Algo, Proto};
 use crate::bench::settings::BackendChoice;
 use crate::bench::Dtype;
 use crate::compare::CompareOptions;
@@ -212,6 +213,12 @@ section! {
         #[arg(long, short, value_name = "FILE")]
         pub output: PathBuf,
 
+        /// Benchmark each workload K times (1 to 20) and judge the K runs together as the current
+        /// side. Each run writes its own result file (the 2nd to Kth beside the first, as
+        /// `<first>.run2.json` …). Not with --result: pass several files of one workload instead.
+        #[arg(long, env = "COMMGATE_RUNS", hide_env_values = true, value_name = "K")]
+        pub runs: u32 = 1 => limits::runs,
+
         /// Retired: traces are judged statistically against the stored trace runs. Read only to
         /// say so when a settings file still sets it.
         #[arg(skip)]
@@ -278,6 +285,16 @@ section! {
         /// label (default: benchmarks/results).
         #[arg(long, value_name = "DIR")]
         pub results_dir: PathBuf = PathBuf::from("benchmarks/results"),
+
+        /// Pin NCCL's algorithm (NCCL_ALGO for the benchmark): Tree, Ring, CollNetDirect,
+        /// CollNetChain, NVLS, NVLSTree or PAT, any case. On cpu and mock it is only recorded.
+        #[arg(long, value_name = "ALGO", value_parser = clap::value_parser!(Algo))]
+        pub nccl_algo: Algo,
+
+        /// Pin NCCL's protocol (NCCL_PROTO for the benchmark): LL, LL128 or Simple, any case. On
+        /// cpu and mock it is only recorded. With --nccl-algo it is the run's software.nccl_choice.
+        #[arg(long, value_name = "PROTO", value_parser = clap::value_parser!(Proto))]
+        pub nccl_proto: Proto,
     }
 }
 
