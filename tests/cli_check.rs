@@ -260,7 +260,12 @@ fn check_stdout(format: &str) -> String {
 #[test]
 fn check_report_snapshots() {
     let markdown = check_stdout("markdown");
-    assert!(markdown.starts_with("<!-- commgate-report -->\n### 🔴 commgate: `tune` — blocking merge"), "{markdown}");
+    assert!(
+        markdown.starts_with(
+            "<!-- commgate-report -->\n### 🔴 commgate `tune`: overlap step 8.1 % slower \\(95 % CI 7.5–8.8 %\\) — blocking"
+        ),
+        "{markdown}"
+    );
     assert!(markdown.contains("```mermaid\n%%{init: ") && markdown.contains("\nxychart-beta\n"), "{markdown}");
     assert!(markdown.chars().count() <= 65_536);
     insta::assert_snapshot!("check_markdown", markdown);

@@ -162,6 +162,7 @@ fn the_day_one_flow_works_in_the_scaffold() {
     let out = commgate(&dir).args(["check", "--backend", "mock", "--repeats", "40"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.starts_with("Verdict: accept\n"), "{stdout}");
+    assert!(stdout.starts_with("Verdict: accept: overlap step "), "{stdout}");
+    assert!(stdout.lines().next().is_some_and(|l| l.ends_with(", within ±3 %")), "{stdout}");
     assert!(stdout.contains("no regression against 3 baseline run(s)"), "{stdout}");
 }

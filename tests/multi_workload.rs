@@ -123,12 +123,29 @@ fn unchanged_workloads_are_accepted_and_each_is_reported() {
     }
 }
 
+/// Three more mock runs of both workloads recorded into the store (seeds 1 to 3): a store that
+/// can block, since one or two runs never do on their own.
+fn record_three_more(dir: &Path) {
+    for seed in 1..=3 {
+        let out = format!("results-{seed}");
+        let seed = seed.to_string();
+        let args =
+            ["bench", "--backend", "mock", "--payload-sizes", "1Mi,64Mi", "--results-dir", &out, "--seed", &seed];
+        let (code, _, err) = run(dir, &args);
+        assert_eq!(code, 0, "{err}");
+        let paths: Vec<PathBuf> =
+            std::fs::read_dir(dir.join(&out)).expect("results").map(|e| e.expect("entry").path()).collect();
+        record(dir, &paths.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+    }
+}
+
 #[test]
 fn a_slower_workload_blocks_and_the_reason_names_it() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = tmp.path();
     let r = two_results(d);
     record(d, &[&r[0], &r[1]]);
+    record_three_more(d);
     let slow = slower(&r[1], 1.08);
     let (code, out, err) = check(d, &[&r[0], &slow], &["--format", "json"]);
     assert_eq!(code, 1, "{out}{err}");

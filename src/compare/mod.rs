@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
 use crate::decide::vocab::Decision;
-use crate::result::{RunResult, Schedule, SoftwareChange, Workload};
+use crate::result::{EvidenceLevel, RunResult, Schedule, SoftwareChange, Workload};
 use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
 use crate::stats::runlevel::group_ids;
@@ -289,15 +289,15 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
         let logs: Vec<f64> = base_rows.iter().map(|r| w.quantile(&r.overlap, 0.5).ln()).collect();
         robust_spread(&logs)
     });
-    let names: Vec<Option<&str>> = runs.iter().map(|r| r.provenance.runner.as_deref()).collect();
-    let (groups, cur_group) = group_ids(&names, first.provenance.runner.as_deref());
+    let names: Vec<Option<&str>> = runs.iter().map(|r| measured_on(r)).collect();
+    let (groups, cur_group) = group_ids(&names, measured_on(first));
     let mut summary = BaselineSummary {
         path: baseline.path.display().to_string(),
         runs: runs.len(),
         fingerprint_match,
         software_changes,
         spread,
-        runners: groups.iter().max().map_or(0, |g| g + 1),
+        runners: recorded_runners(&names),
     };
     if let Some(reason) = current.iter().find_map(|c| unusable(c, runs.len())) {
         summary.runs = runs.len();
@@ -336,6 +336,20 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
     let hardware = hardware_differs(&runs, first);
     let notes = [bounder.note(), trims[0].1.note(), choice.note].into_iter().flatten().collect();
     Pending::judging(summary, delta, judged, dependence, first.workload.clone(), hardware, notes, current.len())
+}
+
+/// How many distinct recorded runners `names` holds.
+fn recorded_runners(names: &[Option<&str>]) -> usize {
+    let mut seen: Vec<&str> = names.iter().flatten().copied().collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
+/// The runner whose machine a run's timings come from: `provenance.runner` for measured runs, none
+/// for mock runs, whose timings are computed and do not depend on the machine that ran them.
+fn measured_on(run: &RunResult) -> Option<&str> {
+    (run.evidence_level != EvidenceLevel::Mock).then_some(run.provenance.runner.as_deref()).flatten()
 }
 
 /// "with 1 baseline run the run-to-run spread is unknown: …" (the pooled regime never blocks).

@@ -224,10 +224,16 @@ fn decide(
     let primary_open = metrics.iter().any(|m| m.primary && m.judged.state == State::Inconclusive);
     // A metric that looks slower beyond δ but is not confirmed is not a pass either.
     let looks_slower = metrics.iter().any(|m| m.judged.state == State::Inconclusive && m.judged.ratio > 1.0 + delta);
+    // Metrics that are open for the same reason share one line: a reviewer reads the reason once.
+    let mut open: Vec<(String, Vec<String>)> = Vec::new();
     for m in metrics.iter().filter(|m| m.judged.state == State::Inconclusive) {
         let why = m.note.clone().unwrap_or_else(|| format!("not enough evidence either way at δ = {}", pct(delta)));
-        reasons.push(format!("{}: {why}", describe(m)));
+        match open.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, said)) => said.push(describe(m)),
+            None => open.push((why, vec![describe(m)])),
+        }
     }
+    reasons.extend(open.into_iter().map(|(why, said)| format!("{}: {why}", said.join("; "))));
     let unchanged: Vec<String> =
         metrics.iter().filter(|m| m.judged.state == State::Unchanged).map(MetricComparison::label).collect();
     if !unchanged.is_empty() {
