@@ -22,6 +22,31 @@
 //! its seeds, so a filtered run repeats the full run's figures). It prints, it does not assert: a benchmark is evidence,
 //! not a test. PASS/FAIL compares the point estimate with the target; the interval says how sure
 //! that is at this many trials.
+//!
+//! After those cells, the families' sections (every `NoiseModel::FAMILIES` model: the first six
+//! and `nccl_modes` (NCCL's per-run algorithm/protocol choice, recorded), `nccl_modes_unrecorded`
+//! (the same, not recorded), `runner_clusters` (a level per runner), `step_change` (a clock step
+//! within the run), `warmup_ramp`, `periodic_spike`, `heavy_tail` (Pareto 2.5) and
+//! `shared_runner` (a loaded machine); `simulate.rs` documents their parameters). Each cell's
+//! label opens with its section's tag, so `COMMGATE_GATE_ONLY=families-aa` (or `families-shift`,
+//! `families-tail`, `families-k3`, or a family's name) runs that part alone:
+//! - `families-aa`: A/A false blocks for every family × baseline runs {1, 2, 3, 5, 10} × steps
+//!   {20, 30, 50, 200}, target ≤ 1 % each, printed as a grid with the share answered
+//!   `collect_more_evidence`; the 20- and 30-step cells run 30 % of the trials
+//!   (`SHORT_STEPS_TRIALS`, said in their labels) to keep a full run near 25 minutes.
+//!   `runner_clusters` three times: the baseline on runners 0–2 and the current run on runner 3,
+//!   all on runner 0 and the current on runner 1, and all on runner 0 (each trial its own fleet).
+//! - `families-shift`: +5 % median shift, 10-run baseline, steps {50, 200}: caught ≥ 95 %, and
+//!   "+5 % not caught but answered accept" ≤ 5 % (where the gate cannot see 5 %, it should ask
+//!   for more evidence), with the shares answered collect_more_evidence and accept, the mean
+//!   MDE over the trials that had one and the share without.
+//! - `families-tail`: every step above the run's own P90 ×1.15 (`Effect::tail_rank`), 10-run
+//!   baseline, 200 steps: caught ≥ 80 %, and the same further columns.
+//! - `families-k3`: K = 3 current runs (`compare_runs`) on 5- and 10-run baselines, n = 100, for
+//!   the noisiest families: A/A ≤ 1 %, +5 % informational.
+//! - the summary: a row per family with the worst cell of each column and where it was.
+//!
+//! Every section prints its wall time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a benchmark stops by panicking")]
 
@@ -110,9 +135,11 @@ impl Placement {
     }
 }
 
-/// The share of the run's trials (per mille) the A/A cells of 20 and 30 steps use: the grid is
-/// 5 × 4 cells per family, and the short rows' figures matter least (1-run and 2-run baselines
-/// cannot block at all).
+/// The share of the run's trials (per mille) the A/A cells of 20 and 30 steps use: 300, because
+/// a run of 1,000 trials was estimated past the ~25 min a full run may take on 2 threads (20
+/// trials took 25–38 s on a 2-core machine shared with other builds, load ≈ 4: ≈ 21–32 min at
+/// 1,000). Those rows' figures matter least (1-run and 2-run baselines cannot block at all);
+/// their labels and the grid's header say so. 1000 runs them in full.
 const SHORT_STEPS_TRIALS: usize = 300;
 
 impl Cell {
@@ -554,7 +581,8 @@ fn families_aa(runner: &mut Runner, model: NoiseModel) -> Vec<Spot> {
         for runs in FAMILY_BASELINES {
             for n in FAMILY_STEPS {
                 let cell = Cell::family("families-aa", model, n, Effect::NONE).runs(runs).placed(placement);
-                let cell = if n < 50 { cell.trials_per_mille(SHORT_STEPS_TRIALS) } else { cell };
+                let cell =
+                    if n < 50 && SHORT_STEPS_TRIALS < 1000 { cell.trials_per_mille(SHORT_STEPS_TRIALS) } else { cell };
                 let at = format!("n = {n}, {runs}-run{}", short_placement(placement));
                 spots.push(Spot { at, tally: runner.cell(cell) });
             }
@@ -578,7 +606,7 @@ fn print_aa_grid(figures: &[FamilyFigures], trials: usize) {
     let short = (trials * SHORT_STEPS_TRIALS / 1000).max(1);
     let mut header = vec!["family".to_string(), "placement".to_string(), "baseline".to_string()];
     header.extend(FAMILY_STEPS.iter().map(|n| {
-        let t = if *n < 50 { short } else { trials };
+        let t = if *n < 50 && SHORT_STEPS_TRIALS < 1000 { short } else { trials };
         format!("n = {n} ({t} trials): blocked · collect_more")
     }));
     let mut rows = Vec::new();
