@@ -22,6 +22,31 @@
 //! its seeds, so a filtered run repeats the full run's figures). It prints, it does not assert: a benchmark is evidence,
 //! not a test. PASS/FAIL compares the point estimate with the target; the interval says how sure
 //! that is at this many trials.
+//!
+//! After those cells, the families' sections (every `NoiseModel::FAMILIES` model: the first six
+//! and `nccl_modes` (NCCL's per-run algorithm/protocol choice, recorded), `nccl_modes_unrecorded`
+//! (the same, not recorded), `runner_clusters` (a level per runner), `step_change` (a clock step
+//! within the run), `warmup_ramp`, `periodic_spike`, `heavy_tail` (Pareto 2.5) and
+//! `shared_runner` (a loaded machine); `simulate.rs` documents their parameters). Each cell's
+//! label opens with its section's tag, so `COMMGATE_GATE_ONLY=families-aa` (or `families-shift`,
+//! `families-tail`, `families-k3`, or a family's name) runs that part alone:
+//! - `families-aa`: A/A false blocks for every family × baseline runs {1, 2, 3, 5, 10} × steps
+//!   {20, 30, 50, 200}, target ≤ 1 % each, printed as a grid with the share answered
+//!   `collect_more_evidence`; the 20- and 30-step cells run 30 % of the trials
+//!   (`SHORT_STEPS_TRIALS`, said in their labels) to keep a full run near 25 minutes.
+//!   `runner_clusters` three times: the baseline on runners 0–2 and the current run on runner 3,
+//!   all on runner 0 and the current on runner 1, and all on runner 0 (each trial its own fleet).
+//! - `families-shift`: +5 % median shift, 10-run baseline, steps {50, 200}: caught ≥ 95 %, and
+//!   "+5 % not caught but answered accept" ≤ 5 % (where the gate cannot see 5 %, it should ask
+//!   for more evidence), with the shares answered collect_more_evidence and accept, the mean
+//!   MDE over the trials that had one and the share without.
+//! - `families-tail`: every step above the run's own P90 ×1.15 (`Effect::tail_rank`), 10-run
+//!   baseline, 200 steps: caught ≥ 80 %, and the same further columns.
+//! - `families-k3`: K = 3 current runs (`compare_runs`) on 5- and 10-run baselines, n = 100, for
+//!   the noisiest families: A/A ≤ 1 %, +5 % informational.
+//! - the summary: a row per family with the worst cell of each column and where it was.
+//!
+//! Every section prints its wall time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a benchmark stops by panicking")]
 
@@ -32,15 +57,15 @@ use std::time::Instant;
 
 use commgate::baseline::Baseline;
 use commgate::compare::{prepare, Cause, CompareOptions, State};
-use commgate::decide::comparison::{compare, judge_together};
+use commgate::decide::comparison::{compare, compare_runs, judge_together};
 use commgate::decide::Decision;
 use commgate::result::{RunResult, Schedule};
 use commgate::stats::rng::Rng;
-use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel};
+use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel, SimRun};
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{print_table, rate, Line, Target};
+use targets::{print_grid, print_table, rate, Line, Target};
 
 const A_A_SIZES: [usize; 4] = [30, 50, 100, 200];
 const BASELINE_RUNS: usize = 10;
@@ -56,11 +81,105 @@ struct Cell {
     /// A phase row of the current run slowed by this factor on its own (the simulator's effect
     /// moves only the step rows, `overlap` and `serial`).
     phase: Option<(Schedule, f64)>,
+    /// Which runner each run was on ([`Placement::Unplaced`] in every cell before the families).
+    placement: Placement,
+    /// Current runs judged together (`compare_runs`); 1: `compare`, as every cell before the
+    /// families.
+    current_runs: usize,
+    /// Trials of this cell when not the run's `COMMGATE_GATE_TRIALS` (a share of it, see
+    /// [`SHORT_STEPS_TRIALS`]).
+    trials_per_mille: Option<usize>,
+    /// The section's tag, first in the label (`COMMGATE_GATE_ONLY=families-aa` runs that
+    /// section alone); `None` in every cell before the families, whose labels stay as they were.
+    section: Option<&'static str>,
 }
+
+/// Where a cell's runs ran: the runner named in `provenance.runner`, and for
+/// `NoiseModel::RunnerClusters` the runner whose level they carry. Each trial draws a fleet of
+/// its own (fresh runner levels), so a cell averages over fleets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// No runner given.
+    Unplaced,
+    /// Baseline run `i` on runner `i % spread`, every current run on runner `current`.
+    Runners { spread: usize, current: usize },
+}
+
+impl Placement {
+    /// What the families' cells use for `RunnerClusters`: the baseline spread over three runners,
+    /// the current run on a fourth.
+    const SPREAD: Placement = Placement::Runners { spread: 3, current: 3 };
+
+    fn baseline(self, i: usize) -> Option<usize> {
+        match self {
+            Placement::Unplaced => None,
+            Placement::Runners { spread, .. } => Some(i % spread.max(1)),
+        }
+    }
+
+    fn current(self) -> Option<usize> {
+        match self {
+            Placement::Unplaced => None,
+            Placement::Runners { current, .. } => Some(current),
+        }
+    }
+
+    fn label(self) -> String {
+        match self {
+            Placement::Unplaced => String::new(),
+            Placement::Runners { spread, current } => {
+                let runners: Vec<String> = (0..spread).map(|r| r.to_string()).collect();
+                format!(", baseline on runners {{{}}}, current on runner {current}", runners.join(","))
+            }
+        }
+    }
+}
+
+/// The share of the run's trials (per mille) the A/A cells of 20 and 30 steps use: 300, because
+/// a run of 1,000 trials was estimated past the ~25 min a full run may take on 2 threads (20
+/// trials took 25–38 s on a 2-core machine shared with other builds, load ≈ 4: ≈ 21–32 min at
+/// 1,000). Those rows' figures matter least (1-run and 2-run baselines cannot block at all);
+/// their labels and the grid's header say so. 1000 runs them in full.
+const SHORT_STEPS_TRIALS: usize = 300;
 
 impl Cell {
     fn new(model: NoiseModel, n: usize, effect: Effect) -> Cell {
-        Cell { model, n, effect, run_spread: model.default_run_spread(), baseline_runs: BASELINE_RUNS, phase: None }
+        Cell {
+            model,
+            n,
+            effect,
+            run_spread: model.default_run_spread(),
+            baseline_runs: BASELINE_RUNS,
+            phase: None,
+            placement: Placement::Unplaced,
+            current_runs: 1,
+            trials_per_mille: None,
+            section: None,
+        }
+    }
+
+    /// A cell of the families' sections: `RunnerClusters` runs spread over runners
+    /// ([`Placement::SPREAD`]), every other family unplaced.
+    fn family(section: &'static str, model: NoiseModel, n: usize, effect: Effect) -> Cell {
+        let placement = if model == NoiseModel::RunnerClusters { Placement::SPREAD } else { Placement::Unplaced };
+        Cell { placement, section: Some(section), ..Cell::new(model, n, effect) }
+    }
+
+    fn placed(self, placement: Placement) -> Cell {
+        Cell { placement, ..self }
+    }
+
+    fn current(self, current_runs: usize) -> Cell {
+        Cell { current_runs, ..self }
+    }
+
+    fn trials_per_mille(self, per_mille: usize) -> Cell {
+        Cell { trials_per_mille: Some(per_mille), ..self }
+    }
+
+    /// This cell's trials when the run's default is `trials`.
+    fn trials(&self, trials: usize) -> usize {
+        self.trials_per_mille.map_or(trials, |m| (trials * m / 1000).max(1))
     }
 
     fn phase(model: NoiseModel, n: usize, row: Schedule, factor: f64) -> Cell {
@@ -83,6 +202,8 @@ impl Cell {
         let e = &self.effect;
         let effect = if let Some((row, factor)) = self.phase {
             format!("{row} alone +{:.1} %", 100.0 * (factor - 1.0))
+        } else if let Some(t) = e.rank_tail {
+            format!("tail above P{:.0} ×{:.2}", 100.0 * t.quantile, t.factor)
         } else if *e == Effect::NONE {
             "A/A".to_string()
         } else if e.tail_fraction > 0.0 {
@@ -90,12 +211,21 @@ impl Cell {
         } else {
             format!("+{:.1} %", 100.0 * e.median_shift)
         };
+        let spread = 100.0 * self.run_spread;
+        // One decimal only where it is needed, so the first cells' labels read as they always did.
+        let spread =
+            if (spread - spread.round()).abs() < 1e-9 { format!("{spread:.0}") } else { format!("{spread:.1}") };
+        let section = self.section.map_or(String::new(), |s| format!("{s}: "));
+        let current =
+            if self.current_runs > 1 { format!(", K = {} current runs", self.current_runs) } else { String::new() };
+        let trials =
+            self.trials_per_mille.map_or(String::new(), |m| format!(" [{:.0} % of the trials]", m as f64 / 10.0));
         format!(
-            "{effect} {} (run spread ±{:.0} %) n = {}, {}-run baseline",
+            "{section}{effect} {} (run spread ±{spread} %) n = {}, {}-run baseline{}{current}{trials}",
             self.model.name(),
-            100.0 * self.run_spread,
             self.n,
-            self.baseline_runs
+            self.baseline_runs,
+            self.placement.label()
         )
     }
 }
@@ -110,6 +240,14 @@ struct Tally {
     collect_more: usize,
     /// The primary metric (overlap median) inconclusive.
     primary_inconclusive: usize,
+    /// Verdict `accept` without `regression` (in a regressed cell: a miss the gate should have
+    /// called `collect_more_evidence`).
+    accept: usize,
+    /// Trials with an MDE (`comparison.mde` is `Some`), and the sum of those MDEs.
+    mde_known: usize,
+    mde_sum: f64,
+    /// Sum of `baseline.runners` (for the mean).
+    runners_sum: usize,
     /// Sum of δ over the trials (for the mean δ).
     delta_sum: f64,
     /// Per metric (`row statistic`) that was `regressed`: how often, and the sums of its point
@@ -142,24 +280,67 @@ impl Tally {
         self.regression += o.regression;
         self.collect_more += o.collect_more;
         self.primary_inconclusive += o.primary_inconclusive;
+        self.accept += o.accept;
+        self.mde_known += o.mde_known;
+        self.mde_sum += o.mde_sum;
+        self.runners_sum += o.runners_sum;
+    }
+
+    /// The shares of the verdicts that matter beside `regression`, the mean MDE where known and
+    /// the share without one, and the runners the baselines came from.
+    fn note(&self) -> String {
+        if self.trials == 0 {
+            return String::new();
+        }
+        let share = |k: usize| 100.0 * k as f64 / self.trials as f64;
+        let mde = if self.mde_known > 0 {
+            format!("{:.2} %", 100.0 * self.mde_sum / self.mde_known as f64)
+        } else {
+            "—".to_string()
+        };
+        format!(
+            "collect_more {:.1} %, accept {:.1} %, mean MDE {mde}, MDE none {:.0} %, runners {:.1}",
+            share(self.collect_more),
+            share(self.accept),
+            share(self.trials - self.mde_known),
+            self.runners_sum as f64 / self.trials as f64
+        )
     }
 }
 
 /// One trial: deterministic in `(cell_id, trial)`.
+///
+/// The seeds are drawn in the order the first cells always drew them (the baseline runs, then
+/// the current run), and the further current runs after them; the fleet (the runners' levels)
+/// has a stream of its own. An unplaced run of one of the first six models is exactly
+/// `synthetic_run_with_spread`'s.
 fn trial(cell: &Cell, cell_id: u64, trial: u64, opts: &CompareOptions) -> Tally {
     let mut seeds = Rng::new((cell_id << 32) ^ trial ^ 0x6A7E_0000_0000_0000);
-    let runs = (0..cell.baseline_runs)
-        .map(|_| synthetic_run_with_spread(cell.model, cell.n, &Effect::NONE, cell.run_spread, seeds.next_u64()))
-        .collect();
-    let mut current = synthetic_run_with_spread(cell.model, cell.n, &cell.effect, cell.run_spread, seeds.next_u64());
+    let fleet = Rng::new((cell_id << 32) ^ trial ^ 0xF1EE_7000_0000_0000).next_u64();
+    let sim = |seed: u64, effect: &Effect, runner: Option<usize>| {
+        let run = SimRun::new(cell.model, cell.n, seed).effect(*effect).spread(cell.run_spread).fleet(fleet);
+        runner.map_or(run, |r| run.on_runner(r)).build()
+    };
+    let runs =
+        (0..cell.baseline_runs).map(|i| sim(seeds.next_u64(), &Effect::NONE, cell.placement.baseline(i))).collect();
+    let mut current: Vec<RunResult> =
+        (0..cell.current_runs.max(1)).map(|_| sim(seeds.next_u64(), &cell.effect, cell.placement.current())).collect();
     if let Some((row, factor)) = cell.phase {
-        slow_down(&mut current, row, factor);
+        current.iter_mut().for_each(|r| slow_down(r, row, factor));
     }
-    let c = compare(&Baseline { path: "sim".into(), runs }, &current, opts);
+    let baseline = Baseline { path: "sim".into(), runs };
+    let c = match current.as_slice() {
+        [one] => compare(&baseline, one, opts),
+        many => compare_runs(&baseline, many, opts),
+    };
     Tally {
         trials: 1,
         regression: usize::from(c.regression),
         collect_more: usize::from(c.verdict == Decision::CollectMoreEvidence),
+        accept: usize::from(c.verdict == Decision::Accept && !c.regression),
+        mde_known: usize::from(c.mde.is_some()),
+        mde_sum: c.mde.unwrap_or(0.0),
+        runners_sum: c.baseline.runners,
         primary_inconclusive: usize::from(c.metrics.iter().any(|m| m.primary && m.judged.state == State::Inconclusive)),
         delta_sum: c.delta,
         regressed_by_metric: c
@@ -341,6 +522,277 @@ fn several_workloads(runner: &mut Runner) -> Vec<Line> {
     ]
 }
 
+/// Baseline sizes of the families' A/A grid.
+const FAMILY_BASELINES: [usize; 5] = [1, 2, 3, 5, 10];
+/// Steps per run of the families' A/A grid.
+const FAMILY_STEPS: [usize; 4] = [20, 30, 50, 200];
+/// Steps per run of the families' +5 % cells.
+const POWER_STEPS: [usize; 2] = [50, 200];
+/// The noisy families the K-run cells judge.
+const K_FAMILIES: [NoiseModel; 4] =
+    [NoiseModel::NcclModes, NoiseModel::RunnerClusters, NoiseModel::StepChange, NoiseModel::SharedRunner];
+/// Current runs in the K-run cells.
+const K_RUNS: usize = 3;
+
+/// A measured cell of the families' sections: where in its section's grid it lies (short, for
+/// the summary's "worst" columns), and its counts.
+#[derive(Debug, Clone)]
+struct Spot {
+    at: String,
+    tally: Tally,
+}
+
+/// What the families' sections measured, per family, in [`NoiseModel::FAMILIES`] order.
+#[derive(Debug, Clone)]
+struct FamilyFigures {
+    model: NoiseModel,
+    aa: Vec<Spot>,
+    shift: Vec<Spot>,
+    tail: Vec<Spot>,
+}
+
+/// The placements of a family's A/A cells: `RunnerClusters` spread over three runners with the
+/// current run on a fourth, all on runner 0 with the current on runner 1, and all on runner 0.
+fn aa_placements(model: NoiseModel) -> Vec<Placement> {
+    if model == NoiseModel::RunnerClusters {
+        vec![
+            Placement::SPREAD,
+            Placement::Runners { spread: 1, current: 1 },
+            Placement::Runners { spread: 1, current: 0 },
+        ]
+    } else {
+        vec![Placement::Unplaced]
+    }
+}
+
+/// The placement in a few characters, for grids and "worst" columns.
+fn short_placement(p: Placement) -> String {
+    match p {
+        Placement::Unplaced => String::new(),
+        Placement::Runners { spread: 1, current } => format!(" runner 0→{current}"),
+        Placement::Runners { spread, current } => format!(" runners 0–{}→{current}", spread - 1),
+    }
+}
+
+/// A/A over every family × baseline size × steps (and `RunnerClusters`' placements).
+fn families_aa(runner: &mut Runner, model: NoiseModel) -> Vec<Spot> {
+    let mut spots = Vec::new();
+    for placement in aa_placements(model) {
+        for runs in FAMILY_BASELINES {
+            for n in FAMILY_STEPS {
+                let cell = Cell::family("families-aa", model, n, Effect::NONE).runs(runs).placed(placement);
+                let cell =
+                    if n < 50 && SHORT_STEPS_TRIALS < 1000 { cell.trials_per_mille(SHORT_STEPS_TRIALS) } else { cell };
+                let at = format!("n = {n}, {runs}-run{}", short_placement(placement));
+                spots.push(Spot { at, tally: runner.cell(cell) });
+            }
+        }
+    }
+    spots
+}
+
+/// `k` of `tally` as a percentage, `-` for a skipped cell.
+fn pct_of(k: usize, t: &Tally) -> String {
+    if t.trials == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.2} %", 100.0 * k as f64 / t.trials as f64)
+    }
+}
+
+/// The A/A grid of one family: a row per placement × baseline size, a column per step count;
+/// each entry the false-block rate (`!` above 1 %) and the share answered collect_more_evidence.
+fn print_aa_grid(figures: &[FamilyFigures], trials: usize) {
+    let short = (trials * SHORT_STEPS_TRIALS / 1000).max(1);
+    let mut header = vec!["family".to_string(), "placement".to_string(), "baseline".to_string()];
+    header.extend(FAMILY_STEPS.iter().map(|n| {
+        let t = if *n < 50 && SHORT_STEPS_TRIALS < 1000 { short } else { trials };
+        format!("n = {n} ({t} trials): blocked · collect_more")
+    }));
+    let mut rows = Vec::new();
+    for f in figures {
+        let mut spots = f.aa.iter();
+        for placement in aa_placements(f.model) {
+            for runs in FAMILY_BASELINES {
+                let mut row = vec![f.model.name().to_string(), short_placement(placement), format!("{runs} runs")];
+                for _ in FAMILY_STEPS {
+                    let Some(s) = spots.next() else { break };
+                    let t = &s.tally;
+                    let flag = if Target::AtMost(1.0).verdict(t.regression, t.trials) == "FAIL" { " !" } else { "" };
+                    row.push(format!("{}{flag} · {}", pct_of(t.regression, t), pct_of(t.collect_more, t)));
+                }
+                rows.push(row);
+            }
+        }
+    }
+    print_grid(&header, &rows);
+}
+
+/// The spot with the highest (`worst_high`) or lowest rate of `k` among those that ran.
+fn worst(spots: &[Spot], k: fn(&Tally) -> usize, worst_high: bool) -> Option<&Spot> {
+    let r = |s: &Spot| k(&s.tally) as f64 / s.tally.trials as f64;
+    let ran = spots.iter().filter(|s| s.tally.trials > 0);
+    if worst_high {
+        ran.max_by(|a, b| r(a).total_cmp(&r(b)))
+    } else {
+        ran.min_by(|a, b| r(a).total_cmp(&r(b)))
+    }
+}
+
+/// One summary entry: the worst spot's rate, PASS/FAIL against `target`, and where it was.
+fn summary_entry(spots: &[Spot], k: fn(&Tally) -> usize, target: Target) -> String {
+    let worst_high = matches!(target, Target::AtMost(_));
+    match worst(spots, k, worst_high) {
+        None => "(skipped)".to_string(),
+        Some(s) => {
+            let t = &s.tally;
+            format!("{} {} ({})", pct_of(k(t), t), target.verdict(k(t), t.trials), s.at)
+        }
+    }
+}
+
+/// The per-family summary: the worst A/A cell, the worst +5 % and tail cells, the worst share of
+/// missed +5 % answered accept, and the mean MDE of the 200-step +5 % cell.
+fn print_summary(figures: &[FamilyFigures]) {
+    let header: Vec<String> = [
+        "family",
+        "worst A/A blocked (≤ 1 %)",
+        "+5 % caught (≥ 95 %)",
+        "tail P90 ×1.15 caught (≥ 80 %)",
+        "+5 % missed, answered accept (≤ 5 %)",
+        "mean MDE (+5 %, n = 200)",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows: Vec<Vec<String>> = figures
+        .iter()
+        .map(|f| {
+            let mde = f.shift.iter().rev().find(|s| s.tally.trials > 0).map_or("-".to_string(), |s| {
+                let t = &s.tally;
+                if t.mde_known == 0 {
+                    "— (none)".to_string()
+                } else {
+                    format!(
+                        "{:.2} % ({:.0} % none)",
+                        100.0 * t.mde_sum / t.mde_known as f64,
+                        100.0 * (t.trials - t.mde_known) as f64 / t.trials as f64
+                    )
+                }
+            });
+            vec![
+                f.model.name().to_string(),
+                summary_entry(&f.aa, |t| t.regression, Target::AtMost(1.0)),
+                summary_entry(&f.shift, |t| t.regression, Target::AtLeast(95.0)),
+                summary_entry(&f.tail, |t| t.regression, Target::AtLeast(80.0)),
+                summary_entry(&f.shift, |t| t.accept, Target::AtMost(5.0)),
+                mde,
+            ]
+        })
+        .collect();
+    print_grid(&header, &rows);
+}
+
+/// The regressed cells' lines: caught (against `caught`), and missed but answered accept
+/// (≤ 5 %), with the verdict shares and the MDE beside them.
+fn regressed_lines(what: &str, model: NoiseModel, spots: &[Spot], caught: Target) -> Vec<Line> {
+    spots
+        .iter()
+        .flat_map(|s| {
+            let t = &s.tally;
+            [
+                Line::rate(format!("{what} caught  {} {}", model.name(), s.at), caught, t.regression, t.trials)
+                    .note(t.note()),
+                Line::rate(
+                    format!("{what} not caught but answered accept  {} {}", model.name(), s.at),
+                    Target::AtMost(5.0),
+                    t.accept,
+                    t.trials,
+                ),
+            ]
+        })
+        .collect()
+}
+
+/// Prints how long a section took.
+fn section_time(name: &str, since: Instant) {
+    println!("[{name}: {:.1} s]", since.elapsed().as_secs_f64());
+}
+
+/// The families' sections (each cell's label opens with its section's tag, so
+/// `COMMGATE_GATE_ONLY=families-aa` runs one section): A/A over every family × baseline size ×
+/// steps, +5 % and a rank tail on a 10-run baseline, K = 3 current runs, and the summary.
+fn families(runner: &mut Runner) {
+    let trials = runner.trials;
+    let started = Instant::now();
+    let aa: Vec<Vec<Spot>> = NoiseModel::FAMILIES.iter().map(|&m| families_aa(runner, m)).collect();
+    let mut figures: Vec<FamilyFigures> = NoiseModel::FAMILIES
+        .iter()
+        .zip(aa)
+        .map(|(&model, aa)| FamilyFigures { model, aa, shift: Vec::new(), tail: Vec::new() })
+        .collect();
+    println!(
+        "\nFamilies (`families-aa`): A/A false blocks, every family × baseline runs {FAMILY_BASELINES:?} × steps \
+         {FAMILY_STEPS:?}; target ≤ 1 % each (! marks a FAIL); runner_clusters: baseline on runners 0–2 and the \
+         current on runner 3, all on runner 0 and the current on runner 1, all on runner 0"
+    );
+    print_aa_grid(&figures, trials);
+    section_time("families-aa", started);
+
+    let started = Instant::now();
+    for f in figures.iter_mut() {
+        f.shift = POWER_STEPS
+            .iter()
+            .map(|&n| Spot {
+                at: format!("n = {n}"),
+                tally: runner.cell(Cell::family("families-shift", f.model, n, Effect::shift(0.05))),
+            })
+            .collect();
+    }
+    println!("\nFamilies (`families-shift`): +5 % median shift, {BASELINE_RUNS}-run baseline");
+    let lines: Vec<Line> =
+        figures.iter().flat_map(|f| regressed_lines("+5 %", f.model, &f.shift, Target::AtLeast(95.0))).collect();
+    print_table(&lines);
+    section_time("families-shift", started);
+
+    let started = Instant::now();
+    for f in figures.iter_mut() {
+        let cell = Cell::family("families-tail", f.model, 200, Effect::tail_rank(0.90, 1.15));
+        f.tail = vec![Spot { at: "n = 200".to_string(), tally: runner.cell(cell) }];
+    }
+    println!(
+        "\nFamilies (`families-tail`): every step above the run's own P90 ×1.15 (P95 +15 %, median unchanged), \
+         {BASELINE_RUNS}-run baseline, n = 200"
+    );
+    let lines: Vec<Line> = figures
+        .iter()
+        .flat_map(|f| regressed_lines("tail P90 ×1.15", f.model, &f.tail, Target::AtLeast(80.0)))
+        .collect();
+    print_table(&lines);
+    section_time("families-tail", started);
+
+    let started = Instant::now();
+    let mut lines = Vec::new();
+    for model in K_FAMILIES {
+        for runs in [5, BASELINE_RUNS] {
+            let cell = |effect| Cell::family("families-k3", model, 100, effect).runs(runs).current(K_RUNS);
+            let aa = runner.cell(cell(Effect::NONE));
+            let shift = runner.cell(cell(Effect::shift(0.05)));
+            let at = format!("{} n = 100, {runs}-run baseline, K = {K_RUNS}", model.name());
+            lines.push(
+                Line::rate(format!("A/A blocked  {at}"), Target::AtMost(1.0), aa.regression, aa.trials).note(aa.note()),
+            );
+            lines.push(Line::info(format!("+5 % caught  {at}"), shift.regression, shift.trials).note(shift.note()));
+            lines.push(Line::info(format!("+5 % not caught but answered accept  {at}"), shift.accept, shift.trials));
+        }
+    }
+    println!("\nFamilies (`families-k3`): K = {K_RUNS} current runs judged together (compare_runs), n = 100");
+    print_table(&lines);
+    section_time("families-k3", started);
+
+    println!("\nSummary by family (worst cell of each column, and where it was)");
+    print_summary(&figures);
+}
+
 /// Runs the cells in order, giving each the next id (its seeds) whether or not the
 /// `COMMGATE_GATE_ONLY` filter runs it; a skipped cell tallies no trials.
 struct Runner {
@@ -363,7 +815,7 @@ impl Runner {
     fn cell(&mut self, cell: Cell) -> Tally {
         let label = cell.label();
         let Some(id) = self.next(&label) else { return Tally::default() };
-        let t = run_cell(&cell, id, self.trials, self.threads, &self.opts);
+        let t = run_cell(&cell, id, cell.trials(self.trials), self.threads, &self.opts);
         self.named.push((label, t.clone()));
         t
     }
@@ -564,6 +1016,9 @@ fn bench() -> Result<(), Box<dyn Error>> {
         "\nA/A quiet n = 100: primary metric inconclusive in {}",
         rate(quiet100.primary_inconclusive, quiet100.trials)
     );
+    println!("[the first cells: {:.1} s]", started.elapsed().as_secs_f64());
+
+    families(&mut runner);
     println!("\nWhat blocked (cells with any regression; mean ratio and mean CI lower end of the regressed metric)");
     for (name, t) in &runner.named {
         if t.regression == 0 {

@@ -34,14 +34,15 @@ pub enum Target {
 }
 
 impl Target {
-    fn text(self) -> String {
+    pub fn text(self) -> String {
         match self {
             Target::AtMost(p) => format!("≤ {p} %"),
             Target::AtLeast(p) => format!("≥ {p} %"),
         }
     }
 
-    fn verdict(self, k: usize, n: usize) -> &'static str {
+    /// PASS or FAIL for `k` of `n`, `-` for a cell that did not run.
+    pub fn verdict(self, k: usize, n: usize) -> &'static str {
         if n == 0 {
             return "-";
         }
@@ -63,6 +64,8 @@ pub struct Line {
     target: String,
     measured: String,
     verdict: String,
+    /// Further figures of the same cell (verdict shares, the MDE), printed after PASS/FAIL.
+    note: String,
 }
 
 impl Line {
@@ -72,11 +75,23 @@ impl Line {
             target: target.text(),
             measured: rate(k, n),
             verdict: target.verdict(k, n).into(),
+            note: String::new(),
         }
     }
 
     pub fn info(property: impl Into<String>, k: usize, n: usize) -> Line {
-        Line { property: property.into(), target: "(info)".into(), measured: rate(k, n), verdict: "-".into() }
+        Line {
+            property: property.into(),
+            target: "(info)".into(),
+            measured: rate(k, n),
+            verdict: "-".into(),
+            note: String::new(),
+        }
+    }
+
+    /// The line with `note` after its verdict (a table with no notes prints as it always did).
+    pub fn note(self, note: impl Into<String>) -> Line {
+        Line { note: note.into(), ..self }
     }
 }
 
@@ -84,10 +99,48 @@ pub fn print_table(lines: &[Line]) {
     let w0 = lines.iter().map(|l| l.property.chars().count()).max().unwrap_or(0).max(8);
     let w1 = lines.iter().map(|l| l.target.chars().count()).max().unwrap_or(0).max(6);
     let w2 = lines.iter().map(|l| l.measured.chars().count()).max().unwrap_or(0).max(8);
+    let notes = lines.iter().any(|l| !l.note.is_empty());
     let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
-    println!("{} | {} | {} | PASS/FAIL", pad("property", w0), pad("target", w1), pad("measured", w2));
-    println!("{}-|-{}-|-{}-|-{}", "-".repeat(w0), "-".repeat(w1), "-".repeat(w2), "-".repeat(9));
+    let tail = |s: &str| if notes { format!(" | {s}") } else { String::new() };
+    println!("{} | {} | {} | PASS/FAIL{}", pad("property", w0), pad("target", w1), pad("measured", w2), tail("also"));
+    println!(
+        "{}-|-{}-|-{}-|-{}{}",
+        "-".repeat(w0),
+        "-".repeat(w1),
+        "-".repeat(w2),
+        "-".repeat(9),
+        if notes { "-|-----" } else { "" }
+    );
     for l in lines {
-        println!("{} | {} | {} | {}", pad(&l.property, w0), pad(&l.target, w1), pad(&l.measured, w2), l.verdict);
+        println!(
+            "{} | {} | {} | {}{}",
+            pad(&l.property, w0),
+            pad(&l.target, w1),
+            pad(&l.measured, w2),
+            if notes { pad(&l.verdict, 9) } else { l.verdict.clone() },
+            tail(&l.note)
+        );
+    }
+}
+
+/// A plain table: `header` and then `rows`, each column padded to its widest cell.
+pub fn print_grid(header: &[String], rows: &[Vec<String>]) {
+    let columns = header.len();
+    let width = |c: usize| {
+        rows.iter().filter_map(|r| r.get(c)).chain(header.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..columns).map(width).collect();
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(s, w)| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count()))))
+            .collect();
+        println!("{}", padded.join(" | ").trim_end());
+    };
+    line(header);
+    println!("{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("-|-"));
+    for r in rows {
+        line(r);
     }
 }
