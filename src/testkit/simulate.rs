@@ -557,7 +557,9 @@ impl SimRun {
                 seed,
             },
             backend: "mock".into(),
-            evidence_level: EvidenceLevel::Mock,
+            // A run placed on a runner stands for a measured GPU run there: the comparison groups
+            // measured runs by runner, and mock runs (computed timings) by nothing.
+            evidence_level: if runner.is_some() { EvidenceLevel::GpuNccl } else { EvidenceLevel::Mock },
             hardware: HardwareInfo {
                 gpu_name: Some("simulated".into()),
                 gpu_count: 2,
