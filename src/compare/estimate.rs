@@ -265,20 +265,21 @@ pub(super) struct History<'a> {
     pub(super) groups: &'a [usize],
     pub(super) cur: &'a [RunRows],
     pub(super) cur_group: Option<usize>,
-    /// Bootstrap replicates of every metric on the first current run, when the baseline is short
-    /// enough (fewer than [`FLOOR_BELOW_RUNS`] runs) that its spread is floored at that run's own
-    /// standard error.
-    pub(super) floor: Option<&'a [Vec<f64>]>,
+    /// Bootstrap replicates of every metric on the first current run: the runs' spread is
+    /// floored at that run's own standard error (for a P95 only below [`FLOOR_BELOW_RUNS`]
+    /// baseline runs).
+    pub(super) floor: &'a [Vec<f64>],
     /// Holm's family size (the metrics judged).
     pub(super) family: usize,
     /// Why nothing blocks when the runner layout says so (set by the caller for display runs).
     pub(super) cannot_block: Option<String>,
 }
 
-/// Below this many baseline runs the runs' spread is floored at the current run's own bootstrap
-/// standard error, so that a lucky, tight short history cannot make one run's noise
-/// significant; from it on the runs' spread, which already holds each run's sampling noise, is
-/// the whole uncertainty (a block bootstrap of one run swamps tail changes: gate-choices.md).
+/// The runs' spread is floored at the current run's own block-bootstrap standard error, so that
+/// a lucky, tight history cannot make one run's noise significant (a run spent in a slow episode
+/// has a wide bootstrap of its median). For a P95 only below this many baseline runs: from it on
+/// the runs' spread, which already holds each run's tail noise, is the whole uncertainty (a
+/// block bootstrap of one run's P95 is wide and swamped tail regressions: gate-choices.md).
 pub(super) const FLOOR_BELOW_RUNS: usize = 5;
 
 /// Judges the current runs against the spread of the baseline runs' values (`stats::runlevel`).
@@ -323,9 +324,10 @@ pub(super) fn history(
             (c, Some(h.cannot_block.clone().unwrap_or_else(|| "the baseline's runs cannot judge this runner".into())))
         }
     };
-    let se = match h.floor {
+    let floored = !m.is_tail() || xs.len() < FLOOR_BELOW_RUNS;
+    let se = match h.floor.get(i).filter(|_| floored) {
         Some(boot) => {
-            let reps: Vec<f64> = boot[i].iter().filter(|v| !log_scale || **v > 0.0).map(|v| to_scale(*v)).collect();
+            let reps: Vec<f64> = boot.iter().filter(|v| !log_scale || **v > 0.0).map(|v| to_scale(*v)).collect();
             let (_, floor) = mean_sd(&reps);
             let floor = if floor.is_finite() { floor * (1.0 + 1.0 / xs.len() as f64).sqrt() } else { 0.0 };
             c.se.max(floor)

@@ -138,7 +138,8 @@ fn headline(
                 .iter()
                 .find(|m| m.judged.state == State::Inconclusive && m.judged.ratio > 1.0 + delta)
                 .unwrap_or(p);
-            let sees = match mde {
+            // The MDE of the metric named, not the primary's: a P95 may see far less.
+            let sees = match open.mde.filter(|_| mde.is_some()) {
                 Some(mde) => format!("this comparison can only block slowdowns above {}", pct(mde)),
                 None => "this comparison cannot block on its own".to_string(),
             };

@@ -34,6 +34,9 @@ use crate::result::{EvidenceLevel, Provenance, RunResult, Schedule};
 use crate::stats::quantile::type7_quantile;
 use crate::stats::rng::Rng;
 
+/// The period of `PeriodicSpike`'s spikes, in steps.
+pub const SPIKE_PERIOD: usize = 16;
+
 /// Sigma of the per-step log-normal noise every model starts from (2 %).
 pub const QUIET_SIGMA: f64 = 0.02;
 
@@ -90,9 +93,11 @@ pub enum NoiseModel {
     /// slower and the excess decays as `exp(−i / τ)`, τ = L / 3 (5 % of it left at step L, the
     /// same ramp on all four rows): what a too-short warm-up leaves in the samples.
     WarmupRamp,
-    /// Quiet, with every N-th step (N drawn per run from {10, 16, 25}, the phase uniform in
-    /// 0..N, the same for all four rows) × U(1.4, 1.8) slower, drawn per spike: a checkpoint,
-    /// logging, the allocator. Every run has it.
+    /// Quiet, with every 16th step (the phase uniform in 0..16 per run, the same for all four
+    /// rows) × U(1.4, 1.8) slower, drawn per spike: a checkpoint, logging, the allocator. Every run
+    /// has it, at the same period: the interval is the job's, a property of its code and settings,
+    /// not of the run (a period drawn per run from {10, 16, 25} moved the P95 in or out of the
+    /// spikes from run to run, which no real job does).
     PeriodicSpike,
     /// Quiet times a Pareto tail of shape 2.5: `1 + 0.05 · (U^(−1/2.5) − 1)`, U uniform in
     /// (0, 1]: the factor's median is +1.6 %, its P99 +26.5 %, and 0.8 % of steps are beyond
@@ -360,7 +365,9 @@ impl RunState {
                 RunState { ramp: Some((excess, length / 3.0)), ..plain }
             }
             NoiseModel::PeriodicSpike => {
-                let period = [10, 16, 25][family.below(3)];
+                // The draw is kept so the phase and every later draw stay where they were.
+                let _ = family.below(3);
+                let period = SPIKE_PERIOD;
                 RunState { spikes: Some((period, family.below(period))), ..plain }
             }
             NoiseModel::SharedRunner => {
@@ -929,14 +936,14 @@ mod tests {
             let at = spikes(Schedule::Overlap, 0.85);
             assert_eq!(at, spikes(Schedule::CommOnly, 0.50), "the same steps on every row");
             let period = at[1] - at[0];
-            assert!([10, 16, 25].contains(&period), "{period}");
+            assert_eq!(period, SPIKE_PERIOD);
             assert!(at[0] < period && at.windows(2).all(|w| w[1] - w[0] == period), "{at:?}");
             assert_eq!(at.len(), (n - at[0]).div_ceil(period));
             let v = row_of(&r, Schedule::Overlap);
             assert!(at.iter().all(|i| (1.3..1.95).contains(&(v[*i] / 0.85))), "U(1.4, 1.8) × the step noise");
             *periods.entry(period).or_insert(0) += 1;
         }
-        assert_eq!(periods.len(), 3, "every period drawn: {periods:?}");
+        assert_eq!(periods.len(), 1, "one period, the job's: {periods:?}");
     }
 
     #[test]
