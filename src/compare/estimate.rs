@@ -13,7 +13,7 @@ use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::HdWeights;
 use crate::stats::rng::Rng;
 use crate::stats::runlevel::{contrast, NoContrast, Runs};
-use crate::stats::serial::{dependent_block_length, rank_ljung_box};
+use crate::stats::serial::{dependent_block_length, lag1_autocorrelation, rank_ljung_box};
 use crate::stats::tail::exceedance_test;
 
 /// The compared statistics, primary first.
@@ -269,6 +269,9 @@ pub(super) struct History<'a> {
     /// floored at that run's own standard error (for a P95 only below [`FLOOR_BELOW_RUNS`]
     /// baseline runs).
     pub(super) floor: &'a [Vec<f64>],
+    /// Per row ([`ROWS`]' order), the largest within-run standard error of a log median among
+    /// the baseline runs ([`within_run_se`]): a floor for the medians' uncertainty.
+    pub(super) within: [f64; 4],
     /// Holm's family size (the metrics judged).
     pub(super) family: usize,
     /// Why nothing blocks when the runner layout says so (set by the caller for display runs).
@@ -334,6 +337,14 @@ pub(super) fn history(
         }
         None => c.se,
     };
+    // A median is never judged surer than the noisiest baseline run could know its own median.
+    let within = match m {
+        Metric::Quantile { row, p } if p == 0.5 => {
+            ROWS.iter().position(|r| *r == row).map_or(0.0, |i| h.within[i]) * (1.0 + 1.0 / xs.len() as f64).sqrt()
+        }
+        _ => 0.0,
+    };
+    let se = se.max(within);
     let scale = if log_scale { 1.0 } else { step };
     let to_ratio = |v: f64| if log_scale { v.exp() } else { 1.0 + v / scale };
     let baseline = if log_scale { c.center.exp() } else { c.center };
@@ -400,6 +411,36 @@ pub(super) fn runs_needed(s: &Spread, opts: &CompareOptions) -> RunsNeeded {
         more_baseline_runs: (1..=MAX_BASELINE_RUNS.saturating_sub(k)).find(|n| decides(k + n, kk)),
         current_runs: (kk + 1..=MAX_CURRENT_RUNS).find(|&c| decides(k, c)),
     }
+}
+
+/// The standard error of one run's log median from its own steps, allowing for their serial
+/// dependence: `1.2533 · sd · √(τ / n)` over the log step times, with `τ = (1 + ρ)/(1 − ρ)` the
+/// integrated autocorrelation time of an AR(1) series of lag-1 autocorrelation ρ (clamped to
+/// [0, 0.95]; Box, Jenkins & Reinsel, *Time Series Analysis*, §2.1: the effective sample size is
+/// n/τ) and 1.2533 = √(π/2) the median's efficiency loss against the mean under normality. A run
+/// of 30 steps a third of which sat in a slow episode knows its median only to ±5 %; a baseline
+/// whose every run happened to miss such an episode has a tight spread, and a current run spent
+/// wholly in one would otherwise look like a regression (measured by `benches/gate_quality.rs`:
+/// 3–7 % false blocks at 20–50 steps with slow episodes and a shared runner).
+pub(super) fn within_run_se(samples: &[f64]) -> f64 {
+    let logs: Vec<f64> = samples.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect();
+    if logs.len() < 3 {
+        return 0.0;
+    }
+    let (_, sd) = mean_sd(&logs);
+    let rho = lag1_autocorrelation(&logs).clamp(0.0, 0.95);
+    let tau = (1.0 + rho) / (1.0 - rho);
+    let se = (std::f64::consts::PI / 2.0).sqrt() * sd * (tau / logs.len() as f64).sqrt();
+    if se.is_finite() {
+        se
+    } else {
+        0.0
+    }
+}
+
+/// [`within_run_se`] of each row, the largest over `runs`, in [`ROWS`]' order.
+pub(super) fn noisiest_within(runs: &[&RunResult]) -> [f64; 4] {
+    ROWS.map(|s| runs.iter().filter_map(|r| r.row(s)).map(|r| within_run_se(&r.samples_ms)).fold(0.0, f64::max))
 }
 
 /// The current value shown: the current runs' geometric mean (their mean for exposed comm).

@@ -315,6 +315,7 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
             cur: &cur_rows,
             cur_group,
             floor: &boot,
+            within: estimate::noisiest_within(&runs),
             family,
             cannot_block: choice
                 .cannot_block
@@ -838,14 +839,32 @@ mod crafted_tests {
 
     #[test]
     fn a_noisy_store_says_what_it_can_see_and_how_many_runs_would_decide() {
-        // Runs alternating ±15 %: a 20 % slowdown is beyond δ but not beyond the noise.
-        let levels: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { 1.15 } else { 0.85 }).collect();
+        // Runs alternating ±5 %: a 20 % slowdown is beyond δ but not beyond what one run can show.
+        let levels: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { 1.05 } else { 0.95 }).collect();
         let c = compare(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
         assert_eq!(c.verdict, Decision::CollectMoreEvidence, "{:?}", c.reasons);
         let mde = c.mde.expect("a run-level comparison has an MDE");
         assert!(mde > 0.2, "{mde}");
-        assert!(c.runs_needed.is_some_and(|n| n.current_runs.is_some()), "{:?}", c.runs_needed);
+        let k = c.runs_needed.and_then(|n| n.current_runs).expect("some current runs would decide");
+        assert!(c.reasons[0].contains(&format!("`commgate check --runs {k}`")), "{:?}", c.reasons);
         insta::assert_snapshot!("noisy_store_headline_and_advice", format!("{}\n{}", c.headline, c.reasons[0]));
+    }
+
+    #[test]
+    fn a_store_too_noisy_for_any_number_of_runs_says_so() {
+        // Runs alternating ±15 %: no number of runs the advice searches would confirm +20 %.
+        let levels: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { 1.15 } else { 0.85 }).collect();
+        let c = compare(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
+        assert_eq!(c.verdict, Decision::CollectMoreEvidence, "{:?}", c.reasons);
+        assert_eq!(c.runs_needed, Some(RunsNeeded { more_baseline_runs: None, current_runs: None }));
+        assert!(
+            c.reasons[0].starts_with("baseline runs vary 25.1 %, so this gate can only see slowdowns above"),
+            "{:?}",
+            c.reasons
+        );
+        assert!(
+            c.reasons[0].ends_with("quiet the runner or pin clocks: more runs alone would not decide at this spread")
+        );
     }
 
     #[test]
