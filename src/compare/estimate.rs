@@ -13,7 +13,7 @@ use crate::stats::mann_whitney::mann_whitney_u;
 use crate::stats::quantile::HdWeights;
 use crate::stats::rng::Rng;
 use crate::stats::runlevel::{contrast, NoContrast, Runs};
-use crate::stats::serial::{dependent_block_length, lag1_autocorrelation, rank_ljung_box};
+use crate::stats::serial::{dependent_block_length, rank_ljung_box};
 use crate::stats::tail::exceedance_test;
 
 /// The compared statistics, primary first.
@@ -269,8 +269,8 @@ pub(super) struct History<'a> {
     /// floored at that run's own standard error (for a P95 only below [`FLOOR_BELOW_RUNS`]
     /// baseline runs).
     pub(super) floor: &'a [Vec<f64>],
-    /// Per row ([`ROWS`]' order), the largest within-run standard error of a log median among
-    /// the baseline runs ([`within_run_se`]): a floor for the medians' uncertainty.
+    /// Per row ([`ROWS`]' order), the largest bootstrap standard error of a log median among the
+    /// baseline runs ([`noisiest_within`]): a floor for the medians' uncertainty.
     pub(super) within: [f64; 4],
     /// Holm's family size (the metrics judged).
     pub(super) family: usize,
@@ -413,34 +413,41 @@ pub(super) fn runs_needed(s: &Spread, opts: &CompareOptions) -> RunsNeeded {
     }
 }
 
-/// The standard error of one run's log median from its own steps, allowing for their serial
-/// dependence: `1.2533 · sd · √(τ / n)` over the log step times, with `τ = (1 + ρ)/(1 − ρ)` the
-/// integrated autocorrelation time of an AR(1) series of lag-1 autocorrelation ρ (clamped to
-/// [0, 0.95]; Box, Jenkins & Reinsel, *Time Series Analysis*, §2.1: the effective sample size is
-/// n/τ) and 1.2533 = √(π/2) the median's efficiency loss against the mean under normality. A run
-/// of 30 steps a third of which sat in a slow episode knows its median only to ±5 %; a baseline
-/// whose every run happened to miss such an episode has a tight spread, and a current run spent
-/// wholly in one would otherwise look like a regression (measured by `benches/gate_quality.rs`:
-/// 3–7 % false blocks at 20–50 steps with slow episodes and a shared runner).
-pub(super) fn within_run_se(samples: &[f64]) -> f64 {
-    let logs: Vec<f64> = samples.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect();
-    if logs.len() < 3 {
-        return 0.0;
-    }
-    let (_, sd) = mean_sd(&logs);
-    let rho = lag1_autocorrelation(&logs).clamp(0.0, 0.95);
-    let tau = (1.0 + rho) / (1.0 - rho);
-    let se = (std::f64::consts::PI / 2.0).sqrt() * sd * (tau / logs.len() as f64).sqrt();
-    if se.is_finite() {
-        se
-    } else {
-        0.0
-    }
-}
+/// Resamples of each baseline run's median behind [`noisiest_within`]: enough for a standard
+/// error to a few percent, a fifth of the current run's bootstrap.
+const WITHIN_RESAMPLES: usize = 200;
 
-/// [`within_run_se`] of each row, the largest over `runs`, in [`ROWS`]' order.
-pub(super) fn noisiest_within(runs: &[&RunResult]) -> [f64; 4] {
-    ROWS.map(|s| runs.iter().filter_map(|r| r.row(s)).map(|r| within_run_se(&r.samples_ms)).fold(0.0, f64::max))
+/// Per row ([`ROWS`]' order), the largest moving-block bootstrap standard error of a baseline
+/// run's log median: how well the noisiest baseline run knew its own median. On a runner with
+/// slow episodes a short run knows its median only to a few percent (the blocks keep episodes
+/// whole; isolated outliers do not move a median), and a current run spent wholly in one episode
+/// shows no within-run dependence of its own: against a baseline whose runs happened to miss
+/// their episodes it would otherwise look like a regression (measured by
+/// `benches/gate_quality.rs`: 3–7 % false blocks at 20–50 steps with slow episodes and a shared
+/// runner).
+pub(super) fn noisiest_within(runs: &[&RunResult], rng: &mut Rng, w: &mut Weights) -> [f64; 4] {
+    let mut out = [0.0_f64; 4];
+    let mut scratch = Vec::new();
+    for (i, &s) in ROWS.iter().enumerate() {
+        for run in runs {
+            let mut r = Resampler::of(run, s);
+            if r.inner.is_empty() {
+                continue;
+            }
+            let reps: Vec<f64> = (0..WITHIN_RESAMPLES)
+                .filter_map(|_| {
+                    r.draw(rng, &mut scratch);
+                    let m = w.quantile(&scratch, 0.5);
+                    (m > 0.0).then(|| m.ln())
+                })
+                .collect();
+            let (_, se) = mean_sd(&reps);
+            if se.is_finite() {
+                out[i] = out[i].max(se);
+            }
+        }
+    }
+    out
 }
 
 /// The current value shown: the current runs' geometric mean (their mean for exposed comm).

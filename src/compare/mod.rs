@@ -315,7 +315,7 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
             cur: &cur_rows,
             cur_group,
             floor: &boot,
-            within: estimate::noisiest_within(&runs),
+            within: estimate::noisiest_within(&runs, &mut rng, &mut w),
             family,
             cannot_block: choice
                 .cannot_block
