@@ -262,7 +262,7 @@ fn check_report_snapshots() {
     let markdown = check_stdout("markdown");
     assert!(
         markdown.starts_with(
-            "<!-- commgate-report -->\n### 🔴 commgate `tune`: overlap step 8.1 % slower \\(95 % CI 7.5–8.8 %\\) — blocking"
+            "<!-- commgate-report -->\n### 🔴 commgate `tune`: overlap step 8.1 % slower \\(95 % CI 7.4–8.9 %\\) — blocking"
         ),
         "{markdown}"
     );

@@ -80,7 +80,7 @@ fn a_software_only_change_that_is_8_percent_slower_blocks_and_is_named() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("Verdict: tune: overlap step 8.1 % slower (95 % CI 7.5–8.8 %) — blocking"), "{text}");
+    assert!(text.contains("Verdict: tune: overlap step 8.1 % slower (95 % CI 7.4–8.9 %) — blocking"), "{text}");
     assert!(text.contains("software changed since the baseline: NCCL 2.21.5 → 2.23.4"), "{text}");
 }
 
