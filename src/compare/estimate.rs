@@ -339,7 +339,7 @@ pub(super) fn history(
     };
     // A median is never judged surer than the noisiest baseline run could know its own median.
     let within = match m {
-        Metric::Quantile { row, p } if p == 0.5 => {
+        Metric::Quantile { row, p: 0.5 } => {
             ROWS.iter().position(|r| *r == row).map_or(0.0, |i| h.within[i]) * (1.0 + 1.0 / xs.len() as f64).sqrt()
         }
         _ => 0.0,
