@@ -171,8 +171,8 @@ async function renderInPage() {
   // 2. Top-level structure.
   const first = root.firstElementChild;
   const heading = first && first.tagName === "H3" ? first.textContent : "";
-  if (!/^(🟢|🟡|🔴|⛔) commgate: /u.test(heading)) {
-    problems.push(`the first element is not the verdict heading "### <icon> commgate: …" (found <${first ? first.tagName.toLowerCase() : "nothing"}> ${JSON.stringify((first ? first.textContent : "").slice(0, 80))})`);
+  if (!/^(🟢|🟡|🔴|⛔) commgate( [a-z_]+)?: /u.test(heading)) {
+    problems.push(`the first element is not the verdict heading "### <icon> commgate[ <verdict>]: …" (found <${first ? first.tagName.toLowerCase() : "nothing"}> ${JSON.stringify((first ? first.textContent : "").slice(0, 80))})`);
   }
   const tables = [...root.querySelectorAll("table")];
   for (const t of tables) {
