@@ -139,9 +139,10 @@ fn headline(
                 .find(|m| m.judged.state == State::Inconclusive && m.judged.ratio > 1.0 + delta)
                 .unwrap_or(p);
             // The MDE of the metric named, not the primary's: a P95 may see far less.
-            let sees = match open.mde.filter(|_| mde.is_some()) {
-                Some(mde) => format!("this comparison can only block slowdowns above {}", pct(mde)),
-                None => "this comparison cannot block on its own".to_string(),
+            let sees = match (open.mde, mde) {
+                (Some(m), Some(_)) => format!("this comparison can only block slowdowns above {}", pct(m)),
+                (None, Some(_)) => format!("its {} cannot block on this evidence", open.label()),
+                _ => "this comparison cannot block on its own".to_string(),
             };
             format!("cannot tell yet: {}; {sees}", in_plain_words(open))
         }
