@@ -60,7 +60,7 @@ pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
     let mde = metrics.iter().find(|m| m.primary).and_then(|m| m.mde).filter(|_| baseline.fingerprint_match);
     let undecided = unusable.is_none() && baseline.fingerprint_match && v.decision == Decision::CollectMoreEvidence;
     if undecided {
-        if let Some(advice) = advice(&metrics, &baseline, mde, runs_needed, current_runs) {
+        if let Some(advice) = advice(&metrics, &baseline, mde, runs_needed) {
             v.reasons.insert(0, advice);
         }
     }
@@ -157,7 +157,6 @@ fn advice(
     baseline: &BaselineSummary,
     mde: Option<f64>,
     needed: Option<RunsNeeded>,
-    current_runs: usize,
 ) -> Option<String> {
     let primary = metrics.iter().find(|m| m.primary)?;
     let mde = mde?;
@@ -179,9 +178,6 @@ fn advice(
         ),
         Some(RunsNeeded { more_baseline_runs: None, current_runs: Some(k) }) => {
             format!("quiet the runner, pin clocks, or judge {k} current runs (`commgate check --runs {k}`)")
-        }
-        _ if current_runs > 1 => {
-            "quiet the runner or pin clocks: more runs alone would not decide at this spread".to_string()
         }
         _ => "quiet the runner or pin clocks: more runs alone would not decide at this spread".to_string(),
     };
