@@ -311,7 +311,7 @@ pub(super) fn history(
     let xs: Vec<f64> = values.iter().map(|v| to_scale(*v)).collect();
     let ys: Vec<f64> = currents.iter().map(|v| to_scale(*v)).collect();
     let runs = Runs { baseline: &xs, groups: h.groups, current: &ys, current_group: h.cur_group };
-    let (c, mut cannot_block) = match contrast(runs) {
+    let (c, cannot_block) = match contrast(runs) {
         Ok(c) => (c, h.cannot_block.clone()),
         Err(NoContrast::NotFinite) => {
             return Estimate::undefined(f64::NAN, current, n_baseline, n_current, Method::History, None);
@@ -347,7 +347,8 @@ pub(super) fn history(
     let se = se.max(within);
     let scale = if log_scale { 1.0 } else { step };
     let to_ratio = |v: f64| if log_scale { v.exp() } else { 1.0 + v / scale };
-    let baseline = if log_scale { c.center.exp() } else { c.center };
+    let to_value = |v: f64| if log_scale { v.exp() } else { v };
+    let baseline = to_value(c.center);
     let t = t_quantile(c.df, (1.0 + opts.level) / 2.0);
     if !t.is_finite() || !se.is_finite() {
         return Estimate::undefined(baseline, current, n_baseline, n_current, Method::History, None);
@@ -355,16 +356,13 @@ pub(super) fn history(
     let half = t * se;
     let (p_regressed, p_improved) = one_sided(c.d, se, |z| t_sf(c.df, z));
     let delta_scale = if log_scale { (1.0 + delta).ln() } else { delta * scale };
-    if se == 0.0 && cannot_block.is_none() && c.d == 0.0 {
-        cannot_block = None;
-    }
     let mde =
         cannot_block.is_none().then(|| to_ratio(delta_scale + power_margin(c.df, opts.alpha, h.family) * se) - 1.0);
     let k = xs.len();
     let per_run = se / (1.0 / k as f64 + 1.0 / ys.len() as f64).sqrt();
     Estimate {
         baseline,
-        current: mean_on_scale(&currents, log_scale),
+        current: to_value(mean_sd(&ys).0),
         ratio: to_ratio(c.d),
         ci: [to_ratio(c.d - half), to_ratio(c.d + half)],
         p_regressed,
@@ -448,15 +446,6 @@ pub(super) fn noisiest_within(runs: &[&RunResult], rng: &mut Rng, w: &mut Weight
         }
     }
     out
-}
-
-/// The current value shown: the current runs' geometric mean (their mean for exposed comm).
-fn mean_on_scale(values: &[f64], log_scale: bool) -> f64 {
-    if log_scale {
-        (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp()
-    } else {
-        values.iter().sum::<f64>() / values.len() as f64
-    }
 }
 
 /// How many standard errors beyond δ a change must lie to be blocked with 95 % power: the

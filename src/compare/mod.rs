@@ -280,13 +280,13 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
         robust_spread(&logs)
     });
     let names: Vec<Option<&str>> = runs.iter().map(|r| measured_on(r)).collect();
-    let (runner_groups, _) = group_ids(&names, measured_on(first));
+    let (runner_groups, runner_of_current) = group_ids(&names, measured_on(first));
     // Runs are grouped by runner and, when the current run's choice is shared, by NCCL's choice.
     let keys: Vec<Option<String>> = runs.iter().map(|r| group_key(r, choice.group)).collect();
     let key_refs: Vec<Option<&str>> = keys.iter().map(Option::as_deref).collect();
     let current_key = group_key(first, choice.group);
     let (groups, cur_group) = group_ids(&key_refs, current_key.as_deref());
-    let mut summary = BaselineSummary {
+    let summary = BaselineSummary {
         path: baseline.path.display().to_string(),
         runs: runs.len(),
         fingerprint_match,
@@ -295,7 +295,6 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
         runners: recorded_runners(&names),
     };
     if let Some(reason) = current.iter().find_map(|c| unusable(c, runs.len())) {
-        summary.runs = runs.len();
         return Pending::unusable(summary, delta, reason);
     }
     let bounded_current: Vec<Cow<'_, RunResult>> = current.iter().map(|c| bounder.run(c, Whose::Current)).collect();
@@ -320,7 +319,7 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
             cannot_block: choice
                 .cannot_block
                 .clone()
-                .or_else(|| runner_reason(&runs, first, group_ids(&names, measured_on(first)).1, &runner_groups)),
+                .or_else(|| runner_reason(&runs, first, runner_of_current, &runner_groups)),
         };
         METRICS.iter().enumerate().map(|(i, &m)| history(m, i, &h, opts, delta, &mut w)).collect()
     } else {

@@ -20,20 +20,32 @@ pub(super) struct Trimmed {
 
 /// `run` with each judged row's warm-up cut off (itself when nothing is cut).
 pub(super) fn trim(run: &RunResult, keep: usize) -> (Cow<'_, RunResult>, Trimmed) {
-    let cut = |samples: &[f64]| mser5_truncation(samples).min(samples.len().saturating_sub(keep));
-    let mut most = Trimmed::default();
-    for row in run.rows.iter().filter(|r| JUDGED.contains(&r.schedule)) {
-        let d = cut(&row.samples_ms);
+    // One MSER pass per row: its cut, or 0 for a row that is not judged.
+    let cuts: Vec<usize> = run
+        .rows
+        .iter()
+        .map(|r| {
+            let judged = JUDGED.contains(&r.schedule);
+            let n = r.samples_ms.len();
+            if judged {
+                mser5_truncation(&r.samples_ms).min(n.saturating_sub(keep))
+            } else {
+                0
+            }
+        })
+        .collect();
+    let most = run.rows.iter().zip(&cuts).fold(Trimmed::default(), |most, (row, &d)| {
         if d > most.steps {
-            most = Trimmed { steps: d, of: row.samples_ms.len(), row: Some(row.schedule) };
+            Trimmed { steps: d, of: row.samples_ms.len(), row: Some(row.schedule) }
+        } else {
+            most
         }
-    }
+    });
     if most.steps == 0 {
         return (Cow::Borrowed(run), most);
     }
     let mut trimmed = run.clone();
-    for row in trimmed.rows.iter_mut().filter(|r| JUDGED.contains(&r.schedule)) {
-        let d = cut(&row.samples_ms);
+    for (row, &d) in trimmed.rows.iter_mut().zip(&cuts) {
         row.samples_ms.drain(..d);
     }
     (Cow::Owned(trimmed), most)

@@ -165,20 +165,19 @@ fn advice(
         return None;
     }
     let vary = baseline.spread.map_or_else(String::new, |s| format!("baseline runs vary {}, so ", pct(s.exp_m1())));
-    let todo = match needed {
-        Some(RunsNeeded { more_baseline_runs: Some(b), current_runs: Some(k) }) => format!(
-            "quiet the runner, pin clocks, or record {b} more baseline run{} (`commgate baseline update` after each; \
-             the store keeps `--keep` runs) or judge {k} current runs (`commgate check --runs {k}`)",
+    let baseline_runs = |b: usize| {
+        format!(
+            "record {b} more baseline run{} (`commgate baseline update` after each; the store keeps `--keep` runs)",
             if b == 1 { "" } else { "s" }
-        ),
-        Some(RunsNeeded { more_baseline_runs: Some(b), current_runs: None }) => format!(
-            "quiet the runner, pin clocks, or record {b} more baseline run{} (`commgate baseline update` after each; \
-             the store keeps `--keep` runs)",
-            if b == 1 { "" } else { "s" }
-        ),
-        Some(RunsNeeded { more_baseline_runs: None, current_runs: Some(k) }) => {
-            format!("quiet the runner, pin clocks, or judge {k} current runs (`commgate check --runs {k}`)")
+        )
+    };
+    let current_runs = |k: usize| format!("judge {k} current runs (`commgate check --runs {k}`)");
+    let todo = match needed.map(|n| (n.more_baseline_runs, n.current_runs)) {
+        Some((Some(b), Some(k))) => {
+            format!("quiet the runner, pin clocks, or {} or {}", baseline_runs(b), current_runs(k))
         }
+        Some((Some(b), None)) => format!("quiet the runner, pin clocks, or {}", baseline_runs(b)),
+        Some((None, Some(k))) => format!("quiet the runner, pin clocks, or {}", current_runs(k)),
         _ => "quiet the runner or pin clocks: more runs alone would not decide at this spread".to_string(),
     };
     Some(format!("{vary}this gate can only see slowdowns above {} (its minimum detectable effect): {todo}", pct(mde)))
