@@ -32,8 +32,7 @@
 //! `families-tail`, `families-k3`, or a family's name) runs that part alone:
 //! - `families-aa`: A/A false blocks for every family × baseline runs {1, 2, 3, 5, 10} × steps
 //!   {20, 30, 50, 200}, target ≤ 1 % each, printed as a grid with the share answered
-//!   `collect_more_evidence`; the 20- and 30-step cells run 30 % of the trials
-//!   (`SHORT_STEPS_TRIALS`, said in their labels) to keep a full run near 25 minutes.
+//!   `collect_more_evidence`; every cell runs the full `COMMGATE_GATE_TRIALS`.
 //!   `runner_clusters` three times: the baseline on runners 0–2 and the current run on runner 3,
 //!   all on runner 0 and the current on runner 1, and all on runner 0 (each trial its own fleet).
 //! - `families-shift`: +5 % median shift, 10-run baseline, steps {50, 200}: caught ≥ 95 %, and
@@ -86,9 +85,6 @@ struct Cell {
     /// Current runs judged together (`compare_runs`); 1: `compare`, as every cell before the
     /// families.
     current_runs: usize,
-    /// Trials of this cell when not the run's `COMMGATE_GATE_TRIALS` (a share of it, see
-    /// [`SHORT_STEPS_TRIALS`]).
-    trials_per_mille: Option<usize>,
     /// The section's tag, first in the label (`COMMGATE_GATE_ONLY=families-aa` runs that
     /// section alone); `None` in every cell before the families, whose labels stay as they were.
     section: Option<&'static str>,
@@ -135,13 +131,6 @@ impl Placement {
     }
 }
 
-/// The share of the run's trials (per mille) the A/A cells of 20 and 30 steps use: 300, because
-/// a run of 1,000 trials was estimated past the ~25 min a full run may take on 2 threads (20
-/// trials took 25–38 s on a 2-core machine shared with other builds, load ≈ 4: ≈ 21–32 min at
-/// 1,000). Those rows' figures matter least (1-run and 2-run baselines cannot block at all);
-/// their labels and the grid's header say so. 1000 runs them in full.
-const SHORT_STEPS_TRIALS: usize = 300;
-
 impl Cell {
     fn new(model: NoiseModel, n: usize, effect: Effect) -> Cell {
         Cell {
@@ -153,7 +142,6 @@ impl Cell {
             phase: None,
             placement: Placement::Unplaced,
             current_runs: 1,
-            trials_per_mille: None,
             section: None,
         }
     }
@@ -171,15 +159,6 @@ impl Cell {
 
     fn current(self, current_runs: usize) -> Cell {
         Cell { current_runs, ..self }
-    }
-
-    fn trials_per_mille(self, per_mille: usize) -> Cell {
-        Cell { trials_per_mille: Some(per_mille), ..self }
-    }
-
-    /// This cell's trials when the run's default is `trials`.
-    fn trials(&self, trials: usize) -> usize {
-        self.trials_per_mille.map_or(trials, |m| (trials * m / 1000).max(1))
     }
 
     fn phase(model: NoiseModel, n: usize, row: Schedule, factor: f64) -> Cell {
@@ -218,10 +197,8 @@ impl Cell {
         let section = self.section.map_or(String::new(), |s| format!("{s}: "));
         let current =
             if self.current_runs > 1 { format!(", K = {} current runs", self.current_runs) } else { String::new() };
-        let trials =
-            self.trials_per_mille.map_or(String::new(), |m| format!(" [{:.0} % of the trials]", m as f64 / 10.0));
         format!(
-            "{section}{effect} {} (run spread ±{spread} %) n = {}, {}-run baseline{}{current}{trials}",
+            "{section}{effect} {} (run spread ±{spread} %) n = {}, {}-run baseline{}{current}",
             self.model.name(),
             self.n,
             self.baseline_runs,
@@ -581,8 +558,6 @@ fn families_aa(runner: &mut Runner, model: NoiseModel) -> Vec<Spot> {
         for runs in FAMILY_BASELINES {
             for n in FAMILY_STEPS {
                 let cell = Cell::family("families-aa", model, n, Effect::NONE).runs(runs).placed(placement);
-                let cell =
-                    if n < 50 && SHORT_STEPS_TRIALS < 1000 { cell.trials_per_mille(SHORT_STEPS_TRIALS) } else { cell };
                 let at = format!("n = {n}, {runs}-run{}", short_placement(placement));
                 spots.push(Spot { at, tally: runner.cell(cell) });
             }
@@ -603,12 +578,8 @@ fn pct_of(k: usize, t: &Tally) -> String {
 /// The A/A grid of one family: a row per placement × baseline size, a column per step count;
 /// each entry the false-block rate (`!` above 1 %) and the share answered collect_more_evidence.
 fn print_aa_grid(figures: &[FamilyFigures], trials: usize) {
-    let short = (trials * SHORT_STEPS_TRIALS / 1000).max(1);
     let mut header = vec!["family".to_string(), "placement".to_string(), "baseline".to_string()];
-    header.extend(FAMILY_STEPS.iter().map(|n| {
-        let t = if *n < 50 && SHORT_STEPS_TRIALS < 1000 { short } else { trials };
-        format!("n = {n} ({t} trials): blocked · collect_more")
-    }));
+    header.extend(FAMILY_STEPS.iter().map(|n| format!("n = {n} ({trials} trials): blocked · collect_more")));
     let mut rows = Vec::new();
     for f in figures {
         let mut spots = f.aa.iter();
@@ -815,7 +786,7 @@ impl Runner {
     fn cell(&mut self, cell: Cell) -> Tally {
         let label = cell.label();
         let Some(id) = self.next(&label) else { return Tally::default() };
-        let t = run_cell(&cell, id, cell.trials(self.trials), self.threads, &self.opts);
+        let t = run_cell(&cell, id, self.trials, self.threads, &self.opts);
         self.named.push((label, t.clone()));
         t
     }

@@ -37,7 +37,7 @@ pub(super) const METRICS: [Metric; 7] = [
 ];
 
 /// The rows the metrics read, in [`RunRows`]' order.
-const ROWS: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly, Schedule::CommOnly];
+pub(super) const ROWS: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule::ComputeOnly, Schedule::CommOnly];
 
 impl Metric {
     pub(super) fn row(self) -> Schedule {
@@ -274,6 +274,9 @@ pub(super) struct History<'a> {
     pub(super) within: [f64; 4],
     /// Holm's family size (the metrics judged).
     pub(super) family: usize,
+    /// Per row ([`ROWS`]' order), why one current run cannot block on the metrics reading it
+    /// (`one_run.rs`).
+    pub(super) one_run: &'a [Option<String>; 4],
     /// Why nothing blocks when the runner layout says so (set by the caller for display runs).
     pub(super) cannot_block: Option<String>,
 }
@@ -327,6 +330,7 @@ pub(super) fn history(
             (c, Some(h.cannot_block.clone().unwrap_or_else(|| "the baseline's runs cannot judge this runner".into())))
         }
     };
+    let cannot_block = cannot_block.or_else(|| row_note(m, h.one_run));
     let floored = !m.is_tail() || xs.len() < FLOOR_BELOW_RUNS;
     let se = match h.floor.get(i).filter(|_| floored) {
         Some(boot) => {
@@ -488,8 +492,9 @@ pub(super) fn dependence(current: &[&RunResult], base: &[&RunResult]) -> [Option
     })
 }
 
-/// The dependence note for metric `m`, from [`dependence`]'s rows.
-pub(super) fn dependence_of(m: Metric, rows: &[Option<String>; 4]) -> Option<String> {
+/// The note of the first row metric `m` reads that has one, from per-row notes in [`ROWS`]'
+/// order ([`dependence`]'s, `one_run::limits`').
+pub(super) fn row_note(m: Metric, rows: &[Option<String>; 4]) -> Option<String> {
     m.rows().iter().find_map(|s| ROWS.iter().position(|r| r == s).and_then(|i| rows[i].clone()))
 }
 
@@ -673,7 +678,7 @@ mod tests {
         let episodic = fixtures::run(&steps);
         let rows = dependence(&[&episodic], &base_refs);
         assert!(rows[0].as_deref().is_some_and(|n| n.contains("overlap steps come in episodes")), "{rows:?}");
-        assert_eq!(dependence_of(Metric::Exposed, &rows), rows[0]);
+        assert_eq!(row_note(Metric::Exposed, &rows), rows[0]);
         // The same episode in every baseline run is the runner's habit, not this run's.
         let habit: Vec<&RunResult> = vec![&episodic; 3];
         assert!(dependence(&[&episodic], &habit).iter().all(Option::is_none));

@@ -7,7 +7,7 @@
 //! Why one family: a gate that judges ten workloads at α = 0.01 each would block one pull
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
 
-use super::estimate::{dependence_of, runs_needed, Estimate, Metric};
+use super::estimate::{row_note, runs_needed, Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
 use super::{cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison, RunsNeeded};
 use crate::result::Workload;
@@ -98,9 +98,7 @@ impl Pending {
             .judged
             .iter()
             .zip(p_reg.iter().zip(p_imp))
-            .map(|((m, e), (&r, &i))| {
-                metric_state(*m, e, r, i, delta, dependence_of(*m, &j.dependence), &j.workload, opts)
-            })
+            .map(|((m, e), (&r, &i))| metric_state(*m, e, r, i, delta, row_note(*m, &j.dependence), &j.workload, opts))
             .collect();
         let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
         // How many runs would decide the primary metric, when it is undecided.

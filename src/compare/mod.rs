@@ -31,6 +31,7 @@ pub mod family;
 mod judged;
 mod modes;
 pub(crate) mod nullable;
+mod one_run;
 mod throughput;
 pub mod traces;
 mod warmup;
@@ -264,7 +265,7 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
     let fingerprint_match = !same_hardware.is_empty();
     // Only runs on this hardware are evidence; without any, the others are shown but not judged.
     let runs: Vec<&RunResult> = if fingerprint_match { same_hardware } else { usable.collect() };
-    let choice = modes::like_with_like(&runs, first);
+    let choice = modes::like_with_like(&runs, first, current.len());
     // Rows over the sample limit are judged on a subsample (bound.rs); the rest is untouched.
     let mut bounder = Bounder::new(opts.seed);
     let bounded: Vec<Cow<'_, RunResult>> =
@@ -303,6 +304,9 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
     let currents: Vec<&RunResult> = trims.iter().map(|(c, _)| c.as_ref()).collect();
     let cur_rows: Vec<RunRows> = currents.iter().map(|c| RunRows::of(c)).collect();
     let dependence = estimate::dependence(&currents, &runs);
+    // The steps the user recorded (`--repeats`), before the warm-up is cut: what the advice names.
+    let recorded: Vec<&RunResult> = bounded_current.iter().map(AsRef::as_ref).collect();
+    let one_run = one_run::limits(estimate::ROWS, &recorded, &runs);
     let family = METRICS.iter().filter(|m| applies(**m, first)).count();
     let mut rng = Rng::new(opts.seed);
     let k = base_rows.len();
@@ -316,6 +320,7 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
             floor: &boot,
             within: estimate::noisiest_within(&runs, &mut rng, &mut w),
             family,
+            one_run: &one_run,
             cannot_block: choice
                 .cannot_block
                 .clone()

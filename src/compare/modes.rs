@@ -8,6 +8,15 @@
 //! run's choice is recorded and no baseline run shares it while some record another, the
 //! difference may be the choice itself: the comparison is shown against every run and cannot
 //! block.
+//!
+//! Where NCCL ran (a multi-rank run that records an NCCL version) but its choice is not recorded
+//! (results of older versions, a tuning log that could not be read), the modes are invisible: a
+//! baseline of a few runs that all fell into one mode has a tiny spread, and one current run in
+//! another mode 6 % away blocks. Measured with `benches/gate_quality.rs` (three choices of
+//! probabilities 0.60/0.25/0.15): 3.0 % of unchanged runs blocked with 3 baseline runs, 1.6–2.1 %
+//! with 5, 0.1–0.3 % with 10. So one current run with an unrecorded choice blocks only against
+//! at least [`UNRECORDED_CHOICE_RUNS`] comparable baseline runs; K ≥ 2 current runs are judged as
+//! always.
 
 use crate::result::RunResult;
 
@@ -23,10 +32,15 @@ pub(super) struct Choice {
     pub(super) note: Option<String>,
 }
 
-/// How NCCL's recorded choice shapes the comparison of `current` with `runs`.
-pub(super) fn like_with_like(runs: &[&RunResult], current: &RunResult) -> Choice {
+/// With NCCL's choice unrecorded, one current run blocks only against at least this many
+/// baseline runs (see the module documentation): the store's default `--keep`.
+pub const UNRECORDED_CHOICE_RUNS: usize = 10;
+
+/// How NCCL's recorded choice shapes the comparison of `current_runs` runs, the first of which
+/// is `current`, with `runs`.
+pub(super) fn like_with_like(runs: &[&RunResult], current: &RunResult, current_runs: usize) -> Choice {
     let Some(choice) = current.software.nccl_choice.as_deref() else {
-        return Choice::default();
+        return unrecorded(runs.len(), current, current_runs);
     };
     let same = runs.iter().filter(|r| r.software.nccl_choice.as_deref() == Some(choice)).count();
     if same == runs.len() {
@@ -58,6 +72,24 @@ pub(super) fn like_with_like(runs: &[&RunResult], current: &RunResult) -> Choice
     Choice { group: false, cannot_block: Some(why), note: None }
 }
 
+/// The comparison of one run whose NCCL choice is unknown with fewer than
+/// [`UNRECORDED_CHOICE_RUNS`] baseline runs: it cannot block.
+fn unrecorded(baseline_runs: usize, current: &RunResult, current_runs: usize) -> Choice {
+    let nccl_ran = current.software.nccl.is_some() && current.workload.world_size > 1;
+    if !nccl_ran || current_runs > 1 || baseline_runs >= UNRECORDED_CHOICE_RUNS {
+        return Choice::default();
+    }
+    let more = UNRECORDED_CHOICE_RUNS - baseline_runs;
+    let why = format!(
+        "NCCL's algorithm/protocol choice is not recorded, and {baseline_runs} baseline run{} may all have fallen \
+         into one of the modes NCCL picks per run: record {more} more baseline run{}, pin the choice \
+         (`--nccl-algo`, `--nccl-proto`), or confirm with `commgate check --runs 3`",
+        if baseline_runs == 1 { "" } else { "s" },
+        if more == 1 { "" } else { "s" },
+    );
+    Choice { group: false, cannot_block: Some(why), note: None }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,16 +102,33 @@ mod tests {
     }
 
     #[test]
+    fn an_unrecorded_choice_needs_ten_runs_or_a_rerun() {
+        let mut nccl = with(None);
+        nccl.software.nccl = Some("2.21.5".into());
+        nccl.workload.world_size = 8;
+        let five: Vec<RunResult> = (0..5).map(|_| nccl.clone()).collect();
+        let refs: Vec<&RunResult> = five.iter().collect();
+        let c = like_with_like(&refs, &nccl, 1);
+        assert!(c.cannot_block.as_deref().is_some_and(|w| w.contains("record 5 more baseline runs")), "{c:?}");
+        assert_eq!(like_with_like(&refs, &nccl, 3), Choice::default());
+        let ten: Vec<&RunResult> = (0..10).map(|_| &nccl).collect();
+        assert_eq!(like_with_like(&ten, &nccl, 1), Choice::default());
+        // No NCCL (one rank, or no version): nothing to choose.
+        nccl.workload.world_size = 1;
+        assert_eq!(like_with_like(&refs, &nccl, 1), Choice::default());
+    }
+
+    #[test]
     fn like_is_compared_with_like() {
         let base = [with(Some("Ring/LL128")), with(Some("Tree/LL")), with(Some("Ring/LL128")), with(None)];
         let refs: Vec<&RunResult> = base.iter().collect();
-        let c = like_with_like(&refs, &with(Some("Ring/LL128")));
+        let c = like_with_like(&refs, &with(Some("Ring/LL128")), 1);
         assert!(c.group && c.cannot_block.is_none());
         assert!(c.note.as_deref().is_some_and(|n| n.contains("2 of 4 baseline runs")), "{c:?}");
-        let c = like_with_like(&refs, &with(Some("Ring/Simple")));
+        let c = like_with_like(&refs, &with(Some("Ring/Simple")), 1);
         assert!(!c.group);
         assert!(c.cannot_block.as_deref().is_some_and(|w| w.contains("\"Ring/LL128\", \"Tree/LL\"")), "{c:?}");
-        assert_eq!(like_with_like(&refs, &with(None)), Choice::default());
-        assert_eq!(like_with_like(&refs[..1], &with(Some("Ring/LL128"))), Choice::default());
+        assert_eq!(like_with_like(&refs, &with(None), 1), Choice::default());
+        assert_eq!(like_with_like(&refs[..1], &with(Some("Ring/LL128")), 1), Choice::default());
     }
 }
