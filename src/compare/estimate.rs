@@ -10,7 +10,7 @@ use crate::result::{RunResult, Schedule};
 use crate::stats::bootstrap::{percentile_interval, SortedResampler};
 use crate::stats::interval::{mean_sd, t_quantile, t_sf};
 use crate::stats::mann_whitney::mann_whitney_u;
-use crate::stats::quantile::HdWeights;
+use crate::stats::quantile::{median, HdWeights};
 use crate::stats::rng::Rng;
 use crate::stats::runlevel::{contrast, NoContrast, Runs};
 use crate::stats::serial::{dependent_block_length, rank_ljung_box};
@@ -469,13 +469,19 @@ const DEPENDENCE_ALPHA: f64 = 0.01;
 ///
 /// A row is flagged when, in some current run, its Ljung–Box test on ranks (n-aware:
 /// `stats::serial`) rejects serial independence at 0.01 / 4 (Bonferroni over the rows) *and* its
-/// statistic exceeds every comparable baseline run's for that row. Dependence every run shows
-/// (a runner whose clocks always step, a periodic checkpoint) is already in the runs' spread and
-/// vetoes nothing; a real slowdown moves every step and creates none.
+/// statistic exceeds the typical (median) comparable baseline run's for that row. Dependence
+/// most runs show (a runner whose clocks always step, a periodic checkpoint) is already in the
+/// runs' spread and vetoes nothing; a real slowdown moves every step and creates none. The median
+/// and not the largest: where only some runs have it (a clock step in 40 % of runs), the baseline
+/// runs that did had it late enough to leave their medians alone, and a current run whose step
+/// came early blocked 1.0 % of unchanged 200-step runs against the largest, 0.05 % against the
+/// median (`benches/gate_quality.rs`, `step_change`).
 pub(super) fn dependence(current: &[&RunResult], base: &[&RunResult]) -> [Option<String>; 4] {
     let level = DEPENDENCE_ALPHA / ROWS.len() as f64;
     ROWS.map(|s| {
-        let typical = base.iter().filter_map(|b| b.row(s)).map(|r| rank_ljung_box(&r.samples_ms).q).fold(0.0, f64::max);
+        let mut qs: Vec<f64> = base.iter().filter_map(|b| b.row(s)).map(|r| rank_ljung_box(&r.samples_ms).q).collect();
+        qs.sort_by(f64::total_cmp);
+        let typical = if qs.is_empty() { 0.0 } else { median(&qs) };
         current
             .iter()
             .filter_map(|c| c.row(s))
@@ -484,8 +490,8 @@ pub(super) fn dependence(current: &[&RunResult], base: &[&RunResult]) -> [Option
             .max_by(|a, b| a.q.total_cmp(&b.q))
             .map(|lb| {
                 format!(
-                    "the current run's {s} steps come in episodes (Ljung–Box p = {:.1e} over {} lags, beyond every \
-                     baseline run's): one such run is not evidence of a regression; re-run",
+                    "the current run's {s} steps come in episodes (Ljung–Box p = {:.1e} over {} lags, beyond the \
+                     typical baseline run's): one such run is not evidence of a regression; re-run",
                     lb.p_value, lb.lags
                 )
             })

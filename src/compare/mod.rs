@@ -16,8 +16,8 @@
 //! A metric is `regressed` only when its Holm-adjusted p-value (family α = 0.01) is significant
 //! *and* its whole 95 % interval lies above 1 + δ, δ the user's equivalence margin (`min_effect`,
 //! 3 %), and nothing says it cannot block: too few runs, an unseen NCCL choice, a runner the
-//! baseline cannot judge, or a row of the current run serially dependent as no baseline run is
-//! (the dependence guard: Ljung–Box on ranks, `estimate::dependence`). Each estimate also carries
+//! baseline cannot judge, what one current run cannot confirm (`one_run.rs`), or a row of the
+//! current run serially dependent beyond the typical baseline run (the dependence guard: Ljung–Box on ranks, `estimate::dependence`). Each estimate also carries
 //! its minimum detectable effect, the smallest slowdown it would block with 95 % power.
 //!
 //! Exposed communication is a small difference of two step times, so its change is reported as
@@ -483,7 +483,7 @@ fn metric_state(
             });
             match why {
                 Some(why) => {
-                    note = Some(format!("looks regressed, but {why}"));
+                    note = Some(format!("{LOOKS_REGRESSED}{why}"));
                     State::Inconclusive
                 }
                 None => State::Regressed,
@@ -517,7 +517,16 @@ fn hardware_differs(runs: &[&RunResult], current: &RunResult) -> String {
     )
 }
 
+/// How the note of a metric that looks regressed but may not block opens; what follows is why.
+const LOOKS_REGRESSED: &str = "looks regressed, but ";
+
 impl MetricComparison {
+    /// Why this metric looks regressed but may not block, when it does: "one run of 20 overlap
+    /// steps cannot tell a slow episode from a slowdown: …".
+    pub fn vetoed(&self) -> Option<&str> {
+        self.note.as_deref().and_then(|n| n.strip_prefix(LOOKS_REGRESSED))
+    }
+
     /// "overlap median", "serial P95", "exposed comm".
     pub fn label(&self) -> String {
         match self.statistic {
@@ -619,7 +628,7 @@ mod tests {
             "{:?}",
             c.reasons
         );
-        assert!(c.headline.starts_with("cannot tell yet: overlap step 20."), "{}", c.headline);
+        assert!(c.headline.starts_with("cannot confirm yet: overlap step 20."), "{}", c.headline);
         assert_eq!(c.baseline.spread, None);
         // Two more current runs of the same slowdown: run-level evidence, and it blocks.
         let three: Vec<RunResult> = (0..3).map(|i| fixtures::run(&samples(200, 1.2, 7 + i))).collect();
@@ -869,6 +878,19 @@ mod crafted_tests {
         assert!(
             c.reasons[0].ends_with("quiet the runner or pin clocks: more runs alone would not decide at this spread")
         );
+    }
+
+    #[test]
+    fn a_short_run_says_in_its_headline_why_it_cannot_confirm_and_three_runs_can() {
+        let slower = |seed| fixtures::run(&quiet(40, 1.2, seed));
+        let c = compare(&store(&[1.0; 10]), &slower(7), &CompareOptions::default());
+        assert!(!c.regression, "{:?}", c.reasons);
+        assert_eq!(c.verdict, Decision::CollectMoreEvidence);
+        assert_eq!(c.mde, None);
+        insta::assert_snapshot!("short_run_headline", c.headline);
+        let three = [slower(7), slower(8), slower(9)];
+        let confirmed = crate::decide::comparison::compare_runs(&store(&[1.0; 10]), &three, &CompareOptions::default());
+        assert!(confirmed.regression, "{:?}", confirmed.reasons);
     }
 
     #[test]

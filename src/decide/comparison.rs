@@ -134,6 +134,11 @@ fn headline(
             _ => format!("{}, within ±{}", in_plain_words(p), pct(delta)),
         },
         _ => {
+            // A metric whose interval lies beyond δ but may not block says why, first: "cannot
+            // tell yet" beside an interval wholly above δ reads as a contradiction.
+            if let Some((m, why)) = metrics.iter().find_map(|m| m.vetoed().map(|why| (m, why))) {
+                return format!("cannot confirm yet: {}; {why}", in_plain_words(m));
+            }
             let open = metrics
                 .iter()
                 .find(|m| m.judged.state == State::Inconclusive && m.judged.ratio > 1.0 + delta)
