@@ -53,7 +53,10 @@ fn markdown_against_a_single_result_file() {
     // One earlier run never blocks on its own: the run-to-run spread is unknown.
     let (code, out, _) = compare(PREVIOUS, SLOWER, &["--format", "markdown"]);
     assert_eq!(code, 0);
-    assert!(out.starts_with("**commgate compare `collect_more_evidence`: cannot confirm yet: overlap step 8."), "{out}");
+    assert!(
+        out.starts_with("**commgate compare `collect_more_evidence`: cannot confirm yet: overlap step 8."),
+        "{out}"
+    );
     assert!(out.contains("with 1 baseline run the run-to-run spread is unknown"), "{out}");
     insta::assert_snapshot!(out);
 }
