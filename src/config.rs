@@ -540,7 +540,7 @@ mod bench_tests {
         assert_eq!(gpu.plan.dtype, Dtype::Bfloat16);
         let auto_on_cpu = resolved(only(bench(args(&[]), &FileConfig::default(), no_env)), None);
         assert_eq!(auto_on_cpu.backend, BackendKind::Cpu);
-        assert_eq!((auto_on_cpu.plan.payload_elements, auto_on_cpu.plan.repeats), (1 << 20, 120));
+        assert_eq!((auto_on_cpu.plan.payload_elements, auto_on_cpu.plan.repeats), (1 << 20, 200));
         let file = parse_file("[bench]\nrepeats = 150\ndtype = \"float32\"\n").expect("valid");
         let s = resolved(only(bench(args(&["--backend", "mock", "--repeats", "300"]), &file, no_env)), None);
         assert_eq!((s.plan.repeats, s.plan.dtype), (300, Dtype::Float32));

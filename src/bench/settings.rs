@@ -93,7 +93,9 @@ pub struct BenchSettings {
     pub run: RunOptions,
 }
 
-/// Per-backend defaults: the CPU backend's are smaller, so that a run takes seconds.
+/// Per-backend defaults: the CPU backend's payload and matmul are smaller, so that a run takes
+/// seconds; its warm-up and repeats are the GPU's (a loaded machine's warm-up trim cut 120 repeats
+/// below the 100 steps a P95 needs to block).
 struct Defaults {
     payload_elements: u64,
     compute_dim: u64,
@@ -102,7 +104,7 @@ struct Defaults {
 }
 
 const GPU_DEFAULTS: Defaults = Defaults { payload_elements: 4 << 20, compute_dim: 2048, warmup: 10, repeats: 200 };
-const CPU_DEFAULTS: Defaults = Defaults { payload_elements: 1 << 20, compute_dim: 192, warmup: 3, repeats: 120 };
+const CPU_DEFAULTS: Defaults = Defaults { payload_elements: 1 << 20, compute_dim: 192, warmup: 10, repeats: 200 };
 
 /// Ranks when neither `--world-size` nor a launcher says: on cpu and mock, and on cuda when the
 /// GPUs cannot be counted.
@@ -228,7 +230,7 @@ mod tests {
             calls.set(calls.get() + 1);
             Err("libcuda.so.1 was not found".to_string())
         });
-        assert_eq!((s.backend, s.plan.world_size, s.plan.repeats), (BackendKind::Cpu, 2, 120));
+        assert_eq!((s.backend, s.plan.world_size, s.plan.repeats), (BackendKind::Cpu, 2, 200));
         assert_eq!(note.as_deref(), Some("libcuda.so.1 was not found; using the CPU backend (--backend cpu)"));
         let (s, note) = resolve(request(BackendChoice::Auto), || {
             calls.set(calls.get() + 1);

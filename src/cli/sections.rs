@@ -259,11 +259,11 @@ section! {
         #[arg(long, value_name = "DIM")]
         pub compute_dim: u64 => limits::compute_dim,
 
-        /// Untimed repeats first (default 10; 3 on cpu; at most 10000).
+        /// Untimed repeats first (default 10; at most 10000).
         #[arg(long, value_name = "N")]
         pub warmup: u32 => limits::warmup,
 
-        /// Timed repeats of every schedule (default 200; 120 on cpu; 20 to 100000). The run judges
+        /// Timed repeats of every schedule (default 200; 20 to 100000). The run judges
         /// its own P95 from 100.
         #[arg(long, value_name = "N")]
         pub repeats: u32 => limits::repeats,

@@ -479,7 +479,14 @@ fn metric_state(
     let state = match four_states(p_reg, p_imp, e.ci, delta, opts.alpha) {
         State::Regressed => {
             let why = e.cannot_block.clone().or(dependence).or_else(|| {
-                (!enough).then(|| format!("a P95 may block only with ≥ {} samples per side", opts.p95_min_samples))
+                (!enough).then(|| {
+                    format!(
+                        "a P95 may block only with ≥ {} steps per side, and this comparison has {} (after the warm-up \
+                         cut): record more steps per row (`--repeats`)",
+                        opts.p95_min_samples,
+                        e.n_baseline.min(e.n_current)
+                    )
+                })
             });
             match why {
                 Some(why) => {

@@ -53,7 +53,7 @@ pub(super) fn limits<const N: usize>(
         let n = one.row(s).map_or(0, |r| r.samples_ms.len());
         if n < SHORT_RUN_STEPS {
             return Some(format!(
-                "one run of {n} {s} steps cannot tell a slow episode from a slowdown: record at least \
+                "one run of {n} steps cannot tell a slow episode from a slowdown: record at least \
                  {SHORT_RUN_STEPS} steps per row (`--repeats`) or confirm with `commgate check --runs 3`"
             ));
         }
@@ -105,7 +105,7 @@ mod tests {
         let refs: Vec<&RunResult> = base.iter().collect();
         let short = fixtures::run(&quiet(49, 9));
         let [overlap, serial] = limits(ROWS, &[&short], &refs);
-        assert!(overlap.as_deref().is_some_and(|w| w.contains("one run of 49 overlap steps")), "{overlap:?}");
+        assert!(overlap.as_deref().is_some_and(|w| w.contains("one run of 49 steps cannot tell")), "{overlap:?}");
         assert!(serial.is_some());
         assert_eq!(limits(ROWS, &[&short, &short], &refs), [None, None]);
         assert_eq!(limits(ROWS, &[&fixtures::run(&quiet(50, 9))], &refs), [None, None]);
