@@ -17,8 +17,13 @@
 //! with 5, 0.1–0.3 % with 10. So one current run with an unrecorded choice blocks only against
 //! at least [`UNRECORDED_CHOICE_RUNS`] comparable baseline runs; K ≥ 2 current runs are judged as
 //! always.
+//!
+//! The same holds for the `cpu` backend, whose pace the OS scheduler sets per run: on the 2-core
+//! development machine under load, the collective alone (`comm_only`) ran at 0.12–0.17 ms in some
+//! unchanged runs and 0.35–0.48 ms in others, and 5 baseline runs that all fell into the fast
+//! mode blocked 3 of about 45 unchanged runs (`scripts/newcomer.sh`).
 
-use crate::result::RunResult;
+use crate::result::{EvidenceLevel, RunResult};
 
 /// What the choice did to the comparison.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -72,21 +77,31 @@ pub(super) fn like_with_like(runs: &[&RunResult], current: &RunResult, current_r
     Choice { group: false, cannot_block: Some(why), note: None }
 }
 
-/// The comparison of one run whose NCCL choice is unknown with fewer than
+/// The comparison of one run whose mode is decided by something it does not record (NCCL's
+/// choice, unrecorded; the OS scheduler of the `cpu` backend) with fewer than
 /// [`UNRECORDED_CHOICE_RUNS`] baseline runs: it cannot block.
 fn unrecorded(baseline_runs: usize, current: &RunResult, current_runs: usize) -> Choice {
     let nccl_ran = current.software.nccl.is_some() && current.workload.world_size > 1;
-    if !nccl_ran || current_runs > 1 || baseline_runs >= UNRECORDED_CHOICE_RUNS {
+    let on_cpu = current.evidence_level == EvidenceLevel::CpuMechanism;
+    if !(nccl_ran || on_cpu) || current_runs > 1 || baseline_runs >= UNRECORDED_CHOICE_RUNS {
         return Choice::default();
     }
     let more = UNRECORDED_CHOICE_RUNS - baseline_runs;
-    let why = format!(
-        "NCCL's algorithm/protocol choice is not recorded, and {baseline_runs} baseline run{} may all have fallen \
-         into one of the modes NCCL picks per run: record {more} more baseline run{}, pin the choice \
-         (`--nccl-algo`, `--nccl-proto`), or confirm with `commgate check --runs 3`",
-        if baseline_runs == 1 { "" } else { "s" },
-        if more == 1 { "" } else { "s" },
-    );
+    let runs = format!("{baseline_runs} baseline run{}", if baseline_runs == 1 { "" } else { "s" });
+    let record = format!("record {more} more baseline run{}", if more == 1 { "" } else { "s" });
+    let why = if nccl_ran {
+        format!(
+            "NCCL's algorithm/protocol choice is not recorded, and {runs} may all have fallen into one of the modes \
+             NCCL picks per run: {record}, pin the choice (`--nccl-algo`, `--nccl-proto`), or confirm with \
+             `commgate check --runs 3`"
+        )
+    } else {
+        format!(
+            "on the cpu backend the OS scheduler sets each run's pace (on a loaded machine the collective alone ran \
+             3× slower in some unchanged runs than in others), and {runs} may all have fallen into one mode: \
+             {record} or confirm with `commgate check --runs 3`"
+        )
+    };
     Choice { group: false, cannot_block: Some(why), note: None }
 }
 
@@ -116,6 +131,12 @@ mod tests {
         // No NCCL (one rank, or no version): nothing to choose.
         nccl.workload.world_size = 1;
         assert_eq!(like_with_like(&refs, &nccl, 1), Choice::default());
+        // The cpu backend: the scheduler decides each run's mode, and nothing records it.
+        nccl.evidence_level = EvidenceLevel::CpuMechanism;
+        let c = like_with_like(&refs, &nccl, 1);
+        assert!(c.cannot_block.as_deref().is_some_and(|w| w.starts_with("on the cpu backend")), "{c:?}");
+        let ten_on_cpu: Vec<&RunResult> = (0..10).map(|_| &nccl).collect();
+        assert_eq!(like_with_like(&ten_on_cpu, &nccl, 1), Choice::default());
     }
 
     #[test]
