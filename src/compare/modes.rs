@@ -21,7 +21,7 @@
 //! The same holds for the `cpu` backend, whose pace the OS scheduler sets per run: on the 2-core
 //! development machine under load, the collective alone (`comm_only`) ran at 0.12–0.17 ms in some
 //! unchanged runs and 0.35–0.48 ms in others, and 5 baseline runs that all fell into the fast
-//! mode blocked 3 of about 45 unchanged runs (`scripts/newcomer.sh`).
+//! mode blocked 3 of 59 unchanged runs (`scripts/newcomer.sh`).
 
 use crate::result::{EvidenceLevel, RunResult};
 
