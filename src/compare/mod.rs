@@ -17,8 +17,9 @@
 //! *and* its whole 95 % interval lies above 1 + δ, δ the user's equivalence margin (`min_effect`,
 //! 3 %), and nothing says it cannot block: too few runs, an unseen NCCL choice, a runner the
 //! baseline cannot judge, what one current run cannot confirm (`one_run.rs`), or a row of the
-//! current run serially dependent beyond the typical baseline run (the dependence guard: Ljung–Box on ranks, `estimate::dependence`). Each estimate also carries
-//! its minimum detectable effect, the smallest slowdown it would block with 95 % power.
+//! current run serially dependent beyond the typical baseline run (the dependence guard:
+//! Ljung–Box on ranks, `estimate::dependence`). Each estimate also carries its minimum detectable
+//! effect, the smallest slowdown it would block with 95 % power.
 //!
 //! Exposed communication is a small difference of two step times, so its change is reported as
 //! a share of the baseline step (overlap median), not of itself: a 1.5 % slower step would
