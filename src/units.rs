@@ -2,6 +2,15 @@
 //! renderers draw use the same signed percentages and intervals.
 
 /// `x` (a fraction) as a signed percentage with one decimal: `+9.7 %`, `−3.2 %`, `0.0 %`.
+/// The plural ending for `n` things: "" for one, "s" otherwise ("1 run", "3 runs").
+pub fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 pub fn signed_pct(x: f64) -> String {
     let v = 100.0 * x;
     if v.abs() < 0.05 {

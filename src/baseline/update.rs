@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{check_store, run_id, store_path, store_path_for, write_store, BaselineFile, RunId, Runs, StoreLock};
 use crate::result::{load_result, read_versioned, FileError, RunResult, SCHEMA_VERSION};
 use crate::trace::attribute::Attribution;
+use crate::units::plural;
 
 /// Which store file an update changes.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,14 +117,6 @@ impl Updated {
             }
         }
         lines
-    }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
     }
 }
 

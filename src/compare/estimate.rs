@@ -461,7 +461,7 @@ pub(super) fn power_margin(df: f64, alpha: f64, family: usize) -> f64 {
 }
 
 /// Level of the dependence guard's Ljung–Box test, before Bonferroni over the four rows.
-const DEPENDENCE_ALPHA: f64 = 0.01;
+pub(super) const DEPENDENCE_ALPHA: f64 = 0.01;
 
 /// Which rows of the current runs are serially dependent in a way the baseline runs are not (a
 /// throttled clock, a noisy neighbour during this run only), in [`ROWS`]' order, each with the

@@ -48,7 +48,7 @@ use crate::result::{EvidenceLevel, RunResult, Schedule, SoftwareChange, Workload
 use crate::stats::interval::robust_spread;
 use crate::stats::rng::Rng;
 use crate::stats::runlevel::group_ids;
-use crate::units::{change, interval};
+use crate::units::{change, interval, plural};
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
@@ -365,14 +365,17 @@ fn measured_on(run: &RunResult) -> Option<&str> {
     (run.evidence_level != EvidenceLevel::Mock).then_some(run.provenance.runner.as_deref()).flatten()
 }
 
+/// What a single current run that cannot block should do instead: judge three runs together.
+pub(super) const CONFIRM_WITH_RUNS: &str = "confirm with `commgate check --runs 3`";
+
 /// "with 1 baseline run the run-to-run spread is unknown: …" (the pooled regime never blocks).
 fn too_few_runs(k: usize) -> String {
-    let runs = if k == 1 { "1 baseline run".to_string() } else { format!("{k} baseline runs") };
+    let more = 3 - k.min(2);
     format!(
-        "with {runs} the run-to-run spread is unknown, so one run cannot confirm a slowdown: record {} more \
-         baseline run{} or confirm with `commgate check --runs {}`",
-        3 - k.min(2),
-        if 3 - k.min(2) == 1 { "" } else { "s" },
+        "with {k} baseline run{} the run-to-run spread is unknown, so one run cannot confirm a slowdown: record \
+         {more} more baseline run{} or confirm with `commgate check --runs {}`",
+        plural(k),
+        plural(more),
         4 - k.min(3)
     )
 }

@@ -23,7 +23,9 @@
 //! unchanged runs and 0.35–0.48 ms in others, and 5 baseline runs that all fell into the fast
 //! mode blocked 3 of 59 unchanged runs (`scripts/newcomer.sh`).
 
+use super::CONFIRM_WITH_RUNS;
 use crate::result::{EvidenceLevel, RunResult};
+use crate::units::plural;
 
 /// What the choice did to the comparison.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -87,19 +89,18 @@ fn unrecorded(baseline_runs: usize, current: &RunResult, current_runs: usize) ->
         return Choice::default();
     }
     let more = UNRECORDED_CHOICE_RUNS - baseline_runs;
-    let runs = format!("{baseline_runs} baseline run{}", if baseline_runs == 1 { "" } else { "s" });
-    let record = format!("record {more} more baseline run{}", if more == 1 { "" } else { "s" });
+    let runs = format!("{baseline_runs} baseline run{}", plural(baseline_runs));
+    let record = format!("record {more} more baseline run{}", plural(more));
     let why = if nccl_ran {
         format!(
             "NCCL's algorithm/protocol choice is not recorded, and {runs} may all have fallen into one of the modes \
-             NCCL picks per run: {record}, pin the choice (`--nccl-algo`, `--nccl-proto`), or confirm with \
-             `commgate check --runs 3`"
+             NCCL picks per run: {record}, pin the choice (`--nccl-algo`, `--nccl-proto`), or {CONFIRM_WITH_RUNS}"
         )
     } else {
         format!(
             "on the cpu backend the OS scheduler sets each run's pace (on a loaded machine the collective alone ran \
              3× slower in some unchanged runs than in others), and {runs} may all have fallen into one mode: \
-             {record} or confirm with `commgate check --runs 3`"
+             {record} or {CONFIRM_WITH_RUNS}"
         )
     };
     Choice { group: false, cannot_block: Some(why), note: None }

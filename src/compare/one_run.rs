@@ -27,6 +27,8 @@
 //! Either way the metric is shown, its state can be `unchanged`, and the reason says what to do:
 //! more steps per row (`--repeats`) or K current runs (`check --runs`).
 
+use super::estimate::{DEPENDENCE_ALPHA, ROWS};
+use super::CONFIRM_WITH_RUNS;
 use crate::result::{RunResult, Schedule};
 use crate::stats::serial::rank_ljung_box;
 
@@ -37,10 +39,6 @@ pub const SHORT_RUN_STEPS: usize = 50;
 /// steps than this cannot block (see the module doc).
 pub const EPISODIC_RUN_STEPS: usize = 100;
 
-/// Level at which a baseline run's steps count as episodic, before the Bonferroni division over
-/// the baseline runs: the dependence guard's, 0.01 divided over the four rows.
-const EPISODE_LEVEL: f64 = 0.01 / 4.0;
-
 /// Per row of `rows`, why one current run cannot block on the metrics that read it, if it
 /// cannot; all `None` when `current` holds more than one run.
 pub(super) fn limits<const N: usize>(
@@ -49,12 +47,14 @@ pub(super) fn limits<const N: usize>(
     base: &[&RunResult],
 ) -> [Option<String>; N] {
     let [one] = current else { return rows.map(|_| None) };
+    // The dependence guard's level (Bonferroni over the rows), divided again over the baseline runs.
+    let level = DEPENDENCE_ALPHA / ROWS.len() as f64 / base.len() as f64;
     rows.map(|s| {
         let n = one.row(s).map_or(0, |r| r.samples_ms.len());
         if n < SHORT_RUN_STEPS {
             return Some(format!(
                 "one run of {n} steps cannot tell a slow episode from a slowdown: record at least \
-                 {SHORT_RUN_STEPS} steps per row (`--repeats`) or confirm with `commgate check --runs 3`"
+                 {SHORT_RUN_STEPS} steps per row (`--repeats`) or {CONFIRM_WITH_RUNS}"
             ));
         }
         if n >= EPISODIC_RUN_STEPS {
@@ -64,13 +64,13 @@ pub(super) fn limits<const N: usize>(
             .iter()
             .enumerate()
             .filter_map(|(i, b)| b.row(s).map(|r| (i, rank_ljung_box(&r.samples_ms[r.samples_ms.len() / 4..]))))
-            .filter(|(_, lb)| lb.p_value < EPISODE_LEVEL / base.len() as f64)
+            .filter(|(_, lb)| lb.p_value < level)
             .min_by(|a, b| a.1.p_value.total_cmp(&b.1.p_value));
         episodic.map(|(i, lb)| {
             format!(
                 "the baseline runs' {s} steps come in episodes (baseline run {} of {}: Ljung–Box p = {:.1e}), and one \
                  run of {n} steps can sit wholly in one: record at least {EPISODIC_RUN_STEPS} steps per row \
-                 (`--repeats`) or confirm with `commgate check --runs 3`",
+                 (`--repeats`) or {CONFIRM_WITH_RUNS}",
                 i + 1,
                 base.len(),
                 lb.p_value
