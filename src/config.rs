@@ -19,6 +19,7 @@ use crate::decide::mitigation::Thresholds;
 use crate::github::CommentPolicy;
 use crate::report::Format;
 use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
+use crate::trace::classify::CommPattern;
 
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
@@ -132,9 +133,9 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
     let compat = specs.compat.or_default(a.compat);
     let thresholds = thresholds(args.thresholds, file)?;
     let steps = steps(args.settings.steps, file)?;
-    let mut comm_patterns = file.attribute.comm_patterns.clone().unwrap_or_default();
-    comm_patterns.extend(args.settings.comm_patterns.unwrap_or_default());
-    comm_patterns.retain(|p| !p.is_empty());
+    let mut raw_patterns = file.attribute.comm_patterns.clone().unwrap_or_default();
+    raw_patterns.extend(args.settings.comm_patterns.unwrap_or_default());
+    let comm_patterns = comm_patterns(&raw_patterns)?;
     Ok(AttributeConfig {
         paths: args.paths,
         format,
@@ -268,7 +269,7 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
     Ok(AttributeOptions {
         compat: Compat::Default,
         steps: steps(None, file)?,
-        comm_patterns: file.attribute.comm_patterns.clone().unwrap_or_default(),
+        comm_patterns: comm_patterns(file.attribute.comm_patterns.as_deref().unwrap_or_default())?,
         max_events: file.attribute.max_events,
     })
 }
@@ -284,6 +285,18 @@ fn thresholds(args: ThresholdsSection, file: &FileConfig) -> Result<Thresholds> 
 }
 
 /// `--steps` (clap checked its range), else `attribute.steps` (checked here), with how it was set.
+/// The communication patterns, each `SUBSTRING` or `NAME=SUBSTRING`; empty ones are skipped.
+fn comm_patterns(raw: &[String]) -> Result<Vec<CommPattern>> {
+    raw.iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            CommPattern::parse(p).map_err(|why| {
+                anyhow::anyhow!("the communication pattern `{}` (--comm-pattern, attribute.comm_patterns) {why}", p.escape_debug())
+            })
+        })
+        .collect()
+}
+
 fn steps(arg: Option<u64>, file: &FileConfig) -> Result<Option<StepsSetting>> {
     let spec = &AttributeSection::specs().steps;
     if let Some(count) = arg {

@@ -42,5 +42,5 @@ pub use quantile::{harrell_davis, median, type7_quantile, HdWeights};
 pub use rng::Rng;
 pub use serial::{dependent_block_length, lag1_autocorrelation, rank_lag1_autocorrelation, rank_ljung_box, LjungBox};
 pub use subsample::stratified_subsample;
-pub use tail::{exceedance_test, fisher_exact_greater, Exceedance};
+pub use tail::{binomial_greater, exceedance_test, fisher_exact_greater, Exceedance};
 pub use warmup::mser5_truncation;

@@ -15,7 +15,7 @@
 //! conservative for the baseline's own count; the gate's simulation benchmark measures its
 //! calibration rather than assuming it.
 
-use statrs::distribution::{DiscreteCDF, Hypergeometric};
+use statrs::distribution::{Binomial, DiscreteCDF, Hypergeometric};
 
 use super::quantile::harrell_davis;
 
@@ -75,6 +75,23 @@ pub fn fisher_exact_greater(a_successes: usize, a_n: usize, b_successes: usize, 
     match Hypergeometric::new(population, successes, a_n as u64) {
         // sf(k) = P(X > k), so P(X ≥ a) = sf(a − 1).
         Ok(h) => h.sf(a_successes as u64 - 1).clamp(0.0, 1.0),
+        Err(_) => f64::NAN,
+    }
+}
+
+/// The one-sided **binomial test**: `P(X ≥ successes)` for `X ~ Binomial(n, p)`, which equals
+/// `scipy.stats.binomtest(successes, n, p, alternative="greater").pvalue`. 1 for no successes,
+/// NaN for `successes > n` or a `p` outside [0, 1].
+pub fn binomial_greater(successes: u64, n: u64, p: f64) -> f64 {
+    if successes > n {
+        return f64::NAN;
+    }
+    if successes == 0 {
+        return 1.0;
+    }
+    match Binomial::new(p, n) {
+        // sf(k) = P(X > k), so P(X ≥ s) = sf(s − 1).
+        Ok(b) => b.sf(successes - 1).clamp(0.0, 1.0),
         Err(_) => f64::NAN,
     }
 }
@@ -143,5 +160,18 @@ mod tests {
             let high = vec![100.0; 50];
             prop_assert!(exceedance_test(&base, &high, 0.9).p_greater <= exceedance_test(&base, &low, 0.9).p_greater);
         }
+    }
+
+    // from scipy import stats
+    // stats.binomtest(1, 3, 1/8, alternative='greater').pvalue  -> 0.330078125
+    // stats.binomtest(9, 12, 1/4, alternative='greater').pvalue -> 0.0003916621208190918
+    // stats.binomtest(5, 10, 0.5, alternative='greater').pvalue -> 0.623046875
+    #[test]
+    fn binomial_greater_matches_scipy() {
+        assert_relative_eq!(binomial_greater(1, 3, 0.125), 0.330_078_125, max_relative = 1e-12);
+        assert_relative_eq!(binomial_greater(5, 10, 0.5), 0.623_046_875, max_relative = 1e-12);
+        assert_relative_eq!(binomial_greater(9, 12, 0.25), 0.000_391_662_120_819_091_8, max_relative = 1e-9);
+        assert_eq!(binomial_greater(0, 10, 0.5), 1.0);
+        assert!(binomial_greater(11, 10, 0.5).is_nan());
     }
 }

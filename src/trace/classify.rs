@@ -13,15 +13,55 @@ pub enum KernelKind {
     Other,
 }
 
+/// A `--comm-pattern`: a kernel-name substring that marks communication, and the row its
+/// kernels are reported under when the pattern names one (`dispatch=deep_ep::intranode::dispatch`,
+/// split at the first `=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommPattern {
+    pub row: Option<String>,
+    pub substring: String,
+}
+
+impl CommPattern {
+    /// `SUBSTRING` or `NAME=SUBSTRING`; `Err` says what is missing.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let (row, substring) = match raw.split_once('=') {
+            Some((row, substring)) => (Some(row.trim()), substring),
+            None => (None, raw),
+        };
+        if substring.is_empty() {
+            return Err("has no substring: write SUBSTRING or NAME=SUBSTRING".to_string());
+        }
+        if row.is_some_and(str::is_empty) {
+            return Err("has an empty NAME: write NAME=SUBSTRING, or the substring alone".to_string());
+        }
+        Ok(CommPattern { row: row.map(str::to_string), substring: substring.to_string() })
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        name.contains(self.substring.as_str())
+    }
+}
+
+/// The family of a kernel: its name without a leading `void `, template arguments and
+/// parameters (`void deep_ep::intranode::dispatch<8, 768>(int*, …)` →
+/// `deep_ep::intranode::dispatch`), so that each kind of custom kernel gets its own row.
+pub fn kernel_family(name: &str) -> String {
+    let name = name.trim().trim_start_matches("void ");
+    let end = name.find(['<', '(']).unwrap_or(name.len());
+    let family = name[..end].trim();
+    if family.is_empty() { name.to_string() } else { family.to_string() }
+}
+
 /// commgate's rule: NCCL kernels by name (plus user patterns), memory by category or name,
 /// every other kernel is compute.
-pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[String]) -> KernelKind {
+pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[CommPattern]) -> KernelKind {
     if cat != KernelCat::Kernel {
         return KernelKind::Other;
     }
     if name.starts_with("nccl")
         || name.contains("ncclKernel")
-        || comm_patterns.iter().any(|p| name.contains(p.as_str()))
+        || comm_patterns.iter().any(|p| p.matches(name))
     {
         return KernelKind::Comm;
     }
@@ -34,12 +74,12 @@ pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[String]) -> Ker
 /// HTA's rule (`hta/analyzers/breakdown_analysis.py`): communication `^nccl|^hip|^hccl` or
 /// `ncclKernel` anywhere, over kernels, copies and fills alike; compute is any GPU activity whose
 /// name matches none of the non-compute patterns.
-pub fn kind_hta(name: &str, comm_patterns: &[String]) -> KernelKind {
+pub fn kind_hta(name: &str, comm_patterns: &[CommPattern]) -> KernelKind {
     if name.starts_with("nccl")
         || name.starts_with("hip")
         || name.starts_with("hccl")
         || name.contains("ncclKernel")
-        || comm_patterns.iter().any(|p| name.contains(p.as_str()))
+        || comm_patterns.iter().any(|p| p.matches(name))
     {
         return KernelKind::Comm;
     }
@@ -133,6 +173,15 @@ pub fn dtype_size(dtype: &str) -> Option<u64> {
         _ => return None,
     };
     Some(size)
+}
+
+/// Whether a kernel or annotation name marks a mixture-of-experts job: `moe`, `expert`,
+/// `deep_ep`/`deepep` (DeepEP's dispatch and combine kernels) or `router`, in any case
+/// (`fused_moe_kernel`, `MoELayer`, `deep_ep::intranode::dispatch<…>`, `TopKRouter`).
+pub fn is_moe_marker(name: &str) -> bool {
+    const MARKERS: [&str; 5] = ["moe", "expert", "deep_ep", "deepep", "router"];
+    let lower = name.to_ascii_lowercase();
+    MARKERS.iter().any(|m| lower.contains(m))
 }
 
 /// `ProfilerStep#12` → true.

@@ -265,6 +265,7 @@ impl Reader {
             dtype: Some("uint8".to_string()),
             pg_name: Some(pg),
             seq: Some(sn),
+            group_size: Some(n_ranks),
             ..CommMeta::default()
         };
         self.kernels.push(Kernel {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::classify::{dtype_size, is_profiler_step};
+use super::classify::{dtype_size, is_moe_marker, is_profiler_step};
 use super::events::{self, RawSeedEvent};
 use super::limits::{cap_name, ReadLimits};
 pub use super::model::Document;
@@ -63,6 +63,8 @@ struct RawArgs<'a> {
     pg_name: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Seq")]
     seq: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Group size")]
+    group_size: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Input Dims")]
     input_dims: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Input type")]
@@ -144,6 +146,7 @@ const ELEMENT: Keep = Keep::Object(&[
             ("dtype", Keep::Raw),
             ("Process Group Name", Keep::Raw),
             ("Seq", Keep::Raw),
+            ("Group size", Keep::Raw),
             ("Input Dims", Keep::Raw),
             ("Input type", Keep::Raw),
         ]),
@@ -417,7 +420,8 @@ impl Builder {
         Builder { trace: RankTrace::default(), name_ids: HashMap::new(), limits }
     }
 
-    fn finish(self) -> RankTrace {
+    fn finish(mut self) -> RankTrace {
+        self.trace.moe_markers |= self.trace.names.iter().any(|n| is_moe_marker(n));
         self.trace
     }
 
@@ -509,6 +513,11 @@ impl Builder {
                 if let Some(op) = name.strip_prefix("nccl:") {
                     let op = self.cap(op).into_owned();
                     self.trace.gpu_annotations.push(GpuAnnotation { ts, end: ts + dur, stream: tid, op });
+                } else if is_profiler_step(name) {
+                    let name = self.cap(name).into_owned();
+                    self.trace.gpu_steps.push(Step { name, ts });
+                } else {
+                    self.trace.moe_markers |= is_moe_marker(name);
                 }
             }
             "cuda_runtime" | "cuda_driver" | "runtime" => {
@@ -524,6 +533,8 @@ impl Builder {
                 } else if is_profiler_step(name) {
                     let name = self.cap(name).into_owned();
                     self.trace.steps.push(Step { name, ts });
+                } else if cat == "user_annotation" {
+                    self.trace.moe_markers |= is_moe_marker(name);
                 }
             }
         }
@@ -549,6 +560,7 @@ fn comm_meta(args: &RawArgs<'_>, with_shapes: bool) -> CommMeta {
         dtype: args.dtype.as_deref().map(str::to_string),
         pg_name: args.pg_name.map(|v| v.get().trim_matches('"').to_string()),
         seq: args.seq.and_then(|v| lenient_u64(v.get())),
+        group_size: args.group_size.and_then(|v| lenient_u64(v.get())).and_then(|n| u32::try_from(n).ok()),
         shapes_bytes: if with_shapes { shapes_bytes(args.input_dims, args.input_type) } else { None },
     }
 }

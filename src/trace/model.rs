@@ -33,6 +33,9 @@ pub struct CommMeta {
     pub seq: Option<u64>,
     /// Size in bytes from `Input Dims` × `Input type` (the shapes fallback), when present.
     pub shapes_bytes: Option<u64>,
+    /// `Group size`: the ranks of the collective's process group, whether or not their traces
+    /// are at hand (the bus factor's n).
+    pub group_size: Option<u32>,
 }
 
 /// A GPU activity: `cat` kernel, gpu_memcpy or gpu_memset, complete events only.
@@ -113,6 +116,12 @@ pub struct RankTrace {
     pub comm_ops: Vec<CommOp>,
     pub gpu_annotations: Vec<GpuAnnotation>,
     pub steps: Vec<Step>,
+    /// `ProfilerStep#N` as PyTorch also writes them on the GPU timeline (`gpu_user_annotation`):
+    /// only HTA's window reads them.
+    pub gpu_steps: Vec<Step>,
+    /// Whether a kernel or annotation name marks a mixture-of-experts job (`moe`, `expert`,
+    /// `deep_ep`, …): the advice then asks for expert and token measurements.
+    pub moe_markers: bool,
     /// Whether any timestamp had a fractional microsecond (HTA then rounds inward).
     pub fractional_ts: bool,
     /// All events in `traceEvents`, of any kind.

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+use super::classify::is_moe_marker;
 use super::limits::{cap_name, ReadLimits, RAISE_HINT};
 use super::model::{Kernel, KernelCat, Launch, RankTrace};
 
@@ -135,6 +136,7 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
             base_time_ns,
             num_events,
             names_truncated: r.truncated,
+            moe_markers: names.iter().any(|n| is_moe_marker(n)),
             ..RankTrace::default()
         })
         .collect();

@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One communication observation in the seed's aggregated shape (a whole trace already reduced
 /// to one record per collective call, or per collective and rank).
 #[derive(Debug, Clone, PartialEq)]
@@ -86,13 +90,26 @@ pub struct Hotspot {
     /// collective has no bus factor.
     #[serde(default)]
     pub busbw_gbps: Option<f64>,
-    /// The rank that arrived last (shortest kernel) in the most matched instances (ties: the
-    /// lowest rank); `None` with fewer than two participants.
+    /// Whether [`Hotspot::busbw_gbps`] is a lower bound: some of the process group's ranks are
+    /// not in the traces, so the shortest kernel seen may still hold waiting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busbw_lower_bound: bool,
+    /// The rank that arrived last (the one shortest kernel) in the most matched instances (ties:
+    /// the lowest rank), claimed only when [`Hotspot::last_arrival_p_value`] is at most
+    /// [`LAST_ARRIVAL_ALPHA`](super::LAST_ARRIVAL_ALPHA); `None` otherwise and with fewer than two participants.
     #[serde(default)]
     pub last_arrival_rank: Option<u32>,
-    /// The share of matched instances in which [`Hotspot::last_arrival_rank`] arrived last.
+    /// The largest share of [`Hotspot::last_arrival_instances`] in which one rank arrived last,
+    /// whether or not it is claimed.
     #[serde(default)]
     pub last_arrival_share: Option<f64>,
+    /// Matched instances with one rank alone at the shortest kernel (a tie names no last arrival).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_arrival_instances: u64,
+    /// The binomial test of that largest count against chance (1 in k participants), Bonferroni
+    /// over the k ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_arrival_p_value: Option<f64>,
     /// Per-step samples (traces only), capped in length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<StepSeries>,
@@ -153,8 +170,11 @@ impl Hotspot {
             transfer_ms: None,
             wait_ms: None,
             busbw_gbps: None,
+            busbw_lower_bound: false,
             last_arrival_rank: None,
             last_arrival_share: None,
+            last_arrival_instances: 0,
+            last_arrival_p_value: None,
             steps: None,
             sizes: Vec::new(),
         }

@@ -20,7 +20,7 @@ mod transfer;
 #[cfg(test)]
 pub(crate) use hotspot::seed_events;
 pub use hotspot::{priority, summarize_comm_hotspots, CommEvent, Hotspot, SizeBucket, StepSeries};
-pub use transfer::bus_factor;
+pub use transfer::{bus_factor, LAST_ARRIVAL_ALPHA};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 
 use super::caveats::{RankCoverage, StepsIgnored};
 use super::classify::{
-    collective_from_kernel_name, dtype_size, kind_default, kind_hta, normalize_collective, KernelKind,
-    UNKNOWN_COLLECTIVE,
+    collective_from_kernel_name, dtype_size, kernel_family, kind_default, kind_hta, normalize_collective,
+    CommPattern, KernelKind, UNKNOWN_COLLECTIVE,
 };
 use super::intervals::{intersection, length, sweep, union, Span};
 use super::limits::{
@@ -57,8 +57,9 @@ pub struct AttributeOptions {
     /// The number of steps of traces without ProfilerStep markers (per-step figures divide by
     /// it). Where markers delimit steps they win, and the attribution notes the setting ignored.
     pub steps: Option<StepsSetting>,
-    /// Extra substrings that mark a kernel as communication (custom collectives).
-    pub comm_patterns: Vec<String>,
+    /// Extra substrings that mark a kernel as communication (custom collectives), each
+    /// optionally naming its row.
+    pub comm_patterns: Vec<CommPattern>,
     /// Events one trace file may hold (`None`: [`DEFAULT_MAX_EVENTS`]).
     pub max_events: Option<u64>,
 }
@@ -121,6 +122,10 @@ pub struct Source {
     /// exposed time are not measured and the reports show them as absent.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub compute_observed: bool,
+    /// GPU activities outside the step window because they were queued before the capture
+    /// began (no launch event on a rank whose other activities have one), summed over ranks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_before_capture: u64,
 }
 
 fn yes() -> bool {
@@ -162,6 +167,11 @@ impl Source {
             )
         });
         let no_compute = (!self.compute_observed).then(|| NO_COMPUTE_NOTE.to_string());
+        let queued = (self.queued_before_capture > 0).then(|| {
+            let (n, one) = (self.queued_before_capture, self.queued_before_capture == 1);
+            let (what, verb) = if one { ("GPU activity", "is") } else { ("GPU activities", "are") };
+            format!("{n} {what} queued before the capture began (no launch event in the trace) {verb} outside the step window")
+        });
         no_compute
             .into_iter()
             .chain(ranks)
@@ -169,6 +179,7 @@ impl Source {
             .chain(truncated)
             .chain(folded)
             .chain(capped)
+            .chain(queued)
             .collect()
     }
 }
@@ -240,6 +251,7 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent]) -> Attribution
         collectives_folded: budget.folded,
         steps_past_sample_cap: 0,
         compute_observed: true,
+        queued_before_capture: 0,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64)
 }
@@ -258,6 +270,8 @@ pub struct CommKernel {
     pub key: MatchKey,
     /// The step (0-based, in time order) whose window holds the kernel's anchor.
     pub step: u32,
+    /// The process group's size (`Group size`), when the metadata says.
+    pub group_size: Option<u32>,
 }
 
 /// How instances of a collective are matched across ranks.
@@ -312,6 +326,10 @@ pub struct RankAnalysis {
     pub step_ns: Vec<Ns>,
     /// The source records communication only ([`RankTrace::no_compute`]).
     pub no_compute: bool,
+    /// GPU activities left out of a step window because they have no launch event on a rank
+    /// whose other activities have one: queued before the capture began (0 under HTA's rules,
+    /// which drop them as its own join does).
+    pub unlaunched_left_out: u64,
 }
 
 impl RankAnalysis {
@@ -359,6 +377,7 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
             .max()
             .unwrap_or(0),
         compute_observed: !ranks.iter().any(|r| r.no_compute),
+        queued_before_capture: ranks.iter().map(|r| r.unlaunched_left_out).sum(),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events)
@@ -416,10 +435,13 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
         Compat::Hta => {
             Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace", starts: Vec::new() }
         }
+        // Kineto records every launch from the start of the capture, so on a rank with launch
+        // events a GPU activity without one was queued before the capture began: before the
+        // first step, whenever it ran.
         Compat::Default if firsts.len() >= 2 => Window {
             start: firsts[0].1,
             end: firsts[firsts.len() - 1].1,
-            keep_unlaunched: true,
+            keep_unlaunched: t.launches.is_empty(),
             steps: counted_steps,
             name: "steps",
             starts,
@@ -463,11 +485,15 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let mut comm: Vec<(Span, &Kernel, u32)> = Vec::new();
     let mut compute: Vec<Span> = Vec::new();
     let mut gpu_span: Option<Span> = None;
+    let mut unlaunched_left_out = 0u64;
     for k in &t.kernels {
         let anchor = match k.correlation.and_then(|c| t.launches.get(&c)) {
             Some(l) if hta => hta_round(t, l.ts).0,
             Some(l) => l.ts,
-            None if !w.keep_unlaunched => continue,
+            None if !w.keep_unlaunched => {
+                unlaunched_left_out += 1;
+                continue;
+            }
             None => k.ts,
         };
         if anchor < w.start || anchor >= w.end {
@@ -544,6 +570,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         names_truncated: t.names_truncated,
         collectives_folded,
         samples,
+        unlaunched_left_out: if hta { 0 } else { unlaunched_left_out },
         // Without a clock (synthetic start times) there is no step length to report.
         step_ns: if t.no_compute { Vec::new() } else { series::step_lengths(&w.starts, gpu_span) },
         no_compute: t.no_compute,
@@ -614,7 +641,7 @@ fn identify(
     t: &RankTrace,
     ops: &OpIndex<'_>,
     comm: &[(Span, &Kernel, u32)],
-    patterns: &[String],
+    patterns: &[CommPattern],
 ) -> (Vec<CommKernel>, u64) {
     let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
     let mut budget = NameBudget::default();
@@ -634,7 +661,7 @@ fn identify(
                 .or_else(|| record_meta.and_then(|m| m.collective.as_deref()).and_then(normalize_collective))
                 .or_else(|| annotation.and_then(|a| a.annotation.as_deref()).and_then(normalize_collective))
                 .or_else(|| gpu_annotations.enclosing(k).and_then(normalize_collective))
-                .unwrap_or_else(|| fallback_name(t.kernel_name(k), patterns));
+                .unwrap_or_else(|| name_by_kernel(t.kernel_name(k), patterns));
             let collective = budget.admit(collective);
             let payload = kernel_meta
                 .and_then(message_bytes)
@@ -643,6 +670,8 @@ fn identify(
             let pg =
                 kernel_meta.and_then(|m| m.pg_name.clone()).or_else(|| record_meta.and_then(|m| m.pg_name.clone()));
             let seq = kernel_meta.and_then(|m| m.seq).or_else(|| record_meta.and_then(|m| m.seq));
+            let group_size =
+                kernel_meta.and_then(|m| m.group_size).or_else(|| record_meta.and_then(|m| m.group_size));
             let pg = pg.unwrap_or_default();
             let key = match seq {
                 Some(seq) => MatchKey::Seq { pg, seq },
@@ -652,20 +681,26 @@ fn identify(
                     MatchKey::Ordinal { pg, collective: collective.clone(), ordinal: *n - 1 }
                 }
             };
-            CommKernel { ts: span.0, end: span.1, collective, payload, key, step }
+            CommKernel { ts: span.0, end: span.1, collective, payload, key, step, group_size }
         })
         .collect();
     (kernels, budget.folded)
 }
 
-/// The last resort: the collective the kernel name denotes, else the user pattern that made it
-/// communication (a custom collective such as `cross_device_reduce` is reported by that name).
-fn fallback_name(name: &str, patterns: &[String]) -> String {
-    let from_name = collective_from_kernel_name(name);
-    match patterns.iter().find(|p| name.contains(p.as_str())) {
-        Some(p) if from_name == UNKNOWN_COLLECTIVE => p.clone(),
-        _ => from_name,
+/// When no metadata or annotation names the collective: the row a matching `NAME=SUBSTRING`
+/// pattern names, else the collective the kernel name denotes, else (for a kernel a pattern made
+/// communication) the kernel's family, so that DeepEP's `dispatch`, `combine` and
+/// `notify_dispatch` each get their own row.
+fn name_by_kernel(name: &str, patterns: &[CommPattern]) -> String {
+    let matching = patterns.iter().filter(|p| p.matches(name));
+    if let Some(row) = matching.clone().find_map(|p| p.row.as_deref()) {
+        return row.to_string();
     }
+    let from_name = collective_from_kernel_name(name);
+    if from_name == UNKNOWN_COLLECTIVE && matching.count() > 0 {
+        return kernel_family(name);
+    }
+    from_name
 }
 
 /// `max(In msg nelems, Out msg nelems) × dtype size`, the full buffer as nccl-tests counts it.

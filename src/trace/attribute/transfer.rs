@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use super::combine::ms;
 use super::{CommKernel, MatchKey, RankAnalysis};
 use super::{Hotspot, StepSeries};
+use crate::stats::binomial_greater;
 use crate::trace::model::Ns;
 
 /// One instance on one rank: its kernels with that key taken together.
@@ -66,6 +67,11 @@ pub fn bus_factor(collective: &str, n: usize) -> Option<f64> {
     }
 }
 
+/// The level at which a last-arriving rank (and so a straggler) is claimed: its count of last
+/// arrivals is tested against chance (each of the k participants equally likely, 1/k) with a
+/// one-sided binomial test, Bonferroni-corrected for the k ranks that could have stood out.
+pub const LAST_ARRIVAL_ALPHA: f64 = 0.05;
+
 /// Sums over the matched instances.
 #[derive(Default)]
 struct Totals {
@@ -78,11 +84,23 @@ struct Totals {
     bus_bytes: f64,
     bus_transfer: i128,
     bus_known: bool,
+    /// Instances with one rank alone at the shortest duration (a tie names no last arrival).
+    decided: u64,
+}
+
+/// The Bonferroni-corrected binomial p-value of a rank arriving last in `count` of `decided`
+/// instances among `k` participants.
+fn last_arrival_p(count: u64, decided: u64, k: usize) -> f64 {
+    (binomial_greater(count, decided, 1.0 / k as f64) * k as f64).min(1.0)
 }
 
 /// Fills the cross-rank fields of `h` (imbalance, straggler, skew, unmatched, transfer, wait,
 /// busbw, last arrival) and the transfer and wait samples of `series`, from this collective's
 /// kernels as (index into `ranks`, kernel), in rank order.
+///
+/// From one participant nothing is compared: transfer, wait, imbalance and last arrival stay
+/// `None`, and the bus bandwidth (with the process group's size from `Group size`) is computed
+/// from whole kernel times, a lower bound, as it is when some of the group's ranks are missing.
 pub(super) fn cross_rank(
     ranks: &[RankAnalysis],
     kernels: &[(usize, &CommKernel)],
@@ -97,7 +115,9 @@ pub(super) fn cross_rank(
     let steps = participants.iter().map(|&i| ranks[i].steps).min().unwrap_or(1).max(1) as f64;
     let samples = participants.iter().map(|&i| ranks[i].samples).max().unwrap_or(1).max(1) as f64;
     let sample_divisor = (steps / samples).max(1.0);
-    let factor = bus_factor(&h.collective, k).filter(|_| k >= 2);
+    // The bus factor's n: the process group's size when the metadata says, else the ranks seen.
+    let group = kernels.iter().filter_map(|(_, c)| c.group_size).max().map_or(k, |g| (g as usize).max(k));
+    let factor = bus_factor(&h.collective, group).filter(|_| group >= 2);
     // Start times compare only when every rank says where its clock starts.
     let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some());
     let len = series.exposed_ms.len();
@@ -116,8 +136,10 @@ pub(super) fn cross_rank(
         t.wait += wait;
         t.span += parts.iter().map(|p| i128::from(p.dur)).sum::<i128>();
         t.transfer += i128::from(transfer);
-        // The last arrival: the shortest kernel, ties to the lowest rank (ranks are sorted).
-        if let Some(last) = parts.iter().min_by_key(|p| (p.dur, p.idx)) {
+        // The last arrival: the one rank with the shortest kernel; a tie names none.
+        let mut shortest = parts.iter().filter(|p| p.dur == transfer);
+        if let (Some(last), None) = (shortest.next(), shortest.next()) {
+            t.decided += 1;
             caused[last.idx] += wait;
             arrived_last[last.idx] += 1;
         }
@@ -138,21 +160,27 @@ pub(super) fn cross_rank(
     if t.matched == 0 {
         return;
     }
+    if t.bus_known && t.bus_transfer > 0 {
+        h.busbw_gbps = Some(t.bus_bytes / (t.bus_transfer as f64 / 1e9) / 1e9);
+        h.busbw_lower_bound = k < group;
+    }
+    if k < 2 {
+        return;
+    }
     let per_rank = k as f64;
     h.transfer_ms = Some(ms(t.transfer as f64) / steps);
     h.wait_ms = Some(ms(t.wait as f64) / per_rank / steps);
     series.transfer_ms = transfer_by_step.iter().map(|&ns| ms(ns as f64) / sample_divisor).collect();
     series.wait_ms = wait_by_step.iter().map(|&ns| ms(ns as f64) / per_rank / sample_divisor).collect();
-    if k < 2 {
-        return;
-    }
-    if t.bus_known && t.bus_transfer > 0 {
-        h.busbw_gbps = Some(t.bus_bytes / (t.bus_transfer as f64 / 1e9) / 1e9);
-    }
-    // Most instances arrived last; ties to the lowest rank.
+    // Most instances arrived last; ties to the lowest rank. Named only when chance is ruled out.
     if let Some((i, &count)) = arrived_last.iter().enumerate().max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i))) {
-        h.last_arrival_rank = Some(ranks[i].rank);
-        h.last_arrival_share = Some(count as f64 / t.matched as f64);
+        if t.decided > 0 {
+            let p = last_arrival_p(count, t.decided, k);
+            h.last_arrival_share = Some(count as f64 / t.decided as f64);
+            h.last_arrival_instances = t.decided;
+            h.last_arrival_p_value = Some(p);
+            h.last_arrival_rank = (p <= LAST_ARRIVAL_ALPHA).then_some(ranks[i].rank);
+        }
     }
     if t.span == 0 {
         return;
@@ -160,8 +188,13 @@ pub(super) fn cross_rank(
     h.rank_imbalance_observed = true;
     h.rank_imbalance_ratio = Some(t.wait as f64 / t.span as f64);
     if t.wait > 0 {
-        h.straggler_rank =
-            caused.iter().enumerate().max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i))).map(|(i, _)| ranks[i].rank);
+        // The rank charged the most wait, claimed only when its last arrivals are not chance.
+        h.straggler_rank = caused
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))
+            .filter(|&(i, &c)| c > 0 && last_arrival_p(arrived_last[i], t.decided, k) <= LAST_ARRIVAL_ALPHA)
+            .map(|(i, _)| ranks[i].rank);
     }
     if clocks_comparable {
         h.start_skew_ms = Some(t.skew as f64 / t.matched as f64 / 1e6);

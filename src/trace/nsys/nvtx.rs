@@ -126,6 +126,7 @@ pub(crate) fn parse_payload(text: &str) -> Result<CommMeta, String> {
         dtype: string("dtype"),
         pg_name: pg,
         seq: number("Seq"),
+        group_size: number("Group size").and_then(|n| u32::try_from(n).ok()),
         shapes_bytes: None,
     };
     if let Some(bytes) = number("Message size [bytes]") {
