@@ -34,7 +34,7 @@ fn case(runs: usize, n: usize, repeats: usize, target_ms: f64) {
         .collect();
     times.sort_by(f64::total_cmp);
     let regime = if runs >= 3 { "history" } else { "pooled" };
-    let median = times[times.len() / 2];
+    let median = commgate::stats::median(&times);
     println!(
         "compare: {runs} baseline runs × {n} samples vs {n} ({regime}), {} resamples: median {median:.1} ms, \
          max {:.1} ms  {} (target < {target_ms} ms)",

@@ -452,7 +452,7 @@ mod tests {
         assert_eq!(c.thresholds.imbalance_ratio, 0.3);
         assert_eq!(c.thresholds.accept_exposed_ms, 2.5);
         assert_eq!(c.thresholds.low_overlap_ratio, 0.30);
-        assert_eq!(c.options.comm_patterns, ["cross_device_reduce"]);
+        assert_eq!(c.options.comm_patterns, [CommPattern::parse("cross_device_reduce").unwrap()]);
         let c = attribute(args(&["t.json"]), &FileConfig::default()).expect("ok");
         assert_eq!((c.format, c.options.compat), (Format::Text, Compat::Default));
     }

@@ -22,6 +22,7 @@ use commgate::decide::mitigation::{diagnose, Thresholds};
 use commgate::decide::{Decision, Strategy};
 use commgate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
 use commgate::trace::load::attribute_paths;
+use commgate::trace::classify::CommPattern;
 
 fn fixture() -> Vec<PathBuf> {
     vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hand_checked")]
@@ -57,7 +58,9 @@ fn per_collective_figures_match_hand_computation() {
     assert_relative_eq!(ar.overlap_ratio, 1.0 - 375.0 / 525.0);
     assert_eq!(ar.payload_bytes, Some(2 * 1024 * 1024));
     assert_relative_eq!(ar.rank_imbalance_ratio.expect("observed"), 50.0 / 1150.0);
-    assert_eq!(ar.straggler_rank, Some(1));
+    // Rank 1 caused the only wait, but one decided instance (Seq 2 is a tie) cannot rule out
+    // chance (p = 2 × P(X ≥ 1 | 1, ½) = 1): no straggler is claimed.
+    assert_eq!(ar.straggler_rank, None);
     assert_relative_eq!(ar.start_skew_ms.expect("clocks known"), 0.025);
     assert_eq!(ar.unmatched, 0);
 
@@ -67,7 +70,8 @@ fn per_collective_figures_match_hand_computation() {
     assert_relative_eq!(a2a.overlap_ratio, 0.0);
     assert_eq!(a2a.payload_bytes, Some(512 * 1024));
     assert_relative_eq!(a2a.rank_imbalance_ratio.expect("observed"), 50.0 / 450.0);
-    assert_eq!(a2a.straggler_rank, Some(0));
+    // One all_to_all instance: rank 0 caused its wait, but one instance proves nothing.
+    assert_eq!(a2a.straggler_rank, None);
 
     // The shares add up to each rank's union.
     let total: f64 = a.by_collective.values().map(|h| h.total_comm_ms).sum();
@@ -129,24 +133,62 @@ fn custom_communication_kernels_are_named_by_their_pattern() {
     let file = dir.path().join("rank-0.json");
     std::fs::write(&file, doc).expect("write");
     let opts =
-        AttributeOptions { comm_patterns: vec!["cross_device_reduce".to_string()], ..AttributeOptions::default() };
+        AttributeOptions { comm_patterns: vec![CommPattern::parse("cross_device_reduce").unwrap()], ..AttributeOptions::default() };
     let a = attribute_paths(std::slice::from_ref(&file), &opts).expect("attributes");
-    let h = &a.by_collective["cross_device_reduce"];
+    // Named by the kernel's family (its name without `void` and template arguments).
+    let h = &a.by_collective["cross_device_reduce_1stage"];
     assert_relative_eq!(h.total_comm_ms, 0.1);
     assert_relative_eq!(h.exposed_comm_ms, 0.05);
     assert!(!h.payload_known);
     assert_eq!(h.payload_bytes, None);
+    // NAME=SUBSTRING names the row.
+    let named = AttributeOptions {
+        comm_patterns: vec![CommPattern::parse("custom_ar=cross_device_reduce").unwrap()],
+        ..AttributeOptions::default()
+    };
+    let a = attribute_paths(std::slice::from_ref(&file), &named).expect("attributes");
+    assert_eq!(a.by_collective.keys().collect::<Vec<_>>(), ["custom_ar"]);
     // Without the pattern it is compute.
     let a = attribute_paths(&[file], &AttributeOptions::default()).expect("attributes");
     assert!(a.by_collective.is_empty());
     assert_eq!(diagnose(a, &Thresholds::default()).followup.decision, Decision::CollectMoreEvidence);
 }
 
+/// DeepEP's kernels under one pattern: each family its own row, and a named pattern takes
+/// precedence over the family.
+#[test]
+fn each_custom_kernel_family_gets_its_own_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doc = r#"{"traceEvents":[
+        {"ph":"X","cat":"kernel","name":"void deep_ep::intranode::notify_dispatch<8>(int const*, int*)","pid":0,"tid":7,"ts":0,"dur":10,"args":{}},
+        {"ph":"X","cat":"kernel","name":"void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)","pid":0,"tid":7,"ts":20,"dur":100,"args":{}},
+        {"ph":"X","cat":"kernel","name":"void deep_ep::intranode::combine<nv_bfloat16, 8, 768>(int4*)","pid":0,"tid":7,"ts":200,"dur":60,"args":{}}
+    ]}"#;
+    let file = dir.path().join("rank-0.json");
+    std::fs::write(&file, doc).expect("write");
+    let patterns = |p: &[&str]| AttributeOptions {
+        comm_patterns: p.iter().map(|p| CommPattern::parse(p).unwrap()).collect(),
+        ..AttributeOptions::default()
+    };
+    let a = attribute_paths(std::slice::from_ref(&file), &patterns(&["deep_ep"])).expect("attributes");
+    let rows: Vec<&String> = a.by_collective.keys().collect();
+    assert_eq!(
+        rows,
+        ["deep_ep::intranode::combine", "deep_ep::intranode::dispatch", "deep_ep::intranode::notify_dispatch"]
+    );
+    assert_relative_eq!(a.by_collective["deep_ep::intranode::dispatch"].total_comm_ms, 0.1);
+    // A kernel with MoE markers in its name makes the advice ask for expert measurements.
+    assert!(a.source.moe_markers);
+    let a = attribute_paths(&[file], &patterns(&["dispatch=intranode::dispatch", "deep_ep"])).expect("attributes");
+    let rows: Vec<&String> = a.by_collective.keys().collect();
+    assert_eq!(rows, ["deep_ep::intranode::combine", "deep_ep::intranode::notify_dispatch", "dispatch"]);
+}
+
 /// Transfer and wait on the fixture's all_reduce (µs): Seq 1 lasts 300 on rank 0 and 250 on
 /// rank 1 → transfer 250, rank 0 waits 50, rank 1 arrived last; Seq 2 lasts 300 on both →
-/// transfer 300, no wait, a tie that goes to the lowest rank (0). Per step (2 steps): transfer
-/// 550/2 = 275 µs; wait 50 / 2 ranks / 2 steps = 12.5 µs. Last arrival: rank 0 and rank 1 once
-/// each → the tie goes to rank 0, share 1/2. busbw: 2 calls × 2 MiB × factor 2(2−1)/2 = 1 over
+/// transfer 300, no wait, a tie that names no last arrival. Per step (2 steps): transfer
+/// 550/2 = 275 µs; wait 50 / 2 ranks / 2 steps = 12.5 µs. Last arrival: rank 1 in the one
+/// decided instance, share 1, p = 2 × P(X ≥ 1 | 1, ½) = 1: not claimed. busbw: 2 calls × 2 MiB × factor 2(2−1)/2 = 1 over
 /// 550 µs = 4194304 / 550e-6 / 1e9 GB/s.
 #[test]
 fn transfer_wait_busbw_and_last_arrival_match_hand_computation() {
@@ -155,8 +197,10 @@ fn transfer_wait_busbw_and_last_arrival_match_hand_computation() {
     assert_relative_eq!(ar.transfer_ms.expect("matched"), 0.275);
     assert_relative_eq!(ar.wait_ms.expect("matched"), 0.0125);
     assert_relative_eq!(ar.busbw_gbps.expect("payload known"), 4_194_304.0 / 550e-6 / 1e9);
-    assert_eq!(ar.last_arrival_rank, Some(0));
-    assert_relative_eq!(ar.last_arrival_share.expect("two ranks"), 0.5);
+    assert_eq!(ar.last_arrival_rank, None);
+    assert_relative_eq!(ar.last_arrival_share.expect("two ranks"), 1.0);
+    assert_eq!(ar.last_arrival_instances, 1);
+    assert_relative_eq!(ar.last_arrival_p_value.expect("tested"), 1.0, max_relative = 1e-12);
     // Per step: Seq 1 is in step 0, Seq 2 in step 1.
     let steps = ar.steps.as_ref().expect("a series");
     assert_eq!(steps.transfer_ms.len(), 2);

@@ -135,6 +135,17 @@ pub enum FailOn {
     Never,
 }
 
+/// What kind of job the evidence describes, for the measurements that exist for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    /// The seed's aggregated events: the seed's measurements, whatever the job.
+    Seed,
+    /// Traces with mixture-of-experts markers (`moe`, `expert`, DeepEP kernels, …).
+    Moe,
+    /// Traces without them: no experts, no tokens routed between ranks.
+    Dense,
+}
+
 /// The mitigations, in the seed's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -162,8 +173,23 @@ impl Strategy {
         }
     }
 
-    /// What to measure next when this mitigation is tried.
-    pub fn next_measurements(self) -> &'static [&'static str] {
+    /// What to measure next when this mitigation is tried on a job of this kind: expert and
+    /// token measurements only where the job routes tokens to experts (and for the seed format,
+    /// whose rules name them).
+    pub fn next_measurements(self, job: Job) -> &'static [&'static str] {
+        match (self, job) {
+            (Strategy::RebalanceRanksOrExperts, Job::Dense) => {
+                &["rank_elapsed_ms", "per_rank_payload_bytes", "step_time_ms"]
+            }
+            (Strategy::ReduceRoutingTraffic, Job::Dense) => {
+                &["payload_bytes", "per_rank_payload_bytes", "exposed_comm_ms"]
+            }
+            (strategy, _) => strategy.seed_measurements(),
+        }
+    }
+
+    /// The seed's measurements for this mitigation.
+    fn seed_measurements(self) -> &'static [&'static str] {
         match self {
             Strategy::RebalanceRanksOrExperts => &["rank_elapsed_ms", "expert_load_skew", "cross_rank_token_ratio"],
             Strategy::IncreaseOverlapOrDelaySync => &["exposed_comm_ms", "overlap_ratio", "step_time_ms"],

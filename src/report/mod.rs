@@ -173,10 +173,15 @@ pub(crate) fn straggler(h: &Hotspot) -> String {
     h.straggler_rank.map_or_else(|| "-".to_string(), |r| r.to_string())
 }
 
-/// The bus bandwidth cell: GB/s with two decimals, or `n/a` when no payload, no bus factor or
-/// a single rank left it undefined.
+/// The bus bandwidth cell: GB/s with two decimals, `>=` before a lower bound (some of the
+/// group's ranks are not in the traces), or `n/a` when no payload or no bus factor left it
+/// undefined.
 pub(crate) fn busbw(h: &Hotspot) -> String {
-    h.busbw_gbps.map_or_else(|| "n/a".to_string(), two)
+    match h.busbw_gbps {
+        Some(x) if h.busbw_lower_bound => format!(">={}", two(x)),
+        Some(x) => two(x),
+        None => "n/a".to_string(),
+    }
 }
 
 /// A per-step figure only traces give: milliseconds, or `n/a` without a matched instance.
@@ -184,11 +189,13 @@ pub(crate) fn optional_ms(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), ms)
 }
 
-/// The last-arrival cell: `5 (75%)`, the rank and the share of matched instances in which it
-/// arrived last, or `-` when fewer than two ranks took part.
+/// The last-arrival cell: `5 (75%)`, the rank and the share of instances in which it arrived
+/// last, when the binomial test claims it; `none (33%, p 0.33)` when the largest share could be
+/// chance; `-` when fewer than two ranks took part.
 pub(crate) fn last_arrival(h: &Hotspot) -> String {
-    match (h.last_arrival_rank, h.last_arrival_share) {
-        (Some(rank), Some(share)) => format!("{rank} ({}%)", fixed(share * 100.0, 0)),
+    match (h.last_arrival_rank, h.last_arrival_share, h.last_arrival_p_value) {
+        (Some(rank), Some(share), _) => format!("{rank} ({}%)", fixed(share * 100.0, 0)),
+        (None, Some(share), Some(p)) => format!("none ({}%, p {})", fixed(share * 100.0, 0), two(p)),
         _ => "-".to_string(),
     }
 }
@@ -359,7 +366,7 @@ pub(crate) fn step_summary(a: &Attribution) -> Option<String> {
     }
     all.sort_by(f64::total_cmp);
     let samples = a.ranks.iter().map(|r| r.step_ms.len()).max().unwrap_or(0);
-    let median = all[all.len() / 2];
+    let median = crate::stats::median(&all);
     Some(format!(
         "Step time over {} (all ranks): min {} ms, median {} ms, max {} ms; per-step series in the JSON report",
         counted(samples, "step", "steps"),
@@ -533,6 +540,8 @@ pub(crate) mod fixtures {
             collectives_folded: 0,
             steps_past_sample_cap: 0,
             compute_observed: true,
+            queued_before_capture: 0,
+            moe_markers: false,
         }
     }
 

@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn kinds() {
-        let none: [String; 0] = [];
+        let none: [CommPattern; 0] = [];
         let k = |n| kind_default(KernelCat::Kernel, n, &none);
         assert_eq!(k("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)"), KernelKind::Comm);
         assert_eq!(k("ncclDevKernel_AllGather_RING_LL"), KernelKind::Comm);
@@ -220,12 +220,43 @@ mod tests {
         assert_eq!(k("ampere_bf16_s16816gemm"), KernelKind::Compute);
         assert_eq!(k("Memcpy DtoD (Device -> Device)"), KernelKind::Other);
         assert_eq!(kind_default(KernelCat::Memcpy, "Memcpy HtoD", &none), KernelKind::Other);
-        let custom = ["cross_device_reduce".to_string()];
+        let custom = [CommPattern::parse("cross_device_reduce").unwrap()];
         assert_eq!(kind_default(KernelCat::Kernel, "void cross_device_reduce_1stage<bf16>", &custom), KernelKind::Comm);
         assert_eq!(kind_hta("Memset (Device)", &none), KernelKind::Other);
         assert_eq!(kind_hta("cudaLaunchKernel", &none), KernelKind::Other);
         assert_eq!(kind_hta("cudaStreamSynchronize", &none), KernelKind::Other);
         assert_eq!(kind_hta("void at::native::elementwise", &none), KernelKind::Compute);
+    }
+
+    #[test]
+    fn comm_patterns_name_their_rows_or_not() {
+        let p = CommPattern::parse("dispatch=deep_ep::intranode::dispatch").unwrap();
+        assert_eq!((p.row.as_deref(), p.substring.as_str()), (Some("dispatch"), "deep_ep::intranode::dispatch"));
+        assert!(p.matches("void deep_ep::intranode::dispatch<8>(int*)"));
+        let p = CommPattern::parse("deep_ep").unwrap();
+        assert_eq!((p.row, p.substring.as_str()), (None, "deep_ep"));
+        // Split at the first `=`: the substring may hold one.
+        assert_eq!(CommPattern::parse("a=b=c").unwrap().substring, "b=c");
+        assert_eq!(CommPattern::parse("x=").unwrap_err(), "has no substring: write SUBSTRING or NAME=SUBSTRING");
+        assert!(CommPattern::parse(" =x").unwrap_err().contains("empty NAME"), "a blank name");
+    }
+
+    #[test]
+    fn kernel_families_drop_templates_and_parameters() {
+        assert_eq!(kernel_family("void deep_ep::intranode::dispatch<8, 768>(int*, float)"), "deep_ep::intranode::dispatch");
+        assert_eq!(kernel_family("deep_ep::intranode::notify_dispatch(int const*)"), "deep_ep::intranode::notify_dispatch");
+        assert_eq!(kernel_family("cross_device_reduce_1stage"), "cross_device_reduce_1stage");
+        assert_eq!(kernel_family("<lambda>"), "<lambda>");
+    }
+
+    #[test]
+    fn moe_markers() {
+        for name in ["fused_moe_kernel", "MoELayer", "void deep_ep::intranode::combine<4>", "TopKRouter", "expert_fwd"] {
+            assert!(is_moe_marker(name), "{name}");
+        }
+        for name in ["ncclDevKernel_AllToAll_RING_LL", "embedding_backward_kernel", "Memmove", "ProfilerStep#3"] {
+            assert!(!is_moe_marker(name), "{name}");
+        }
     }
 
     #[test]

@@ -59,7 +59,11 @@ pub(super) fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot>
                 h.total_comm_ms += ms(c.total_ns) / steps / n;
                 let exposed = ms(c.exposed_ns) / steps;
                 h.exposed_comm_ms += exposed / n;
-                h.exposed_comm_ms_max_rank = h.exposed_comm_ms_max_rank.max(exposed);
+                h.participants += 1;
+                if h.worst_exposed_rank.is_none() || exposed > h.exposed_comm_ms_max_rank {
+                    h.exposed_comm_ms_max_rank = exposed;
+                    h.worst_exposed_rank = Some(r.rank);
+                }
                 if c.total_ns > 0.0 {
                     h.overlap_ratio = h.overlap_ratio.min(1.0 - c.exposed_ns / c.total_ns);
                 }

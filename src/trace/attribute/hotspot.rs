@@ -12,6 +12,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 /// One communication observation in the seed's aggregated shape (a whole trace already reduced
 /// to one record per collective call, or per collective and rank).
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +67,12 @@ pub struct Hotspot {
     pub exposed_comm_ms: f64,
     /// Exposed time per step on the worst rank.
     pub exposed_comm_ms_max_rank: f64,
+    /// That rank (traces only; the lowest on ties).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_exposed_rank: Option<u32>,
+    /// Ranks with at least one of its kernels (traces only).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub participants: u32,
     /// Bytes moved per step; `None` when no event said (never reported as 0).
     pub payload_bytes: Option<u64>,
     pub payload_known: bool,
@@ -159,6 +169,8 @@ impl Hotspot {
             total_comm_ms: 0.0,
             exposed_comm_ms: 0.0,
             exposed_comm_ms_max_rank: 0.0,
+            worst_exposed_rank: None,
+            participants: 0,
             payload_bytes: None,
             payload_known: false,
             overlap_ratio: 1.0,

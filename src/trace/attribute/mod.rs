@@ -126,6 +126,10 @@ pub struct Source {
     /// began (no launch event on a rank whose other activities have one), summed over ranks.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub queued_before_capture: u64,
+    /// Some trace names mixture-of-experts work (`moe`, `expert`, DeepEP kernels, …): the advice
+    /// then asks for expert and token measurements.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moe_markers: bool,
 }
 
 fn yes() -> bool {
@@ -252,6 +256,7 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent]) -> Attribution
         steps_past_sample_cap: 0,
         compute_observed: true,
         queued_before_capture: 0,
+        moe_markers: false,
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64)
 }
@@ -330,6 +335,8 @@ pub struct RankAnalysis {
     /// whose other activities have one: queued before the capture began (0 under HTA's rules,
     /// which drop them as its own join does).
     pub unlaunched_left_out: u64,
+    /// The trace names mixture-of-experts work ([`RankTrace::moe_markers`]).
+    pub moe_markers: bool,
 }
 
 impl RankAnalysis {
@@ -378,6 +385,7 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
             .unwrap_or(0),
         compute_observed: !ranks.iter().any(|r| r.no_compute),
         queued_before_capture: ranks.iter().map(|r| r.unlaunched_left_out).sum(),
+        moe_markers: ranks.iter().any(|r| r.moe_markers),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     conclude(source, by_collective, summaries, num_events)
@@ -571,6 +579,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         collectives_folded,
         samples,
         unlaunched_left_out: if hta { 0 } else { unlaunched_left_out },
+        moe_markers: t.moe_markers,
         // Without a clock (synthetic start times) there is no step length to report.
         step_ns: if t.no_compute { Vec::new() } else { series::step_lengths(&w.starts, gpu_span) },
         no_compute: t.no_compute,

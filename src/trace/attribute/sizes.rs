@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::transfer::bus_factor;
+use super::transfer::{bus_factor, group_size};
 use super::CommKernel;
 use super::SizeBucket;
 use crate::stats::quantile::type7_quantile;
@@ -29,7 +29,8 @@ pub(super) fn buckets(collective: &str, kernels: &[(usize, &CommKernel)]) -> Vec
     let mut participants: Vec<usize> = kernels.iter().map(|&(i, _)| i).collect();
     participants.sort_unstable();
     participants.dedup();
-    let factor = bus_factor(collective, participants.len()).filter(|_| participants.len() >= 2);
+    let group = group_size(kernels, participants.len());
+    let factor = bus_factor(collective, group).filter(|_| group >= 2);
     // bucket → (execution times ms, bus bandwidths GB/s)
     let mut by_bucket: BTreeMap<u64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     for &(_, c) in kernels {
@@ -72,6 +73,7 @@ mod tests {
             payload: Some(bytes),
             key: MatchKey::Seq { pg: "0".to_string(), seq },
             step: 0,
+            group_size: None,
         }
     }
 

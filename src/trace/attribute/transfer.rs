@@ -72,6 +72,12 @@ pub fn bus_factor(collective: &str, n: usize) -> Option<f64> {
 /// one-sided binomial test, Bonferroni-corrected for the k ranks that could have stood out.
 pub const LAST_ARRIVAL_ALPHA: f64 = 0.05;
 
+/// The bus factor's n: the process group's size when the metadata says (`Group size`), else
+/// the `seen` ranks that ran the collective.
+pub(super) fn group_size(kernels: &[(usize, &CommKernel)], seen: usize) -> usize {
+    kernels.iter().filter_map(|(_, c)| c.group_size).max().map_or(seen, |g| (g as usize).max(seen))
+}
+
 /// Sums over the matched instances.
 #[derive(Default)]
 struct Totals {
@@ -115,8 +121,7 @@ pub(super) fn cross_rank(
     let steps = participants.iter().map(|&i| ranks[i].steps).min().unwrap_or(1).max(1) as f64;
     let samples = participants.iter().map(|&i| ranks[i].samples).max().unwrap_or(1).max(1) as f64;
     let sample_divisor = (steps / samples).max(1.0);
-    // The bus factor's n: the process group's size when the metadata says, else the ranks seen.
-    let group = kernels.iter().filter_map(|(_, c)| c.group_size).max().map_or(k, |g| (g as usize).max(k));
+    let group = group_size(kernels, k);
     let factor = bus_factor(&h.collective, group).filter(|_| group >= 2);
     // Start times compare only when every rank says where its clock starts.
     let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some());
