@@ -2,20 +2,20 @@
 """Record Holistic Trace Analysis' numbers for the HTA parity fixtures.
 
 Run through scripts/hta-reference.sh, which makes the two virtual environments (HTA 0.5.0 and
-0.6.1) and calls this file three ways:
+0.6.1) and calls this file two ways:
 
   measure --label 0.5.0 --out m05.json     (inside a venv with HTA installed)
       For every dataset in DATASETS: load its files with HTA's TraceAnalysis (HTA's own step
       window), call get_comm_comp_overlap and get_temporal_breakdown, and record per rank
       HTA's numbers, the merged totals behind the percentage, the communication kernels as HTA
       holds them, and the same without the step window ("no_filter": HTA's parser and rank
-      alignment, _filter_irrelevant_gpu_kernels skipped). For the datasets that are new
-      (not in the committed reference.json) it also computes per_collective_hta_window: the
-      equal-share sweep of docs/attribution.md over HTA's own (filtered, rounded) kernels.
+      alignment, _filter_irrelevant_gpu_kernels skipped).
   merge m05.json m061.json --reference tests/fixtures/hta/reference.json [--write]
       Check that 0.5.0 and 0.6.1 agree, that the committed datasets' numbers are reproduced
-      exactly (the committed entries are never rewritten), and write the new datasets'
-      entries into reference.json (with --write).
+      exactly (the committed entries are never rewritten; the script's own sweep is compared
+      with their per_collective_hta_window as a check of this script), and write entries for
+      datasets not in reference.json yet (with --write), with per_collective_hta_window: the
+      equal-share sweep of docs/attribution.md over HTA's own (filtered, rounded) kernels.
 
 Nothing here changes HTA: the numbers are the ones HTA's own functions return; the merged
 totals are recomputed with HTA's own merge_kernel_intervals/get_kernel_type exactly as
@@ -25,7 +25,6 @@ hta/analyzers/communication_analysis.py does, and checked against the percentage
 import argparse
 import gzip
 import json
-import math
 import os
 import sys
 from fractions import Fraction
@@ -523,7 +522,7 @@ def cmd_merge(args):
     if args.write:
         reference["datasets"] = {k: datasets[k] for k in sorted(datasets)}
         with open(args.reference, "w") as f:
-            json.dump(reference, f, indent=1)
+            json.dump(reference, f, indent=1, ensure_ascii=False)
             f.write("\n")
         print(f"wrote {args.reference}", file=sys.stderr)
     if problems:

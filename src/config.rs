@@ -291,7 +291,10 @@ fn comm_patterns(raw: &[String]) -> Result<Vec<CommPattern>> {
         .filter(|p| !p.is_empty())
         .map(|p| {
             CommPattern::parse(p).map_err(|why| {
-                anyhow::anyhow!("the communication pattern `{}` (--comm-pattern, attribute.comm_patterns) {why}", p.escape_debug())
+                anyhow::anyhow!(
+                    "the communication pattern `{}` (--comm-pattern, attribute.comm_patterns) {why}",
+                    p.escape_debug()
+                )
             })
         })
         .collect()

@@ -21,8 +21,8 @@ use approx::assert_relative_eq;
 use commgate::decide::mitigation::{diagnose, Thresholds};
 use commgate::decide::{Decision, Strategy};
 use commgate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
-use commgate::trace::load::attribute_paths;
 use commgate::trace::classify::CommPattern;
+use commgate::trace::load::attribute_paths;
 
 fn fixture() -> Vec<PathBuf> {
     vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hand_checked")]
@@ -132,8 +132,10 @@ fn custom_communication_kernels_are_named_by_their_pattern() {
     ]}"#;
     let file = dir.path().join("rank-0.json");
     std::fs::write(&file, doc).expect("write");
-    let opts =
-        AttributeOptions { comm_patterns: vec![CommPattern::parse("cross_device_reduce").unwrap()], ..AttributeOptions::default() };
+    let opts = AttributeOptions {
+        comm_patterns: vec![CommPattern::parse("cross_device_reduce").unwrap()],
+        ..AttributeOptions::default()
+    };
     let a = attribute_paths(std::slice::from_ref(&file), &opts).expect("attributes");
     // Named by the kernel's family (its name without `void` and template arguments).
     let h = &a.by_collective["cross_device_reduce_1stage"];

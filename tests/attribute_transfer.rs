@@ -17,7 +17,13 @@ fn rank(rank: u32, base: i64, kernels: &[(i64, i64)], payload: Option<u64>) -> R
 }
 
 /// [`rank`], with the kernels' `Group size`.
-fn in_group(rank: u32, base: i64, kernels: &[(i64, i64)], payload: Option<u64>, group_size: Option<u32>) -> RankAnalysis {
+fn in_group(
+    rank: u32,
+    base: i64,
+    kernels: &[(i64, i64)],
+    payload: Option<u64>,
+    group_size: Option<u32>,
+) -> RankAnalysis {
     let comm_kernels: Vec<CommKernel> = kernels
         .iter()
         .enumerate()
@@ -124,7 +130,8 @@ fn four_ranks_two_instances_are_too_few_to_name_a_straggler_and_unknown_payload_
 /// 0.00537 ≤ 0.05: rank 2 is claimed, as the straggler too (it is charged the most wait).
 #[test]
 fn four_ranks_eight_instances_name_the_last_arrival_by_a_binomial_test() {
-    let late = |shortest: &[u32], i: i64, r: u32| if shortest.contains(&r) { (i * 1_000, 100) } else { (i * 1_000, 500) };
+    let late =
+        |shortest: &[u32], i: i64, r: u32| if shortest.contains(&r) { (i * 1_000, 100) } else { (i * 1_000, 500) };
     let who: [&[u32]; 8] = [&[2], &[2], &[0], &[2], &[1, 3], &[2], &[2], &[2]];
     let ranks: Vec<RankAnalysis> = (0..4)
         .map(|r| {

@@ -77,12 +77,26 @@ fn hta_overlap_and_per_collective_shares_match_reference() {
                 total += got.total_ns;
                 exposed += got.exposed_ns;
             }
+            // Where the reference lists HTA's communication kernels (start, length in µs, as it
+            // rounds them), each of ours lies within 1 µs of it.
+            if let Some(want) = expected.get("hta_comm_kernels").and_then(Value::as_array) {
+                let got: Vec<(f64, f64)> =
+                    r.comm_kernels.iter().map(|c| (c.ts as f64 / 1e3, (c.end - c.ts) as f64 / 1e3)).collect();
+                assert_eq!(got.len(), want.len(), "{ctx}: comm kernels listed");
+                for (g, w) in got.iter().zip(want) {
+                    let (ts, dur) = (w[0].as_f64().expect("ts"), w[1].as_f64().expect("dur"));
+                    assert!(
+                        (g.0 - ts).abs() <= 1.0 && (g.1 - dur).abs() <= 1.0,
+                        "{ctx}: kernel {g:?} vs [{ts}, {dur}]"
+                    );
+                }
+            }
             assert!((total / 1e3 - num(hta, "comm_merged_us")).abs() < 1e-6, "{ctx}: shares add up");
             assert!((exposed / 1e3 - num(hta, "exposed_comm_us")).abs() < 1e-6, "{ctx}: exposed shares add up");
             checked += 1;
         }
     }
-    assert_eq!(checked, 5, "every rank of every dataset was checked");
+    assert_eq!(checked, 8, "every rank of every dataset was checked");
 }
 
 #[test]

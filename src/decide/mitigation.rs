@@ -139,7 +139,9 @@ pub fn recommend_comm_followup(hotspots: &BTreeMap<String, Hotspot>, t: &Thresho
     if judged_ms <= budget && over.is_none() {
         let worst = worst_rank_note(h, ctx);
         let reason = if ctx.compute_observed {
-            format!("{c} is the largest exposed collective at {judged_ms:.3} ms{worst}, within the {budget:.1} ms budget")
+            format!(
+                "{c} is the largest exposed collective at {judged_ms:.3} ms{worst}, within the {budget:.1} ms budget"
+            )
         } else {
             format!("{c} has the most communication time, {judged_ms:.3} ms, within the {budget:.1} ms budget")
         };
@@ -196,7 +198,12 @@ fn worst_rank_note(h: &Hotspot, ctx: Context) -> String {
 /// job the imbalance was seen on. Empty for other advice and the seed format.
 fn imbalance_note(h: &Hotspot, strategy: Strategy, ctx: Context) -> String {
     match h.rank_imbalance_ratio {
-        Some(r) if strategy == Strategy::RebalanceRanksOrExperts && ctx.job != Job::Seed && ctx.world_size > 0 => {
+        Some(r)
+            if strategy == Strategy::RebalanceRanksOrExperts
+                && ctx.job != Job::Seed
+                && h.participants > 0
+                && ctx.world_size > 0 =>
+        {
             format!(" (rank imbalance {r:.2} across {} of the job's {} ranks)", h.participants, ctx.world_size)
         }
         _ => String::new(),
@@ -281,7 +288,10 @@ mod tests {
         assert_eq!(f.decision, Decision::Accept);
         let t = Thresholds { low_overlap_ratio: 0.7, ..Thresholds::default() };
         let s = summarize_comm_hotspots(&seed_events());
-        assert_eq!(choose_comm_mitigation(priority(&s), &t, Context::SEED).strategy, Strategy::IncreaseOverlapOrDelaySync);
+        assert_eq!(
+            choose_comm_mitigation(priority(&s), &t, Context::SEED).strategy,
+            Strategy::IncreaseOverlapOrDelaySync
+        );
     }
 
     /// The rules' context for a source without compute kernels.
@@ -297,7 +307,10 @@ mod tests {
     fn without_compute_the_overlap_mitigation_is_never_chosen() {
         let t = Thresholds::default();
         let s = comm_only("all_reduce", 16.0);
-        assert_eq!(choose_comm_mitigation(priority(&s), &t, Context::SEED).strategy, Strategy::IncreaseOverlapOrDelaySync);
+        assert_eq!(
+            choose_comm_mitigation(priority(&s), &t, Context::SEED).strategy,
+            Strategy::IncreaseOverlapOrDelaySync
+        );
         let m = choose_comm_mitigation(priority(&s), &t, COMM_ONLY);
         assert_eq!(m.strategy, Strategy::InspectCollectivePayloadAndSchedule);
         assert_eq!(m.target.as_deref(), Some("all_reduce"));

@@ -50,7 +50,11 @@ pub fn kernel_family(name: &str) -> String {
     let name = name.trim().trim_start_matches("void ");
     let end = name.find(['<', '(']).unwrap_or(name.len());
     let family = name[..end].trim();
-    if family.is_empty() { name.to_string() } else { family.to_string() }
+    if family.is_empty() {
+        name.to_string()
+    } else {
+        family.to_string()
+    }
 }
 
 /// commgate's rule: NCCL kernels by name (plus user patterns), memory by category or name,
@@ -59,10 +63,7 @@ pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[CommPattern]) -
     if cat != KernelCat::Kernel {
         return KernelKind::Other;
     }
-    if name.starts_with("nccl")
-        || name.contains("ncclKernel")
-        || comm_patterns.iter().any(|p| p.matches(name))
-    {
+    if name.starts_with("nccl") || name.contains("ncclKernel") || comm_patterns.iter().any(|p| p.matches(name)) {
         return KernelKind::Comm;
     }
     if name.starts_with("Memcpy") || name.starts_with("Memset") || name.starts_with("dma") {
@@ -243,15 +244,22 @@ mod tests {
 
     #[test]
     fn kernel_families_drop_templates_and_parameters() {
-        assert_eq!(kernel_family("void deep_ep::intranode::dispatch<8, 768>(int*, float)"), "deep_ep::intranode::dispatch");
-        assert_eq!(kernel_family("deep_ep::intranode::notify_dispatch(int const*)"), "deep_ep::intranode::notify_dispatch");
+        assert_eq!(
+            kernel_family("void deep_ep::intranode::dispatch<8, 768>(int*, float)"),
+            "deep_ep::intranode::dispatch"
+        );
+        assert_eq!(
+            kernel_family("deep_ep::intranode::notify_dispatch(int const*)"),
+            "deep_ep::intranode::notify_dispatch"
+        );
         assert_eq!(kernel_family("cross_device_reduce_1stage"), "cross_device_reduce_1stage");
         assert_eq!(kernel_family("<lambda>"), "<lambda>");
     }
 
     #[test]
     fn moe_markers() {
-        for name in ["fused_moe_kernel", "MoELayer", "void deep_ep::intranode::combine<4>", "TopKRouter", "expert_fwd"] {
+        for name in ["fused_moe_kernel", "MoELayer", "void deep_ep::intranode::combine<4>", "TopKRouter", "expert_fwd"]
+        {
             assert!(is_moe_marker(name), "{name}");
         }
         for name in ["ncclDevKernel_AllToAll_RING_LL", "embedding_backward_kernel", "Memmove", "ProfilerStep#3"] {

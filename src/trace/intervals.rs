@@ -25,6 +25,26 @@ pub fn union(mut spans: Vec<Span>) -> Vec<Span> {
     out
 }
 
+/// HTA's merge keeps what [`union`] drops: an interval that rounding made negative (a sub-µs
+/// kernel rounded inward ends 1 µs before it starts) forms a group of its own, of negative
+/// length, when no earlier interval (by start, then end) reaches its start; inside another
+/// group it adds nothing. Returns those lone negative intervals, by index into `spans`, so that
+/// their lengths can be added to the union's as HTA adds them to its totals.
+pub fn lone_negatives(spans: &[Span]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    order.sort_by_key(|&i| (spans[i], i));
+    let mut reach = Ns::MIN;
+    let mut lone = Vec::new();
+    for i in order {
+        let (s, e) = spans[i];
+        if e < s && s > reach {
+            lone.push(i);
+        }
+        reach = reach.max(e);
+    }
+    lone
+}
+
 /// Total length of a union.
 pub fn length(union: &[Span]) -> Ns {
     union.iter().map(|&(s, e)| e - s).sum()
@@ -165,5 +185,15 @@ mod tests {
             prop_assert!((total - length(&cu) as f64).abs() < 1e-6);
             prop_assert!((exposed - (length(&cu) - intersection(&cu, &pu)) as f64).abs() < 1e-6);
         }
+    }
+
+    #[test]
+    fn lone_negative_intervals_are_those_no_earlier_interval_reaches() {
+        // [10, 9] alone; [20, 19] inside [15, 30); [40, 39] right after [35, 39] ends (not
+        // reached: 39 < 40); [50, 49] and [50, 60): the negative one sorts first and is alone.
+        let spans = [(15, 30), (10, 9), (20, 19), (35, 39), (40, 39), (50, 60), (50, 49)];
+        assert_eq!(lone_negatives(&spans), vec![1, 4, 6]);
+        assert!(lone_negatives(&[(0, 10), (5, 4)]).is_empty());
+        assert!(lone_negatives(&[]).is_empty());
     }
 }

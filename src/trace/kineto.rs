@@ -459,13 +459,16 @@ impl Builder {
     /// Keeps what attribution needs of one event; `Err` names the bad field.
     fn push(&mut self, e: RawEvent<'_>) -> Result<(), String> {
         self.trace.num_events += 1;
+        // HTA's frame holds every event: one `ts` written as a float (or missing) makes its
+        // whole `ts` column float64, which is when HTA rounds.
+        self.trace.fractional_ts |= e.ts.is_none_or(|t| t.get().contains(['.', 'e', 'E']));
         if e.ph.as_deref() != Some("X") {
             return Ok(());
         }
         let ts_raw = e.ts.ok_or("a complete event (ph \"X\") has no `ts`")?;
         let dur_raw = e.dur.ok_or("a complete event (ph \"X\") has no `dur`")?;
-        let (ts, ts_frac) = parse_micros(ts_raw.get()).map_err(|m| format!("`ts` {m}"))?;
-        let (dur, dur_frac) = parse_micros(dur_raw.get()).map_err(|m| format!("`dur` {m}"))?;
+        let (ts, _) = parse_micros(ts_raw.get()).map_err(|m| format!("`ts` {m}"))?;
+        let (dur, _) = parse_micros(dur_raw.get()).map_err(|m| format!("`dur` {m}"))?;
         if dur < 0 {
             return Err(format!("`dur` is negative ({}); durations must be ≥ 0", excerpt(dur_raw.get())));
         }
@@ -481,7 +484,6 @@ impl Builder {
                 excerpt(dur_raw.get())
             ));
         }
-        self.trace.fractional_ts |= ts_frac || dur_frac;
         let name = e.name.as_deref().unwrap_or("");
         let cat = e.cat.as_deref().unwrap_or("");
         let wanted = matches!(cat, "kernel" | "gpu_memcpy" | "gpu_memset" | "cuda_runtime" | "cuda_driver" | "runtime")
@@ -533,12 +535,34 @@ impl Builder {
                 } else if is_profiler_step(name) {
                     let name = self.cap(name).into_owned();
                     self.trace.steps.push(Step { name, ts });
-                } else if cat == "user_annotation" {
-                    self.trace.moe_markers |= is_moe_marker(name);
+                } else {
+                    if cat == "user_annotation" {
+                        self.trace.moe_markers |= is_moe_marker(name);
+                    }
+                    self.keep_stream_op(e.args, ts, dur, name);
                 }
             }
         }
         Ok(())
+    }
+}
+
+impl Builder {
+    /// Keeps a CPU event whose `args` carry a `stream` other than −1 (HTA's "no stream"), for
+    /// HTA's rules. The arguments are parsed only when their text holds `"stream"`; arguments
+    /// that do not parse are left alone, as for any event attribution does not read.
+    fn keep_stream_op(&mut self, args: Option<&RawValue>, ts: Ns, dur: Ns, name: &str) {
+        let Some(raw) = args.filter(|a| memchr::memmem::find(a.get().as_bytes(), b"\"stream\"").is_some()) else {
+            return;
+        };
+        let Some(stream) = args_of(Some(raw)).ok().and_then(|a| a.stream).and_then(|v| lenient_i64(v.get())) else {
+            return;
+        };
+        if stream != -1 {
+            let name = self.intern(name);
+            let op = Kernel { ts, dur, name, cat: KernelCat::Kernel, stream, correlation: None, meta: None };
+            self.trace.stream_ops.push(op);
+        }
     }
 }
 

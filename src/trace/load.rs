@@ -227,9 +227,9 @@ enum Loaded {
     Events(Vec<CommEvent>),
 }
 
-/// The distinct `ProfilerStep#` names of a rank.
+/// The distinct `ProfilerStep#` names of a rank (the GPU timeline's copies hold the same names).
 fn step_names(t: &RankTrace) -> Vec<String> {
-    let mut names: Vec<String> = t.steps.iter().map(|s| s.name.clone()).collect();
+    let mut names: Vec<String> = t.steps.iter().chain(&t.gpu_steps).map(|s| s.name.clone()).collect();
     names.sort_unstable();
     names.dedup();
     names

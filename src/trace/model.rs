@@ -122,8 +122,13 @@ pub struct RankTrace {
     /// Whether a kernel or annotation name marks a mixture-of-experts job (`moe`, `expert`,
     /// `deep_ep`, …): the advice then asks for expert and token measurements.
     pub moe_markers: bool,
-    /// Whether any timestamp had a fractional microsecond (HTA then rounds inward).
+    /// Whether HTA reads this trace's timestamps as floats (some event's `ts` is written with a
+    /// decimal point or an exponent, or some event has none), and so rounds every interval
+    /// inward to whole microseconds.
     pub fractional_ts: bool,
+    /// CPU events whose `args` carry a `stream` (a Triton op's `cpu_op`): HTA counts them as GPU
+    /// work at their CPU time, so only `--compat hta` reads them.
+    pub stream_ops: Vec<Kernel>,
     /// All events in `traceEvents`, of any kind.
     pub num_events: u64,
     /// Whether some kept name was longer than the limit and was cut.

@@ -28,10 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use super::caveats::{RankCoverage, StepsIgnored};
 use super::classify::{
-    collective_from_kernel_name, dtype_size, kernel_family, kind_default, kind_hta, normalize_collective,
-    CommPattern, KernelKind, UNKNOWN_COLLECTIVE,
+    collective_from_kernel_name, dtype_size, kernel_family, kind_default, kind_hta, normalize_collective, CommPattern,
+    KernelKind, UNKNOWN_COLLECTIVE,
 };
-use super::intervals::{intersection, length, sweep, union, Span};
+use super::intervals::{intersection, length, lone_negatives, sweep, union, Span};
 use super::limits::{
     ReadLimits, DEFAULT_MAX_EVENTS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, OTHER_COLLECTIVES, TRUNCATION_MARK,
 };
@@ -430,10 +430,12 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
     let starts: Vec<Ns> = if firsts.len() >= 2 { firsts.iter().map(|&(_, ts)| ts).collect() } else { Vec::new() };
     let w = match opts.compat {
         Compat::Hta if multi_step_names => {
-            let last = t.steps.iter().map(|s| s.ts).max().unwrap_or(Ns::MAX);
+            // The latest step start, the GPU timeline's copies included (HTA reads them as CPU
+            // events).
+            let last = t.steps.iter().chain(&t.gpu_steps).map(|s| s.ts).max().unwrap_or(Ns::MAX);
             Window {
                 start: Ns::MIN,
-                end: hta_round(t, last).0,
+                end: hta_round(t, last),
                 keep_unlaunched: false,
                 steps: counted_steps,
                 name: "hta",
@@ -465,22 +467,37 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
     }
 }
 
-/// HTA rounds inward to whole microseconds when any timestamp has a fraction.
-fn hta_round(t: &RankTrace, ts: Ns) -> (Ns, bool) {
-    if t.fractional_ts {
-        (ts.div_euclid(1000) * 1000 + if ts.rem_euclid(1000) > 0 { 1000 } else { 0 }, true)
-    } else {
-        (ts, false)
-    }
+/// A time as HTA holds it: the trace's microseconds read as the nearest float64 (0.25 µs apart
+/// at today's epoch times), `None` when HTA does not round this trace (then it keeps the exact
+/// values).
+fn hta_micros(t: &RankTrace, ns: Ns) -> Option<f64> {
+    t.fractional_ts.then(|| micros_f64(ns))
 }
 
+/// `ns` as the float64 nearest to its microseconds, as a JSON reader parses `ts` text (three
+/// decimals: the nanoseconds commgate keeps).
+fn micros_f64(ns: Ns) -> f64 {
+    let sign = if ns < 0 { "-" } else { "" };
+    let abs = ns.unsigned_abs();
+    format!("{sign}{}.{:03}", abs / 1000, abs % 1000).parse().unwrap_or(ns as f64 / 1e3)
+}
+
+/// Whole microseconds back to nanoseconds (HTA's rounded values are integers).
+fn whole_us(us: f64) -> Ns {
+    us as Ns * 1000
+}
+
+/// A launch or step time under HTA's rules: rounded up to a whole microsecond when it rounds.
+fn hta_round(t: &RankTrace, ts: Ns) -> Ns {
+    hta_micros(t, ts).map_or(ts, |us| whole_us(us.ceil()))
+}
+
+/// A GPU activity under HTA's rules: `ceil(ts)` to `floor(ts + dur)`, the sum taken in float64
+/// first, so a sub-µs kernel that holds no whole microsecond ends 1 µs before it starts.
 fn hta_span(t: &RankTrace, k: &Kernel) -> Span {
-    if t.fractional_ts {
-        let start = hta_round(t, k.ts).0;
-        let end = k.end().div_euclid(1000) * 1000;
-        (start, end)
-    } else {
-        (k.ts, k.end())
+    match hta_micros(t, k.ts) {
+        Some(ts) => (whole_us(ts.ceil()), whole_us((ts + micros_f64(k.dur)).floor())),
+        None => (k.ts, k.end()),
     }
 }
 
@@ -494,9 +511,13 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let mut compute: Vec<Span> = Vec::new();
     let mut gpu_span: Option<Span> = None;
     let mut unlaunched_left_out = 0u64;
-    for k in &t.kernels {
+    // HTA counts CPU events that carry a stream as GPU work, at their own (CPU) time.
+    let stream_ops: &[Kernel] = if hta { &t.stream_ops } else { &[] };
+    let activities = t.kernels.iter().map(|k| (k, false)).chain(stream_ops.iter().map(|k| (k, true)));
+    for (k, on_cpu) in activities {
         let anchor = match k.correlation.and_then(|c| t.launches.get(&c)) {
-            Some(l) if hta => hta_round(t, l.ts).0,
+            _ if on_cpu => hta_round(t, k.ts),
+            Some(l) if hta => hta_round(t, l.ts),
             Some(l) => l.ts,
             None if !w.keep_unlaunched => {
                 unlaunched_left_out += 1;
@@ -520,7 +541,13 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     }
     comm.sort_by_key(|&(span, _, _)| span);
     let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &opts.comm_patterns);
-    let comm_union = union(comm.iter().map(|&(s, _, _)| s).collect());
+    let comm_spans: Vec<Span> = comm.iter().map(|&(s, _, _)| s).collect();
+    // Under HTA's rules a lone negative interval subtracts its length from the totals.
+    let (comm_lone, compute_lone) =
+        if hta { (lone_negatives(&comm_spans), lone_negatives(&compute)) } else { (Vec::new(), Vec::new()) };
+    let lone_ns = |spans: &[Span], lone: &[usize]| lone.iter().map(|&i| spans[i].1 - spans[i].0).sum::<Ns>();
+    let (comm_lone_ns, compute_lone_ns) = (lone_ns(&comm_spans, &comm_lone), lone_ns(&compute, &compute_lone));
+    let comm_union = union(comm_spans.clone());
     let compute_union = union(compute);
     let overlapped = intersection(&comm_union, &compute_union);
 
@@ -532,7 +559,12 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         .zip(&comm_kernels)
         .map(|(&(span, _, _), c)| (span, labels.binary_search(&c.collective).unwrap_or(0)))
         .collect();
-    let shares = sweep(&labelled, &compute_union, labels.len());
+    let mut shares = sweep(&labelled, &compute_union, labels.len());
+    for &i in &comm_lone {
+        let (span, label) = labelled[i];
+        shares.total[label] += (span.1 - span.0) as f64;
+        shares.exposed[label] += (span.1 - span.0) as f64;
+    }
     let samples = if w.starts.len() >= 2 { w.starts.len() as u64 - 1 } else { 1 };
     let mut exposed_by_step = if samples > 1 {
         let steps: Vec<u32> = comm_kernels.iter().map(|c| c.step).collect();
@@ -567,8 +599,8 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         steps: w.steps,
         steps_from_markers: w.name != "trace",
         window: w.name,
-        comm_ns: length(&comm_union),
-        compute_ns: length(&compute_union),
+        comm_ns: length(&comm_union) + comm_lone_ns,
+        compute_ns: length(&compute_union) + compute_lone_ns,
         overlapped_ns: overlapped,
         comm_kernels,
         by_collective,
@@ -679,8 +711,7 @@ fn identify(
             let pg =
                 kernel_meta.and_then(|m| m.pg_name.clone()).or_else(|| record_meta.and_then(|m| m.pg_name.clone()));
             let seq = kernel_meta.and_then(|m| m.seq).or_else(|| record_meta.and_then(|m| m.seq));
-            let group_size =
-                kernel_meta.and_then(|m| m.group_size).or_else(|| record_meta.and_then(|m| m.group_size));
+            let group_size = kernel_meta.and_then(|m| m.group_size).or_else(|| record_meta.and_then(|m| m.group_size));
             let pg = pg.unwrap_or_default();
             let key = match seq {
                 Some(seq) => MatchKey::Seq { pg, seq },
