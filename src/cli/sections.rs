@@ -345,8 +345,9 @@ section! {
         pub steps: u64 => at_least_one_step,
 
         /// A kernel-name substring that marks a custom communication kernel (repeatable), e.g.
-        /// `cross_device_reduce`. The file's patterns come first, the flags' are added.
-        #[arg(long = "comm-pattern", value_name = "SUBSTRING")]
+        /// `cross_device_reduce`; `NAME=SUBSTRING` names the row its kernels are reported under
+        /// (else one row per kernel family). The file's patterns come first, the flags' are added.
+        #[arg(long = "comm-pattern", value_name = "[NAME=]SUBSTRING")]
         pub comm_patterns: Vec<String>,
 
         /// Events one trace file may hold before the read stops (exit 2); default 50 million.

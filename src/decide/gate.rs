@@ -287,6 +287,7 @@ mod tests {
             collectives: vec![c],
             notes: Vec::new(),
             unusable: None,
+            moe_markers: true,
         };
         super::super::mitigation::for_trace_causes(&mut t);
         t

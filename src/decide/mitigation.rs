@@ -162,8 +162,11 @@ pub fn recommend_comm_followup(hotspots: &BTreeMap<String, Hotspot>, t: &Thresho
     let m = choose_comm_mitigation(Some(h), t, ctx);
     let (strategy, seen) = (m.strategy.as_str(), imbalance_note(h, m.strategy, ctx));
     let reason = if ctx.compute_observed {
-        let worst = worst_rank_note(h, ctx);
-        format!("{c} exposes {judged_ms:.3} ms of communication{worst} (over the {budget:.1} ms budget): try {strategy}{seen}")
+        let (mean, worst) = match worst_rank(h, ctx) {
+            Some((rank, ms)) => (" on average", format!("; worst rank {rank}: {ms:.3} ms")),
+            None => ("", String::new()),
+        };
+        format!("{c} exposes {judged_ms:.3} ms of communication{mean} (over the {budget:.1} ms budget{worst}): try {strategy}{seen}")
     } else {
         format!("{c} spends {judged_ms:.3} ms in communication (over the {budget:.1} ms budget): try {strategy}{seen}")
     };
@@ -184,14 +187,16 @@ fn worst_rank_over(hotspots: &BTreeMap<String, Hotspot>, budget: f64, ctx: Conte
         .filter(|(h, _)| h.exposed_comm_ms_max_rank > budget)
 }
 
-/// ` (worst rank 3: 11.000 ms)` beside a mean over two or more ranks of a trace; empty otherwise.
+/// The worst rank and its exposed time, shown beside a mean over two or more ranks of a trace.
+fn worst_rank(h: &Hotspot, ctx: Context) -> Option<(u32, f64)> {
+    h.worst_exposed_rank
+        .filter(|_| ctx.job != Job::Seed && h.participants >= 2)
+        .map(|rank| (rank, h.exposed_comm_ms_max_rank))
+}
+
+/// ` on average (worst rank 3: 11.000 ms)` after a mean over two or more ranks; empty otherwise.
 fn worst_rank_note(h: &Hotspot, ctx: Context) -> String {
-    match h.worst_exposed_rank {
-        Some(rank) if ctx.job != Job::Seed && h.participants >= 2 => {
-            format!(" on average (worst rank {rank}: {:.3} ms)", h.exposed_comm_ms_max_rank)
-        }
-        _ => String::new(),
-    }
+    worst_rank(h, ctx).map_or_else(String::new, |(rank, ms)| format!(" on average (worst rank {rank}: {ms:.3} ms)"))
 }
 
 /// ` (imbalance 0.35 across 2 of 128 ranks)` after a rebalance advice on traces: how much of the
@@ -210,15 +215,16 @@ fn imbalance_note(h: &Hotspot, strategy: Strategy, ctx: Context) -> String {
     }
 }
 
-/// The trace gate's table: the mitigation for a regressed collective's cause. A late rank (set
-/// by the comparison) is what to measure first, in place of every rank's elapsed time.
-pub fn for_cause(cause: Cause, collective: &str, late_rank: Option<u32>) -> Mitigation {
+/// The trace gate's table: the mitigation for a regressed collective's cause, with the
+/// measurements of the job's kind. A late rank (set by the comparison) is what to measure
+/// first, in place of every rank's elapsed time.
+pub fn for_cause(cause: Cause, collective: &str, late_rank: Option<u32>, job: Job) -> Mitigation {
     let strategy = match cause {
         Cause::Wait | Cause::Mixed => Strategy::RebalanceRanksOrExperts,
         Cause::Transfer => Strategy::TuneCollectiveTransport,
         Cause::Overlap => Strategy::IncreaseOverlapOrDelaySync,
     };
-    let mut m = mitigation(strategy, Some(collective.to_string()), Job::Seed);
+    let mut m = mitigation(strategy, Some(collective.to_string()), job);
     if let Some(rank) = late_rank {
         m.next_measurements.retain(|n| n != "rank_elapsed_ms");
         m.next_measurements.insert(0, format!("rank {rank}'s time before {collective} (rank_elapsed_ms)"));
@@ -229,8 +235,9 @@ pub fn for_cause(cause: Cause, collective: &str, late_rank: Option<u32>) -> Miti
 /// Sets the mitigation of every collective of a trace comparison that has a cause (the
 /// regressed ones).
 pub fn for_trace_causes(t: &mut TraceComparison) {
+    let job = if t.moe_markers { Job::Moe } else { Job::Dense };
     for c in &mut t.collectives {
-        c.mitigation = c.cause.map(|cause| for_cause(cause, &c.collective, c.late_rank));
+        c.mitigation = c.cause.map(|cause| for_cause(cause, &c.collective, c.late_rank, job));
     }
 }
 

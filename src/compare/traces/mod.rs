@@ -153,6 +153,9 @@ pub struct TraceComparison {
     /// Why nothing could be judged (another job's trace baseline); `collectives` is then empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unusable: Option<String>,
+    /// The current traces name mixture-of-experts work (the mitigations' measurements follow).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moe_markers: bool,
 }
 
 impl TraceComparison {
@@ -169,6 +172,7 @@ pub struct PendingTraces {
     collectives: Vec<PendingCollective>,
     notes: Vec<String>,
     unusable: Option<String>,
+    moe_markers: bool,
 }
 
 struct PendingCollective {
@@ -209,6 +213,7 @@ pub fn prepare(name: &str, stored: &[Attribution], current: &Attribution, opts: 
         collectives: Vec::new(),
         notes: Vec::new(),
         unusable: None,
+        moe_markers: current.source.moe_markers,
     };
     let Some(newest) = stored.last() else {
         pending.unusable = Some(format!("the trace baseline \"{name}\" holds no trace runs"));
@@ -394,6 +399,7 @@ impl PendingTraces {
             collectives,
             notes: self.notes,
             unusable: self.unusable,
+            moe_markers: self.moe_markers,
         }
     }
 }
