@@ -413,11 +413,18 @@ struct Builder {
     /// Each distinct (capped) kernel name once, shared with `trace.names`.
     name_ids: HashMap<Arc<str>, u32>,
     limits: ReadLimits,
+    /// The searcher for `"stream"` in a CPU event's arguments, built once per file.
+    stream_key: memchr::memmem::Finder<'static>,
 }
 
 impl Builder {
     fn new(limits: ReadLimits) -> Self {
-        Builder { trace: RankTrace::default(), name_ids: HashMap::new(), limits }
+        Builder {
+            trace: RankTrace::default(),
+            name_ids: HashMap::new(),
+            limits,
+            stream_key: memchr::memmem::Finder::new(b"\"stream\""),
+        }
     }
 
     fn finish(mut self) -> RankTrace {
@@ -461,7 +468,9 @@ impl Builder {
         self.trace.num_events += 1;
         // HTA's frame holds every event: one `ts` written as a float (or missing) makes its
         // whole `ts` column float64, which is when HTA rounds.
-        self.trace.fractional_ts |= e.ts.is_none_or(|t| t.get().contains(['.', 'e', 'E']));
+        if !self.trace.fractional_ts {
+            self.trace.fractional_ts = e.ts.is_none_or(|t| t.get().bytes().any(|b| matches!(b, b'.' | b'e' | b'E')));
+        }
         if e.ph.as_deref() != Some("X") {
             return Ok(());
         }
@@ -552,7 +561,7 @@ impl Builder {
     /// HTA's rules. The arguments are parsed only when their text holds `"stream"`; arguments
     /// that do not parse are left alone, as for any event attribution does not read.
     fn keep_stream_op(&mut self, args: Option<&RawValue>, ts: Ns, dur: Ns, name: &str) {
-        let Some(raw) = args.filter(|a| memchr::memmem::find(a.get().as_bytes(), b"\"stream\"").is_some()) else {
+        let Some(raw) = args.filter(|a| self.stream_key.find(a.get().as_bytes()).is_some()) else {
             return;
         };
         let Some(stream) = args_of(Some(raw)).ok().and_then(|a| a.stream).and_then(|v| lenient_i64(v.get())) else {
