@@ -443,7 +443,7 @@ fn run_settings(settings: &BenchSettings, first: &Path, k: u32) -> BenchSettings
 /// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
 /// where a reader of the exit code looks.
 fn print_notes(a: &crate::trace::attribute::Attribution) {
-    for note in a.source.notes() {
+    for note in a.notes() {
         diag::note(report::escape::plain(&note, report::escape::TEXT));
     }
 }

@@ -11,7 +11,7 @@ use approx::assert_relative_eq;
 use commgate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
 use commgate::decide::{Decision, Strategy};
 use commgate::report::{render_attribution, Format};
-use commgate::trace::attribute::AttributeOptions;
+use commgate::trace::attribute::{AttributeOptions, BUSBW_LOWER_BOUND_NOTE, ONE_RANK_NOTE};
 use commgate::trace::load::attribute_paths;
 use serde_json::{json, Value};
 
@@ -107,6 +107,11 @@ fn one_rank_of_eight_observes_no_wait_transfer_or_imbalance() {
     assert!(h.busbw_lower_bound);
     assert_ne!(d.mitigation.strategy, Strategy::RebalanceRanksOrExperts);
 
+    // The report's caveats say what one rank cannot show, and how to read the `>=`.
+    let notes = d.notes();
+    assert!(notes.iter().any(|n| n.starts_with("partial rank set: ranks 0 of 8: 7 missing")), "{notes:?}");
+    assert!(notes.iter().any(|n| n == ONE_RANK_NOTE), "{notes:?}");
+    assert!(notes.iter().any(|n| n == BUSBW_LOWER_BOUND_NOTE), "{notes:?}");
     let json: Value = serde_json::from_str(&render_attribution(&d, Format::Json)).expect("json");
     let row = &json["by_collective"]["all_reduce"];
     for field in ["transfer_ms", "wait_ms", "rank_imbalance_ratio", "straggler_rank", "last_arrival_rank"] {

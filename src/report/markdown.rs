@@ -42,7 +42,7 @@ pub fn attribution(a: &Diagnosis) -> String {
 /// What the figures do not cover (missing ranks, an ignored steps setting), one bold-led
 /// paragraph each, escaped; empty when there is nothing to say.
 pub(crate) fn notes(a: &Attribution) -> String {
-    a.source.notes().iter().map(|n| format!("**Note:** {}\n\n", md_text(n, TEXT))).collect()
+    a.notes().iter().map(|n| format!("**Note:** {}\n\n", md_text(n, TEXT))).collect()
 }
 
 /// The first few file names, escaped, then how many more: one trace per rank would otherwise

@@ -16,7 +16,7 @@ use crate::decide::mitigation::Diagnosis;
 pub fn attribution(a: &Diagnosis) -> String {
     let mut out = super::source_line(a, |s| plain(s, NAME), "");
     out.push('\n');
-    for note in a.source.notes() {
+    for note in a.notes() {
         out.push_str(&format!("Note: {}\n", plain(&note, TEXT)));
     }
     out.push('\n');

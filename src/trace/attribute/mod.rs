@@ -140,6 +140,14 @@ fn is_true(b: &bool) -> bool {
     *b
 }
 
+/// The note of one rank's trace from a larger job.
+pub const ONE_RANK_NOTE: &str =
+    "one rank's trace: transfer, wait, imbalance and last arrival compare ranks, so they are not observed";
+
+/// The note beside a bus bandwidth marked `>=`.
+pub const BUSBW_LOWER_BOUND_NOTE: &str = "bus bandwidth marked >= is a lower bound: the traces hold fewer of the \
+     process group's ranks than its size, so the shortest kernel seen may still include waiting";
+
 /// The note of a source without compute kernels.
 pub const NO_COMPUTE_NOTE: &str =
     "NCCL Inspector logs have no compute kernels: overlap and exposed time are not measured";
@@ -154,6 +162,7 @@ impl Source {
     pub fn notes(&self) -> Vec<String> {
         let partial = self.coverage.as_ref().filter(|c| c.is_partial());
         let ranks = partial.map(|c| format!("partial rank set: {}", c.summary()));
+        let one_rank = partial.filter(|c| c.ranks_present == 1).map(|_| ONE_RANK_NOTE.to_string());
         let truncated = self
             .names_truncated
             .then(|| format!("names over {MAX_NAME_BYTES} bytes were cut and end in \"{TRUNCATION_MARK}\""));
@@ -179,6 +188,7 @@ impl Source {
         no_compute
             .into_iter()
             .chain(ranks)
+            .chain(one_rank)
             .chain(self.steps_ignored.as_ref().map(StepsIgnored::summary))
             .chain(truncated)
             .chain(folded)
@@ -216,6 +226,17 @@ pub struct Attribution {
     pub priority: Option<Hotspot>,
     pub num_events: u64,
     pub ranks: Vec<RankSummary>,
+}
+
+impl Attribution {
+    /// What the figures do not cover or how to read them, one plain sentence each: the source's
+    /// notes, then a lower-bound bus bandwidth's.
+    pub fn notes(&self) -> Vec<String> {
+        let lower_bound = self.by_collective.values().any(|h| h.busbw_lower_bound);
+        let mut notes = self.source.notes();
+        notes.extend(lower_bound.then(|| BUSBW_LOWER_BOUND_NOTE.to_string()));
+        notes
+    }
 }
 
 /// The attribution of hotspots, for both input formats: the priority is the collective with the
