@@ -176,15 +176,15 @@ pub fn recommend_comm_followup(hotspots: &BTreeMap<String, Hotspot>, t: &Thresho
 /// The collective whose worst rank exposes the most, and that rank, when it is over the budget
 /// (traces with compute and two or more ranks only).
 fn worst_rank_over(hotspots: &BTreeMap<String, Hotspot>, budget: f64, ctx: Context) -> Option<(&Hotspot, u32)> {
-    if ctx.job == Job::Seed || !ctx.compute_observed {
+    if !ctx.compute_observed {
         return None;
     }
     hotspots
         .values()
-        .filter(|h| h.participants >= 2)
-        .filter_map(|h| h.worst_exposed_rank.map(|r| (h, r)))
-        .max_by(|a, b| a.0.exposed_comm_ms_max_rank.total_cmp(&b.0.exposed_comm_ms_max_rank))
-        .filter(|(h, _)| h.exposed_comm_ms_max_rank > budget)
+        .filter_map(|h| worst_rank(h, ctx).map(|(rank, ms)| (h, rank, ms)))
+        .max_by(|a, b| a.2.total_cmp(&b.2))
+        .filter(|&(_, _, ms)| ms > budget)
+        .map(|(h, rank, _)| (h, rank))
 }
 
 /// The worst rank and its exposed time, shown beside a mean over two or more ranks of a trace.
@@ -199,8 +199,8 @@ fn worst_rank_note(h: &Hotspot, ctx: Context) -> String {
     worst_rank(h, ctx).map_or_else(String::new, |(rank, ms)| format!(" on average (worst rank {rank}: {ms:.3} ms)"))
 }
 
-/// ` (imbalance 0.35 across 2 of 128 ranks)` after a rebalance advice on traces: how much of the
-/// job the imbalance was seen on. Empty for other advice and the seed format.
+/// ` (rank imbalance 0.35 across 2 of the job's 128 ranks)` after a rebalance advice on traces:
+/// how much of the job the imbalance was seen on. Empty for other advice and the seed format.
 fn imbalance_note(h: &Hotspot, strategy: Strategy, ctx: Context) -> String {
     match h.rank_imbalance_ratio {
         Some(r)
@@ -349,5 +349,44 @@ mod tests {
             f.reason,
             "all_reduce exposes 16.000 ms of communication (over the 5.0 ms budget): try increase_overlap_or_delay_sync"
         );
+    }
+
+    /// Two ranks of a dense trace: a mean within the budget with one rank over it.
+    fn two_ranks(mean: f64, worst: f64) -> BTreeMap<String, Hotspot> {
+        let h = Hotspot {
+            exposed_comm_ms: mean,
+            total_comm_ms: mean,
+            exposed_comm_ms_max_rank: worst,
+            worst_exposed_rank: Some(3),
+            participants: 2,
+            overlap_ratio: 0.9,
+            ..Hotspot::empty("all_to_all")
+        };
+        BTreeMap::from([("all_to_all".to_string(), h)])
+    }
+
+    #[test]
+    fn a_rank_over_the_budget_is_tuned_on_traces_only() {
+        let t = Thresholds::default();
+        let dense = Context { compute_observed: true, job: Job::Dense, world_size: 8 };
+        let f = recommend_comm_followup(&two_ranks(4.66, 11.0), &t, dense);
+        assert_eq!(f.decision, Decision::Tune);
+        assert!(f.reason.contains("but rank 3 exposes 11.000 ms in all_to_all (over it)"), "{}", f.reason);
+        let f = recommend_comm_followup(&two_ranks(4.66, 4.9), &t, dense);
+        assert_eq!(f.decision, Decision::Accept);
+        assert!(f.reason.contains("4.660 ms on average (worst rank 3: 4.900 ms)"), "{}", f.reason);
+        // The seed's events keep the seed's rule: their worst is an event, not a rank.
+        assert_eq!(recommend_comm_followup(&two_ranks(4.66, 11.0), &t, Context::SEED).decision, Decision::Accept);
+    }
+
+    #[test]
+    fn measurements_follow_the_job() {
+        let seed = Strategy::RebalanceRanksOrExperts.next_measurements(Job::Seed);
+        assert_eq!(Strategy::RebalanceRanksOrExperts.next_measurements(Job::Moe), seed);
+        assert!(seed.contains(&"expert_load_skew"));
+        let dense = Strategy::RebalanceRanksOrExperts.next_measurements(Job::Dense);
+        assert!(!dense.iter().any(|m| m.contains("expert") || m.contains("token")), "{dense:?}");
+        let dense = Strategy::ReduceRoutingTraffic.next_measurements(Job::Dense);
+        assert!(!dense.iter().any(|m| m.contains("dispatch") || m.contains("token")), "{dense:?}");
     }
 }
