@@ -183,3 +183,24 @@ fn a_single_rank_with_its_group_size_gives_a_lower_bound_bus_bandwidth() {
     assert_relative_eq!(h.busbw_gbps.expect("known"), 1_000.0 / 400e-9 / 1e9);
     assert!(!h.busbw_lower_bound);
 }
+
+/// Eight ranks, three instances, each with a different last arrival (ranks 1, 4 and 6): the
+/// largest count is 1 of 3 (33 %), p = min(1, 8 × P(X ≥ 1 | 3, ⅛)) = 1. No straggler is named,
+/// though ranks waited.
+#[test]
+fn three_instances_with_three_last_arrivals_name_no_straggler() {
+    let last = [1u32, 4, 6];
+    let ranks: Vec<RankAnalysis> = (0..8)
+        .map(|r| {
+            let kernels: Vec<(i64, i64)> =
+                last.iter().enumerate().map(|(i, &l)| (i as i64 * 1_000, if l == r { 100 } else { 400 })).collect();
+            rank(r, 0, &kernels, None)
+        })
+        .collect();
+    let a = attribute_analyses(ranks, &AttributeOptions::default());
+    let h = &a.by_collective["all_reduce"];
+    assert!(h.rank_imbalance_ratio.expect("observed") > 0.5);
+    assert_eq!((h.last_arrival_rank, h.straggler_rank), (None, None));
+    assert_relative_eq!(h.last_arrival_share.expect("share"), 1.0 / 3.0);
+    assert_eq!(h.last_arrival_p_value, Some(1.0));
+}
