@@ -8,6 +8,13 @@
 //! to fix it. The bindings are CUDA 13's: event timing calls `cuEventElapsedTime_v2`, which only
 //! drivers for CUDA 12.8 or newer export, so [`probe`] also checks the driver's CUDA version.
 //!
+//! **cuBLAS under site-packages.** cudarc's names for cuBLAS (`libcublas.so.13`, `.so.12`) are
+//! the sonames pip's wheels install, but a host whose only CUDA libraries came with torch has
+//! `site-packages/nvidia/cublas/lib` on no search path. [`probe`] then finds the library as it
+//! finds NCCL (below) and loads it by its path, for good: glibc answers cudarc's later load by
+//! soname with that copy, so cuBLAS needs no restart. (commgate uses no CUDA runtime library:
+//! cudarc drives the GPU through the driver API.)
+//!
 //! **NCCL's `.so.2`.** cudarc looks for `libnccl.so`, `libnccl.so.13`, `.so.12`, `.so.11`, … but
 //! never `libnccl.so.2`, the only name that pip's `nvidia-nccl-cu13` and the `libnccl2` package
 //! install. It opens libraries by bare name, so the dynamic loader searches `LD_LIBRARY_PATH` —
@@ -60,10 +67,14 @@ pub enum CudaUnavailable {
     )]
     DriverTooOld(i32),
     #[error(
-        "libcublas.so not found: pip install nvidia-cublas-cu13 or install the CUDA toolkit's cuBLAS, or set \
-         LD_LIBRARY_PATH"
+        "libcublas.so.13/.so.12 not found on LD_LIBRARY_PATH, in pip's nvidia/cublas/lib or nvidia/cu13/lib, or in \
+         the system's library directories: pip install nvidia-cublas-cu12 (torch's) or install the CUDA toolkit's \
+         cuBLAS, or set LD_LIBRARY_PATH"
     )]
     NoCublas,
+    /// cuBLAS was found where cudarc does not look, and loading it by its path failed.
+    #[error("{} was found but does not load ({error}): check `ldd {}` for a missing dependency", .path.display(), .path.display())]
+    CublasDoesNotLoad { path: PathBuf, error: String },
     #[error("libnccl.so.2 not found: pip install nvidia-nccl-cu13 or apt install libnccl2, or set LD_LIBRARY_PATH")]
     NoNccl,
     /// Only `libnccl.so.2` exists and re-executing is not an option: the fix by hand.
@@ -118,6 +129,7 @@ pub fn probe() -> Result<u32, CudaUnavailable> {
         Some(v) => return Err(CudaUnavailable::DriverTooOld(v)),
         None => return Err(CudaUnavailable::NoDriver),
     }
+    preload_cublas()?;
     if !ffi::cublas_present() {
         return Err(CudaUnavailable::NoCublas);
     }
@@ -165,13 +177,51 @@ fn manual_fix(so2: &Path) -> String {
     )
 }
 
-/// The installed `libnccl.so.2`, if any, from the directories [`candidate_dirs`] lists.
-fn find_so2() -> Option<PathBuf> {
-    first_so2(&candidate_dirs(&SearchEnv::from_process(), &system_prefixes()))
+/// A library cudarc loads, as installed on its own: where pip's wheels put it (under
+/// site-packages) and the file names looked for there, in order.
+struct Installed {
+    wheel_dirs: &'static [&'static str],
+    files: &'static [&'static str],
 }
 
-fn first_so2(dirs: &[PathBuf]) -> Option<PathBuf> {
-    dirs.iter().map(|dir| dir.join("libnccl.so.2")).find(|p| p.is_file())
+/// NCCL: `nvidia-nccl-cu12`/`-cu13` and Debian's `libnccl2` install only `libnccl.so.2`.
+const NCCL: Installed = Installed { wheel_dirs: &["nvidia/nccl/lib"], files: &["libnccl.so.2"] };
+
+/// cuBLAS under the names cudarc asks for (its CUDA 13 bindings try `.so.13`, then `.so.12`):
+/// `nvidia-cublas-cu12` (what torch's CUDA 12 wheels pull in), and the CUDA 13 wheels, which
+/// share one `nvidia/cu13/lib`.
+const CUBLAS: Installed = Installed {
+    wheel_dirs: &["nvidia/cublas/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"],
+    files: &["libcublas.so.13", "libcublas.so.12"],
+};
+
+/// The first of `lib`'s files in the directories [`candidate_dirs`] lists.
+fn find(lib: &Installed) -> Option<PathBuf> {
+    first_file(&candidate_dirs(&SearchEnv::from_process(), &system_prefixes(), lib.wheel_dirs), lib.files)
+}
+
+/// The installed `libnccl.so.2`, if any.
+fn find_so2() -> Option<PathBuf> {
+    find(&NCCL)
+}
+
+/// The first directory holding one of `files` (in `files`' order within a directory), as the
+/// file's path.
+fn first_file(dirs: &[PathBuf], files: &[&str]) -> Option<PathBuf> {
+    dirs.iter().flat_map(|dir| files.iter().map(move |f| dir.join(f))).find(|p| p.is_file())
+}
+
+/// Makes cuBLAS loadable when cudarc's bare names do not find it (a host whose only cuBLAS is
+/// the one pip installed with torch: nothing puts `site-packages/nvidia/cublas/lib` on the
+/// loader's path). The library found is loaded by its path and kept: glibc then answers
+/// cudarc's later `dlopen("libcublas.so.12")` with it, matched by its soname, so no restart is
+/// needed. `Err` when one was found and does not load.
+fn preload_cublas() -> Result<(), CudaUnavailable> {
+    if ffi::cublas_present() {
+        return Ok(());
+    }
+    let Some(path) = find(&CUBLAS) else { return Ok(()) };
+    ffi::load_resident(&path).map_err(|error| CudaUnavailable::CublasDoesNotLoad { path, error })
 }
 
 /// The variables the NCCL search reads (a test supplies its own).
@@ -200,16 +250,16 @@ fn system_prefixes() -> Vec<PathBuf> {
     ["/usr/local", "/usr", "/opt/conda"].map(PathBuf::from).to_vec()
 }
 
-/// Where `libnccl.so.2` may be, in the order looked at: `LD_LIBRARY_PATH`; the site-packages of
-/// the active virtualenv, the active conda environment, the user's `~/.local` and the system
-/// prefixes (pip's `nvidia-nccl-cu12`/`-cu13` wheels put it in `nvidia/nccl/lib`); then the
-/// system library directories (`libnccl2`).
+/// Where a library may be, in the order looked at: `LD_LIBRARY_PATH`; the site-packages of the
+/// active virtualenv, the active conda environment, the user's `~/.local` and the system prefixes,
+/// each at the library's `wheel_dirs` (pip's `nvidia-nccl-cu12`/`-cu13` wheels put NCCL in
+/// `nvidia/nccl/lib`); then the system library directories and the CUDA toolkit's.
 ///
 /// Found by listing directories only. Asking `python3` where `nvidia.nccl` lives would run
 /// code: `find_spec` imports the package's parent, and `./nvidia/__init__.py` in the working
 /// directory (a pull request's checkout) comes first on Python's path, in a process that would
 /// inherit the job's environment and tokens.
-fn candidate_dirs(env: &SearchEnv, system: &[PathBuf]) -> Vec<PathBuf> {
+fn candidate_dirs(env: &SearchEnv, system: &[PathBuf], wheel_dirs: &[&str]) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = env
         .ld_library_path
         .as_ref()
@@ -226,7 +276,9 @@ fn candidate_dirs(env: &SearchEnv, system: &[PathBuf]) -> Vec<PathBuf> {
     prefixes.extend(system.iter().cloned());
     for prefix in prefixes {
         for lib in ["lib", "lib64"] {
-            dirs.extend(site_packages(&prefix.join(lib)).into_iter().map(|sp| sp.join("nvidia/nccl/lib")));
+            for sp in site_packages(&prefix.join(lib)) {
+                dirs.extend(wheel_dirs.iter().map(|w| sp.join(w)));
+            }
         }
     }
     dirs.extend(
@@ -375,8 +427,16 @@ mod tests {
         );
         assert_eq!(
             CudaUnavailable::NoCublas.to_string(),
-            "libcublas.so not found: pip install nvidia-cublas-cu13 or install the CUDA toolkit's cuBLAS, or set \
-             LD_LIBRARY_PATH"
+            "libcublas.so.13/.so.12 not found on LD_LIBRARY_PATH, in pip's nvidia/cublas/lib or nvidia/cu13/lib, or in \
+             the system's library directories: pip install nvidia-cublas-cu12 (torch's) or install the CUDA \
+             toolkit's cuBLAS, or set LD_LIBRARY_PATH"
+        );
+        let path = PathBuf::from("/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.12");
+        assert_eq!(
+            CudaUnavailable::CublasDoesNotLoad { path, error: "libcublasLt.so.12: cannot open".into() }.to_string(),
+            "/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.12 was found but does not load \
+             (libcublasLt.so.12: cannot open): check `ldd /venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.12` \
+             for a missing dependency"
         );
         let fix = "NCCL is installed as /opt/nccl/lib/libnccl.so.2 but cudarc loads only libnccl.so: run \
                    `ln -s /opt/nccl/lib/libnccl.so.2 DIR/libnccl.so` and start again with DIR first on LD_LIBRARY_PATH";
@@ -406,6 +466,48 @@ mod tests {
         }
     }
 
+    fn first_so2(env: &SearchEnv, system: &[PathBuf]) -> Option<PathBuf> {
+        first_file(&candidate_dirs(env, system, NCCL.wheel_dirs), NCCL.files)
+    }
+
+    /// torch's pip layout: cuBLAS under `nvidia/cublas/lib` (CUDA 12 wheels) or `nvidia/cu13/lib`
+    /// (CUDA 13), found in the virtualenv and preferred as cudarc prefers: `.so.13` first within
+    /// a directory, the first directory first.
+    #[test]
+    fn cublas_is_found_where_torch_installed_it() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let venv = root.path().join("venv");
+        let sp = venv.join("lib/python3.12/site-packages");
+        let cu12 = sp.join("nvidia/cublas/lib");
+        std::fs::create_dir_all(&cu12).expect("mkdir");
+        std::fs::write(cu12.join("libcublas.so.12"), "").expect("write");
+        std::fs::write(cu12.join("libcublasLt.so.12"), "").expect("write");
+        let env = SearchEnv { virtual_env: Some(venv.clone().into_os_string()), ..SearchEnv::default() };
+        let found = |env: &SearchEnv| first_file(&candidate_dirs(env, &[], CUBLAS.wheel_dirs), CUBLAS.files);
+        assert_eq!(found(&env), Some(cu12.join("libcublas.so.12")));
+        std::fs::write(cu12.join("libcublas.so.13"), "").expect("write");
+        assert_eq!(found(&env), Some(cu12.join("libcublas.so.13")));
+        // Not in a venv that is not active, and NCCL's search does not take it for NCCL.
+        assert_eq!(found(&SearchEnv::default()).filter(|p| p.starts_with(root.path())), None);
+        assert_eq!(first_so2(&env, &[]).filter(|p| p.starts_with(root.path())), None);
+        // CUDA 13's shared directory.
+        let cu13 = root.path().join("v13/lib/python3.13/site-packages/nvidia/cu13/lib");
+        std::fs::create_dir_all(&cu13).expect("mkdir");
+        std::fs::write(cu13.join("libcublas.so.13"), "").expect("write");
+        let env = SearchEnv { virtual_env: Some(root.path().join("v13").into_os_string()), ..SearchEnv::default() };
+        assert_eq!(found(&env), Some(cu13.join("libcublas.so.13")));
+    }
+
+    /// What is found but is no library is an error that names it, never a panic.
+    #[test]
+    fn a_file_that_is_no_library_does_not_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = dir.path().join("libcublas.so.12");
+        std::fs::write(&fake, "not an ELF file").expect("write");
+        let error = ffi::load_resident(&fake).expect_err("no library");
+        assert!(!error.is_empty());
+    }
+
     /// A fake `prefix/lib/<python>/<packages>/nvidia/nccl/lib/libnccl.so.2`.
     fn fake_wheel(prefix: &Path, python: &str, packages: &str) -> PathBuf {
         let lib = prefix.join("lib").join(python).join(packages).join("nvidia/nccl/lib");
@@ -430,17 +532,17 @@ mod tests {
             ..SearchEnv::default()
         };
         let system = [usr.clone()];
-        assert_eq!(first_so2(&candidate_dirs(&env(true, true), &system)), Some(in_venv));
-        assert_eq!(first_so2(&candidate_dirs(&env(false, true), &system)), Some(in_home));
-        assert_eq!(first_so2(&candidate_dirs(&env(false, false), &system)), Some(in_usr.clone()));
+        assert_eq!(first_so2(&env(true, true), &system), Some(in_venv));
+        assert_eq!(first_so2(&env(false, true), &system), Some(in_home));
+        assert_eq!(first_so2(&env(false, false), &system), Some(in_usr.clone()));
         // LD_LIBRARY_PATH comes first; conda's own lib/ too.
         let ld = SearchEnv { ld_library_path: Some(in_usr.parent().expect("dir").into()), ..env(true, true) };
-        assert_eq!(first_so2(&candidate_dirs(&ld, &system)), Some(in_usr));
+        assert_eq!(first_so2(&ld, &system), Some(in_usr));
         let conda = root.path().join("conda");
         std::fs::create_dir_all(conda.join("lib")).expect("mkdir");
         std::fs::write(conda.join("lib/libnccl.so.2"), "").expect("write");
         let env = SearchEnv { conda_prefix: Some(conda.clone().into_os_string()), ..SearchEnv::default() };
-        assert_eq!(first_so2(&candidate_dirs(&env, &system)), Some(conda.join("lib/libnccl.so.2")));
+        assert_eq!(first_so2(&env, &system), Some(conda.join("lib/libnccl.so.2")));
     }
 
     #[test]
@@ -449,7 +551,7 @@ mod tests {
         let newer = fake_wheel(root.path(), "python3.12", "site-packages");
         fake_wheel(root.path(), "python3.9", "site-packages");
         let env = SearchEnv { virtual_env: Some(root.path().into()), ..SearchEnv::default() };
-        assert_eq!(first_so2(&candidate_dirs(&env, &[])), Some(newer));
+        assert_eq!(first_so2(&env, &[]), Some(newer));
     }
 
     /// The search starts no other program (Python would import from the working directory): the

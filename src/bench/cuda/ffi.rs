@@ -16,6 +16,7 @@ use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::sys::{self, CUdevice, CUdevice_P2PAttribute, CUdeviceptr, CUresult, CUstreamWaitValue_flags};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError, PinnedHostSlice};
 use std::ffi::c_int;
+use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -34,6 +35,18 @@ pub(super) fn cublas_present() -> bool {
 pub(super) fn nccl_present() -> bool {
     // SAFETY: as `driver_present`, for libnccl.
     unsafe { cudarc::nccl::sys::is_culib_present() }
+}
+
+/// Loads the shared library at `path` for the life of the process (`RTLD_NOW | RTLD_GLOBAL`), so
+/// that cudarc's own `dlopen` by the library's soname finds this copy. `Err` with the loader's
+/// message when it does not load.
+pub(super) fn load_resident(path: &Path) -> Result<(), String> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: loading runs the library's initialisers, as cudarc's own loading of it would; the
+    // handle is never closed (forgotten below), so nothing resolved from it can dangle.
+    let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())?;
+    std::mem::forget(library);
+    Ok(())
 }
 
 /// The CUDA version the driver supports (1000·major + 10·minor), `None` without libcuda.
