@@ -36,6 +36,11 @@ use crate::trace::load::attribute_paths;
 use crate::{baseline, result};
 
 pub fn run(cli: Cli) -> Result<Outcome> {
+    if may_run_cuda(&cli.command) {
+        // First of all, on this thread: this may restart the program so that NCCL loads, which
+        // must happen before anything a restart would lose exists.
+        bench::cuda::prepare_at_start();
+    }
     // `check` on a pull request is judged by its base commit's settings: the PR's own
     // commgate.toml is then not even parsed.
     let base = match &cli.command {
@@ -275,6 +280,18 @@ fn run_init(args: &InitArgs) -> Result<Outcome> {
 
 /// The commit whose baselines and settings judge: `--base`, else in a pull request its base
 /// commit; `None` with `--baselines-from-head` or outside a pull request.
+/// Whether `command` may run the CUDA backend: `bench`, or `check` that runs the benchmark (no
+/// `--result` files), unless its command line asks for `cpu` or `mock` (the environment and a
+/// settings file are read later; readying the libraries for nothing costs a library lookup).
+fn may_run_cuda(command: &Command) -> bool {
+    let (flags, judges_results) = match command {
+        Command::Bench(args) => (&args.flags, false),
+        Command::Check(args) => (&args.bench, !args.result.is_empty()),
+        _ => return false,
+    };
+    !judges_results && !matches!(flags.settings.backend, Some(BackendChoice::Cpu | BackendChoice::Mock))
+}
+
 fn base_commit(flags: &BaseFlags) -> Result<Option<BaseCommit>> {
     if flags.baselines_from_head {
         return Ok(None);
@@ -503,4 +520,26 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(args: &[&str]) -> Command {
+        let cli = config::parse_args(std::iter::once("commgate").chain(args.iter().copied()), |_| None);
+        cli.map(|c| c.command).unwrap_or_else(|_| panic!("{args:?} parses"))
+    }
+
+    /// The libraries are readied (and the program possibly restarted) only for a command that
+    /// may run the CUDA backend, before anything else.
+    #[test]
+    fn only_a_run_that_may_use_cuda_readies_its_libraries() {
+        assert!(may_run_cuda(&command(&["bench"])));
+        assert!(may_run_cuda(&command(&["bench", "--backend", "cuda"])));
+        assert!(may_run_cuda(&command(&["check", "--backend", "auto"])));
+        assert!(!may_run_cuda(&command(&["bench", "--backend", "cpu"])));
+        assert!(!may_run_cuda(&command(&["check", "--result", "r.json"])));
+        assert!(!may_run_cuda(&command(&["attribute", "t.json"])));
+    }
 }

@@ -92,8 +92,8 @@ pub fn run(
         return Ok(BenchOutcome::Planned(describe_plan(&plan, settings.backend, launch.as_ref())));
     }
     if settings.backend == BackendKind::Cuda && launch.is_some() {
-        // Before any socket exists: this may re-execute the process so NCCL's `.so.2` loads.
-        cuda::ensure_nccl_loadable()?;
+        // Before any socket exists: the fix, when the restart at the start could not load NCCL.
+        cuda::nccl_loadable()?;
     }
     let is_rank_zero = launch.as_ref().is_none_or(|l| l.rank == 0);
     // Where NCCL's log stood before this run: the run reads only what it adds.

@@ -26,11 +26,10 @@
 //! prefixes, the usual system directories — listed, never asked of Python, which would run code)
 //! and re-executes this program (same pid, same arguments, same environment: it is this program,
 //! not another one) with that directory first on
-//! `LD_LIBRARY_PATH`; the new process removes the directory once NCCL is loaded. It must run
-//! before anything that a re-exec would break (threads that matter, the rendezvous sockets):
-//! [`CudaBackend::open`](super::CudaBackend::open) does it itself in single-process mode; a
-//! multi-process run must call it before building its
-//! [`Rendezvous`](crate::bench::launch::Rendezvous), and `open` then only reports the fix.
+//! `LD_LIBRARY_PATH`; the new process loads NCCL for good and removes the directory. It runs at
+//! the very start of `bench` and `check` ([`prepare_at_start`], from `commgate::run`), on the main
+//! thread, before anything a re-exec would lose exists (the base commit's temporary copy, the
+//! benchmark's thread, the rendezvous sockets); later, [`nccl_loadable`] only reports the fix.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -139,14 +138,38 @@ pub fn probe() -> Result<u32, CudaUnavailable> {
     }
 }
 
-/// Makes NCCL loadable under a name cudarc tries, re-executing this program when only
-/// `libnccl.so.2` is installed (see the module doc). Returns `Ok` when NCCL loads as it is; on a
-/// successful re-exec it does not return at all. Call it before anything a re-exec would break.
-pub fn ensure_nccl_loadable() -> Result<(), CudaUnavailable> {
+/// Readies CUDA's libraries at the start of a command that may run the CUDA backend: on the main
+/// thread, before anything a restart would lose exists (the base commit's temporary copy of its
+/// baselines, threads, sockets). Where only `libnccl.so.2` is installed this re-executes the
+/// program with the link first on `LD_LIBRARY_PATH` (see the module doc) and does not return;
+/// in the restarted program it loads NCCL for good and removes the link directory. Without an
+/// NVIDIA driver it does nothing. A failure is left for the backend to report with its fix, when
+/// (and only if) it needs NCCL.
+pub fn prepare_at_start() {
+    if !ffi::driver_present() {
+        return;
+    }
+    match nccl_status() {
+        NcclStatus::OnlySo2(so2) => {
+            let _ = reexec_with_link(&so2);
+        }
+        NcclStatus::Loadable if std::env::var_os(LINK_DIR_ENV).is_some() => {
+            // Restarted with the link: NCCL is loaded now, through it, and stays loaded.
+            ffi::keep_nccl_loaded();
+            remove_own_link_dir();
+        }
+        NcclStatus::Loadable | NcclStatus::Missing => {}
+    }
+}
+
+/// Whether NCCL loads for the backend, with the fix when not: [`prepare_at_start`] has had its
+/// chance to restart the program, and nothing restarts it later (a worker thread, an open
+/// rendezvous or a base commit's temporary copy would be lost).
+pub fn nccl_loadable() -> Result<(), CudaUnavailable> {
     match nccl_status() {
         NcclStatus::Loadable => Ok(()),
         NcclStatus::Missing => Err(CudaUnavailable::NoNccl),
-        NcclStatus::OnlySo2(so2) => reexec_with_link(&so2),
+        NcclStatus::OnlySo2(so2) => Err(CudaUnavailable::NcclNeedsLink { so2 }),
     }
 }
 

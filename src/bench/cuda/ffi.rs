@@ -49,6 +49,16 @@ pub(super) fn load_resident(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Loads NCCL through cudarc now and keeps it (cudarc holds it for the life of the process), so
+/// that the link it was loaded through can go. Call only when [`nccl_present`] is true.
+pub(super) fn keep_nccl_loaded() {
+    if nccl_present() {
+        // SAFETY: NCCL is present (checked above), so cudarc's loader finds it instead of
+        // panicking; it loads the library once and keeps it in a static.
+        let _ = unsafe { cudarc::nccl::sys::culib() };
+    }
+}
+
 /// The CUDA version the driver supports (1000·major + 10·minor), `None` without libcuda.
 pub(super) fn driver_cuda_version() -> Option<i32> {
     if !driver_present() {

@@ -2,9 +2,9 @@
 //! This is the only module in commgate that touches CUDA. [`CudaBackend::open`] checks what the
 //! machine has, decides which GPU drives which rank, and opens them; the work is split by job:
 //!
-//! - `discovery.rs`: which CUDA libraries load ([`probe`]), and making NCCL's `libnccl.so.2`
-//!   loadable under the name cudarc looks for ([`ensure_nccl_loadable`], which may re-execute
-//!   this program);
+//! - `discovery.rs`: which CUDA libraries load ([`probe`]), finding torch's pip cuBLAS, and
+//!   making NCCL's `libnccl.so.2` loadable under the name cudarc looks for
+//!   ([`prepare_at_start`], which may re-execute this program when it starts);
 //! - `gpus.rs`: the opened GPUs: allocation, the timed step of each schedule, and a teardown that
 //!   cannot abort the process;
 //! - `step.rs`: what one timed step queues on each stream, as data (where each window opens and
@@ -23,13 +23,12 @@ mod gpus;
 mod step;
 mod topology;
 
-pub use discovery::{ensure_nccl_loadable, probe, CudaUnavailable};
+pub use discovery::{nccl_loadable, prepare_at_start, probe, CudaUnavailable};
 pub use gate::{TimingGate, GATE_VARIABLE};
 
 use super::launch::{Launch, Rendezvous};
 use super::{host, Backend, BackendInfo, BenchError, HardwareInfo, Plan};
 use crate::result::{EvidenceLevel, Schedule};
-use discovery::NcclStatus;
 use gpus::{IdSource, Rig};
 
 /// The CUDA backend: one or more GPUs driven from this thread (see the module doc).
@@ -54,15 +53,8 @@ impl CudaBackend {
         let gate_off = gate_off.map_err(BenchError::Unavailable)?;
         let visible = probe()?;
         let devices = assign_devices(plan, launch, visible)?;
-        match launch {
-            // Nothing a re-exec could break exists yet in a single-process run.
-            None => ensure_nccl_loadable()?,
-            Some(_) => {
-                if let NcclStatus::OnlySo2(so2) = discovery::nccl_status() {
-                    return Err(CudaUnavailable::NcclNeedsLink { so2 }.into());
-                }
-            }
-        }
+        // The program restarted itself for NCCL, if it had to, when it started (`prepare_at_start`).
+        nccl_loadable()?;
         let sizes = Sizes::from_plan(plan)?;
         let id_source = match launch {
             None => IdSource::Local,
