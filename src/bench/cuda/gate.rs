@@ -37,9 +37,10 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr};
-use cudarc::driver::{CudaContext, CudaStream, DriverError};
+use cudarc::driver::{CudaContext, DriverError};
 
 use super::ffi;
+use super::wait::{self, Waited};
 
 /// Turns the gate off (`off`) or leaves it to the machine (`on`, the default): the escape hatch
 /// should a platform misbehave behind it, and how to measure what the gate changes.
@@ -106,11 +107,11 @@ pub(super) struct Gate {
 }
 
 impl Gate {
-    /// Sets up the gate for `contexts` (one per local GPU) and tries it on `streams` (every stream
-    /// that will wait on it), returning each context's address of the word in order. Anything
-    /// missing leaves the gate off, with the reason; it never fails the run.
-    pub(super) fn open(contexts: &[&Arc<CudaContext>], streams: &[&CudaStream]) -> (Gate, Vec<CUdeviceptr>) {
-        match try_open(contexts, streams) {
+    /// Sets up the gate for `contexts` (one per local GPU) and tries it on each, returning each
+    /// context's address of the word in order. Anything missing, or a trial wait that does not
+    /// pass within [`TRIAL_LIMIT`], leaves the gate off, with the reason; it never fails the run.
+    pub(super) fn open(contexts: &[&Arc<CudaContext>]) -> (Gate, Vec<CUdeviceptr>) {
+        match try_open(contexts) {
             Ok((word, addresses)) => {
                 (Gate { word: Some(Rc::new(word)), status: TimingGate::Held, generation: 0 }, addresses)
             }
@@ -146,10 +147,7 @@ impl Gate {
     }
 }
 
-fn try_open(
-    contexts: &[&Arc<CudaContext>],
-    streams: &[&CudaStream],
-) -> Result<(ffi::GateWord, Vec<CUdeviceptr>), String> {
+fn try_open(contexts: &[&Arc<CudaContext>]) -> Result<(ffi::GateWord, Vec<CUdeviceptr>), String> {
     let Some(first) = contexts.first() else { return Err("no GPU".to_string()) };
     for ctx in contexts {
         let maps = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
@@ -164,20 +162,40 @@ fn try_open(
         .collect::<Result<Vec<_>, DriverError>>()
         .map_err(|e| format!("mapping the gate's host word: {e}"))?;
     // The word is 0, so these waits are satisfied at once: they only ask whether the driver takes
-    // them (it answers CUDA_ERROR_NOT_SUPPORTED where stream memory operations are off).
-    for stream in streams {
-        let ordinal = stream.context().ordinal();
-        let address = contexts
-            .iter()
-            .zip(&addresses)
-            .find(|(ctx, _)| ctx.ordinal() == ordinal)
-            .map(|(_, &a)| a)
-            .ok_or_else(|| format!("GPU {ordinal} has no gate address"))?;
-        ffi::wait_at_gate(stream, address, 0)
-            .and_then(|()| stream.synchronize())
-            .map_err(|e| format!("cuStreamWaitValue32 on host memory failed on GPU {ordinal}: {e}"))?;
+    // them (it answers CUDA_ERROR_NOT_SUPPORTED where stream memory operations are off) and
+    // whether the GPU sees the word. Each runs on a stream of its own, watched against
+    // TRIAL_LIMIT: a wait the GPU never satisfies leaves that stream (never used again) stuck, not
+    // the run's.
+    for (ctx, &address) in contexts.iter().zip(&addresses) {
+        try_wait(ctx, address)?;
     }
     Ok((word, addresses))
+}
+
+/// How long the trial wait may take before the gate is left off: it is satisfied as soon as the
+/// GPU reads the word.
+pub(super) const TRIAL_LIMIT: Duration = Duration::from_secs(1);
+
+/// One already-satisfied wait on a new stream of `ctx`, watched against [`TRIAL_LIMIT`].
+fn try_wait(ctx: &Arc<CudaContext>, address: CUdeviceptr) -> Result<(), String> {
+    let ordinal = ctx.ordinal();
+    let failed = |e: DriverError| format!("cuStreamWaitValue32 on host memory failed on GPU {ordinal}: {e}");
+    let stream = ctx.new_stream().map_err(failed)?;
+    ffi::wait_at_gate(&stream, address, 0).map_err(failed)?;
+    let passed = stream.record_event(None).map_err(failed)?;
+    match wait::poll_until(TRIAL_LIMIT, wait::POLL_PAUSE, || passed.try_is_complete()) {
+        Waited::Done => Ok(()),
+        Waited::Failed(e) => Err(failed(e)),
+        Waited::TimedOut => {
+            // Still waiting on the device: dropping the stream or the event would wait for it.
+            std::mem::forget(passed);
+            std::mem::forget(stream);
+            Err(format!(
+                "GPU {ordinal} did not pass a satisfied cuStreamWaitValue32 on host memory within {} s",
+                TRIAL_LIMIT.as_secs()
+            ))
+        }
+    }
 }
 
 /// What happened while the gate was held.

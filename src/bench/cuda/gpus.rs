@@ -207,8 +207,7 @@ where
     /// Sets up the timing gate on every stream, or leaves it off with the reason.
     fn open_gate(&mut self) {
         let contexts: Vec<_> = self.gpus.iter().map(|g| &g.ctx).collect();
-        let streams: Vec<_> = self.gpus.iter().flat_map(|g| [&*g.comm, &*g.compute]).collect();
-        let (gate, addresses) = Gate::open(&contexts, &streams);
+        let (gate, addresses) = Gate::open(&contexts);
         if matches!(gate.status(), TimingGate::Held) {
             for (gpu, address) in self.gpus.iter_mut().zip(addresses) {
                 gpu.gate_address = Some(address);

@@ -12,6 +12,7 @@
 //! - `gate.rs`: the timing gate that holds every stream until the whole step is queued, so no
 //!   window holds host-side launch latency;
 //! - `topology.rs`: how the GPUs reach each other (`hardware.topology`) and their memory;
+//! - `wait.rs`: waiting for the GPU against a deadline, never inside a blocking call;
 //! - `ffi.rs`: every `unsafe` call in commgate (cudarc marks a few calls unsafe, and each says why
 //!   it is sound here), the one module allowed any.
 
@@ -22,6 +23,7 @@ mod gate;
 mod gpus;
 mod step;
 mod topology;
+mod wait;
 
 pub use discovery::{nccl_loadable, prepare_at_start, probe, CudaUnavailable};
 pub use gate::{TimingGate, GATE_VARIABLE};
