@@ -188,6 +188,29 @@ pub(super) fn p2p_attribute(
     Ok(value)
 }
 
+/// Lets each of `peers` read and write every allocation of `owner`'s default memory pool, made
+/// before or after (`cuDeviceGetDefaultMemPool`, `cuMemPoolSetAccess`). cudarc allocates from that
+/// pool (`cuMemAllocAsync`), and enabling peer access does not reach pool memory.
+pub(super) fn grant_pool_access(owner: CUdevice, peers: &[CUdevice]) -> Result<(), DriverError> {
+    if peers.is_empty() {
+        return Ok(());
+    }
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `owner` is a handle from cuDeviceGet after cuInit (its context is open); the
+    // pointer is to a live local, which the call only writes.
+    unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, owner) }.result()?;
+    let descriptors: Vec<sys::CUmemAccessDesc> = peers
+        .iter()
+        .map(|&peer| sys::CUmemAccessDesc {
+            location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: peer },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        })
+        .collect();
+    // SAFETY: `pool` is the owner's default pool (just returned); the descriptors are a live
+    // slice of `descriptors.len()` initialised entries, which the call only reads.
+    unsafe { sys::cuMemPoolSetAccess(pool, descriptors.as_ptr(), descriptors.len()) }.result()
+}
+
 /// Whether `dev` can map `peer`'s memory (`cuDeviceCanAccessPeer`).
 pub(super) fn can_access_peer(dev: CUdevice, peer: CUdevice) -> Result<bool, DriverError> {
     let mut value: c_int = 0;

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, Gemm};
-use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
+use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 use cudarc::nccl::result::NcclError;
 use cudarc::nccl::{group_end, group_start, Comm, Id, ReduceOp};
@@ -168,6 +168,9 @@ where
             let payload = host_values::<T>(sizes.payload, plan.seed.wrapping_add(u64::from(device.rank)));
             opened.gpus.push(open_gpu(*device, sizes, &payload, &matrix_a, &matrix_b)?);
         }
+        if matches!(id_source, IdSource::Local) {
+            opened.share_pools()?;
+        }
         // The communicators come last, once everything else they would wait on exists.
         opened.comms = match id_source {
             IdSource::Local => {
@@ -202,6 +205,20 @@ where
         }
         opened.prime()?;
         Ok(opened)
+    }
+
+    /// Lets this process's GPUs write into each other's buffers (see [`pool_grants`]).
+    fn share_pools(&self) -> Result<(), BenchError> {
+        let devices: Vec<CUdevice> = self.gpus.iter().map(|g| g.ctx.cu_device()).collect();
+        let can_access = |dev, peer| ffi::can_access_peer(dev, peer).unwrap_or(false);
+        for (owner, peers) in pool_grants(&devices, can_access) {
+            let rank = self.gpus.iter().find(|g| g.ctx.cu_device() == owner).map_or(0, |g| g.rank);
+            ffi::grant_pool_access(owner, &peers).map_err(cuda_error(
+                rank,
+                format!("letting the other GPUs of this process write to GPU {owner}'s buffers (cuMemPoolSetAccess)"),
+            ))?;
+        }
+        Ok(())
     }
 
     /// Sets up the timing gate on every stream, or leaves it off with the reason.
@@ -284,7 +301,9 @@ where
     /// start-to-stop time, in `local_ranks` order.
     fn collect(&self) -> Result<Vec<f64>, BenchError> {
         for gpu in &self.gpus {
-            gpu.stop.synchronize().map_err(cuda_error(gpu.rank, "waiting for the step to finish"))?;
+            gpu.stop
+                .synchronize()
+                .map_err(cuda_error(gpu.rank, format!("waiting for the step to finish ({})", nccl_version())))?;
         }
         self.gpus
             .iter()
@@ -528,6 +547,34 @@ fn host_values<T: Element>(n: usize, seed: u64) -> Vec<T> {
         .collect()
 }
 
+/// Which GPUs may write to which one's buffers: in a process that drives several GPUs, each GPU's
+/// default memory pool (where cudarc allocates, `cuMemAllocAsync`) is opened to every other
+/// GPU of the process that can map it (`can_access(peer, owner)`). NCCL up to 2.23 (what pip
+/// ships with torch 2.6 and older) writes a same-process peer's data straight into the
+/// receiver's buffer (P2P direct write, on Hopper and over PCIe), and enabling peer access does
+/// not reach pool memory (CUDA Programming Guide, stream-ordered allocator, multi-GPU access):
+/// without this grant the first all-reduce faults with an illegal address. Returns (owner, its
+/// peers), owners without peers left out.
+fn pool_grants(
+    devices: &[CUdevice],
+    can_access: impl Fn(CUdevice, CUdevice) -> bool,
+) -> Vec<(CUdevice, Vec<CUdevice>)> {
+    devices
+        .iter()
+        .map(|&owner| {
+            (owner, devices.iter().copied().filter(|&peer| peer != owner && can_access(peer, owner)).collect())
+        })
+        .filter(|(_, peers): &(CUdevice, Vec<CUdevice>)| !peers.is_empty())
+        .collect()
+}
+
+/// "NCCL 2.21.5", as the library loaded reports it, for every NCCL failure: behaviour (and
+/// faults) differ by version.
+fn nccl_version() -> String {
+    cudarc::nccl::result::get_nccl_version()
+        .map_or_else(|_| "NCCL of unknown version".to_string(), |v| format!("NCCL {}", super::nccl_version_string(v)))
+}
+
 fn cuda_error(rank: u32, what: impl Display) -> impl FnOnce(DriverError) -> BenchError {
     move |e| BenchError::failed("cuda", format!("{what}: {e}"), Some(rank))
 }
@@ -539,13 +586,30 @@ fn cublas_error(rank: u32, what: impl Display) -> impl FnOnce(CublasError) -> Be
 /// `NcclError` has no `Display` and its `Debug` prints only "NcclError": name the result code.
 fn nccl_error(rank: Option<u32>, what: impl Display) -> impl FnOnce(NcclError) -> BenchError {
     move |e| {
-        BenchError::failed("nccl", format!("{what}: {:?} (rerun with NCCL_DEBUG=WARN for NCCL's reason)", e.0), rank)
+        BenchError::failed(
+            "nccl",
+            format!("{what}: {:?} ({}; rerun with NCCL_DEBUG=WARN for NCCL's reason)", e.0, nccl_version()),
+            rank,
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Four GPUs where 2 cannot map 3 (and 3 not 2): each pool opens to the peers that can map
+    /// it; one GPU alone grants nothing.
+    #[test]
+    fn pools_open_to_every_peer_that_can_map_them() {
+        let can = |peer: CUdevice, owner: CUdevice| !matches!((peer, owner), (2, 3) | (3, 2));
+        assert_eq!(
+            pool_grants(&[0, 1, 2, 3], can),
+            vec![(0, vec![1, 2, 3]), (1, vec![0, 2, 3]), (2, vec![0, 1]), (3, vec![0, 1])]
+        );
+        assert!(pool_grants(&[5], |_, _| true).is_empty());
+        assert!(pool_grants(&[0, 1], |_, _| false).is_empty());
+    }
 
     #[test]
     fn nccl_id_survives_the_byte_round_trip() {
