@@ -21,11 +21,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match commgate::run(cli) {
-        Ok(outcome) => ExitCode::from(outcome.exit_code()),
+    let code = match commgate::run(cli) {
+        Ok(outcome) => outcome.exit_code(),
         Err(e) => {
             diag::error(format_args!("{e:#}"));
-            ExitCode::from(2)
+            2
         }
+    };
+    if commgate::bench::runner::benchmark_thread_abandoned() {
+        // A benchmark thread is still running, perhaps inside the driver: nothing may run at
+        // exit (CUDA's and NCCL's static destructors would meet it there).
+        commgate::bench::cuda::exit_without_destructors(code);
     }
+    ExitCode::from(code)
 }

@@ -151,4 +151,7 @@ pub trait Backend {
     /// measured around the schedule only: no allocation, no host synchronisation inside the
     /// timed region. Every rank of the job calls this in the same order.
     fn run(&mut self, schedule: Schedule) -> Result<Vec<f64>, BenchError>;
+    /// The run is given up after its steps (another rank failed while the timings were being
+    /// gathered): end whatever the ranks share as for an error, not in step with them.
+    fn fail(&mut self) {}
 }

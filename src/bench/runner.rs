@@ -178,6 +178,17 @@ struct Measured {
 }
 
 /// Waits for the measurement, failing it when no repeat finishes for `timeout`.
+/// Set when [`wait`] gave up on a benchmark thread that is still running.
+static ABANDONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a benchmark thread was given up on while still running (a hang past `--timeout`):
+/// the process must then end without running anything at exit (`main` calls
+/// `bench::cuda::exit_without_destructors`), since CUDA's and NCCL's static destructors would run
+/// while that thread may be inside the driver.
+pub fn benchmark_thread_abandoned() -> bool {
+    ABANDONED.load(Ordering::SeqCst)
+}
+
 fn wait(
     rx: &mpsc::Receiver<Result<Measured, BenchError>>,
     progress: &AtomicU64,
@@ -199,6 +210,8 @@ fn wait(
                 if done != last.0 {
                     last = (done, Instant::now());
                 } else if last.1.elapsed() >= timeout {
+                    // The benchmark thread is left where it is (perhaps inside the driver).
+                    ABANDONED.store(true, Ordering::SeqCst);
                     return Err(BenchError::failed(
                         "timeout",
                         format!(
@@ -252,7 +265,6 @@ fn measure(
         }
     }
     let (name, evidence_level, hardware) = (backend.name(), backend.evidence_level(), backend.hardware());
-    drop(backend);
     let mut timings: assemble::Timings = BTreeMap::new();
     for (schedule, per_rank) in local {
         let entry = timings.entry(schedule).or_default();
@@ -260,11 +272,18 @@ fn measure(
             entry.insert(*rank, times);
         }
     }
-    let timings = match &rendezvous {
-        None => Some(timings),
-        Some(rv) => gather_timings(rv, timings)?,
+    // Every rank gathers before any tears down: a rank that freed its buffers while a peer still
+    // finished its last collective could have them touched (NCCL's condition within a node).
+    let gathered = match &rendezvous {
+        None => Ok(Some(timings)),
+        Some(rv) => gather_timings(rv, timings),
     };
-    Ok(Measured { backend: name, evidence_level, hardware, timings })
+    if gathered.is_err() {
+        // A peer is gone: end the shared state as for an error, not in step with it.
+        backend.fail();
+    }
+    drop(backend);
+    Ok(Measured { backend: name, evidence_level, hardware, timings: gathered? })
 }
 
 fn open_backend(

@@ -14,8 +14,10 @@ use cudarc::cublas::result::CublasError;
 use cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::sys::{self, CUdevice, CUdevice_P2PAttribute, CUdeviceptr, CUresult, CUstreamWaitValue_flags};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError, PinnedHostSlice};
-use std::ffi::c_int;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, PinnedHostSlice};
+use cudarc::nccl::result::NcclError;
+use cudarc::nccl::{self, sys as nccl_sys};
+use std::ffi::{c_char, c_int};
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -217,4 +219,145 @@ pub(super) fn can_access_peer(dev: CUdevice, peer: CUdevice) -> Result<bool, Dri
     // SAFETY: as `p2p_attribute`.
     unsafe { sys::cuDeviceCanAccessPeer(&mut value, dev, peer) }.result()?;
     Ok(value != 0)
+}
+
+/// An NCCL communicator made through NCCL's own API. cudarc's `Comm` keeps its handle to itself,
+/// so it can be neither polled for an asynchronous error nor aborted against a deadline, and its
+/// drop always aborts (panicking when that fails). This one ends only as its owner says:
+/// [`NcclComm::finalize`] and [`NcclComm::destroy`] after a healthy run, [`NcclComm::abort`] on an
+/// error. One dropped without either is leaked (the process is about to exit), never torn down
+/// behind the owner's back.
+pub(super) struct NcclComm {
+    handle: nccl_sys::ncclComm_t,
+    stream: Arc<CudaStream>,
+}
+
+/// An argument NCCL would refuse (a count or rank past `int`), refused before calling it.
+fn invalid_argument() -> NcclError {
+    NcclError(nccl_sys::ncclResult_t::ncclInvalidArgument)
+}
+
+impl NcclComm {
+    /// `ncclCommInitAll`: one communicator per stream's GPU, ranks in the streams' order, all in
+    /// this process.
+    pub(super) fn init_all(streams: &[Arc<CudaStream>]) -> Result<Vec<NcclComm>, NcclError> {
+        let count = c_int::try_from(streams.len()).map_err(|_| invalid_argument())?;
+        let ordinals = streams
+            .iter()
+            .map(|s| c_int::try_from(s.context().ordinal()))
+            .collect::<Result<Vec<c_int>, _>>()
+            .map_err(|_| invalid_argument())?;
+        let mut handles: Vec<nccl_sys::ncclComm_t> = vec![std::ptr::null_mut(); streams.len()];
+        // SAFETY: `handles` has room for `count` handles and `ordinals` holds `count` device
+        // ordinals of GPUs whose contexts are open; NCCL only writes the handles.
+        unsafe { nccl::result::comm_init_all(handles.as_mut_ptr(), count, ordinals.as_ptr()) }?;
+        Ok(handles.into_iter().zip(streams).map(|(handle, s)| NcclComm { handle, stream: s.clone() }).collect())
+    }
+
+    /// `ncclCommInitRank` on the stream's GPU: rank `rank` of `world` ranks sharing `id`.
+    pub(super) fn init_rank(
+        stream: &Arc<CudaStream>,
+        world: u32,
+        id: [c_char; 128],
+        rank: u32,
+    ) -> Result<NcclComm, NcclError> {
+        let (world, rank) = match (c_int::try_from(world), c_int::try_from(rank)) {
+            (Ok(w), Ok(r)) if r < w => (w, r),
+            _ => return Err(invalid_argument()),
+        };
+        // NCCL joins on the current device.
+        stream.context().bind_to_thread().map_err(|_| NcclError(nccl_sys::ncclResult_t::ncclUnhandledCudaError))?;
+        let mut handle: nccl_sys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: the pointer is to a live local handle, which NCCL only writes; the id is the
+        // 128 bytes rank 0's ncclGetUniqueId made, passed by value.
+        unsafe { nccl::result::comm_init_rank(&mut handle, world, nccl_sys::ncclUniqueId { internal: id }, rank) }?;
+        Ok(NcclComm { handle, stream: stream.clone() })
+    }
+
+    /// Queues the sum of every rank's `send` into `recv` (out of place) on the communicator's stream.
+    pub(super) fn all_reduce_sum<T: Element>(
+        &self,
+        send: &CudaSlice<T>,
+        recv: &mut CudaSlice<T>,
+    ) -> Result<(), NcclError> {
+        if recv.len() < send.len() {
+            return Err(invalid_argument());
+        }
+        let count = send.len();
+        let (src, _read) = send.device_ptr(&self.stream);
+        let (dst, _write) = recv.device_ptr_mut(&self.stream);
+        // SAFETY: both buffers live on this communicator's GPU and outlive the call's guards;
+        // `recv` holds at least `count` elements (checked); the stream is the communicator's own.
+        unsafe { self.all_reduce(src, dst, count, T::as_nccl_type()) }
+    }
+
+    /// Queues the in-place sum of every rank's `buffer` on the communicator's stream.
+    pub(super) fn all_reduce_sum_in_place<T: Element>(&self, buffer: &mut CudaSlice<T>) -> Result<(), NcclError> {
+        let count = buffer.len();
+        let (ptr, _write) = buffer.device_ptr_mut(&self.stream);
+        // SAFETY: as `all_reduce_sum`, with one buffer read and written in place.
+        unsafe { self.all_reduce(ptr, ptr, count, T::as_nccl_type()) }
+    }
+
+    /// # Safety
+    /// `src` and `dst` are device pointers of this communicator's GPU, live until the queued
+    /// operation has run, each of at least `count` elements of `dtype`.
+    unsafe fn all_reduce(
+        &self,
+        src: CUdeviceptr,
+        dst: CUdeviceptr,
+        count: usize,
+        dtype: nccl_sys::ncclDataType_t,
+    ) -> Result<(), NcclError> {
+        let op = nccl_sys::ncclRedOp_t::ncclSum;
+        let stream = self.stream.cu_stream() as nccl_sys::cudaStream_t;
+        // SAFETY: the caller's conditions, and a live communicator handle (owned by `self`).
+        unsafe { nccl::result::all_reduce(src as *const _, dst as *mut _, count, dtype, op, self.handle, stream) }
+            .map(drop)
+    }
+
+    /// The communicator's asynchronous error (`ncclCommGetAsyncError`): `Ok` while it is healthy
+    /// or still completing an operation, the error once a peer failed or a transport broke.
+    pub(super) fn async_error(&self) -> Result<(), NcclError> {
+        let mut state = nccl_sys::ncclResult_t::ncclSuccess;
+        // SAFETY: a live handle (owned by `self`) and a pointer to a live local, which NCCL only
+        // writes.
+        unsafe { nccl_sys::ncclCommGetAsyncError(self.handle, &mut state) }.result()?;
+        match state {
+            nccl_sys::ncclResult_t::ncclSuccess | nccl_sys::ncclResult_t::ncclInProgress => Ok(()),
+            failed => Err(NcclError(failed)),
+        }
+    }
+
+    /// `ncclCommAbort`: stops the communicator's operations in flight (its kernels return) and
+    /// frees it; the way out after an error or a missed deadline.
+    pub(super) fn abort(self) -> Result<(), NcclError> {
+        // SAFETY: a live handle, consumed: it is used no more.
+        unsafe { nccl::result::comm_abort(self.handle) }.map(drop)
+    }
+
+    /// `ncclCommFinalize`: completes the communicator's operations, in step with the other ranks
+    /// that use its resources. Several communicators of one thread are finalized inside one group.
+    pub(super) fn finalize(&self) -> Result<(), NcclError> {
+        // SAFETY: a live handle (owned by `self`).
+        unsafe { nccl::result::comm_finalize(self.handle) }.map(drop)
+    }
+
+    /// `ncclCommDestroy`, after [`NcclComm::finalize`].
+    pub(super) fn destroy(self) -> Result<(), NcclError> {
+        // SAFETY: a live handle, consumed: it is used no more.
+        unsafe { nccl::result::comm_destroy(self.handle) }.map(drop)
+    }
+}
+
+/// Ends the process with `code` without running anything at exit: no `atexit` handler, no
+/// library's static destructor (CUDA's and NCCL's would run while a benchmark thread may still be
+/// inside the driver, and crash or hang there). Buffered output is flushed first.
+pub fn exit_without_destructors(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` takes any status and never returns; nothing of ours needs to run after it
+    // (files are written and closed, output flushed above).
+    unsafe { libc::_exit(c_int::from(code)) }
 }

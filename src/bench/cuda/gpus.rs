@@ -32,12 +32,16 @@ use cudarc::cublas::{CudaBlas, Gemm};
 use cudarc::driver::sys::{CUdevice, CUdeviceptr, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 use cudarc::nccl::result::NcclError;
-use cudarc::nccl::{group_end, group_start, Comm, Id, ReduceOp};
+use std::time::Duration;
+
+use cudarc::nccl::{group_end, group_start};
 
 use super::element::Element;
+use super::ffi::{self, NcclComm};
 use super::gate::{self, Gate, TimingGate, HOLD_LIMIT};
 use super::step::{self, Lane, Mark, Op, Payload};
-use super::{ffi, Device, Sizes};
+use super::wait::{self, Waited};
+use super::{Device, Sizes};
 use crate::bench::launch::{Launch, Rendezvous};
 use crate::bench::{BenchError, Dtype, Plan};
 use crate::result::Schedule;
@@ -81,6 +85,15 @@ impl Rig {
             Rig::Bf16(gpus) => gpus.run(schedule),
             Rig::F16(gpus) => gpus.run(schedule),
             Rig::F32(gpus) => gpus.run(schedule),
+        }
+    }
+
+    /// Gives the run up ([`Gpus::fail`]).
+    pub(super) fn fail(&mut self) {
+        match self {
+            Rig::Bf16(gpus) => gpus.fail(),
+            Rig::F16(gpus) => gpus.fail(),
+            Rig::F32(gpus) => gpus.fail(),
         }
     }
 
@@ -135,7 +148,9 @@ struct Gpu<T> {
 /// `gpus[i].comm`).
 pub(super) struct Gpus<T> {
     gpus: Vec<Gpu<T>>,
-    comms: Vec<Comm>,
+    comms: Vec<NcclComm>,
+    /// One process drives every rank (`ncclCommInitAll`): its communicators end together.
+    single_process: bool,
     dim: usize,
     gate: Gate,
     /// Set by any failed call: the NCCL and cuBLAS objects are then leaked, not dropped.
@@ -160,6 +175,7 @@ where
         let mut opened = Gpus {
             gpus: Vec::with_capacity(devices.len()),
             comms: Vec::new(),
+            single_process: matches!(id_source, IdSource::Local),
             dim: sizes.dim,
             gate: Gate::off("not set up yet".to_string()),
             poisoned: false,
@@ -174,14 +190,12 @@ where
         // The communicators come last, once everything else they would wait on exists.
         opened.comms = match id_source {
             IdSource::Local => {
-                let streams = opened.gpus.iter().map(|g| g.comm.clone()).collect();
-                Comm::from_devices(streams)
+                let streams: Vec<_> = opened.gpus.iter().map(|g| g.comm.clone()).collect();
+                NcclComm::init_all(&streams)
                     .map_err(nccl_error(None, "creating the NCCL communicators (ncclCommInitAll)"))?
             }
             IdSource::Rendezvous { launch, rendezvous } => {
                 let rank = launch.rank;
-                // `from_rank` converts both to i32 with `expect`: both come from u32 and are
-                // checked here first.
                 if i32::try_from(launch.world_size).is_err() || i32::try_from(rank).is_err() {
                     return Err(BenchError::Unavailable(format!(
                         "WORLD_SIZE={} is more ranks than NCCL takes",
@@ -194,7 +208,7 @@ where
                     .first()
                     .map(|g| g.comm.clone())
                     .ok_or_else(|| BenchError::failed("cuda", "no GPU opened", Some(rank)))?;
-                let comm = Comm::from_rank(stream, rank as usize, launch.world_size as usize, id)
+                let comm = NcclComm::init_rank(&stream, launch.world_size, id, rank)
                     .map_err(nccl_error(Some(rank), "joining the NCCL communicator (ncclCommInitRank)"))?;
                 vec![comm]
             }
@@ -239,7 +253,7 @@ where
         for schedule in Schedule::ALL {
             let primed = self.launch(&step::step(schedule, false), None).and_then(|()| self.collect());
             if let Err(e) = primed {
-                self.poisoned = true;
+                self.fail();
                 return Err(e);
             }
         }
@@ -249,7 +263,7 @@ where
     fn run(&mut self, schedule: Schedule) -> Result<Vec<f64>, BenchError> {
         let result = self.enqueue_step(schedule).and_then(|()| self.collect());
         if result.is_err() {
-            self.poisoned = true;
+            self.fail();
         }
         result
     }
@@ -297,14 +311,10 @@ where
         Ok(())
     }
 
-    /// The one host synchronisation of a step, after every GPU's work is queued; then each GPU's
-    /// start-to-stop time, in `local_ranks` order.
-    fn collect(&self) -> Result<Vec<f64>, BenchError> {
-        for gpu in &self.gpus {
-            gpu.stop
-                .synchronize()
-                .map_err(cuda_error(gpu.rank, format!("waiting for the step to finish ({})", nccl_version())))?;
-        }
+    /// The one wait of a step, after every GPU's work is queued ([`Gpus::wait_for_step`]); then
+    /// each GPU's start-to-stop time, in `local_ranks` order.
+    fn collect(&mut self) -> Result<Vec<f64>, BenchError> {
+        self.wait_for_step()?;
         self.gpus
             .iter()
             .map(|gpu| {
@@ -314,6 +324,44 @@ where
                     .map_err(cuda_error(gpu.rank, "reading the step's elapsed time"))
             })
             .collect()
+    }
+
+    /// Waits for every GPU's stop event without blocking inside CUDA or NCCL: polls the events
+    /// and every communicator's asynchronous error against [`STEP_LIMIT`]. A peer that died or a
+    /// transport that broke shows as an asynchronous error at once; a collective that hangs
+    /// without one, at the deadline. Either way every local communicator is aborted (NCCL's
+    /// kernels return, so no thread is left inside the driver) and the step fails.
+    fn wait_for_step(&mut self) -> Result<(), BenchError> {
+        let (comms, gpus) = (&self.comms, &self.gpus);
+        let waited = wait::poll_until(STEP_LIMIT, wait::POLL_PAUSE, || {
+            wait::step_done(
+                comms.iter().map(|c| c.async_error().map_err(Stalled::Nccl)),
+                gpus.iter().map(|g| g.stop.try_is_complete().map_err(|e| Stalled::Cuda(g.rank, e))),
+            )
+        });
+        let failure = match waited {
+            Waited::Done => return Ok(()),
+            Waited::Failed(Stalled::Nccl(e)) => nccl_error(
+                None,
+                "a collective failed (ncclCommGetAsyncError: a peer died or a transport broke); the communicators were \
+                 aborted",
+            )(e),
+            Waited::Failed(Stalled::Cuda(rank, e)) => {
+                cuda_error(rank, format!("waiting for the step to finish ({})", nccl_version()))(e)
+            }
+            Waited::TimedOut => BenchError::failed(
+                "nccl",
+                format!(
+                    "a step did not finish within {} s (a rank died or a collective hung; {}); the communicators were \
+                     aborted",
+                    STEP_LIMIT.as_secs(),
+                    nccl_version()
+                ),
+                None,
+            ),
+        };
+        self.fail();
+        Err(failure)
     }
 
     /// One all-reduce (sum) on every local communicator, grouped when this thread drives several
@@ -326,8 +374,8 @@ where
         let mut queued = Ok(());
         for (comm, gpu) in self.comms.iter().zip(self.gpus.iter_mut()) {
             let call = match payload {
-                Payload::Full => comm.all_reduce(&gpu.send, &mut gpu.recv, &ReduceOp::Sum),
-                Payload::Align => comm.all_reduce_in_place(&mut gpu.align, &ReduceOp::Sum),
+                Payload::Full => comm.all_reduce_sum(&gpu.send, &mut gpu.recv),
+                Payload::Align => comm.all_reduce_sum_in_place(&mut gpu.align),
             };
             if let Err(e) = call {
                 queued = Err(nccl_error(Some(gpu.rank), "queueing the all-reduce (ncclAllReduce)")(e));
@@ -461,27 +509,34 @@ fn mark_name(mark: Mark) -> &'static str {
     }
 }
 
+impl<T> Gpus<T> {
+    /// Gives the run up: aborts every communicator (once), so NCCL's kernels and threads stop,
+    /// and marks the GPUs so that the teardown leaks what is left instead of dropping it.
+    pub(super) fn fail(&mut self) {
+        for comm in std::mem::take(&mut self.comms) {
+            let _ = comm.abort();
+        }
+        self.poisoned = true;
+    }
+}
+
 impl<T> Drop for Gpus<T> {
     fn drop(&mut self) {
-        let comms = std::mem::take(&mut self.comms);
         let gpus = std::mem::take(&mut self.gpus);
         // Never synchronise with a stream still held at the gate.
         self.gate.release_all();
         let gate_word = self.gate.take_word();
         let healthy = !self.poisoned && gpus.iter().all(|g| g.ctx.synchronize().is_ok());
         if !healthy {
-            // `Comm`'s and `CudaBlas`'s drops panic when teardown fails, which is likely now; a
-            // GPU may still read the gate word.
-            std::mem::forget(comms);
+            // The communicators are aborted (their kernels return); the rest is leaked: `CudaBlas`'s
+            // drop panics when teardown fails, which is likely now, and a GPU may still read the
+            // gate word.
+            self.fail();
             std::mem::forget(gpus);
             std::mem::forget(gate_word);
             return;
         }
-        let mut clean = true;
-        for comm in comms {
-            // Each on its own, so that one panic is caught before the next drop runs.
-            clean &= catch_unwind(AssertUnwindSafe(move || drop(comm))).is_ok();
-        }
+        let clean = end_communicators(std::mem::take(&mut self.comms), self.single_process);
         if clean {
             for gpu in gpus {
                 let _ = catch_unwind(AssertUnwindSafe(move || drop(gpu)));
@@ -492,9 +547,45 @@ impl<T> Drop for Gpus<T> {
     }
 }
 
+/// How long one step may take before the run is given up: one all-reduce and one matmul take
+/// milliseconds to seconds; a minute means a rank died or a collective hung.
+pub(super) const STEP_LIMIT: Duration = Duration::from_secs(60);
+
+/// Why a step's wait ended early.
+enum Stalled {
+    Nccl(NcclError),
+    Cuda(u32, DriverError),
+}
+
+/// Ends the communicators of a healthy run (every step done, every GPU synchronised); `false`
+/// when one did not end cleanly (the rest are then aborted).
+///
+/// With one process per rank, the ranks' teardowns are not in step: a rank that aborted while a
+/// peer still finishes its last collective could free memory the peer's kernels still touch. The
+/// timings are gathered across ranks first (the runner drops the backend only after), then each
+/// communicator is finalized (`ncclCommFinalize`: completes its operations in step with the
+/// ranks that share its resources) and destroyed. One process driving every rank holds all of
+/// them: after the synchronisation nothing is in flight and no other process shares them, so
+/// they are aborted together (what the NCCL maintainers ask of ranks in one node).
+fn end_communicators(comms: Vec<NcclComm>, single_process: bool) -> bool {
+    if single_process {
+        return comms.into_iter().map(|c| c.abort().is_ok()).fold(true, |a, b| a & b);
+    }
+    let mut clean = true;
+    for comm in comms {
+        if clean && comm.finalize().is_ok() {
+            clean &= comm.destroy().is_ok();
+        } else {
+            clean = false;
+            let _ = comm.abort();
+        }
+    }
+    clean
+}
+
 /// NCCL's unique id for a multi-process job: rank 0 makes it, the rendezvous carries its 128
 /// bytes (or nothing, when rank 0 failed, so that the others fail at once instead of waiting).
-fn nccl_id(launch: &Launch, rendezvous: Option<&Rendezvous>) -> Result<Id, BenchError> {
+fn nccl_id(launch: &Launch, rendezvous: Option<&Rendezvous>) -> Result<[c_char; 128], BenchError> {
     let rank = launch.rank;
     let Some(rendezvous) = rendezvous else {
         return Err(BenchError::failed(
@@ -504,13 +595,13 @@ fn nccl_id(launch: &Launch, rendezvous: Option<&Rendezvous>) -> Result<Id, Bench
         ));
     };
     if rank == 0 {
-        let created = Id::new();
-        let bytes = created.as_ref().map(|id| id_to_bytes(id.internal())).unwrap_or_default();
+        let created = cudarc::nccl::result::get_uniqueid().map(|id| id.internal);
+        let bytes = created.as_ref().map(id_to_bytes).unwrap_or_default();
         rendezvous.broadcast(Some(&bytes))?;
         created.map_err(nccl_error(Some(0), "creating NCCL's unique id (ncclGetUniqueId)"))
     } else {
         let bytes = rendezvous.broadcast(None)?;
-        id_from_bytes(&bytes).map(Id::uninit).ok_or_else(|| {
+        id_from_bytes(&bytes).ok_or_else(|| {
             BenchError::failed(
                 "nccl",
                 format!("rank 0 sent {} bytes for NCCL's unique id, not 128: see rank 0's error", bytes.len()),

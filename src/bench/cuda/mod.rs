@@ -26,6 +26,7 @@ mod topology;
 mod wait;
 
 pub use discovery::{nccl_loadable, prepare_at_start, probe, CudaUnavailable};
+pub use ffi::exit_without_destructors;
 pub use gate::{TimingGate, GATE_VARIABLE};
 
 use super::launch::{Launch, Rendezvous};
@@ -106,6 +107,11 @@ impl Backend for CudaBackend {
 
     fn run(&mut self, schedule: Schedule) -> Result<Vec<f64>, BenchError> {
         self.rig.run(schedule)
+    }
+
+    /// Aborts the communicators: a peer may be gone, so they cannot be finalized in step.
+    fn fail(&mut self) {
+        self.rig.fail();
     }
 }
 

@@ -36,6 +36,23 @@ pub(super) fn poll_until<E>(limit: Duration, pause: Duration, mut done: impl FnM
     }
 }
 
+/// One poll of a step: done when every GPU's stop event has passed; a communicator's
+/// asynchronous error (asked first: a failed collective never lets its event pass) or an event's
+/// error ends the wait at once.
+pub(super) fn step_done<E>(
+    communicators: impl IntoIterator<Item = Result<(), E>>,
+    events: impl IntoIterator<Item = Result<bool, E>>,
+) -> Result<bool, E> {
+    for communicator in communicators {
+        communicator?;
+    }
+    let mut all = true;
+    for event in events {
+        all &= event?;
+    }
+    Ok(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +86,42 @@ mod tests {
     fn a_zero_limit_still_asks_once() {
         assert_eq!(poll_until(Duration::ZERO, Duration::from_millis(1), || Ok::<_, ()>(true)), Waited::Done);
         assert_eq!(poll_until(Duration::ZERO, Duration::from_millis(1), || Ok::<_, ()>(false)), Waited::TimedOut);
+    }
+
+    /// A step over two GPUs, polled as the backend polls it: fakes stand for the stop events and
+    /// the communicators. Rank 1's event passes on the third poll: done.
+    #[test]
+    fn a_step_is_done_when_every_event_has_passed() {
+        let mut poll = 0;
+        let waited = poll_until(Duration::from_secs(5), Duration::from_micros(10), || {
+            poll += 1;
+            step_done([Ok::<(), &str>(()), Ok(())], [Ok(true), Ok(poll >= 3)])
+        });
+        assert_eq!((waited, poll), (Waited::Done, 3));
+    }
+
+    /// A peer dies on the second poll: its communicator's asynchronous error ends the wait at
+    /// once, long before the deadline, though no event will ever pass.
+    #[test]
+    fn a_dead_peer_ends_the_wait_through_its_communicators_error() {
+        let start = Instant::now();
+        let mut poll = 0;
+        let waited = poll_until(Duration::from_secs(60), Duration::from_millis(1), || {
+            poll += 1;
+            let comm = if poll >= 2 { Err("ncclRemoteError") } else { Ok(()) };
+            step_done([Ok(()), comm], [Ok(false), Ok(false)])
+        });
+        assert_eq!(waited, Waited::Failed("ncclRemoteError"));
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    /// A collective that hangs without an error (a peer stopped, not dead): the deadline ends it.
+    #[test]
+    fn a_hung_collective_ends_at_the_deadline() {
+        let waited = poll_until(Duration::from_millis(30), Duration::from_millis(1), || {
+            step_done([Ok::<(), &str>(())], [Ok(true), Ok(false)])
+        });
+        assert_eq!(waited, Waited::TimedOut);
+        assert_eq!(step_done([Ok::<(), &str>(())], [Err("illegal address"), Ok(true)]), Err("illegal address"));
     }
 }
