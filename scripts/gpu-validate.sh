@@ -1,264 +1,320 @@
 #!/usr/bin/env bash
-# GPU validation of `commgate bench --backend cuda` against the references the benchmark must
-# match, in one run of about a minute on one GPU:
-#   - the timing gate: whether the windows were gated on this machine, and the four schedules'
-#     medians with the gate and without it (COMMGATE_CUDA_GATE=off), side by side;
-#   - the matmul: commgate's compute_only TFLOPS within 5 % of `torch.matmul`'s at the same
-#     dim and dtype, timed the same way (device time only: the GPU is kept busy while the host
-#     queues, so neither includes launch latency);
-#   - the all-reduce (2+ GPUs): bus bandwidth within 5 % of nccl-tests' `all_reduce_perf`;
-#   - the hardware block: gpu_memory_mib against torch's total_memory, topology (single-gpu on
-#     one GPU).
+# GPU validation of `commgate bench --backend cuda`: one prepared run on a GPU machine with no
+# network, no cargo and no nccl-tests needed, torch installed with pip (which brings pip's cuBLAS
+# and NCCL under site-packages/nvidia/*/lib). Estimated time on one H200: about 1.5 minutes
+# (8 short commgate runs of 3-12 s each, two Python processes that import torch); with 2+ GPUs
+# about 1 minute more (2.5 if the killed peer's survivor takes all of KILL_DEADLINE); under 5
+# minutes unless something hangs (each run then stops at its own limit, and once BUDGET seconds
+# have passed the runs not started yet are skipped).
 #
-# Needs NVIDIA GPUs (and, for the references, PyTorch and nccl-tests); it is not part of .ci/run.
+# commgate runs with torch's libraries only: LD_LIBRARY_PATH is unset for commgate (and for the
+# torch reference), so commgate must find cuBLAS and NCCL under site-packages itself.
+#
+# Checks, one line each: PASS|FAIL|SKIP <name>: <figures and the tolerance>. On one GPU (world
+# size 1, --allow-single-rank):
+#   gemm-<dtype>-<dim>   commgate's compute_only TFLOPS (2*dim^3 / median) >= 0.95 x torch.mm's,
+#                        timed the same way (CUDA events around one matmul while torch.cuda._sleep
+#                        holds the GPU, median of REPEATS after WARMUP); fp32 with TF32 off
+#   gate-timing          workload.timing: gated by default, ungated with COMMGATE_CUDA_GATE=off
+#                        and with CUDA_LAUNCH_BLOCKING=1 (bf16, GATE_DIM)
+#   gate-medians         the compute_only medians of those three: ungated >= gated x 0.97
+#   schedules            on the first GEMMS run: serial ~ comm_only + compute_only, and
+#                        max(comm_only, compute_only) <= overlap <= serial, each within 10 % or 20 us
+#   gpu-memory           hardware.gpu_memory_mib within 1 % of torch's total_memory // 2**20
+#   topology             single-gpu and gpu_count 1 for a one-rank run (torch's count shown)
+#   libraries            the libcublas, libcublasLt and libnccl files the commgate process mapped
+#                        (its /proc/PID/maps, polled while it runs) are the ones torch maps
+# With 2+ GPUs, also (on one GPU they print "SKIP ...: not applicable" and are not counted):
+#   world-n              all GPUs in one process: finished, world size and gpu_count N, a
+#                        multi-GPU topology, a busbw, consistent schedules (BUSBW_BYTES per rank)
+#   two-process          RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT, 2 processes: both exit 0
+#   killed-peer          2 processes, rank 1 killed after KILL_AFTER s: rank 0 exits non-zero
+#                        within KILL_DEADLINE s (its --timeout is KILL_TIMEOUT; after 1 s the job
+#                        is usually still forming: a larger KILL_AFTER kills it mid-step)
+#   busbw                world-n's busbw >= all_reduce_perf's x (1 - tol), tol 10 % at 256 MiB,
+#                        shrinking towards 5 % for larger payloads; a SKIP without all_reduce_perf
+# How SKIPs count: a check that applies here but could not run (no torch for the references, no
+# all_reduce_perf, BUDGET spent) is one of the M checks and not passed, so the exit is 2 unless a
+# check failed; a multi-GPU check on one GPU does not apply: printed, not one of the M.
+# The tolerances and the report live in scripts/gpu_validate.py, tested without a GPU on recorded
+# outputs: python3 scripts/gpu_validate.py selftest tests/fixtures/gpu-validate
+#
 # Knobs (environment), defaults in brackets:
-#   GPUS [all visible]   PAYLOAD_ELEMENTS [4194304]   DTYPE [bfloat16|float16|float32]
-#   COMPUTE_DIM [2048]   REPEATS [200]   WARMUP [10]   UNGATED [1: also run with the gate off]
-#   COMMGATE [cargo build --release here when cargo exists, else target/release/commgate]
+#   COMMGATE [./commgate, else the repository's commgate, else target/release/commgate; cargo
+#            build --release only when none exists and cargo does]   PYTHON [python3]
+#   GEMMS ["bf16:8192 bf16:2048 fp16:8192 fp16:2048 fp32:8192 fp32:2048"; the first is the
+#         run the schedules, memory, topology and libraries are read from]   GATE_DIM [2048]
+#   WARMUP [10]   REPEATS [100]   BENCH_TIMEOUT [120: commgate's --timeout]   BUDGET [280 s:
+#   runs not started by then are skipped]   BUSBW_BYTES [268435456]   KILL_AFTER [1]
+#   KILL_TIMEOUT [20]   KILL_DEADLINE [90: commgate's own step deadline is 60 s]
 #   ALL_REDUCE_PERF [all_reduce_perf on PATH]
-#   OUT_DIR [a new temporary directory; the result files and the logs go there]
-# e.g. GPUS=8 DTYPE=float16 scripts/gpu-validate.sh
-#      COMMGATE=./commgate GPUS=1 scripts/gpu-validate.sh      (a prebuilt binary, no cargo)
-# Exit: 0 every check passed, 1 one missed, 2 the run could not be made.
+#   OUT_DIR [a new temporary directory: results, stderr, maps, torch.json, runs.tsv, plan.txt]
+# e.g. COMMGATE=./commgate scripts/gpu-validate.sh
+#
+# Exit: 0 every check ran and passed ("N of N checks passed"); 1 a check failed; 2 the validation
+# could not be made: "not validated: ..." (no GPU, no commgate binary, no python3, or a check that
+# could not run, e.g. no torch for the references).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
+ROOT=$(cd "$here/.." && pwd)
+CALLER_DIR=$PWD
+cd "$ROOT"
+PY="$ROOT/scripts/gpu_validate.py"
+PYTHON=${PYTHON:-python3}
+
+not_validated() { echo "not validated: $1"; shift; for line in "$@"; do echo "  $line"; done; exit 2; }
+
+command -v "$PYTHON" >/dev/null 2>&1 \
+  || not_validated "no python3 (PYTHON=$PYTHON not found): install Python 3, or point PYTHON at it"
+
+# Nothing the caller set may change what commgate measures: its settings, the timing gate, a
+# launcher's rank variables (this script sets them where it launches ranks itself), the dynamic
+# loader's path (commgate must find torch's libraries by itself; nccl-tests keeps the caller's).
+CALLER_LD_LIBRARY_PATH=${LD_LIBRARY_PATH-}
+CALLER_HAD_LD_LIBRARY_PATH=${LD_LIBRARY_PATH+1}
+while IFS= read -r var; do
+  case $var in COMMGATE_*) unset "$var" ;; esac
+done < <(compgen -e)
+unset LD_LIBRARY_PATH CUDA_LAUNCH_BLOCKING RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT \
+  OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK SLURM_PROCID SLURM_NTASKS \
+  SLURM_LOCALID
 SECONDS=0
 
-PAYLOAD_ELEMENTS=${PAYLOAD_ELEMENTS:-4194304}
-DTYPE=${DTYPE:-bfloat16}
-COMPUTE_DIM=${COMPUTE_DIM:-2048}
-REPEATS=${REPEATS:-200}
+# --- the GPUs ----------------------------------------------------------------------------------
+IFS=$'\t' read -r GPUS GPU_SOURCE GPU_NAME < <("$PYTHON" "$PY" count-gpus 2>/dev/null || printf '0\tcount-gpus failed\t\n') || true
+case ${GPUS:-} in '' | *[!0-9]*) GPUS=0 ;; esac
+if [ "$GPUS" -lt 1 ]; then
+  not_validated "no GPU" "why: ${GPU_SOURCE:-nothing counted}" \
+    "(GPUs are counted with torch.cuda.device_count(), else nvidia-smi -L, honouring CUDA_VISIBLE_DEVICES)"
+fi
+
+# --- the commgate binary -------------------------------------------------------------------------
+find_commgate() {
+  if [ -n "${COMMGATE:-}" ]; then
+    case $COMMGATE in /*) ;; *) COMMGATE="$CALLER_DIR/$COMMGATE" ;; esac
+    [ -f "$COMMGATE" ] && [ -x "$COMMGATE" ] && return 0
+    not_validated "no commgate binary (COMMGATE=$COMMGATE is not an executable file: fix the path, or unset COMMGATE)"
+  fi
+  local candidate
+  for candidate in "$CALLER_DIR/commgate" "$ROOT/commgate" "$ROOT/target/release/commgate"; do
+    if [ -f "$candidate" ] && [ -x "$candidate" ]; then COMMGATE=$candidate; return 0; fi
+  done
+  return 1
+}
+if ! find_commgate; then
+  if command -v cargo >/dev/null 2>&1; then
+    echo "gpu-validate: no commgate binary; building one (cargo build --release --offline, then online)"
+    cargo build --release --offline --quiet || cargo build --release --quiet || true
+  fi
+  find_commgate || not_validated "no commgate binary (set COMMGATE=/path/to/commgate, or put a stripped release build at ./commgate: build it elsewhere with cargo build --release and copy target/release/commgate)"
+fi
+VERSION=$("$COMMGATE" --version 2>&1) || not_validated "$COMMGATE does not run: $VERSION"
+HELP=$("$COMMGATE" bench --help 2>&1 || true)
+SINGLE_RANK=()
+case $HELP in *--allow-single-rank*) SINGLE_RANK=(--allow-single-rank) ;; esac
+
+# --- the plan ------------------------------------------------------------------------------------
+GEMMS=${GEMMS:-"bf16:8192 bf16:2048 fp16:8192 fp16:2048 fp32:8192 fp32:2048"}
+GATE_DIM=${GATE_DIM:-2048}
 WARMUP=${WARMUP:-10}
-UNGATED=${UNGATED:-1}
+REPEATS=${REPEATS:-100}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-120}
+BUDGET=${BUDGET:-280}
+BUSBW_BYTES=${BUSBW_BYTES:-268435456}
+KILL_AFTER=${KILL_AFTER:-1}
+KILL_TIMEOUT=${KILL_TIMEOUT:-20}
+KILL_DEADLINE=${KILL_DEADLINE:-90}
+ALL_REDUCE_PERF=${ALL_REDUCE_PERF:-$(command -v all_reduce_perf || true)}
 OUT_DIR=${OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/commgate-gpu-validate.XXXXXX")}
 mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+: >"$OUT_DIR/runs.tsv"
 
-die() { echo "gpu-validate: $*" >&2; exit 2; }
+read -r -a SPECS <<<"$GEMMS"
+[ "${#SPECS[@]}" -gt 0 ] || not_validated "GEMMS is empty: list at least one of bf16:DIM, fp16:DIM, fp32:DIM"
+for spec in "${SPECS[@]}"; do
+  case $spec in bf16:[0-9]* | fp16:[0-9]* | fp32:[0-9]*) ;; *) not_validated "GEMMS entry $spec: use bf16:DIM, fp16:DIM or fp32:DIM" ;; esac
+done
+case " ${SPECS[*]} " in *" bf16:$GATE_DIM "*) ;; *) SPECS+=("bf16:$GATE_DIM") ;; esac
+PRIMARY="gemm-${SPECS[0]%%:*}-${SPECS[0]#*:}"
+{
+  echo "gpus=$GPUS"
+  echo "gpu_source=$GPU_SOURCE"
+  echo "gpu_name=$GPU_NAME"
+  echo "primary=$PRIMARY"
+  echo "gate_ref=gemm-bf16-$GATE_DIM"
+  echo "busbw_bytes=$BUSBW_BYTES"
+  echo "kill_after_s=$KILL_AFTER"
+  echo "kill_deadline_s=$KILL_DEADLINE"
+  echo "all_reduce_perf=$ALL_REDUCE_PERF"
+  echo "repeats=$REPEATS"
+  echo "warmup=$WARMUP"
+} >"$OUT_DIR/plan.txt"
 
-command -v nvidia-smi >/dev/null 2>&1 || die "nvidia-smi not found: this script needs NVIDIA GPUs and their driver"
-command -v python3 >/dev/null 2>&1 || die "python3 not found: it reads the result files"
-VISIBLE=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-[ "$VISIBLE" -ge 1 ] || die "no GPU visible to nvidia-smi (CUDA_VISIBLE_DEVICES?)"
-GPUS=${GPUS:-$VISIBLE}
-
-case "$DTYPE" in
-  bfloat16) ELEM_BYTES=2; NCCL_TESTS_DTYPE=bfloat16 ;;
-  float16) ELEM_BYTES=2; NCCL_TESTS_DTYPE=half ;;
-  float32) ELEM_BYTES=4; NCCL_TESTS_DTYPE=float ;;
-  *) die "DTYPE=$DTYPE: use bfloat16, float16 or float32" ;;
-esac
-BYTES=$((PAYLOAD_ELEMENTS * ELEM_BYTES))
-
-echo "gpu-validate: $GPUS GPU(s) of $VISIBLE visible: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)"
-echo "  all-reduce $PAYLOAD_ELEMENTS x $DTYPE ($BYTES B per rank), matmul ${COMPUTE_DIM}^3, $REPEATS repeats after $WARMUP warm-up; files in $OUT_DIR"
-
-# --- commgate ------------------------------------------------------------------------------
-if [ -z "${COMMGATE:-}" ]; then
-  if command -v cargo >/dev/null 2>&1; then
-    cargo build --release --quiet || die "cargo build --release failed"
-  fi
-  COMMGATE=target/release/commgate
-fi
-[ -x "$COMMGATE" ] || die "$COMMGATE is not an executable commgate: build it (cargo build --release) or set COMMGATE"
-BENCH_ARGS=(bench --backend cuda --world-size "$GPUS" --payload-elements "$PAYLOAD_ELEMENTS" --dtype "$DTYPE"
-  --compute-dim "$COMPUTE_DIM" --warmup "$WARMUP" --repeats "$REPEATS" --timeout 120 --quiet)
-# A world of one rank may need saying so explicitly (newer releases); older ones lack the flag.
-if [ "$GPUS" -eq 1 ] && "$COMMGATE" bench --help 2>/dev/null | grep -q -- '--allow-single-rank'; then
-  BENCH_ARGS+=(--allow-single-rank)
+echo "gpu-validate: $GPUS GPU(s) ${GPU_NAME:+($GPU_NAME) }counted by $GPU_SOURCE"
+echo "gpu-validate: $VERSION at $COMMGATE; files in $OUT_DIR"
+if [ -n "$CALLER_HAD_LD_LIBRARY_PATH" ]; then
+  echo "gpu-validate: LD_LIBRARY_PATH=$CALLER_LD_LIBRARY_PATH is unset for commgate and torch (torch's libraries only)"
 fi
 
-# bench_run NAME [VAR=VALUE...]: one commgate run, result in $OUT_DIR/NAME.json, stderr in NAME.stderr.
-bench_run() {
-  local name=$1; shift
-  echo "commgate ($name): $COMMGATE ${BENCH_ARGS[*]}${*:+ with $*}"
-  if ! env "$@" "$COMMGATE" "${BENCH_ARGS[@]}" --output "$OUT_DIR/$name.json" 2>"$OUT_DIR/$name.stderr"; then
-    cat "$OUT_DIR/$name.stderr" >&2
-    die "commgate bench --backend cuda ($name) failed (its message is above)"
+# A wall-clock limit around each run, on top of commgate's own --timeout.
+LIMIT=()
+if command -v timeout >/dev/null 2>&1; then LIMIT=(timeout -k 10 $((BENCH_TIMEOUT + 60))); fi
+
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$OUT_DIR/runs.tsv"; }
+
+# over_budget NAME [NEEDS]: true (and NAME recorded as not run) once BUDGET seconds have passed,
+# or would have passed NEEDS seconds from now.
+over_budget() {
+  if [ $((SECONDS + ${2:-0})) -ge "$BUDGET" ]; then
+    record "$1" not-run 0 "the time budget (BUDGET=$BUDGET s) was spent before it started"
+    echo "gpu-validate: $1: not run (BUDGET=$BUDGET s spent)"
+    return 0
   fi
-  sed 's/^/  | /' "$OUT_DIR/$name.stderr"
+  return 1
 }
-bench_run gated
-if [ "$UNGATED" = 1 ]; then
-  bench_run ungated COMMGATE_CUDA_GATE=off
+
+# bench NAME WATCH [VAR=VALUE...] -- ARGS...: one commgate bench in $OUT_DIR (NAME.json,
+# NAME.stderr, NAME.stdout), with VAR=VALUE in its environment; WATCH=1 also collects the
+# libraries it maps into NAME.maps. One line in runs.tsv.
+bench() {
+  local name=$1 watch=$2 vars=() start=$SECONDS rc=0 pid watcher=""
+  shift 2
+  while [ "$1" != -- ]; do vars+=("$1"); shift; done
+  shift
+  over_budget "$name" && return 0
+  (
+    cd "$OUT_DIR"
+    for var in ${vars[@]+"${vars[@]}"}; do export "${var?}"; done
+    exec ${LIMIT[@]+"${LIMIT[@]}"} "$COMMGATE" bench --backend cuda --warmup "$WARMUP" \
+      --timeout "$BENCH_TIMEOUT" --quiet "$@" --output "$name.json"
+  ) >"$OUT_DIR/$name.stdout" 2>"$OUT_DIR/$name.stderr" &
+  pid=$!
+  if [ "$watch" = 1 ]; then
+    "$PYTHON" "$PY" watch-maps "$pid" "$OUT_DIR/$name.maps" &
+    watcher=$!
+  fi
+  wait "$pid" || rc=$?
+  if [ -n "$watcher" ]; then wait "$watcher" || true; fi
+  record "$name" "$rc" $((SECONDS - start))
+  echo "gpu-validate: $name: exit $rc in $((SECONDS - start)) s${vars[*]:+ (${vars[*]})}"
+}
+
+# --- the torch reference: torch.mm timed the same way, the GPU's memory, torch's libraries ------
+if ! over_budget torch; then
+  start=$SECONDS rc=0
+  ${LIMIT[@]+"${LIMIT[@]}"} "$PYTHON" "$PY" torch-ref "$OUT_DIR/torch.json" --warmup "$WARMUP" \
+    --repeats "$REPEATS" "${SPECS[@]}" >"$OUT_DIR/torch.stdout" 2>"$OUT_DIR/torch.stderr" || rc=$?
+  if [ "$rc" -ne 0 ] && grep -q "No module named 'torch'" "$OUT_DIR/torch.stderr"; then
+    record torch not-run 0 "torch is not importable by $PYTHON (pip install torch)"
+  else
+    record torch "$rc" $((SECONDS - start))
+  fi
+  echo "gpu-validate: torch reference: exit $rc in $((SECONDS - start)) s"
 fi
 
-# --- torch.matmul -------------------------------------------------------------------------
-TORCH_JSON=""
-if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  # compute_only's window with the gate: one matmul between two CUDA events, median over the
-  # repeats, with nothing of the host's queueing inside. torch.cuda._sleep keeps the GPU busy
-  # while the host queues start, matmul and stop, so the start event fires only when the GPU
-  # gets to it, not before the host has queued the matmul (without it the window would hold one
-  # launch latency: the bias the gate removes from commgate).
-  TORCH_JSON=$(python3 -c '
-import json, sys, torch
-n, dtype, warmup, repeats = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-torch.backends.cuda.matmul.allow_tf32 = False  # FP32 as cublasSgemm computes it
-dt = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[dtype]
-a = torch.rand(n, n, device="cuda", dtype=dt) * 2 - 1
-b = torch.rand(n, n, device="cuda", dtype=dt) * 2 - 1
-c = torch.empty(n, n, device="cuda", dtype=dt)
-for _ in range(warmup):
-    torch.matmul(a, b, out=c)
-torch.cuda.synchronize()
-busy = getattr(torch.cuda, "_sleep", None)
-start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-def median(hold):
-    times = []
-    for _ in range(repeats):
-        if hold:
-            busy(200_000)  # about 0.1 ms of GPU cycles
-        start.record(); torch.matmul(a, b, out=c); stop.record(); stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    times.sort()
-    return times[len(times) // 2]
-flops = 2 * n**3
-out = {"plain_tflops": flops / (median(False) * 1e-3) / 1e12,
-       "total_memory_mib": torch.cuda.get_device_properties(0).total_memory // (1024 * 1024)}
-out["tflops"] = flops / (median(True) * 1e-3) / 1e12 if busy else out["plain_tflops"]
-out["held"] = busy is not None
-print(json.dumps(out))
-' "$COMPUTE_DIM" "$DTYPE" "$WARMUP" "$REPEATS") || die "the torch.matmul timing failed"
-else
-  echo "torch: skipped: no PyTorch with CUDA in python3 (pip install torch)"
+# --- one rank: the GEMMs, the gate, the primary run's hardware and libraries ---------------------
+dtype_of() { case $1 in bf16) echo bfloat16 ;; fp16) echo float16 ;; fp32) echo float32 ;; esac; }
+ONE_RANK=(--world-size 1 ${SINGLE_RANK[@]+"${SINGLE_RANK[@]}"} --repeats "$REPEATS")
+watch=1
+for spec in "${SPECS[@]}"; do
+  short=${spec%%:*} dim=${spec#*:}
+  bench "gemm-$short-$dim" "$watch" -- "${ONE_RANK[@]}" --dtype "$(dtype_of "$short")" --compute-dim "$dim"
+  watch=0
+done
+bench gate-off 0 COMMGATE_CUDA_GATE=off -- "${ONE_RANK[@]}" --dtype bfloat16 --compute-dim "$GATE_DIM"
+bench gate-blocking 0 CUDA_LAUNCH_BLOCKING=1 -- "${ONE_RANK[@]}" --dtype bfloat16 --compute-dim "$GATE_DIM"
+
+# --- two or more GPUs ---------------------------------------------------------------------------
+# start_rank NAME RANK PORT ARGS...: one rank of a 2-process job, in the background (PID in $!).
+start_rank() {
+  local name=$1 rank=$2 port=$3
+  shift 3
+  (
+    cd "$OUT_DIR"
+    export RANK="$rank" WORLD_SIZE=2 LOCAL_RANK="$rank" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port"
+    export COMMGATE_RENDEZVOUS_SECRET="gpu-validate-$$-$port"
+    exec "$COMMGATE" bench --backend cuda --warmup "$WARMUP" --quiet "$@" --output "$name.json"
+  ) >"$OUT_DIR/$name.stdout" 2>"$OUT_DIR/$name.stderr" &
+}
+
+# running PID: the process exists and is not a zombie.
+running() {
+  local stat
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+if [ "$GPUS" -ge 2 ]; then
+  # All GPUs in one process, at a payload large enough to compare with nccl-tests.
+  bench world-n 0 -- --world-size "$GPUS" --repeats "$REPEATS" --dtype bfloat16 --compute-dim "$GATE_DIM" \
+    --payload-elements $((BUSBW_BYTES / 2))
+
+  if [ -z "$ALL_REDUCE_PERF" ] || [ ! -x "$ALL_REDUCE_PERF" ]; then
+    record all_reduce_perf not-run 0 "all_reduce_perf not found (put nccl-tests' build/ on PATH or set ALL_REDUCE_PERF; build: make -C nccl-tests CUDA_HOME=... NCCL_HOME=...)"
+  elif ! over_budget all_reduce_perf; then
+    start=$SECONDS rc=0
+    (
+      if [ -n "$CALLER_HAD_LD_LIBRARY_PATH" ]; then export LD_LIBRARY_PATH="$CALLER_LD_LIBRARY_PATH"; fi
+      exec ${LIMIT[@]+"${LIMIT[@]}"} "$ALL_REDUCE_PERF" -b "$BUSBW_BYTES" -e "$BUSBW_BYTES" -g "$GPUS" \
+        -d bfloat16 -o sum -n "$REPEATS" -w "$WARMUP" -c 0
+    ) >"$OUT_DIR/all_reduce_perf.log" 2>&1 || rc=$?
+    record all_reduce_perf "$rc" $((SECONDS - start))
+    echo "gpu-validate: all_reduce_perf: exit $rc in $((SECONDS - start)) s"
+  fi
+
+  if ! over_budget two-proc; then
+    start=$SECONDS rc0=0 rc1=0
+    port=$("$PYTHON" "$PY" free-port)
+    start_rank two-proc 0 "$port" --repeats "$REPEATS" --timeout "$BENCH_TIMEOUT"
+    pid0=$!
+    start_rank two-proc-rank1 1 "$port" --repeats "$REPEATS" --timeout "$BENCH_TIMEOUT"
+    pid1=$!
+    wait "$pid0" || rc0=$?
+    wait "$pid1" || rc1=$?
+    record two-proc "$rc0" $((SECONDS - start))
+    record two-proc-rank1 "$rc1" $((SECONDS - start))
+    echo "gpu-validate: two-proc: rank 0 exit $rc0, rank 1 exit $rc1 in $((SECONDS - start)) s"
+  fi
+
+  if ! over_budget killed-peer $((KILL_AFTER + KILL_DEADLINE)); then
+    rc0=0 note="" status="" secs=0
+    port=$("$PYTHON" "$PY" free-port)
+    # Enough repeats that the job cannot finish before its peer is killed.
+    start_rank killed-peer 0 "$port" --repeats 20000 --timeout "$KILL_TIMEOUT"
+    pid0=$!
+    start_rank killed-peer-rank1 1 "$port" --repeats 20000 --timeout "$KILL_TIMEOUT"
+    pid1=$!
+    sleep "$KILL_AFTER"
+    running "$pid1" || note="rank 1 had exited by itself before the kill"
+    kill -KILL "$pid1" 2>/dev/null || true
+    wait "$pid1" 2>/dev/null || true
+    killed=$SECONDS
+    if ! running "$pid0"; then
+      wait "$pid0" || rc0=$?
+      status=$rc0 note="early: rank 0 had exited before the kill"
+    else
+      while running "$pid0" && [ $((SECONDS - killed)) -lt "$KILL_DEADLINE" ]; do sleep 0.5; done
+      secs=$((SECONDS - killed))
+      if running "$pid0"; then
+        kill -KILL "$pid0" 2>/dev/null || true
+        wait "$pid0" 2>/dev/null || true
+        status=hung
+      else
+        wait "$pid0" || rc0=$?
+        status=$rc0
+      fi
+    fi
+    record killed-peer "$status" "$secs" "$note"
+    echo "gpu-validate: killed-peer: rank 0 $([ "$status" = hung ] && echo "still ran (killed)" || echo "exit $status") $secs s after rank 1 was killed${note:+ ($note)}"
+  fi
 fi
 
-# --- nccl-tests all_reduce_perf --------------------------------------------------------------
-NT_BUSBW=""
-ALL_REDUCE_PERF=${ALL_REDUCE_PERF:-$(command -v all_reduce_perf || true)}
-if [ "$GPUS" -lt 2 ]; then
-  echo "nccl-tests: skipped: bus bandwidth needs at least 2 GPUs (an all-reduce over one moves nothing)"
-elif [ -z "$ALL_REDUCE_PERF" ] || [ ! -x "$ALL_REDUCE_PERF" ]; then
-  echo "nccl-tests: all_reduce_perf not found. Build it and point ALL_REDUCE_PERF at it:"
-  echo "  git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests CUDA_HOME=/usr/local/cuda NCCL_HOME=<NCCL prefix>"
-  echo "  ALL_REDUCE_PERF=\$PWD/nccl-tests/build/all_reduce_perf scripts/gpu-validate.sh"
-else
-  # One process driving all GPUs (-g), as commgate does without a launcher; -c 0: no data check.
-  "$ALL_REDUCE_PERF" -b "$BYTES" -e "$BYTES" -g "$GPUS" -d "$NCCL_TESTS_DTYPE" -o sum \
-    -n "$REPEATS" -w "$WARMUP" -c 0 >"$OUT_DIR/all_reduce_perf.log" 2>&1 \
-    || die "all_reduce_perf failed: see $OUT_DIR/all_reduce_perf.log"
-  # The out-of-place busbw: the column under the header's first "busbw", on the row of our size.
-  NT_BUSBW=$(python3 -c '
-import sys
-size, col = sys.argv[2], None
-for line in open(sys.argv[1]):
-    tokens = line.split()
-    if tokens[:1] == ["#"] and "busbw" in tokens:
-        col = tokens.index("busbw") - 1
-    elif col is not None and tokens[:1] == [size] and len(tokens) > col:
-        print(tokens[col]); break
-' "$OUT_DIR/all_reduce_perf.log" "$BYTES")
-  [ -n "$NT_BUSBW" ] || die "no row for $BYTES B in $OUT_DIR/all_reduce_perf.log"
-fi
-
-# --- report ---------------------------------------------------------------------------------
+# --- the report ----------------------------------------------------------------------------------
+echo
 status=0
-python3 - "$OUT_DIR" "$GPUS" "$UNGATED" "${NT_BUSBW:-}" "${TORCH_JSON:-}" <<'PY' || status=$?
-import json, os, sys
-out_dir, gpus, ungated, nt_busbw, torch_json = sys.argv[1:6]
-gpus = int(gpus)
-missed = []
-
-def load(name):
-    path = os.path.join(out_dir, name)
-    with open(path) as f:
-        r = json.load(f)
-    if r.get("failure"):
-        print(f"gpu-validate: {path}: the run failed: {r['failure']}", file=sys.stderr)
-        sys.exit(2)
-    return r
-
-def note(name):
-    with open(os.path.join(out_dir, name + ".stderr")) as f:
-        return [l.strip() for l in f if "timing windows are not gated" in l]
-
-gated = load("gated.json")
-runs = [("gated", gated)] + ([("ungated", load("ungated.json"))] if ungated == "1" else [])
-
-print()
-print("== timing gate")
-gated_notes = note("gated")
-if gated_notes:
-    print(f"  NOT SUPPORTED here: {gated_notes[0]}")
-    missed.append("the timing gate was off in the default run")
-else:
-    print("  supported: the default run's windows were gated (no 'not gated' note on stderr)")
-if ungated == "1":
-    off_notes = note("ungated")
-    print(f"  COMMGATE_CUDA_GATE=off run: {'noted as ungated' if off_notes else 'NO NOTE (expected one)'}")
-    if not off_notes:
-        missed.append("COMMGATE_CUDA_GATE=off did not print its note")
-
-print()
-print("== schedule medians, ms (max over ranks)")
-header = f"  {'schedule':<14}" + "".join(f"{name:>12}" for name, _ in runs)
-print(header + ("   gated - ungated" if len(runs) == 2 else ""))
-medians = {name: {row["schedule"]: row["median_max_rank_ms"] for row in r["rows"]} for name, r in runs}
-for schedule in ["comm_only", "compute_only", "serial", "overlap"]:
-    cells = [medians[name].get(schedule, float("nan")) for name, _ in runs]
-    line = f"  {schedule:<14}" + "".join(f"{v:>12.4f}" for v in cells)
-    if len(cells) == 2:
-        line += f"{(cells[0] - cells[1]) * 1000:>14.1f} us"
-    print(line)
-for label, key in [("exposed_comm_ms", "exposed_comm_ms"), ("overlap_ratio", "overlap_ratio")]:
-    cells = [r["metrics"].get(key) for _, r in runs]
-    cells = [float("nan") if v is None else v for v in cells]  # null: undefined (one rank)
-    print(f"  {label:<14}" + "".join(f"{v:>12.4f}" for v in cells))
-
-print()
-print("== hardware (gated run)")
-hw = gated.get("hardware", {})
-sw = gated.get("software", {})
-for key in ["gpu_name", "gpu_count", "nodes"]:
-    print(f"  {key:<15} {hw.get(key)}")
-for key in ["driver", "cuda", "nccl", "commgate"]:
-    print(f"  {key:<15} {sw.get(key, hw.get(key))}")
-torch_ref = json.loads(torch_json) if torch_json else None
-if "gpu_memory_mib" in hw:
-    mem = hw["gpu_memory_mib"]
-    ref = torch_ref["total_memory_mib"] if torch_ref else None
-    verdict = "" if ref is None else ("  PASS (torch: %d)" % ref if mem == ref else "  MISS (torch: %d)" % ref)
-    if ref is not None and mem != ref:
-        missed.append("gpu_memory_mib differs from torch's total_memory")
-    print(f"  {'gpu_memory_mib':<15} {mem}{verdict}")
-else:
-    print(f"  {'gpu_memory_mib':<15} (not in the result file: this build does not write it)")
-if "topology" in hw:
-    topo = hw["topology"]
-    expect = "single-gpu" if gpus == 1 else None
-    verdict = "" if expect is None else ("  PASS" if topo == expect else f"  MISS (expected {expect})")
-    if expect is not None and topo != expect:
-        missed.append("topology")
-    print(f"  {'topology':<15} {topo}{verdict}")
-else:
-    print(f"  {'topology':<15} (not in the result file: this build does not write it)")
-
-print()
-print(f"{'measure':<36}{'commgate':>12}{'reference':>12}{'ratio':>9}  target")
-m = gated["metrics"]
-checks = [("all-reduce busbw GB/s (nccl-tests)", m.get("busbw_gbps"), float(nt_busbw) if nt_busbw else None),
-          ("matmul TFLOPS (torch.matmul)", m.get("matmul_tflops"), torch_ref["tflops"] if torch_ref else None)]
-for name, mine, ref in checks:
-    if mine is None:  # null in the result: undefined, e.g. busbw with one rank
-        why = "not applicable with one GPU" if gpus == 1 else "undefined in the result"
-        print(f"{name:<36}{'-':>12}{'-':>12}{'-':>9}  >= 0.95  ({why})")
-        continue
-    if not ref:
-        print(f"{name:<36}{float(mine):>12.2f}{'-':>12}{'-':>9}  >= 0.95  (no reference)")
-        continue
-    ratio = float(mine) / ref
-    verdict = "PASS" if ratio >= 0.95 else "MISS"
-    extra = "  (faster than the reference by > 5 %: check the sizes match)" if ratio > 1.05 else ""
-    if verdict == "MISS":
-        missed.append(name)
-    print(f"{name:<36}{float(mine):>12.2f}{ref:>12.2f}{ratio:>9.3f}  >= 0.95  {verdict}{extra}")
-if torch_ref:
-    held = "" if torch_ref["held"] else " (torch.cuda._sleep missing: the reference holds a launch latency)"
-    print(f"  torch.matmul timed plainly (start, matmul, stop on an idle GPU): {torch_ref['plain_tflops']:.2f} TFLOPS{held}")
-
-print()
-print("gpu-validate: " + ("all checks passed" if not missed else "MISSED: " + "; ".join(missed)))
-sys.exit(1 if missed else 0)
-PY
-echo "gpu-validate: done in ${SECONDS} s"
+"$PYTHON" "$PY" report "$OUT_DIR" || status=$?
+echo "gpu-validate: done in $SECONDS s; files in $OUT_DIR"
 exit "$status"
