@@ -221,12 +221,18 @@ where
         Ok(opened)
     }
 
-    /// Lets this process's GPUs write into each other's buffers (see [`pool_grants`]).
+    /// Lets this process's GPUs write into each other's buffers (see [`pool_grants`]). A GPU
+    /// without memory pools had its buffers made by `cuMemAlloc`, which peer access (NCCL
+    /// enables it) reaches: nothing to grant there.
     fn share_pools(&self) -> Result<(), BenchError> {
         let devices: Vec<CUdevice> = self.gpus.iter().map(|g| g.ctx.cu_device()).collect();
         let can_access = |dev, peer| ffi::can_access_peer(dev, peer).unwrap_or(false);
         for (owner, peers) in pool_grants(&devices, can_access) {
-            let rank = self.gpus.iter().find(|g| g.ctx.cu_device() == owner).map_or(0, |g| g.rank);
+            let Some(gpu) = self.gpus.iter().find(|g| g.ctx.cu_device() == owner) else { continue };
+            if !gpu.ctx.has_async_alloc() {
+                continue;
+            }
+            let rank = gpu.rank;
             ffi::grant_pool_access(owner, &peers).map_err(cuda_error(
                 rank,
                 format!("letting the other GPUs of this process write to GPU {owner}'s buffers (cuMemPoolSetAccess)"),
