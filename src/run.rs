@@ -278,8 +278,6 @@ fn run_init(args: &InitArgs) -> Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
-/// The commit whose baselines and settings judge: `--base`, else in a pull request its base
-/// commit; `None` with `--baselines-from-head` or outside a pull request.
 /// Whether `command` may run the CUDA backend: `bench`, or `check` that runs the benchmark (no
 /// `--result` files), unless its command line asks for `cpu` or `mock` (the environment and a
 /// settings file are read later; readying the libraries for nothing costs a library lookup).
@@ -292,12 +290,18 @@ fn may_run_cuda(command: &Command) -> bool {
     !judges_results && !matches!(flags.settings.backend, Some(BackendChoice::Cpu | BackendChoice::Mock))
 }
 
+/// The commit whose baselines and settings judge: `--base`, else in a pull request its base
+/// commit; `None` with `--baselines-from-head` or outside a pull request. A pull request whose
+/// base commit cannot be had is an error (exit 2), never judged by the head's own baselines.
 fn base_commit(flags: &BaseFlags) -> Result<Option<BaseCommit>> {
     if flags.baselines_from_head {
         return Ok(None);
     }
-    let from_event = || GithubEnv::from_env(|k| std::env::var(k).ok()).and_then(|gh| gh.base_sha);
-    let Some(rev) = flags.base.clone().or_else(from_event) else {
+    let rev = match &flags.base {
+        Some(rev) => Some(rev.clone()),
+        None => github::pull_request_base(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?,
+    };
+    let Some(rev) = rev else {
         return Ok(None);
     };
     let cwd = std::env::current_dir().context("cannot read the current directory")?;

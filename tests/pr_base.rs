@@ -113,6 +113,32 @@ fn an_edited_baseline_is_ignored_in_favour_of_the_base_one() {
     assert_eq!(v["base"]["changed"], json!(["baselines/SIM-MOCK/par-overlap-allreduce-matmul.json"]));
 }
 
+/// In a pull request whose event payload gives no usable base commit, the gate cannot judge:
+/// exit 2, naming what is missing, never the head's own (looser) settings and a green check.
+#[test]
+fn a_pull_request_without_a_usable_base_commit_is_not_judged_by_its_head() {
+    let (tmp, _) = repository();
+    let d = tmp.path();
+    std::fs::write(d.join("event.json"), r#"{"pull_request": {"number": 3, "base": {"sha": "abc"}}}"#).expect("write");
+    let mut bad_payloads = vec![d.join("event.json")];
+    std::fs::write(d.join("broken.json"), "{").expect("write");
+    bad_payloads.push(d.join("broken.json"));
+    bad_payloads.push(d.join("absent.json"));
+    for payload in bad_payloads {
+        let out = commgate(d)
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_EVENT_NAME", "pull_request")
+            .env("GITHUB_EVENT_PATH", &payload)
+            .args(["check", "--result", "slower.json", "--format", "json", "--comment", "never"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", payload.display());
+        assert!(stderr.contains("--base <sha>") && stderr.contains("pull_request"), "{stderr}");
+        assert!(out.stdout.is_empty(), "no report: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
 #[test]
 fn a_base_commit_missing_from_a_shallow_clone_fails_closed() {
     let (tmp, _) = repository();

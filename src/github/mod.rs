@@ -138,12 +138,69 @@ impl GithubEnv {
 /// The largest event payload read (GitHub's are a few hundred KiB).
 const MAX_PAYLOAD_BYTES: u64 = 16 << 20;
 
-/// The event payload as JSON, `None` when it is missing, too large or not JSON.
+/// The event payload as JSON, `None` when it cannot be read ([`read_event_payload`]).
 fn read_payload(path: &Path) -> Option<serde_json::Value> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path).ok()?.take(MAX_PAYLOAD_BYTES).read_to_end(&mut bytes).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    read_event_payload(path).ok()
+}
+
+/// The event payload at `path`: a regular file (a FIFO or a device is refused without
+/// blocking), at most [`MAX_PAYLOAD_BYTES`], one JSON value nested at most 128 deep
+/// (serde_json's limit). `Err` says which of these failed.
+fn read_event_payload(path: &Path) -> Result<serde_json::Value, String> {
+    let text = crate::input::read_text(path, MAX_PAYLOAD_BYTES).map_err(|e| format!("{} {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not JSON ({})", path.display(), crate::input::plain_message(&e.to_string())))
+}
+
+/// The events that are about a pull request and carry its base commit in `pull_request.base`.
+const PULL_REQUEST_EVENTS: [&str; 4] =
+    ["pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment"];
+
+/// What to do when a pull request's base commit cannot be had.
+const BASE_FIX: &str = "pass `--base <sha>` (the pull request's base commit), or `--baselines-from-head` to judge \
+                        with the head's own baselines and settings";
+
+/// The base commit of the pull request the running Actions event is about: `Ok(None)` outside
+/// Actions and for events that are not about a pull request (a push, a schedule, a comment on an
+/// issue); `Err` naming what is missing when the event is (or may be) about a pull request and no
+/// usable base commit comes with it. Judging by the head's own baselines then would let the pull
+/// request choose what it is judged by, so the gate cannot evaluate (exit 2).
+pub fn pull_request_base(var: impl Fn(&str) -> Option<String>) -> Result<Option<String>, String> {
+    let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    if get("GITHUB_ACTIONS").as_deref() != Some("true") {
+        return Ok(None);
+    }
+    let event = get("GITHUB_EVENT_NAME").unwrap_or_default();
+    let pr_event = PULL_REQUEST_EVENTS.contains(&event.as_str());
+    let may_be_pr = pr_event || event == "issue_comment";
+    let payload = match get("GITHUB_EVENT_PATH") {
+        None => Err("GITHUB_EVENT_PATH is not set".to_string()),
+        Some(path) => read_event_payload(Path::new(&path)),
+    };
+    let payload = match payload {
+        Ok(payload) => payload,
+        Err(why) if may_be_pr => {
+            return Err(format!("the {event} event's payload cannot be read ({why}), so the pull request's base commit is unknown: {BASE_FIX}"));
+        }
+        Err(_) => return Ok(None),
+    };
+    let has = |pointer: &str| payload.pointer(pointer).is_some_and(|v| !v.is_null());
+    if pr_event || has("/pull_request") {
+        return crate::base_commit::base_sha_from_payload(&payload).map(Some).ok_or_else(|| {
+            format!(
+                "the {} event's payload has no usable pull_request.base.sha (a 40- or 64-digit hexadecimal commit id): \
+                 {BASE_FIX}",
+                if event.is_empty() { "pull request" } else { event.as_str() }
+            )
+        });
+    }
+    if has("/issue/pull_request") {
+        let number = payload.pointer("/issue/number").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        return Err(format!(
+            "an issue_comment event on pull request #{number} carries no base commit in its payload: {BASE_FIX}"
+        ));
+    }
+    Ok(None)
 }
 
 /// The pull request an event payload is about, if any.
@@ -168,6 +225,61 @@ mod tests {
     fn token_prints_as_stars() {
         let token = Token::new("ghp_secret");
         assert_eq!(format!("{token} {token:?}"), "*** ***");
+    }
+
+    /// A pull request's base comes from its payload; any payload that cannot give one, on an
+    /// event that is or may be about a pull request, is an error naming what is missing.
+    #[test]
+    fn a_pull_request_without_a_usable_base_cannot_be_judged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("write");
+            path.display().to_string()
+        };
+        let sha = "a".repeat(40);
+        let good = write("good.json", &format!(r#"{{"pull_request": {{"number": 3, "base": {{"sha": "{sha}"}}}}}}"#));
+        let no_base = write("no-base.json", r#"{"pull_request": {"number": 3}}"#);
+        let short = write("short.json", r#"{"pull_request": {"base": {"sha": "abc123"}}}"#);
+        let numeric = write("numeric.json", r#"{"pull_request": {"base": {"sha": 12345}}}"#);
+        let invalid = write("invalid.json", "{not json");
+        let deep = write("deep.json", &format!("{}{}", "[".repeat(200), "]".repeat(200)));
+        let comment = write("comment.json", r#"{"issue": {"number": 9, "pull_request": {"url": "u"}}}"#);
+        let on_issue = write("issue.json", r#"{"issue": {"number": 9}}"#);
+        let push = write("push.json", r#"{"ref": "refs/heads/main"}"#);
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; (MAX_PAYLOAD_BYTES + 1) as usize]).expect("write");
+        let big = big.display().to_string();
+        let missing = dir.path().join("missing.json").display().to_string();
+        let base = |event: &str, path: Option<&str>| {
+            let vars =
+                [("GITHUB_ACTIONS", Some("true")), ("GITHUB_EVENT_NAME", Some(event)), ("GITHUB_EVENT_PATH", path)];
+            pull_request_base(|k| vars.iter().find(|(n, _)| *n == k).and_then(|(_, v)| v.map(str::to_string)))
+        };
+        assert_eq!(base("pull_request", Some(&good)), Ok(Some(sha)));
+        for (event, path, says) in [
+            ("pull_request", Some(no_base.as_str()), "no usable pull_request.base.sha"),
+            ("pull_request_target", Some(short.as_str()), "no usable pull_request.base.sha"),
+            ("pull_request", Some(numeric.as_str()), "no usable pull_request.base.sha"),
+            ("pull_request", Some(invalid.as_str()), "is not JSON"),
+            ("pull_request", Some(deep.as_str()), "is not JSON"),
+            ("pull_request", Some(big.as_str()), "holds more than 16 MiB"),
+            ("pull_request", Some(missing.as_str()), "does not exist"),
+            ("pull_request", None, "GITHUB_EVENT_PATH is not set"),
+            ("pull_request", Some("/dev/zero"), "cannot be read"),
+            ("issue_comment", Some(comment.as_str()), "issue_comment event on pull request #9"),
+            ("issue_comment", Some(invalid.as_str()), "cannot be read"),
+            // Named otherwise, but the payload says it is a pull request.
+            ("workflow_run", Some(no_base.as_str()), "no usable pull_request.base.sha"),
+        ] {
+            let err = base(event, path).expect_err(says);
+            assert!(err.contains(says) && err.contains("--base <sha>"), "{event} {path:?}: {err}");
+        }
+        // Not about a pull request: judged as ever, by the working tree's baselines.
+        assert_eq!(base("push", Some(&push)), Ok(None));
+        assert_eq!(base("push", Some(&invalid)), Ok(None));
+        assert_eq!(base("issue_comment", Some(&on_issue)), Ok(None));
+        assert_eq!(pull_request_base(|_| None), Ok(None));
     }
 
     #[test]
