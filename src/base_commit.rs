@@ -49,6 +49,11 @@ pub enum BaseError {
     TooManyFiles { dir: String, limit: usize },
     #[error("cannot copy the base commit's baselines into {dir}: {message}")]
     Io { dir: String, message: String },
+    #[error(
+        "the base commit's {path} is {what}, so its baselines cannot be read: keep the baseline stores as plain \
+         files in a directory of the repository, or pass `--baselines-from-head`"
+    )]
+    Unreadable { path: String, what: String },
 }
 
 /// A commit the clone holds, whose files the gate reads instead of the working tree's.
@@ -159,20 +164,82 @@ fn show(cwd: &Path, sha: &str, path: &Path) -> Result<Option<Vec<u8>>, BaseError
     git(cwd, ["cat-file", "blob", object.as_str()]).map(Some)
 }
 
-/// Copies every blob under `<sha>:./<dir>` into `into`, keeping relative paths.
-fn copy_tree(cwd: &Path, sha: &str, dir: &Path, into: &Path) -> Result<(), BaseError> {
-    let tree = format!("{sha}:{}", dir.display());
+/// One entry of a git tree listing (`ls-tree -z`: `<mode> <type> <object>\t<name>`).
+#[derive(Debug, PartialEq, Eq)]
+struct Entry {
+    mode: String,
+    kind: String,
+    name: String,
+}
+
+fn entries(listing: &[u8]) -> Vec<Entry> {
+    listing
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .filter_map(|e| {
+            let text = String::from_utf8_lossy(e);
+            let (head, name) = text.split_once('\t')?;
+            let mut fields = head.split(' ');
+            let (mode, kind) = (fields.next()?.to_string(), fields.next()?.to_string());
+            Some(Entry { mode, kind, name: name.to_string() })
+        })
+        .collect()
+}
+
+/// What an entry that is not a plain file or directory is, for [`BaseError::Unreadable`]: a
+/// submodule (its files are another repository's, absent from this clone) or a symbolic link
+/// (a store behind one could point anywhere, or at itself).
+fn unreadable(entry: &Entry) -> Option<&'static str> {
+    match (entry.kind.as_str(), entry.mode.as_str()) {
+        ("commit", _) => Some("a git submodule"),
+        ("blob", "120000") => Some("a symbolic link"),
+        _ => None,
+    }
+}
+
+/// The entry `path` is at `sha`, `None` when the commit has no such path.
+fn entry_at(cwd: &Path, sha: &str, path: &Path) -> Result<Option<Entry>, BaseError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return Ok(None) };
+    let tree = format!("{sha}:{}", parent.display());
     if git(cwd, ["cat-file", "-e", tree.as_str()]).is_err() {
-        return Ok(()); // The base has no baselines yet: every workload is new.
+        return Ok(None);
     }
-    let listing = git(cwd, ["ls-tree", "-r", "-z", "--full-tree", "--name-only", tree.as_str()])?;
-    let names: Vec<&[u8]> = listing.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
-    if names.len() > MAX_FILES {
-        return Err(BaseError::TooManyFiles { dir: dir.display().to_string(), limit: MAX_FILES });
+    let listing = git(cwd, ["ls-tree", "-z", "--full-tree", tree.as_str()])?;
+    let name = name.to_string_lossy();
+    Ok(entries(&listing).into_iter().find(|e| e.name == name))
+}
+
+/// Copies every blob under `<sha>:./<dir>` into `into`, keeping relative paths. The base having
+/// no `dir` means no baselines yet; a `dir` that is a submodule, a symbolic link or a file, or
+/// holds a submodule or a symbolic link, is [`BaseError::Unreadable`]: reading it as "no
+/// baseline yet" would let the head's own store judge.
+fn copy_tree(cwd: &Path, sha: &str, dir: &Path, into: &Path) -> Result<(), BaseError> {
+    let shown = || dir.display().to_string();
+    match entry_at(cwd, sha, dir)? {
+        None => return Ok(()), // The base has no baselines yet: every workload is new.
+        Some(entry) => {
+            if let Some(what) = unreadable(&entry) {
+                return Err(BaseError::Unreadable { path: shown(), what: what.to_string() });
+            }
+            if entry.kind != "tree" {
+                return Err(BaseError::Unreadable { path: shown(), what: "a file, not a directory".to_string() });
+            }
+        }
     }
-    for name in names {
-        let name = String::from_utf8_lossy(name);
-        let rel = Path::new(name.as_ref());
+    let tree = format!("{sha}:{}", dir.display());
+    let listing = git(cwd, ["ls-tree", "-r", "-z", "--full-tree", tree.as_str()])?;
+    let listed = entries(&listing);
+    if listed.len() > MAX_FILES {
+        return Err(BaseError::TooManyFiles { dir: shown(), limit: MAX_FILES });
+    }
+    for entry in listed {
+        if let Some(what) = unreadable(&entry) {
+            return Err(BaseError::Unreadable {
+                path: dir.join(&entry.name).display().to_string(),
+                what: what.to_string(),
+            });
+        }
+        let rel = Path::new(entry.name.as_str());
         if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
             continue; // git never lists such names; never write outside `into` if it did.
         }
@@ -262,6 +329,52 @@ mod tests {
         std::fs::write(d.join("baselines/P/w.json"), "{\"forged\": true}\n").expect("store");
         run(&["commit", "-qam", "head edits the gate"]);
         (tmp, sha)
+    }
+
+    /// A base whose baseline directory (or a store in it) git cannot give as files: each is an
+    /// error, never "no baseline yet".
+    #[test]
+    fn a_base_tree_the_gate_cannot_read_is_an_error() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = tmp.path();
+        let run = |args: &[&str]| {
+            let out = Command::new("git")
+                .current_dir(d)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+                .args(args)
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        run(&["init", "-q"]);
+        std::fs::write(d.join("README"), "x").expect("write");
+        run(&["add", "-A"]);
+        run(&["commit", "-qm", "first"]);
+        let first = run(&["rev-parse", "HEAD"]);
+        // A submodule entry (gitlink) named baselines, a file named stores, a link named links,
+        // and a directory holding a link.
+        run(&["update-index", "--add", "--cacheinfo", &format!("160000,{first},baselines")]);
+        std::fs::write(d.join("stores"), "not a directory").expect("write");
+        std::os::unix::fs::symlink("links", d.join("links")).expect("symlink");
+        std::fs::create_dir_all(d.join("mixed/P")).expect("dir");
+        std::os::unix::fs::symlink("/etc/passwd", d.join("mixed/P/w.json")).expect("symlink");
+        run(&["add", "stores", "links", "mixed"]);
+        run(&["commit", "-qm", "odd trees"]);
+        let base = BaseCommit::resolve(d, "HEAD").expect("resolves");
+        for (dir, what) in [
+            ("baselines", "a git submodule"),
+            ("stores", "a file, not a directory"),
+            ("links", "a symbolic link"),
+            ("mixed", "a symbolic link"),
+        ] {
+            let err = base.tree(Path::new(dir)).expect_err(dir);
+            assert!(matches!(&err, BaseError::Unreadable { what: w, .. } if w == what), "{dir}: {err}");
+            assert!(err.to_string().contains("--baselines-from-head"), "{err}");
+        }
+        // Absent is still "no baselines yet".
+        let empty = base.tree(Path::new("nothing-here")).expect("no baselines");
+        assert!(std::fs::read_dir(empty.path()).expect("dir").next().is_none());
     }
 
     #[test]

@@ -419,8 +419,22 @@ fn find_store(dir: &Path, path: &Path, shown: &Path) -> Result<Option<BaselineFi
             ),
         ));
     }
-    if !path.exists() {
-        return Ok(None);
+    // Only "no such file" is "no baseline yet": a profile directory that is a file, a link loop
+    // or a directory the runner cannot read must not pass as missing evidence.
+    match std::fs::metadata(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(EvaluationError::new(
+                ErrorKind::BaselineInvalid,
+                format!(
+                    "{} cannot be read ({}): the store's directories must be readable directories and the store a \
+                     plain file; fix them, or restore them from the main branch's history",
+                    shown.display(),
+                    crate::input::plain_message(&e.to_string())
+                ),
+            ))
+        }
     }
     baseline::load_store(path).map(Some).map_err(|e: FileError| {
         let e = FileError { path: shown.display().to_string(), ..e };
@@ -491,6 +505,26 @@ mod tests {
         assert_eq!(r.reasons.len(), 1, "no second 'no baseline' reason: {:?}", r.reasons);
         let never = CheckReport { fail_on: FailOn::Never, ..r };
         assert_eq!(never.outcome(), Outcome::Passed);
+    }
+
+    /// The profile's directory is a file, or a link to itself: the store cannot be read, which
+    /// is not the same as "no baseline yet".
+    #[test]
+    fn a_store_behind_a_file_or_a_link_loop_could_not_be_evaluated() {
+        for make in [
+            |dir: &Path| std::fs::write(dir, "not a directory").expect("write"),
+            |dir: &Path| std::os::unix::fs::symlink(dir, dir).expect("symlink"),
+        ] {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let path = baseline::store_path(tmp.path(), &run()).expect("path");
+            let profile = path.parent().expect("dir");
+            std::fs::create_dir_all(profile.parent().expect("parent")).expect("mkdir");
+            make(profile);
+            let r = evaluate(run(), &options(tmp.path())).expect("evaluates");
+            assert_eq!(kind(&r), Some(ErrorKind::BaselineInvalid), "{r:?}");
+            assert_eq!(r.outcome(), Outcome::CouldNotEvaluate);
+            assert!(r.reasons.iter().all(|x| !x.contains("no baseline at")), "{:?}", r.reasons);
+        }
     }
 
     #[test]
