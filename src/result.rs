@@ -345,6 +345,16 @@ pub fn load_result(path: &Path) -> Result<RunResult, FileError> {
 /// time); a timed row whose samples are all equal comes only from the mock backend (a real clock
 /// always varies). A usable run needs non-empty overlap, serial and compute_only rows.
 pub fn validate(r: &RunResult) -> Result<(), String> {
+    if r.evidence_level == EvidenceLevel::DryRun {
+        return Err(
+            "is a dry run (`evidence_level: dry_run`): it measured nothing, so nothing can be judged or stored; \
+             run the benchmark without --dry-run"
+                .to_string(),
+        );
+    }
+    crate::bench::workload::check_id(&r.workload.id).map_err(|e| {
+        format!("`workload.id` is {e}; it names the baseline store's file (was the result edited by hand?)")
+    })?;
     for (i, row) in r.rows.iter().enumerate() {
         if let Some(first) = r.rows[..i].iter().position(|earlier| earlier.schedule == row.schedule) {
             return Err(format!(
@@ -535,6 +545,21 @@ mod tests {
         assert_eq!(gated.difference(&gated.clone()), None);
         let text = serde_json::to_string(&old).expect("json");
         assert!(!text.contains("timing"), "CPU and mock results do not carry it: {text}");
+    }
+
+    /// A dry run measured nothing, and a workload id names a file: neither passes as a result
+    /// that a gate could judge (or that would fall through to "no baseline yet").
+    #[test]
+    fn a_dry_run_and_a_bad_workload_id_are_refused() {
+        let mut r = fixtures::run(&[1.0, 2.0]);
+        r.evidence_level = EvidenceLevel::DryRun;
+        assert!(validate(&r).unwrap_err().contains("is a dry run"));
+        for id in ["x".repeat(65), String::new(), "../etc".to_string(), ".hidden".to_string()] {
+            let mut r = fixtures::run(&[1.0, 2.0]);
+            r.workload.id = id.clone();
+            let e = validate(&r).unwrap_err();
+            assert!(e.starts_with("`workload.id` is "), "{id:?}: {e}");
+        }
     }
 
     #[test]
