@@ -163,11 +163,30 @@ const ELEMENT: Keep = Keep::Object(&[
 
 const DISTRIBUTED_INFO: Keep = Keep::Object(&[("rank", Keep::Raw), ("world_size", Keep::Raw)]);
 
-/// Just enough of an array element to tell the two formats apart.
+/// Just enough of an array element to tell the two formats apart: a seed event has a
+/// `collective`, or (when it lacks one, which its reader then reports) the seed's figures and
+/// none of a trace event's `ph` and `ts`.
 #[derive(Deserialize)]
 struct Sniff {
     #[serde(default)]
     collective: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    exposed_comm_ms: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    payload_bytes: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    overlap_ratio: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    ph: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    ts: Option<serde::de::IgnoredAny>,
+}
+
+impl Sniff {
+    fn is_seed(&self) -> bool {
+        let figures = self.exposed_comm_ms.is_some() || self.payload_bytes.is_some() || self.overlap_ratio.is_some();
+        self.collective.is_some() || (figures && self.ph.is_none() && self.ts.is_none())
+    }
 }
 
 /// Reads one input document: one JSON value and nothing after it, under the default limits.
@@ -206,12 +225,12 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Doc
             // An oversized first element is sniffed from its reduced text, which then stands in
             // for it (the stream has moved past it).
             let (seed, first) =
-                match s.with_value_within::<Owned<Sniff>, _, _>(false, MAX_INLINE_VALUE, |v| v.collective.is_some())? {
+                match s.with_value_within::<Owned<Sniff>, _, _>(false, MAX_INLINE_VALUE, |v| v.is_seed())? {
                     Some(seed) => (seed, None),
                     None => {
                         let offset = s.offset();
                         let text = s.reduce(&ELEMENT)?;
-                        let seed = serde_json::from_slice::<Sniff>(&text).is_ok_and(|v| v.collective.is_some());
+                        let seed = serde_json::from_slice::<Sniff>(&text).is_ok_and(|v| v.is_seed());
                         (seed, Some((offset, text)))
                     }
                 };
@@ -759,6 +778,22 @@ mod tests {
         assert_eq!(t.comm_ops[0].meta.shapes_bytes, Some(16));
         assert_eq!(t.gpu_annotations.len(), 1);
         assert_eq!(t.steps, vec![Step { name: "ProfilerStep#3".into(), ts: 50_000 }]);
+    }
+
+    /// Seed events without `collective` are malformed seed input, named, not an empty trace.
+    #[test]
+    fn seed_events_without_a_collective_are_refused_as_seed_input() {
+        for doc in [
+            r#"[{"exposed_comm_ms": 5.0, "payload_bytes": 1024, "overlap_ratio": 0.5}]"#,
+            r#"[{"collective": "all_reduce", "exposed_comm_ms": 1, "payload_bytes": 1, "overlap_ratio": 0.5}, {"exposed_comm_ms": 5.0, "payload_bytes": 1, "overlap_ratio": 0.5}]"#,
+            r#"{"events": [{"exposed_comm_ms": 5.0, "payload_bytes": 1024, "overlap_ratio": 0.5}]}"#,
+        ] {
+            let e = parse(doc).expect_err(doc).to_string();
+            assert!(e.contains("`collective` is missing") && e.contains("events["), "{doc}: {e}");
+        }
+        // A bare array of trace events is still a trace.
+        let trace = r#"[{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce","pid":0,"tid":7,"ts":1,"dur":2}]"#;
+        assert!(matches!(parse(trace), Ok(Document::Timeline(_))));
     }
 
     #[test]
