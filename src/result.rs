@@ -243,6 +243,11 @@ pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// a measurement.
 pub const MAX_SAMPLES_PER_ROW: usize = 10_000_000;
 
+/// The range a step time must lie in, ms: from a nanosecond (the clocks' resolution) to a step of
+/// eleven days. Outside it the value measured nothing, and ratios of such values overflow to ∞
+/// (an inconclusive comparison that would pass).
+pub const STEP_MS_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
+
 /// Reads a JSON file (plain or gzip) into `T`, checking `schema_version` first; errors carry
 /// the field path.
 pub fn read_versioned<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, FileError> {
@@ -341,7 +346,8 @@ pub fn load_result(path: &Path) -> Result<RunResult, FileError> {
     Ok(r)
 }
 
-/// What a comparison relies on: one row per schedule; step times finite and > 0 (a step takes
+/// What a comparison relies on: not a dry run; a workload id that names a file; one row per
+/// schedule; step times within [`STEP_MS_RANGE`] (a step takes
 /// time); a timed row whose samples are all equal comes only from the mock backend (a real clock
 /// always varies). A usable run needs non-empty overlap, serial and compute_only rows.
 pub fn validate(r: &RunResult) -> Result<(), String> {
@@ -372,10 +378,12 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
             ));
         }
         for (j, &x) in row.samples_ms.iter().enumerate() {
-            if !x.is_finite() || x <= 0.0 {
+            if !STEP_MS_RANGE.contains(&x) {
                 return Err(format!(
-                    "`rows[{i}].samples_ms[{j}]` ({}) is {x}; step times must be finite and > 0",
-                    row.schedule.as_str()
+                    "`rows[{i}].samples_ms[{j}]` ({}) is {x}; step times must lie between {:e} ms (1 ns) and {:e} ms",
+                    row.schedule.as_str(),
+                    STEP_MS_RANGE.start(),
+                    STEP_MS_RANGE.end()
                 ));
             }
         }
@@ -574,6 +582,12 @@ mod tests {
         let mut r = fixtures::run(&[1.0, 2.0]);
         r.rows[3].samples_ms[1] = -1.0;
         assert!(validate(&r).unwrap_err().contains("rows[3].samples_ms[1]"));
+        // Values whose ratios overflow (1e308 / 1) or vanish are no step times.
+        for x in [1e308, 2e9, 1e-300] {
+            let mut r = fixtures::run(&[1.0, 2.0]);
+            r.rows[0].samples_ms[0] = x;
+            assert!(validate(&r).unwrap_err().contains("rows[0].samples_ms[0]"), "{x}");
+        }
         let mut r = fixtures::run(&[1.0]);
         r.rows.retain(|row| row.schedule != Schedule::Serial);
         assert!(validate(&r).unwrap_err().contains("`serial`"));
@@ -594,7 +608,7 @@ mod tests {
         assert!(validate(&r).unwrap_err().contains("repeats the `overlap` row"), "{:?}", validate(&r));
         let mut r = fixtures::run(&[1.0, 2.0]);
         r.rows[0].samples_ms = vec![0.0, 0.0];
-        assert!(validate(&r).unwrap_err().contains("finite and > 0"));
+        assert!(validate(&r).unwrap_err().contains("step times must lie between"));
         let mut r = fixtures::run(&[1.0, 1.0, 1.0]);
         assert_eq!(validate(&r), Ok(()), "the mock backend's samples may repeat");
         r.workload.backend = "cuda".into();
