@@ -46,7 +46,25 @@ pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
 /// to disk before the rename, and the directory after it, so that a crash leaves the old file or
 /// the new one, never a torn one. The temporary file is removed when anything fails. Callers add
 /// which file it was to the error.
+///
+/// A target that exists and is not a regular file or a link is never renamed over: a character
+/// device (`/dev/null`, `/dev/stdout`) is written as a stream; anything else (a directory, a
+/// FIFO, a socket, a block device) is refused.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
+        if kind.is_char_device() {
+            let mut device = std::fs::OpenOptions::new().write(true).open(path)?;
+            return device.write_all(bytes).and_then(|()| device.flush());
+        }
+        if !kind.is_file() && !kind.is_symlink() {
+            return Err(std::io::Error::other(format!(
+                "is {}, not a file: pass the path of a regular file",
+                crate::input::describe_kind(&kind)
+            )));
+        }
+    }
     let dir = parent_dir(path);
     let (tmp, mut file) = create_temp(dir)?;
     let written = file
@@ -169,6 +187,19 @@ mod tests {
         for name in ["par.json", ".gitignore", ".par.json.tmp-", ".par.json.tmp-12a", "..tmp-1", "commgate-tmp-1"] {
             assert!(!is_leftover_temp(name), "{name}");
         }
+    }
+
+    /// A character device is written to, never replaced by a file; a directory or a FIFO at the
+    /// target is refused.
+    #[test]
+    fn a_device_is_written_as_a_stream_and_other_special_files_are_refused() {
+        write_atomic(Path::new("/dev/null"), b"report").expect("written to /dev/null");
+        assert!(std::fs::symlink_metadata("/dev/null").is_ok_and(|m| !m.file_type().is_file()), "still a device");
+        let full = write_atomic(Path::new("/dev/full"), b"report");
+        assert!(full.is_err(), "a full device's error is reported");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = write_atomic(dir.path(), b"x").expect_err("a directory");
+        assert!(e.to_string().contains("a directory"), "{e}");
     }
 
     #[test]

@@ -636,3 +636,29 @@ fn settings_out_of_range_name_the_flag_the_variable_or_the_file_and_exit_2() {
         "commgate.toml: [bench] environment_profile = \"team/a\": ",
     );
 }
+
+/// A pull request number outside GitHub's (1..2³¹) is refused before anything is posted.
+#[test]
+fn a_pull_request_number_out_of_range_is_refused() {
+    let tmp = TempDir::new().expect("tempdir");
+    for pr in ["0", "18446744073709551615", "2147483648"] {
+        let out = commgate_in(tmp.path())
+            .args(["comment", "--report", "report.json", "--dry-run", "--pr", pr])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--pr {pr}: {stderr}");
+        assert!(stderr.contains("--pr") && stderr.contains("1..=2147483647"), "{stderr}");
+    }
+}
+
+/// `--output /dev/null` writes into the device and leaves it a device, never a regular file.
+#[test]
+fn a_report_written_to_a_device_leaves_the_device_in_place() {
+    let tmp = TempDir::new().expect("tempdir");
+    write(tmp.path(), "seed.json", SEED);
+    let out = commgate(tmp.path(), &["seed.json", "--output", "/dev/null"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta = std::fs::symlink_metadata("/dev/null").expect("exists");
+    assert!(!meta.file_type().is_file(), "/dev/null is still a device");
+}

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 pub mod sections;
 
+use crate::github::MAX_PULL_REQUEST;
 use crate::report::Format;
 use sections::{
     AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,
@@ -223,7 +224,7 @@ pub struct CommentArgs {
 
     /// The pull request to comment on, when the event is not a pull request (a `workflow_run`
     /// job finds it from the run's head SHA).
-    #[arg(long, env = "COMMGATE_PR", hide_env_values = true, value_name = "N")]
+    #[arg(long, env = "COMMGATE_PR", hide_env_values = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_PULL_REQUEST))]
     pub pr: Option<u64>,
 
     /// Print the comment's Markdown on stdout and post nothing (no GitHub Actions or token needed).

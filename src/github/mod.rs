@@ -203,15 +203,19 @@ pub fn pull_request_base(var: impl Fn(&str) -> Option<String>) -> Result<Option<
     Ok(None)
 }
 
-/// The pull request an event payload is about, if any.
+/// The largest pull request number commented on: GitHub's numbers are 32-bit signed integers.
+pub const MAX_PULL_REQUEST: u64 = (1 << 31) - 1;
+
+/// The pull request an event payload is about, if any (a number in `1..=MAX_PULL_REQUEST`).
 fn pull_request_number(payload: &serde_json::Value) -> Option<u64> {
+    let valid = |n: u64| (1..=MAX_PULL_REQUEST).contains(&n).then_some(n);
     if let Some(number) = payload.pointer("/pull_request/number").and_then(serde_json::Value::as_u64) {
-        return Some(number);
+        return valid(number);
     }
     let issue = payload.get("issue")?;
     let on_pull_request = issue.get("pull_request").is_some_and(|pr| !pr.is_null());
     if on_pull_request {
-        issue.get("number")?.as_u64()
+        issue.get("number")?.as_u64().and_then(valid)
     } else {
         None
     }
@@ -291,5 +295,8 @@ mod tests {
         let issue = serde_json::json!({"issue": {"number": 7}});
         assert_eq!(pull_request_number(&issue), None);
         assert_eq!(pull_request_number(&serde_json::json!({"ref": "refs/heads/main"})), None);
+        for bad in [0, MAX_PULL_REQUEST + 1, u64::MAX] {
+            assert_eq!(pull_request_number(&serde_json::json!({"pull_request": {"number": bad}})), None, "{bad}");
+        }
     }
 }
