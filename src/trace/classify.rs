@@ -43,6 +43,43 @@ impl CommPattern {
     }
 }
 
+/// The user's communication patterns, matched all at once: one Aho–Corasick automaton over
+/// their substrings, so that thousands of patterns cost one pass over a kernel name, not one
+/// scan each.
+#[derive(Debug, Clone, Default)]
+pub struct PatternSet {
+    patterns: Vec<CommPattern>,
+    automaton: Option<aho_corasick::AhoCorasick>,
+}
+
+impl PatternSet {
+    pub fn new(patterns: &[CommPattern]) -> Self {
+        // Building fails only past the automaton's size limits; then nothing matches rather than
+        // everything, and the patterns' kernels count as compute.
+        let automaton = (!patterns.is_empty())
+            .then(|| aho_corasick::AhoCorasick::new(patterns.iter().map(|p| p.substring.as_bytes())).ok())
+            .flatten();
+        PatternSet { patterns: patterns.to_vec(), automaton }
+    }
+
+    /// Whether some pattern's substring occurs in `name`.
+    pub fn matches(&self, name: &str) -> bool {
+        self.automaton.as_ref().is_some_and(|a| a.is_match(name))
+    }
+
+    /// The row named by the first `NAME=SUBSTRING` pattern (in the order given) that occurs in
+    /// `name`.
+    pub fn row(&self, name: &str) -> Option<&str> {
+        let automaton = self.automaton.as_ref()?;
+        automaton
+            .find_overlapping_iter(name)
+            .map(|m| m.pattern().as_usize())
+            .filter(|&i| self.patterns.get(i).is_some_and(|p| p.row.is_some()))
+            .min()
+            .and_then(|i| self.patterns[i].row.as_deref())
+    }
+}
+
 /// The family of a kernel: its name without a leading `void `, template arguments and
 /// parameters (`void deep_ep::intranode::dispatch<8, 768>(int*, …)` →
 /// `deep_ep::intranode::dispatch`), so that each kind of custom kernel gets its own row.
@@ -59,11 +96,11 @@ pub fn kernel_family(name: &str) -> String {
 
 /// commgate's rule: NCCL kernels by name (plus user patterns), memory by category or name,
 /// every other kernel is compute.
-pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[CommPattern]) -> KernelKind {
+pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &PatternSet) -> KernelKind {
     if cat != KernelCat::Kernel {
         return KernelKind::Other;
     }
-    if name.starts_with("nccl") || name.contains("ncclKernel") || comm_patterns.iter().any(|p| p.matches(name)) {
+    if name.starts_with("nccl") || name.contains("ncclKernel") || comm_patterns.matches(name) {
         return KernelKind::Comm;
     }
     if name.starts_with("Memcpy") || name.starts_with("Memset") || name.starts_with("dma") {
@@ -75,12 +112,12 @@ pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &[CommPattern]) -
 /// HTA's rule (`hta/analyzers/breakdown_analysis.py`): communication `^nccl|^hip|^hccl` or
 /// `ncclKernel` anywhere, over kernels, copies and fills alike; compute is any GPU activity whose
 /// name matches none of the non-compute patterns.
-pub fn kind_hta(name: &str, comm_patterns: &[CommPattern]) -> KernelKind {
+pub fn kind_hta(name: &str, comm_patterns: &PatternSet) -> KernelKind {
     if name.starts_with("nccl")
         || name.starts_with("hip")
         || name.starts_with("hccl")
         || name.contains("ncclKernel")
-        || comm_patterns.iter().any(|p| p.matches(name))
+        || comm_patterns.matches(name)
     {
         return KernelKind::Comm;
     }
@@ -212,7 +249,7 @@ mod tests {
 
     #[test]
     fn kinds() {
-        let none: [CommPattern; 0] = [];
+        let none = PatternSet::default();
         let k = |n| kind_default(KernelCat::Kernel, n, &none);
         assert_eq!(k("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)"), KernelKind::Comm);
         assert_eq!(k("ncclDevKernel_AllGather_RING_LL"), KernelKind::Comm);
@@ -221,7 +258,7 @@ mod tests {
         assert_eq!(k("ampere_bf16_s16816gemm"), KernelKind::Compute);
         assert_eq!(k("Memcpy DtoD (Device -> Device)"), KernelKind::Other);
         assert_eq!(kind_default(KernelCat::Memcpy, "Memcpy HtoD", &none), KernelKind::Other);
-        let custom = [CommPattern::parse("cross_device_reduce").unwrap()];
+        let custom = PatternSet::new(&[CommPattern::parse("cross_device_reduce").unwrap()]);
         assert_eq!(kind_default(KernelCat::Kernel, "void cross_device_reduce_1stage<bf16>", &custom), KernelKind::Comm);
         assert_eq!(kind_hta("Memset (Device)", &none), KernelKind::Other);
         assert_eq!(kind_hta("cudaLaunchKernel", &none), KernelKind::Other);
@@ -240,6 +277,23 @@ mod tests {
         assert_eq!(CommPattern::parse("a=b=c").unwrap().substring, "b=c");
         assert_eq!(CommPattern::parse("x=").unwrap_err(), "has no substring: write SUBSTRING or NAME=SUBSTRING");
         assert!(CommPattern::parse(" =x").unwrap_err().contains("empty NAME"), "a blank name");
+    }
+
+    /// Many patterns are one automaton; the named row is the first named pattern in the order
+    /// given, whichever matches first in the name.
+    #[test]
+    fn a_pattern_set_matches_all_at_once_and_names_by_order() {
+        let mut patterns: Vec<CommPattern> =
+            (0..20_000).map(|i| CommPattern::parse(&format!("custom_kernel_{i:05}_")).unwrap()).collect();
+        patterns.push(CommPattern::parse("late=dispatch").unwrap());
+        patterns.insert(0, CommPattern::parse("early=intranode").unwrap());
+        let set = PatternSet::new(&patterns);
+        assert!(set.matches("void custom_kernel_19999_x"));
+        assert!(!set.matches("ampere_gemm"));
+        assert_eq!(set.row("deep_ep::intranode::dispatch<8>"), Some("early"));
+        assert_eq!(set.row("other::dispatch"), Some("late"));
+        assert_eq!(set.row("void custom_kernel_00001_x"), None);
+        assert!(!PatternSet::default().matches("anything"));
     }
 
     #[test]

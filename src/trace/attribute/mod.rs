@@ -29,13 +29,13 @@ use serde::{Deserialize, Serialize};
 use super::caveats::{RankCoverage, StepsIgnored};
 use super::classify::{
     collective_from_kernel_name, dtype_size, kernel_family, kind_default, kind_hta, normalize_collective, CommPattern,
-    KernelKind, UNKNOWN_COLLECTIVE,
+    KernelKind, PatternSet, UNKNOWN_COLLECTIVE,
 };
 use super::intervals::{intersection, length, lone_negatives, sweep, union, Span};
 use super::limits::{
     ReadLimits, DEFAULT_MAX_EVENTS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, OTHER_COLLECTIVES, TRUNCATION_MARK,
 };
-use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, Launch, Ns, RankTrace};
+use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -532,6 +532,9 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let mut compute: Vec<Span> = Vec::new();
     let mut gpu_span: Option<Span> = None;
     let mut unlaunched_left_out = 0u64;
+    let patterns = PatternSet::new(&opts.comm_patterns);
+    // Each distinct name is classified once: a rank has far fewer names than kernels.
+    let mut kinds: Vec<Option<KernelKind>> = vec![None; t.names.len()];
     // HTA counts CPU events that carry a stream as GPU work, at their own (CPU) time.
     let stream_ops: &[Kernel] = if hta { &t.stream_ops } else { &[] };
     let activities = t.kernels.iter().map(|k| (k, false)).chain(stream_ops.iter().map(|k| (k, true)));
@@ -550,8 +553,21 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
             continue;
         }
         let name = t.kernel_name(k);
-        let kind =
-            if hta { kind_hta(name, &opts.comm_patterns) } else { kind_default(k.cat, name, &opts.comm_patterns) };
+        let kind = match k.cat {
+            // Copies and fills are never compute or communication in the default mode.
+            KernelCat::Memcpy | KernelCat::Memset if !hta => KernelKind::Other,
+            _ => match kinds.get_mut(k.name as usize) {
+                Some(Some(kind)) => *kind,
+                slot => {
+                    let kind =
+                        if hta { kind_hta(name, &patterns) } else { kind_default(KernelCat::Kernel, name, &patterns) };
+                    if let Some(slot) = slot {
+                        *slot = Some(kind);
+                    }
+                    kind
+                }
+            },
+        };
         let span = if hta { hta_span(t, k) } else { (k.ts, k.end()) };
         gpu_span = Some(gpu_span.map_or(span, |(a, b)| (a.min(span.0), b.max(span.1))));
         match kind {
@@ -561,7 +577,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         }
     }
     comm.sort_by_key(|&(span, _, _)| span);
-    let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &opts.comm_patterns);
+    let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &patterns);
     let comm_spans: Vec<Span> = comm.iter().map(|&(s, _, _)| s).collect();
     // Under HTA's rules a lone negative interval subtracts its length from the totals.
     let (comm_lone, compute_lone) =
@@ -703,7 +719,7 @@ fn identify(
     t: &RankTrace,
     ops: &OpIndex<'_>,
     comm: &[(Span, &Kernel, u32)],
-    patterns: &[CommPattern],
+    patterns: &PatternSet,
 ) -> (Vec<CommKernel>, u64) {
     let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
     let mut budget = NameBudget::default();
@@ -752,13 +768,12 @@ fn identify(
 /// pattern names, else the collective the kernel name denotes, else (for a kernel a pattern made
 /// communication) the kernel's family, so that DeepEP's `dispatch`, `combine` and
 /// `notify_dispatch` each get their own row.
-fn name_by_kernel(name: &str, patterns: &[CommPattern]) -> String {
-    let matching = patterns.iter().filter(|p| p.matches(name));
-    if let Some(row) = matching.clone().find_map(|p| p.row.as_deref()) {
+fn name_by_kernel(name: &str, patterns: &PatternSet) -> String {
+    if let Some(row) = patterns.row(name) {
         return row.to_string();
     }
     let from_name = collective_from_kernel_name(name);
-    if from_name == UNKNOWN_COLLECTIVE && matching.count() > 0 {
+    if from_name == UNKNOWN_COLLECTIVE && patterns.matches(name) {
         return kernel_family(name);
     }
     from_name
