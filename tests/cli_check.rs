@@ -46,7 +46,8 @@ impl Actions {
             .env("GITHUB_TOKEN", TOKEN)
             .env("GITHUB_STEP_SUMMARY", self.file("summary.md"))
             .env("GITHUB_OUTPUT", self.file("output.txt"))
-            .args(["check", "--result", current, "--baselines", STORE_DIR, "--output"])
+            // The event has no base commit: the head's store judges, as the flag says.
+            .args(["check", "--baselines-from-head", "--result", current, "--baselines", STORE_DIR, "--output"])
             .arg(self.file("report.json"))
             .output()
             .expect("runs")
@@ -310,4 +311,32 @@ async fn comment_posts_a_saved_report_to_the_named_pull_request() {
     assert!(posts[0].contains("accept"), "{}", posts[0]);
     // Outside Actions, comment is a usage error.
     commgate().args(["comment", "--report"]).arg(&report).assert().code(2);
+}
+
+/// The report comes from the untrusted job: one whose verdict was edited to `accept` while its
+/// own comparison confirms a regression is refused by `comment` (exit 2), never posted.
+#[test]
+fn comment_refuses_a_report_that_contradicts_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("report.json");
+    let out = commgate()
+        .args(["check", "--result", SLOWER, "--baselines", STORE_DIR, "--format", "json", "--output"])
+        .arg(&report)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let post = |path: &std::path::Path| {
+        commgate().args(["comment", "--dry-run", "--pr", "7", "--report"]).arg(path).output().expect("runs")
+    };
+    assert_eq!(post(&report).status.code(), Some(0), "the genuine report renders");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).expect("read")).expect("json");
+    v["verdict"] = "accept".into();
+    v["blocking"] = false.into();
+    let forged = dir.path().join("forged.json");
+    std::fs::write(&forged, v.to_string()).expect("write");
+    let out = post(&forged);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("contradicts itself") && stderr.contains("regression"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing rendered");
 }

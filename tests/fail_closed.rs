@@ -67,7 +67,8 @@ impl Workspace {
         commgate_in(self.dir.path())
     }
 
-    /// `commgate` as a pull-request job of GitHub Actions would run it, against `api`.
+    /// `commgate` as a pull-request job of GitHub Actions would run it, against `api` (its event has
+    /// no base commit, so `check` runs with `--baselines-from-head`).
     fn in_actions(&self, api: &str) -> Command {
         let mut cmd = self.commgate();
         cmd.env("GITHUB_ACTIONS", "true")
@@ -127,7 +128,7 @@ async fn a_dead_rank_and_a_hang_in_check_exit_2_after_the_report_and_the_comment
     let out = ws
         .in_actions(&server.uri())
         .env("COMMGATE_MOCK_FAULT", "die:1")
-        .arg("check")
+        .args(["check", "--baselines-from-head"])
         .args(MOCK)
         .args(["30", "--baselines", "baselines", "--output", "report.json"])
         .output()
@@ -165,7 +166,7 @@ async fn a_dead_rank_and_a_hang_in_check_exit_2_after_the_report_and_the_comment
     let out = ws
         .in_actions(&server.uri())
         .env("COMMGATE_MOCK_FAULT", "hang")
-        .arg("check")
+        .args(["check", "--baselines-from-head"])
         .args(MOCK)
         .args(["1", "--baselines", "baselines", "--output", "report.json"])
         .output()
@@ -191,7 +192,7 @@ async fn a_read_only_token_does_not_change_a_could_not_evaluate_exit() {
     let out = ws
         .in_actions(&server.uri())
         .env("COMMGATE_MOCK_FAULT", "die:0")
-        .arg("check")
+        .args(["check", "--baselines-from-head"])
         .args(MOCK)
         .args(["30", "--baselines", "baselines", "--output", "report.json"])
         .output()
