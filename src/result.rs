@@ -346,6 +346,77 @@ pub fn load_result(path: &Path) -> Result<RunResult, FileError> {
     Ok(r)
 }
 
+/// The longest workload id: it is a file name in the store and in the results directory.
+pub const MAX_ID_CHARS: usize = 64;
+
+/// Why a workload id cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("empty; give a name of letters, digits, '-', '_', '.' or '+'")]
+    Empty,
+    #[error("{0} characters; a workload id names a file, at most {MAX_ID_CHARS}")]
+    TooLong(usize),
+    #[error("starts with '.'; a workload id names a file, and would be hidden")]
+    LeadingDot,
+    #[error("holds {0:?}; use letters, digits, '-', '_', '.' or '+'")]
+    BadChar(char),
+}
+
+/// Checks a workload id given by the user: `[A-Za-z0-9._+-]{1,64}`, not starting with a dot
+/// (so neither `.` nor `..`, nor a hidden file).
+pub fn check_id(id: &str) -> Result<(), IdError> {
+    let chars = id.chars().count();
+    if chars == 0 {
+        return Err(IdError::Empty);
+    }
+    if chars > MAX_ID_CHARS {
+        return Err(IdError::TooLong(chars));
+    }
+    if id.starts_with('.') {
+        return Err(IdError::LeadingDot);
+    }
+    match id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))) {
+        Some(c) => Err(IdError::BadChar(c)),
+        None => Ok(()),
+    }
+}
+
+/// An RFC 3339 time as commgate writes one (`2026-11-30T00:00:00Z`, fractions and offsets
+/// allowed): digits where digits go, at most 40 characters.
+pub fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |range: std::ops::Range<usize>| b.get(range).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let fixed = b.len() >= 20
+        && b.len() <= 40
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && matches!(b[10], b'T' | b't')
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    if !fixed {
+        return false;
+    }
+    let mut rest = &b[19..];
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let n = fraction.iter().take_while(|d| d.is_ascii_digit()).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &fraction[n..];
+    }
+    match rest {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit()),
+        _ => false,
+    }
+}
+
 /// What a comparison relies on: not a dry run; a workload id that names a file; one row per
 /// schedule; step times within [`STEP_MS_RANGE`] (a step takes
 /// time); a timed row whose samples are all equal comes only from the mock backend (a real clock
@@ -358,7 +429,15 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
                 .to_string(),
         );
     }
-    crate::bench::workload::check_id(&r.workload.id).map_err(|e| {
+    if !is_rfc3339(&r.created_at) {
+        let shown: String = r.created_at.chars().take(40).collect();
+        return Err(format!(
+            "`created_at` ({:?}{}) is not an RFC 3339 time such as 2026-11-30T00:00:00Z",
+            shown,
+            if r.created_at.chars().count() > 40 { "…" } else { "" }
+        ));
+    }
+    check_id(&r.workload.id).map_err(|e| {
         format!("`workload.id` is {e}; it names the baseline store's file (was the result edited by hand?)")
     })?;
     for (i, row) in r.rows.iter().enumerate() {
@@ -557,6 +636,21 @@ mod tests {
 
     /// A dry run measured nothing, and a workload id names a file: neither passes as a result
     /// that a gate could judge (or that would fall through to "no baseline yet").
+    #[test]
+    fn created_at_must_be_an_rfc3339_time() {
+        for good in ["2026-11-30T00:00:00Z", "2026-11-30T00:00:00.123456Z", "2026-11-30T01:02:03+02:00"] {
+            assert!(is_rfc3339(good), "{good}");
+        }
+        for bad in ["", "yesterday", "2026-11-30", "2026-11-30T00:00:00", "2026-11-30T00:00:00.Z", &"9".repeat(200_000)]
+        {
+            assert!(!is_rfc3339(bad), "{bad:.40}");
+        }
+        let mut r = fixtures::run(&[1.0, 2.0]);
+        r.created_at = "x".repeat(200_000);
+        let e = validate(&r).unwrap_err();
+        assert!(e.starts_with("`created_at` (") && e.len() < 200, "{e}");
+    }
+
     #[test]
     fn a_dry_run_and_a_bad_workload_id_are_refused() {
         let mut r = fixtures::run(&[1.0, 2.0]);

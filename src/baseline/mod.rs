@@ -151,6 +151,7 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
         }
     }
     let mut seen: HashMap<RunId, usize> = HashMap::new();
+    let mut step_times: HashMap<Vec<u64>, usize> = HashMap::new();
     for (i, run) in file.runs.iter().enumerate() {
         let id = run_id(run);
         if let Some(first) = seen.get(&id) {
@@ -160,11 +161,30 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
             ));
         }
         seen.insert(id, i);
+        // A clock never measures the same step times twice: the same samples under another
+        // `created_at` are one run stored again (the mock backend repeats by design).
+        if run.workload.backend != "mock" {
+            let samples = step_time_bits(run);
+            if let Some(first) = step_times.get(&samples) {
+                return Err(format!(
+                    "`runs[{i}]` holds the same step times as `runs[{first}]` under another `created_at`: one \
+                     measurement stored twice counts twice and shrinks the spread; delete one copy"
+                ));
+            }
+            step_times.insert(samples, i);
+        }
     }
     for (name, runs) in &file.traces {
         runs.check(name)?;
     }
     history::check(file)
+}
+
+/// Every step time of a run, schedule by schedule, as bits (for "the same samples").
+fn step_time_bits(run: &RunResult) -> Vec<u64> {
+    let mut rows: Vec<&result::Row> = run.rows.iter().collect();
+    rows.sort_by_key(|r| r.schedule);
+    rows.iter().flat_map(|r| r.samples_ms.iter().map(|x| x.to_bits()).chain([u64::MAX])).collect()
 }
 
 /// A profile or workload id that cannot be a file name in the store (it would escape the store
@@ -307,6 +327,29 @@ mod tests {
         let id = run_id(&twice.runs[1]);
         let e = load_error(&twice);
         assert!(e.contains(&format!("`runs[5]` is the same run as `runs[1]` (run id {id})")), "{e}");
+    }
+
+    /// The same measured step times under a new `created_at` are one measurement stored again
+    /// (a clock never repeats itself); the mock backend repeats by design and is let be.
+    #[test]
+    fn the_same_samples_under_another_time_are_refused() {
+        let mut again = store(3);
+        for run in &mut again.runs {
+            run.workload.backend = "cuda".into();
+        }
+        let mut copy = again.runs[1].clone();
+        copy.created_at = "2026-12-01T00:00:00Z".into();
+        again.runs.push(copy);
+        let e = load_error(&again);
+        assert!(e.contains("`runs[3]` holds the same step times as `runs[1]`"), "{e}");
+        let mut mock = store(3);
+        let mut copy = mock.runs[1].clone();
+        copy.created_at = "2026-12-01T00:00:00Z".into();
+        mock.runs.push(copy);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let p = tmp.path().join("store.json");
+        std::fs::write(&p, serde_json::to_string(&mock).expect("json")).expect("write");
+        assert_eq!(load_store(&p).expect("mock runs may repeat").runs.len(), 4);
     }
 
     #[test]

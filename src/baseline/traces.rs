@@ -66,11 +66,57 @@ impl TraceRuns {
                 return Err(format!("{} is the same trace run as {}; delete one copy", at(i), at(j)));
             }
         }
+        for (i, run) in self.0.iter().enumerate() {
+            if let Some(field) = negative_figure(run) {
+                return Err(format!(
+                    "{}: `{field}` is negative; times and sizes in a trace run are never below 0 (was it edited?)",
+                    at(i)
+                ));
+            }
+        }
+        for (i, run) in older.iter().enumerate() {
+            if let Some(j) = older[..i].iter().position(|r| r == run) {
+                return Err(format!("{} is the same trace run as {}; delete one copy", at(i), at(j)));
+            }
+        }
         if let Some(j) = older.iter().position(|r| r == newest) {
             return Err(format!("{} is the same trace run as {}; delete one copy", at(older.len()), at(j)));
         }
         Ok(())
     }
+}
+
+/// The first figure of a stored attribution that is negative (or not a number), as its JSON path:
+/// exposed time below 0 would make a regression look like an improvement.
+fn negative_figure(run: &crate::trace::attribute::Attribution) -> Option<String> {
+    let bad = |x: f64| x.is_nan() || x < 0.0;
+    for (name, h) in &run.by_collective {
+        let figures = [
+            ("total_comm_ms", h.total_comm_ms),
+            ("exposed_comm_ms", h.exposed_comm_ms),
+            ("exposed_comm_ms_max_rank", h.exposed_comm_ms_max_rank),
+            ("sync_count", h.sync_count),
+        ];
+        let optional = [("transfer_ms", h.transfer_ms), ("wait_ms", h.wait_ms)];
+        let series = h.steps.iter().flat_map(|s| {
+            [("steps.exposed_ms", &s.exposed_ms), ("steps.transfer_ms", &s.transfer_ms), ("steps.wait_ms", &s.wait_ms)]
+        });
+        let found = figures
+            .into_iter()
+            .find(|&(_, x)| bad(x))
+            .map(|(f, _)| f.to_string())
+            .or_else(|| optional.into_iter().find(|&(_, x)| x.is_some_and(bad)).map(|(f, _)| f.to_string()))
+            .or_else(|| series.into_iter().find(|(_, v)| v.iter().any(|&x| bad(x))).map(|(f, _)| f.to_string()));
+        if let Some(field) = found {
+            return Some(format!("by_collective.{}.{field}", name.escape_debug()));
+        }
+    }
+    run.ranks.iter().enumerate().find_map(|(i, r)| {
+        [("comm_ms", r.comm_ms), ("exposed_ms", r.exposed_ms), ("compute_ms", r.compute_ms)]
+            .into_iter()
+            .find(|&(_, x)| bad(x))
+            .map(|(f, _)| format!("ranks[{i}].{f}"))
+    })
 }
 
 impl Serialize for TraceRuns {
@@ -116,6 +162,15 @@ mod tests {
 
     fn run(exposed: f64) -> Attribution {
         attribute_events(vec!["t".into()], &[CommEvent::new("all_reduce", exposed, 4096.0, 0.1)])
+    }
+
+    /// Negative exposed time would make a slower run look faster: refused, naming the field.
+    #[test]
+    fn a_negative_figure_is_refused_naming_the_field() {
+        let runs = TraceRuns(vec![run(1.0), run(-2.0)]);
+        let e = runs.check("default").unwrap_err();
+        assert!(e.contains("`traces.default[1]`") && e.contains("by_collective.all_reduce."), "{e}");
+        assert_eq!(TraceRuns(vec![run(1.0), run(2.0)]).check("default"), Ok(()));
     }
 
     #[test]

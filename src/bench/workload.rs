@@ -17,8 +17,7 @@ use super::{Dtype, Plan};
 /// The id of the default workload, and the name of every store file written before workloads
 /// could be named (`baselines/<profile>/par-overlap-allreduce-matmul.json`).
 pub const LEGACY_ID: &str = "par-overlap-allreduce-matmul";
-/// The longest workload id: it is a file name in the store and in the results directory.
-pub const MAX_ID_CHARS: usize = 64;
+pub use crate::result::{check_id, IdError, MAX_ID_CHARS};
 
 /// How a workload's id is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,38 +70,6 @@ pub fn format_bytes(bytes: u64) -> String {
         .iter()
         .find(|(_, unit)| bytes > 0 && bytes.is_multiple_of(*unit))
         .map_or_else(|| format!("{bytes}B"), |(name, unit)| format!("{}{name}", bytes / unit))
-}
-
-/// Why a workload id cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IdError {
-    #[error("empty; give a name of letters, digits, '-', '_', '.' or '+'")]
-    Empty,
-    #[error("{0} characters; a workload id names a file, at most {MAX_ID_CHARS}")]
-    TooLong(usize),
-    #[error("starts with '.'; a workload id names a file, and would be hidden")]
-    LeadingDot,
-    #[error("holds {0:?}; use letters, digits, '-', '_', '.' or '+'")]
-    BadChar(char),
-}
-
-/// Checks a workload id given by the user: `[A-Za-z0-9._+-]{1,64}`, not starting with a dot
-/// (so neither `.` nor `..`, nor a hidden file).
-pub fn check_id(id: &str) -> Result<(), IdError> {
-    let chars = id.chars().count();
-    if chars == 0 {
-        return Err(IdError::Empty);
-    }
-    if chars > MAX_ID_CHARS {
-        return Err(IdError::TooLong(chars));
-    }
-    if id.starts_with('.') {
-        return Err(IdError::LeadingDot);
-    }
-    match id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))) {
-        Some(c) => Err(IdError::BadChar(c)),
-        None => Ok(()),
-    }
 }
 
 /// Why a size (`64Mi`, `1048576`) could not be read.

@@ -436,13 +436,32 @@ fn find_store(dir: &Path, path: &Path, shown: &Path) -> Result<Option<BaselineFi
             ))
         }
     }
-    baseline::load_store(path).map(Some).map_err(|e: FileError| {
+    let file = baseline::load_store(path).map_err(|e: FileError| {
         let e = FileError { path: shown.display().to_string(), ..e };
         EvaluationError::new(
             ErrorKind::BaselineInvalid,
             format!("{e} (fix the file, or restore it from the main branch's history)"),
         )
-    })
+    })?;
+    // A store judges only where it belongs: one copied under another profile's or workload's
+    // name would judge that one.
+    let profile = path.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
+    let workload = path.file_stem().map(|n| n.to_string_lossy().into_owned());
+    if profile.as_deref() != Some(file.environment_profile.as_str())
+        || workload.as_deref() != Some(file.workload_id.as_str())
+    {
+        return Err(EvaluationError::new(
+            ErrorKind::BaselineInvalid,
+            format!(
+                "{} holds the baseline of profile {:?} and workload {:?}, not of the ones its path names: a store is \
+                 judged only where `baseline update` put it (restore it from the main branch's history)",
+                shown.display(),
+                file.environment_profile,
+                file.workload_id
+            ),
+        ));
+    }
+    Ok(Some(file))
 }
 
 /// A missing baseline says exactly which command creates it.
@@ -572,6 +591,28 @@ mod tests {
             assert_eq!(r.outcome(), Outcome::CouldNotEvaluate);
             assert!(r.reasons.iter().all(|x| !x.contains("no baseline at")), "{:?}", r.reasons);
         }
+    }
+
+    /// A store copied to another profile's path would judge that profile: refused.
+    #[test]
+    fn a_store_under_another_name_could_not_be_evaluated() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = baseline::store_path(tmp.path(), &run()).expect("path");
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        let mut other = run();
+        other.environment_profile = "OTHER-PROFILE".into();
+        let store = BaselineFile {
+            schema_version: crate::result::SCHEMA_VERSION,
+            environment_profile: other.environment_profile.clone(),
+            workload_id: other.workload.id.clone(),
+            runs: vec![other],
+            history: Vec::new(),
+            traces: Default::default(),
+        };
+        std::fs::write(&path, serde_json::to_string(&store).expect("json")).expect("write");
+        let r = evaluate(run(), &options(tmp.path())).expect("evaluates");
+        assert_eq!(kind(&r), Some(ErrorKind::BaselineInvalid), "{r:?}");
+        assert!(r.error.as_ref().is_some_and(|e| e.message.contains("not of the ones its path names")), "{r:?}");
     }
 
     #[test]
