@@ -92,7 +92,7 @@ fn parent_dir(path: &Path) -> &Path {
 /// created exclusively: an existing name, a planted symbolic link included, is never opened, only
 /// skipped for the next name. Two processes sharing a directory but not a process-id space (two
 /// containers on one volume) therefore never write into the same temporary file either.
-fn create_temp(dir: &Path) -> std::io::Result<(PathBuf, File)> {
+pub(crate) fn create_temp(dir: &Path) -> std::io::Result<(PathBuf, File)> {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let mut attempt = 0;
     loop {

@@ -51,8 +51,13 @@ pub enum InitError {
     BadAction(String),
     #[error("{0} already exists: nothing was written; move it away or run `commgate init --force` to overwrite")]
     Exists(String),
-    #[error("{path}: cannot write: {why}; nothing after it was written")]
+    #[error("{path}: cannot write: {why}")]
     Write { path: String, why: String },
+    #[error(
+        "{0} is a symbolic link: init writes only inside the target directory; remove the link, or pass the \
+         directory it points to as --dir"
+    )]
+    Link(String),
     #[error("internal: the template {0} has a placeholder without a value")]
     Template(&'static str),
 }
@@ -182,25 +187,108 @@ pub fn machine_profile(cuda_usable: bool) -> String {
     crate::bench::runner::default_profile(if cuda_usable { "cuda" } else { "cpu" })
 }
 
-/// Writes the scaffold under `dir`: first checks that no target exists (unless `force`), then
-/// writes each file through a temporary file and a rename. Returns the paths written.
+/// Writes the scaffold under `dir`, all of it or nothing: first checks that no target exists
+/// (unless `force`) and that no directory on the way under `dir` is a symbolic link (which would
+/// put the files elsewhere, whatever `force` says); then writes every file to a temporary file
+/// beside its target (creating the directories it needs), and only when all are written renames
+/// them into place. A failure before the renames (a full disk) removes the temporaries and the
+/// directories it created. Returns the paths written.
 pub fn write(dir: &Path, files: &[Planned], force: bool) -> Result<Vec<PathBuf>, InitError> {
+    for f in files {
+        if let Some(link) = linked_directory(dir, &f.path) {
+            return Err(InitError::Link(link.display().to_string()));
+        }
+    }
     if !force {
         if let Some(existing) = files.iter().map(|f| target(dir, &f.path)).find(|p| p.symlink_metadata().is_ok()) {
             return Err(InitError::Exists(existing.display().to_string()));
         }
     }
-    let mut written = Vec::new();
+    let mut staged = Staged::default();
     for f in files {
         let path = target(dir, &f.path);
-        let failed = |e: std::io::Error| InitError::Write { path: path.display().to_string(), why: e.to_string() };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(failed)?;
+        if let Err(e) = staged.stage(&path, f.text.as_bytes()) {
+            staged.undo();
+            return Err(InitError::Write {
+                path: path.display().to_string(),
+                why: format!("{e}; nothing was written"),
+            });
         }
-        crate::output::write_atomic(&path, f.text.as_bytes()).map_err(failed)?;
-        written.push(path);
     }
-    Ok(written)
+    staged.commit()
+}
+
+/// The first directory on the way from `dir` to `rel`'s file that is a symbolic link.
+fn linked_directory(dir: &Path, rel: &Path) -> Option<PathBuf> {
+    let mut at = dir.to_path_buf();
+    let parent = rel.parent()?;
+    for component in parent.components() {
+        at.push(component);
+        if at.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(target(dir, at.strip_prefix(dir).unwrap_or(&at)));
+        }
+    }
+    None
+}
+
+/// Files written to temporaries beside their targets, and the directories made for them.
+#[derive(Default)]
+struct Staged {
+    /// (temporary, target)
+    files: Vec<(PathBuf, PathBuf)>,
+    /// Made by this `init`, outermost first.
+    made: Vec<PathBuf>,
+}
+
+impl Staged {
+    fn stage(&mut self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let mut missing: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
+        missing.reverse();
+        for d in missing {
+            std::fs::create_dir(&d)?;
+            self.made.push(d);
+        }
+        let (tmp, mut file) = crate::output::create_temp(&parent)?;
+        self.files.push((tmp.clone(), path.to_path_buf()));
+        file.write_all(bytes)?;
+        file.sync_all()
+    }
+
+    /// Removes the temporaries and the directories made (those left empty).
+    fn undo(&self) {
+        for (tmp, _) in &self.files {
+            let _ = std::fs::remove_file(tmp);
+        }
+        for d in self.made.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+
+    /// Renames every temporary into place; a rename that fails removes the temporaries left.
+    fn commit(self) -> Result<Vec<PathBuf>, InitError> {
+        let mut written = Vec::new();
+        for (i, (tmp, path)) in self.files.iter().enumerate() {
+            if let Err(e) = std::fs::rename(tmp, path) {
+                for (left, _) in &self.files[i..] {
+                    let _ = std::fs::remove_file(left);
+                }
+                return Err(InitError::Write {
+                    path: path.display().to_string(),
+                    why: format!("{e}; the files before it in the scaffold were written"),
+                });
+            }
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                let _ = crate::output::sync_dir(parent);
+            }
+            written.push(path.clone());
+        }
+        Ok(written)
+    }
 }
 
 /// Where `rel` goes under `dir`, as messages show it (`commgate.toml`, not `./commgate.toml`).
@@ -235,6 +323,45 @@ mod tests {
 
     fn values() -> Values {
         Values::new("PAR-H100", None).expect("valid")
+    }
+
+    /// `.github` or `baselines` as a link would put the scaffold outside the target directory:
+    /// refused, even with --force, and nothing is written.
+    #[test]
+    fn linked_directories_are_refused_and_nothing_is_written() {
+        let files = plan(&values(), false).expect("plan");
+        for linked in [".github", "baselines"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let outside = tempfile::tempdir().expect("tempdir");
+            std::os::unix::fs::symlink(outside.path(), dir.path().join(linked)).expect("symlink");
+            for force in [false, true] {
+                let e = write(dir.path(), &files, force).expect_err(linked);
+                assert!(matches!(&e, InitError::Link(p) if p.ends_with(linked)), "{linked}: {e}");
+            }
+            assert!(std::fs::read_dir(outside.path()).expect("dir").next().is_none(), "nothing outside");
+            assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1, "only the link");
+        }
+    }
+
+    /// A file that cannot be written stops the scaffold before anything is in place: no file,
+    /// no temporary and no directory of it is left.
+    #[test]
+    fn a_failed_write_leaves_nothing_behind() {
+        let files = plan(&values(), false).expect("plan");
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The last file's directory cannot be made: a file stands where it goes.
+        let last = files.last().expect("files").path.clone();
+        let blocker = last.components().next().expect("a first component").as_os_str().to_owned();
+        let before: Vec<_> = files.iter().take_while(|f| !f.path.starts_with(&blocker)).collect();
+        assert!(!before.is_empty(), "some files come before the blocked one");
+        std::fs::write(dir.path().join(&blocker), "in the way").expect("write");
+        let e = write(dir.path(), &files, true).expect_err("blocked");
+        assert!(e.to_string().contains("nothing was written"), "{e}");
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into())
+            .collect();
+        assert_eq!(left, [blocker.to_string_lossy().to_string()], "only the blocker: {left:?}");
     }
 
     #[test]
