@@ -232,6 +232,7 @@ fn copy_tree(cwd: &Path, sha: &str, dir: &Path, into: &Path) -> Result<(), BaseE
     if listed.len() > MAX_FILES {
         return Err(BaseError::TooManyFiles { dir: shown(), limit: MAX_FILES });
     }
+    let mut total = 0usize;
     for entry in listed {
         if let Some(what) = unreadable(&entry) {
             return Err(BaseError::Unreadable {
@@ -244,6 +245,10 @@ fn copy_tree(cwd: &Path, sha: &str, dir: &Path, into: &Path) -> Result<(), BaseE
             continue; // git never lists such names; never write outside `into` if it did.
         }
         let Some(bytes) = show(cwd, sha, &dir.join(rel))? else { continue };
+        total = total.saturating_add(bytes.len());
+        if total > MAX_TREE_BYTES {
+            return Err(BaseError::TooLarge { path: shown(), size: total, limit: MAX_TREE_BYTES });
+        }
         let target = into.join(rel);
         let io = |e: std::io::Error| BaseError::Io { dir: into.display().to_string(), message: e.to_string() };
         if let Some(parent) = target.parent() {
@@ -271,6 +276,42 @@ fn changed_paths(cwd: &Path, sha: &str, paths: &[&Path]) -> Result<Vec<String>, 
     Ok(changed)
 }
 
+/// The most a single git call may print: a store file at its limit, and its listing's slack.
+const MAX_GIT_OUTPUT: usize = MAX_FILE_BYTES + (1 << 20);
+
+/// The most the base commit's baseline tree may hold in all: a store of 2,000 files of 64 MiB
+/// each is no store.
+pub const MAX_TREE_BYTES: usize = 256 << 20;
+
+/// Runs `cmd` and collects its output, at most `limit` bytes of stdout (and 64 KiB of stderr);
+/// `Ok(None)` when it printed more (the child is killed then), so that a `git` that prints
+/// gigabytes cannot fill memory.
+fn bounded_output(cmd: &mut Command, limit: usize) -> std::io::Result<Option<std::process::Output>> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut stderr_pipe = child.stderr.take();
+    let stderr_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(pipe) = stderr_pipe.as_mut() {
+            let _ = pipe.take(64 << 10).read_to_end(&mut buf);
+        }
+        buf
+    });
+    let mut stdout = Vec::new();
+    if let Some(pipe) = child.stdout.take() {
+        pipe.take(limit as u64 + 1).read_to_end(&mut stdout)?;
+    }
+    if stdout.len() > limit {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Ok(None);
+    }
+    let status = child.wait()?;
+    let stderr = stderr_reader.join().unwrap_or_default();
+    Ok(Some(std::process::Output { status, stdout, stderr }))
+}
+
 /// Runs git in `cwd` with nothing of our environment but `PATH` and `HOME`: no token, no
 /// `GIT_*` override from the job, no pager, no prompt.
 fn git<I, S>(cwd: &Path, args: I) -> Result<Vec<u8>, BaseError>
@@ -287,10 +328,20 @@ where
             cmd.env(keep, v);
         }
     }
-    let out = cmd.arg("--no-pager").args(&args).output().map_err(|e| BaseError::Git {
+    cmd.arg("--no-pager").args(&args);
+    let out = bounded_output(&mut cmd, MAX_GIT_OUTPUT).map_err(|e| BaseError::Git {
         what: format!("run (`git {what}`)"),
         message: format!("{e}; is git installed and on PATH?"),
     })?;
+    let Some(out) = out else {
+        return Err(BaseError::Git {
+            what: format!("`git {what}`"),
+            message: format!(
+                "it printed more than {} MiB, more than any file the gate reads (is the `git` on PATH the real one?)",
+                MAX_GIT_OUTPUT >> 20
+            ),
+        });
+    };
     if out.status.success() {
         Ok(out.stdout)
     } else {
@@ -329,6 +380,15 @@ mod tests {
         std::fs::write(d.join("baselines/P/w.json"), "{\"forged\": true}\n").expect("store");
         run(&["commit", "-qam", "head edits the gate"]);
         (tmp, sha)
+    }
+
+    /// A program that prints without end is stopped at the limit, not read into memory.
+    #[test]
+    fn output_past_the_limit_is_refused_and_the_program_stopped() {
+        let endless = bounded_output(Command::new("yes").arg("x".repeat(1000)), 1 << 20).expect("runs");
+        assert!(endless.is_none(), "stopped at 1 MiB");
+        let short = bounded_output(Command::new("printf").arg("abc"), 1 << 20).expect("runs").expect("within");
+        assert_eq!((short.stdout.as_slice(), short.status.success()), (b"abc".as_slice(), true));
     }
 
     /// A base whose baseline directory (or a store in it) git cannot give as files: each is an
