@@ -53,7 +53,7 @@ impl Launch {
             local_rank,
             master_addr: master_addr.to_string(),
             master_port,
-            secret: Secret::from_env("", world_size, master_addr, master_port, |_| None),
+            secret: Secret::derived("", world_size, master_addr, master_port, |_| None),
             bind: Bind::MasterAddr,
         }
     }
@@ -95,6 +95,10 @@ const FAMILIES: [Family; 3] = [
 /// variables as the launcher spells them (`RANK`, `SLURM_NTASKS`, …).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LaunchError {
+    /// No secret an outsider cannot compute, for ranks on several hosts (the message says what
+    /// to set).
+    #[error("{0}")]
+    Secret(String),
     /// One of the family's variables is missing while the others are set.
     #[error("{name} is not set, but {launcher} variables are: the launcher's environment is incomplete")]
     Missing { name: &'static str, launcher: &'static str },
@@ -200,7 +204,8 @@ pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>, 
         },
     };
     let bind = bind_from_env(get(BIND_VAR))?;
-    let secret = Secret::from_env(family.launcher, world_size, &master_addr, master_port, &var);
+    let secret =
+        Secret::from_env(family.launcher, world_size, &master_addr, master_port, &var).map_err(LaunchError::Secret)?;
     Ok(Some(Launch { rank, world_size, local_rank, master_addr, master_port, secret, bind }))
 }
 
@@ -237,6 +242,9 @@ mod tests {
             ("LOCAL_RANK", "1"),
             ("MASTER_ADDR", "node0"),
             ("MASTER_PORT", "1234"),
+            // A private run id: across hosts, the secret is derived only from what outsiders
+            // cannot know.
+            ("TORCHELASTIC_RUN_ID", "f3b1c2d4e5"),
             // torchrun under Slurm: its own variables win.
             ("SLURM_PROCID", "0"),
             ("SLURM_NTASKS", "2"),
@@ -250,8 +258,13 @@ mod tests {
 
     #[test]
     fn from_env_reads_slurm_with_the_default_port() {
-        let vars =
-            env(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1"), ("MASTER_ADDR", "10.0.0.1")]);
+        let vars = env(&[
+            ("SLURM_PROCID", "5"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_LOCALID", "1"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("COMMGATE_RENDEZVOUS_SECRET", "s"),
+        ]);
         let got = from_env(vars).unwrap().unwrap();
         assert_eq!((got.rank, got.world_size, got.local_rank), (5, 8, 1));
         assert_eq!(got.master_port, DEFAULT_MASTER_PORT);
@@ -325,7 +338,7 @@ mod tests {
 
     #[test]
     fn the_bind_address_and_secret_come_from_the_environment() {
-        let base = [("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "10.0.0.1")];
+        let base = [("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "127.0.0.1")];
         let with = |extra: &[(&str, &str)]| {
             let pairs: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
             from_env(env(&pairs)).unwrap().unwrap()

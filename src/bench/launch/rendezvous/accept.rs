@@ -20,9 +20,13 @@ use crate::bench::BenchError;
 
 /// How long one connection may take to send its hello (capped by the rendezvous timeout): a real
 /// rank answers within milliseconds of connecting.
-const HELLO_WINDOW: Duration = Duration::from_secs(10);
-/// Handshakes in progress at once; a connection past this is dropped on arrival.
+const HELLO_WINDOW: Duration = Duration::from_secs(3);
+/// Handshakes in progress at once. A new connection past this, or past [`MAX_PENDING_PER_HOST`]
+/// from its host, evicts the oldest pending one (of that host): silent connections cannot keep a
+/// real rank, which sends its hello within milliseconds, out.
 const MAX_PENDING: usize = 64;
+/// Handshakes in progress at once from one address.
+const MAX_PENDING_PER_HOST: usize = 8;
 /// Dropped connections before rank 0 gives up on the job: something floods the port.
 const MAX_DROPPED: u32 = 256;
 /// Dropped connections noted on stderr one by one; later ones are only counted.
@@ -139,6 +143,17 @@ impl Dropped {
     }
 }
 
+/// Which pending handshake a new connection from `addr` evicts, if any: the oldest from its host
+/// when that host has [`MAX_PENDING_PER_HOST`] pending, else the oldest of all when
+/// [`MAX_PENDING`] are.
+fn evict(pending: &[Pending], addr: SocketAddr) -> Option<usize> {
+    let same_host: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].addr.ip() == addr.ip()).collect();
+    if same_host.len() >= MAX_PENDING_PER_HOST {
+        return same_host.first().copied();
+    }
+    (pending.len() >= MAX_PENDING).then_some(0)
+}
+
 impl Inner {
     /// Rank 0: lets in `world_size − 1` peers before the deadline.
     pub(super) fn accept_peers(&mut self, listener: &TcpListener, secret: &Secret) -> Result<(), BenchError> {
@@ -177,9 +192,9 @@ impl Inner {
                 match listener.accept() {
                     Ok((stream, addr)) => {
                         busy = true;
-                        if pending.len() >= MAX_PENDING {
-                            dropped.note(addr, &format!("{MAX_PENDING} other handshakes were unfinished"));
-                            continue;
+                        if let Some(oldest) = evict(&pending, addr) {
+                            let old = pending.remove(oldest);
+                            dropped.note(old.addr, "it sent no hello while newer connections waited");
                         }
                         match Pending::start(stream, addr, (now + HELLO_WINDOW.min(self.timeout)).min(deadline)) {
                             Ok(p) => pending.push(p),
@@ -377,7 +392,7 @@ mod tests {
         // Connects and says nothing, for the whole test: it must hold up nobody.
         let silent = connect(port);
         // A hello claiming rank 1 without the secret: refused, told why.
-        let forged = hello_as(port, 1, 3, &Secret::from_env("", 3, "elsewhere", 1, |_| None));
+        let forged = hello_as(port, 1, 3, &Secret::derived("", 3, "elsewhere", 1, |_| None));
         assert!(forged.to_string().contains("does not prove this job's rendezvous secret"), "{forged}");
         // A frame with an unexpected tag and a 2^40 length, then a stream of bytes: rank 0 closes
         // after the header, so the writes fail long before 64 MiB instead of being buffered.
@@ -441,5 +456,21 @@ mod tests {
         flood.join().unwrap();
         assert!(error.contains(&format!("rank 0 dropped {MAX_DROPPED} connections")), "{error}");
         assert!(error.contains("rank(s) 1 had not joined"), "{error}");
+    }
+
+    /// 64 silent connections from one host (more than a host may keep pending) do not keep the
+    /// real rank out: each new connection evicts that host's oldest, and the real rank, which
+    /// answers at once, joins well within the hello window.
+    #[test]
+    fn silent_connections_cannot_hold_the_real_rank_out() {
+        let (zero, port) = rank0(2);
+        let silent: Vec<TcpStream> = (0..MAX_PENDING).map(|_| connect(port)).collect();
+        let started = std::time::Instant::now();
+        let (one, heard) = real_rank(1, 2, port);
+        heard.recv_timeout(Duration::from_secs(10)).expect("rank 1 joined");
+        assert!(started.elapsed() < HELLO_WINDOW, "joined in {:?}", started.elapsed());
+        assert_eq!(one.join().unwrap().unwrap(), b"nccl-id");
+        assert_eq!(zero.join().unwrap().unwrap(), vec![vec![0], vec![1]]);
+        drop(silent);
     }
 }

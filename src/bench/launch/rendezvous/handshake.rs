@@ -411,7 +411,8 @@ mod tests {
             let mut other = launch(1, 2, port);
             other.secret = Secret::from_env("", 2, "127.0.0.1", port, |k| {
                 (k == "COMMGATE_RENDEZVOUS_SECRET").then(|| "x".to_string())
-            });
+            })
+            .expect("a set secret");
             Rendezvous::connect(&other, Duration::from_secs(5)).map(|_| ())
         });
         let rank0 = Rendezvous::connect_with_listener(&launch(0, 2, port), Some(listener), Duration::from_millis(1500));

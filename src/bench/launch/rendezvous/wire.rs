@@ -9,7 +9,7 @@
 //! longer one, costs an error and never a buffer. Abort frames are always accepted, up to
 //! [`ABORT_MAX`].
 //!
-//! The handshake (`CGRV`, protocol version 2; words are little-endian `u32`):
+//! The handshake (`CGRV`, protocol version 3; words are little-endian `u32`):
 //! - challenge (rank 0 → peer, on accept): magic, version, a 32-byte random nonce;
 //! - hello (peer → rank 0): magic, version, rank, world size, the peer's 32-byte nonce, and its
 //!   proof HMAC-SHA256(secret, "hello" ‖ challenge ‖ peer nonce ‖ rank ‖ world size);
@@ -22,7 +22,7 @@ use crate::bench::launch::secret::{NONCE_LEN, PROOF_LEN};
 use crate::bench::BenchError;
 
 const MAGIC: &[u8; 4] = b"CGRV";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// Payload bytes of each handshake frame.
 pub(super) const CHALLENGE_LEN: usize = 8 + NONCE_LEN;
@@ -433,7 +433,7 @@ mod tests {
         }
         old.extend_from_slice(&2u32.to_le_bytes());
         let error = parse_hello(&old).unwrap_err();
-        assert!(error.starts_with("rendezvous protocol version 1 (this commgate speaks 2)"), "{error}");
+        assert!(error.starts_with("rendezvous protocol version 1 (this commgate speaks 3)"), "{error}");
     }
 
     #[test]
