@@ -252,14 +252,14 @@ fn intruders_on_the_rendezvous_port_are_dropped_and_the_run_completes() {
     let mut junk = connect_when_listening(port);
     junk.write_all(&[0xAB; 64]).expect("junk");
     until_closed(junk);
-    // A hello that claims rank 1 without the secret: magic, version 2, rank, world size, a
+    // A hello that claims rank 1 without the secret: magic, version 3, rank, world size, a
     // nonce and a proof of zeros, after reading rank 0's challenge (a header and 40 bytes).
     let mut forged = connect_when_listening(port);
     let mut challenge = [0u8; 9 + 40];
     forged.read_exact(&mut challenge).expect("challenge");
     assert_eq!(&challenge[9..13], b"CGRV");
     let mut hello = b"CGRV".to_vec();
-    for word in [2u32, 1, 2] {
+    for word in [3u32, 1, 2] {
         hello.extend_from_slice(&word.to_le_bytes());
     }
     hello.extend_from_slice(&[0; 64]);

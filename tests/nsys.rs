@@ -164,6 +164,29 @@ fn a_json_text_that_does_not_parse_names_the_row() {
     assert!(line.contains("NVTX_EVENTS row 3: jsonText is not JSON"), "{line}");
 }
 
+/// A `deviceId` that is no GPU's index, and times at i64's ends (whose difference overflowed to
+/// a negative communication time), name their row.
+#[test]
+fn device_ids_and_times_out_of_range_name_the_row() {
+    for (update, says) in [
+        ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = -1 WHERE rowid = 1", "`deviceId` (-1) is not a GPU's index"),
+        ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 4294967295 WHERE rowid = 1", "`deviceId` (4294967295)"),
+        (
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808, end = 9223372036854775807 WHERE rowid = 1",
+            "`start` (-9223372036854775808) is out of range",
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("rank-0.sqlite");
+        write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+        let conn = Connection::open(&path).expect("opens");
+        conn.execute(update, []).expect("edits a row");
+        drop(conn);
+        let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
+        assert!(line.contains("CUPTI_ACTIVITY_KIND_KERNEL row 1") && line.contains(says), "{line}");
+    }
+}
+
 #[test]
 fn a_report_without_nsys_on_path_gives_the_command() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -238,6 +238,12 @@ struct Reader<'c> {
     truncated: bool,
 }
 
+/// Times a row may hold, ns (as a Kineto trace's): sums and differences of them cannot overflow.
+const MAX_ABS_NS: i64 = 1 << 61;
+/// The largest `deviceId` taken: a GPU's index in the process (a rank, with several), never a
+/// world of four billion ranks.
+const MAX_DEVICE_ID: i64 = 65_535;
+
 /// One kernel, copy or fill row, before its device is split off.
 type GpuRow = (i64, Kernel);
 
@@ -322,10 +328,22 @@ impl Reader<'_> {
             };
             let start = int(1, "start")?.ok_or_else(|| place("`start` is empty"))?;
             let end = int(2, "end")?.ok_or_else(|| place("`end` is empty"))?;
+            for (col, value) in [("start", start), ("end", end)] {
+                if !(-MAX_ABS_NS..=MAX_ABS_NS).contains(&value) {
+                    return Err(place(&format!(
+                        "`{col}` ({value}) is out of range; times must lie within ±2^61 ns: export the report again"
+                    )));
+                }
+            }
             if end < start {
                 return Err(place(&format!("`end` ({end}) is before `start` ({start}); export the report again")));
             }
             let device = int(3, "deviceId")?.unwrap_or(0);
+            if !(0..=MAX_DEVICE_ID).contains(&device) {
+                return Err(place(&format!(
+                    "`deviceId` ({device}) is not a GPU's index (0 to {MAX_DEVICE_ID}); export the report again"
+                )));
+            }
             let stream = int(4, "streamId")?.unwrap_or(0);
             let correlation = int(5, "correlationId")?.and_then(|c| u64::try_from(c).ok());
             let name = match fixed {
