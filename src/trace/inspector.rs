@@ -42,6 +42,14 @@ use super::model::{CommMeta, Kernel, KernelCat, RankTrace};
 /// The `source.format` of an attribution read from NCCL Inspector logs.
 pub const FORMAT: &str = "nccl_inspector";
 
+/// The longest communicator id taken: NCCL writes a 64-bit hash (`0x7f8c496ae9f661`). Every
+/// record keeps its communicator's id, so a long one would multiply memory by the records.
+const MAX_COMM_ID_BYTES: usize = 128;
+/// Distinct communicators one log may hold: a job makes a few dozen.
+const MAX_COMMUNICATORS: usize = 10_000;
+/// The longest collective name taken (`ReduceScatter` and the like).
+const MAX_COLL_BYTES: usize = 64;
+
 /// What every record must hold, for the messages that name a missing field.
 pub(crate) const REQUIRED: &str =
     "every record needs header.id, header.rank, header.n_ranks and coll_perf.coll, coll_sn, \
@@ -254,6 +262,13 @@ impl Reader {
                  pass the logs the plugin wrote"
             )));
         };
+        if coll.len() > MAX_COLL_BYTES {
+            return Err(err(format!(
+                "line {line_no}: `coll_perf.coll` is {} bytes; NCCL's collectives have short names (AllReduce, …): \
+                 pass the logs the plugin wrote",
+                coll.len()
+            )));
+        }
         let pg = self.comm(line_no, &id, rank, n_ranks)?;
         let payload = size.saturating_mul(if gathers_per_rank(&coll) { u64::from(n_ranks) } else { 1 });
         let name = self.intern(&coll);
@@ -285,6 +300,19 @@ impl Reader {
     fn comm(&mut self, line_no: u64, id: &str, rank: u32, n_ranks: u32) -> Result<String, InspectorError> {
         let comm = match self.comms.get(id) {
             Some(c) => c,
+            None if id.len() > MAX_COMM_ID_BYTES => {
+                return Err(err(format!(
+                    "line {line_no}: `header.id` is {} bytes; a communicator id is a short hash (0x7f8c…): pass the \
+                     logs the plugin wrote",
+                    id.len()
+                )));
+            }
+            None if self.comms.len() >= MAX_COMMUNICATORS => {
+                return Err(err(format!(
+                    "line {line_no}: more than {MAX_COMMUNICATORS} communicators in one log; a job makes a few \
+                     dozen: pass the logs the plugin wrote"
+                )));
+            }
             None => {
                 let (kept, cut) = cap_name(id);
                 self.truncated |= cut;

@@ -57,12 +57,25 @@ fn bad_lines_name_the_line_and_the_field() {
         ("{nope}\n".to_string(), "line 1 is not valid JSON"),
         (String::new(), "holds no NCCL Inspector records"),
         (format!("{good}\n{}\n", line(1, "AllReduce", 2, 8, 1)), "appears as rank 0 and rank 1"),
+        // Ids and names that would multiply memory by the records.
+        (good.replace("0x7f8c496ae9f661", &"f".repeat(4096)), "`header.id` is 4096 bytes"),
+        (line(0, &"X".repeat(4096), 1, 8, 1), "`coll_perf.coll` is 4096 bytes"),
     ];
     for (text, want) in cases {
         let e = read(&text).expect_err(want).to_string();
         assert!(e.contains(want), "{want}: {e}");
         assert!(!e.contains('\n'), "{e}");
     }
+}
+
+/// Past the communicator limit the read stops with a line, not gigabytes of maps.
+#[test]
+fn too_many_communicators_stop_the_read() {
+    let lines: Vec<String> = (0..=MAX_COMMUNICATORS)
+        .map(|i| line(0, "AllReduce", 1, 8, 1).replace("0x7f8c496ae9f661", &format!("0x{i:x}")))
+        .collect();
+    let e = read(&(lines.join("\n") + "\n")).expect_err("too many").to_string();
+    assert!(e.contains(&format!("more than {MAX_COMMUNICATORS} communicators")), "{e}");
 }
 
 #[test]
