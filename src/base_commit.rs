@@ -355,20 +355,23 @@ where
 mod tests {
     use super::*;
 
+    /// `git ARGS` in `dir` as a test user, its trimmed stdout; a failure fails the test.
+    fn git_in(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// A repository with a base commit (settings + one store) and a head that edits both.
     fn repo() -> (tempfile::TempDir, String) {
         let tmp = tempfile::tempdir().expect("tempdir");
         let d = tmp.path();
-        let run = |args: &[&str]| {
-            let out = Command::new("git")
-                .current_dir(d)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
-                .args(args)
-                .output()
-                .expect("git");
-            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
-        };
+        let run = |args: &[&str]| git_in(d, args);
         run(&["init", "-q"]);
         std::fs::create_dir_all(d.join("baselines/P")).expect("dir");
         std::fs::write(d.join("commgate.toml"), "min_effect = 0.03\n").expect("toml");
@@ -397,16 +400,7 @@ mod tests {
     fn a_base_tree_the_gate_cannot_read_is_an_error() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let d = tmp.path();
-        let run = |args: &[&str]| {
-            let out = Command::new("git")
-                .current_dir(d)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
-                .args(args)
-                .output()
-                .expect("git");
-            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
-        };
+        let run = |args: &[&str]| git_in(d, args);
         run(&["init", "-q"]);
         std::fs::write(d.join("README"), "x").expect("write");
         run(&["add", "-A"]);
