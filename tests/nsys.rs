@@ -187,6 +187,43 @@ fn device_ids_and_times_out_of_range_name_the_row() {
     }
 }
 
+/// A string table without an index (every name looked up from the host scanned it: hours for
+/// tens of thousands of names) and a 5 MB name: the names come through SQLite's own lookup, cut
+/// to the name limit before they leave it.
+#[test]
+fn a_string_table_without_an_index_and_huge_names_stay_cheap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let conn = Connection::open(&path).expect("opens");
+    conn.execute_batch(
+        "CREATE TABLE s2 (id INTEGER, value TEXT); INSERT INTO s2 SELECT id, value FROM StringIds; \
+         DROP TABLE StringIds; ALTER TABLE s2 RENAME TO StringIds;",
+    )
+    .expect("an unindexed table");
+    let n = 20_000;
+    conn.execute_batch(&format!(
+        "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < {last}) \
+         INSERT INTO StringIds (id, value) SELECT 1000000 + i, 'kernel_' || i FROM c; \
+         WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < {last}) \
+         INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, demangledName, shortName) \
+         SELECT i * 10, i * 10 + 5, 0, 7, 1000000 + i, 1000000 + i FROM c;",
+        last = n - 1
+    ))
+    .expect("many names and kernels");
+    conn.execute("INSERT INTO StringIds (id, value) VALUES (2000000, ?1)", ["x".repeat(5 << 20)]).expect("huge");
+    conn.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, demangledName, shortName) \
+         VALUES (1, 2, 0, 7, 2000000, 2000000)",
+        [],
+    )
+    .expect("kernel");
+    drop(conn);
+    let a = attribute_paths(std::slice::from_ref(&path), &AttributeOptions::default()).expect("attributes");
+    assert!(a.source.names_truncated, "the 5 MB name was cut");
+    assert!(a.num_events > n as u64);
+}
+
 #[test]
 fn a_report_without_nsys_on_path_gives_the_command() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use super::classify::is_moe_marker;
-use super::limits::{cap_name, ReadLimits, RAISE_HINT};
+use super::limits::{cap_name, ReadLimits, MAX_NAME_BYTES, RAISE_HINT};
 use super::model::{Kernel, KernelCat, Launch, RankTrace};
 
 /// The table without which a file is no GPU trace.
@@ -238,6 +238,12 @@ struct Reader<'c> {
     truncated: bool,
 }
 
+/// `StringIds` as a derived table `(id, v)`: one row per id (a duplicated id would repeat the
+/// rows joined to it), each text cut to `limit` + 1 bytes.
+pub(crate) fn strings_by_id(limit: usize) -> String {
+    format!("(SELECT id, substr(value, 1, {}) AS v FROM {STRINGS_TABLE} GROUP BY id)", limit + 1)
+}
+
 /// Times a row may hold, ns (as a Kineto trace's): sums and differences of them cannot overflow.
 const MAX_ABS_NS: i64 = 1 << 61;
 /// The largest `deviceId` taken: a GPU's index in the process (a rank, with several), never a
@@ -263,16 +269,14 @@ impl Reader<'_> {
     }
 
     /// The interned index of `StringIds` id `id`, looked up once per distinct id.
-    fn intern_id(&mut self, id: Option<i64>, lookup: &mut rusqlite::Statement<'_>) -> Result<u32, NsysError> {
-        let Some(id) = id else { return Ok(self.intern_text("")) };
+    fn intern_id(&mut self, id: Option<i64>, text: impl FnOnce() -> Option<String>) -> u32 {
+        let Some(id) = id else { return self.intern_text("") };
         if let Some(&i) = self.names.by_id.get(&id) {
-            return Ok(i);
+            return i;
         }
-        let text: Option<String> =
-            lookup.query_row([id], |row| row.get(0)).optional().map_err(|e| db_error(STRINGS_TABLE, &e))?;
-        let i = self.intern_text(text.as_deref().unwrap_or(""));
+        let i = self.intern_text(text().as_deref().unwrap_or(""));
         self.names.by_id.insert(id, i);
-        Ok(i)
+        i
     }
 
     fn gpu_activities(&mut self) -> Result<Vec<GpuRow>, NsysError> {
@@ -285,15 +289,23 @@ impl Reader<'_> {
             )));
         }
         let mut rows = Vec::new();
-        let sql =
-            format!("SELECT rowid, start, end, deviceId, streamId, correlationId, {name_col} FROM {KERNEL_TABLE}");
+        // The name comes through a join, for which SQLite indexes `StringIds` itself when the
+        // export did not (a lookup per name from here, or a correlated subquery, would scan the
+        // table each time), cut to the name limit plus one byte (so that a cut is still seen)
+        // before it leaves SQLite.
+        let sql = format!(
+            "SELECT k.rowid, k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.{name_col}, s.v \
+             FROM {KERNEL_TABLE} AS k LEFT JOIN {} AS s ON s.id = k.{name_col}",
+            strings_by_id(MAX_NAME_BYTES)
+        );
         self.read_gpu(&sql, KERNEL_TABLE, KernelCat::Kernel, &mut rows)?;
         for (table, cat, label) in
             [(MEMCPY_TABLE, KernelCat::Memcpy, "Memcpy"), (MEMSET_TABLE, KernelCat::Memset, "Memset")]
         {
             if self.tables.has(table) {
                 self.tables.require(table, &["start", "end", "deviceId", "streamId", "correlationId"])?;
-                let sql = format!("SELECT rowid, start, end, deviceId, streamId, correlationId, NULL FROM {table}");
+                let sql =
+                    format!("SELECT rowid, start, end, deviceId, streamId, correlationId, NULL, NULL FROM {table}");
                 let name = self.intern_text(label);
                 self.read_gpu_named(&sql, table, cat, Some(name), &mut rows)?;
             }
@@ -306,7 +318,7 @@ impl Reader<'_> {
     }
 
     /// Reads one GPU table; `fixed` names every row (copies, fills), else column 6 is a
-    /// `StringIds` id.
+    /// `StringIds` id and column 7 its text (read only for an id not seen yet).
     fn read_gpu_named(
         &mut self,
         sql: &str,
@@ -316,8 +328,6 @@ impl Reader<'_> {
         out: &mut Vec<GpuRow>,
     ) -> Result<(), NsysError> {
         let conn = self.conn;
-        let mut lookup =
-            conn.prepare("SELECT value FROM StringIds WHERE id = ?1").map_err(|e| db_error(STRINGS_TABLE, &e))?;
         let mut stmt = conn.prepare(sql).map_err(|e| db_error(table, &e))?;
         let mut rows = stmt.query([]).map_err(|e| db_error(table, &e))?;
         while let Some(row) = rows.next().map_err(|e| db_error(table, &e))? {
@@ -350,7 +360,7 @@ impl Reader<'_> {
                 Some(n) => n,
                 None => {
                     let id = int(6, "name")?;
-                    self.intern_id(id, &mut lookup)?
+                    self.intern_id(id, || row.get::<_, Option<String>>(7).ok().flatten())
                 }
             };
             let kernel = Kernel { ts: start, dur: end - start, name, cat, stream, correlation, meta: None };

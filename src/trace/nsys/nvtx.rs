@@ -11,9 +11,9 @@
 use rusqlite::Connection;
 use serde_json::Value;
 
-use super::{db_error, err, NsysError, Tables, NVTX_TABLE, STRINGS_TABLE};
+use super::{db_error, err, strings_by_id, NsysError, Tables, NVTX_TABLE, STRINGS_TABLE};
 use crate::trace::classify::is_profiler_step;
-use crate::trace::limits::cap_name;
+use crate::trace::limits::{cap_name, MAX_NAME_BYTES};
 use crate::trace::model::{CommMeta, CommOp, Step};
 
 /// `NVTX_EVENTS.eventType` of a push/pop range (`nvtxRangePush`/`Pop`).
@@ -38,22 +38,36 @@ pub(super) fn read(conn: &Connection, tables: &Tables, truncated: &mut bool) -> 
     }
     tables.require(NVTX_TABLE, &["start", "end", "eventType"])?;
     let col = |c: &str| if tables.has_column(NVTX_TABLE, c) { format!("e.{c}") } else { "NULL".to_string() };
+    // Texts are cut in SQLite, one byte past their limit (so that a cut is still seen): a 200 MB
+    // name never leaves it. The subquery gets SQLite's automatic index where `StringIds` has none.
+    let cut = |expr: String, limit: usize| format!("substr({expr}, 1, {})", limit + 1);
     let strings = tables.has(STRINGS_TABLE);
-    let via_id = |c: &str| {
+    // (expression, join) of a text kept by id in `StringIds`, through a join that SQLite indexes.
+    let via_id = |c: &str, alias: &str, limit: usize| {
         if strings && tables.has_column(NVTX_TABLE, c) {
-            format!("(SELECT value FROM StringIds WHERE id = e.{c})")
+            (format!("{alias}.v"), format!(" LEFT JOIN {} AS {alias} ON {alias}.id = e.{c}", strings_by_id(limit)))
+        } else {
+            ("NULL".to_string(), String::new())
+        }
+    };
+    let (text_id, text_join) = via_id("textId", "st", MAX_NAME_BYTES);
+    let (json_id, json_join) = via_id("jsonTextId", "sj", MAX_JSON_BYTES);
+    let text_col = |c: &str, limit: usize| {
+        if tables.has_column(NVTX_TABLE, c) {
+            cut(format!("e.{c}"), limit)
         } else {
             "NULL".to_string()
         }
     };
     let sql = format!(
         "SELECT e.rowid, e.start, e.end, {gtid}, coalesce({text}, {text_id}), coalesce({json}, {json_id}) \
-         FROM {NVTX_TABLE} AS e WHERE e.eventType IN ({PUSH_POP_RANGE}, {START_END_RANGE}) AND e.end IS NOT NULL",
+         FROM {NVTX_TABLE} AS e{text_join}{json_join} \
+         WHERE e.eventType IN ({PUSH_POP_RANGE}, {START_END_RANGE}) AND e.end IS NOT NULL",
         gtid = col("globalTid"),
-        text = col("text"),
-        text_id = via_id("textId"),
-        json = col("jsonText"),
-        json_id = via_id("jsonTextId"),
+        text = text_col("text", MAX_NAME_BYTES),
+        text_id = text_id,
+        json = text_col("jsonText", MAX_JSON_BYTES),
+        json_id = json_id,
     );
     let mut stmt = conn.prepare(&sql).map_err(|e| db_error(NVTX_TABLE, &e))?;
     let mut rows = stmt.query([]).map_err(|e| db_error(NVTX_TABLE, &e))?;
