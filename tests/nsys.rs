@@ -224,6 +224,24 @@ fn a_string_table_without_an_index_and_huge_names_stay_cheap() {
     assert!(a.num_events > n as u64);
 }
 
+/// Kernels of hundreds of GPUs in one export (each GPU a rank with its own names): refused.
+#[test]
+fn an_export_of_hundreds_of_gpus_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rank-0.sqlite");
+    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let conn = Connection::open(&path).expect("opens");
+    conn.execute_batch(
+        "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 299) \
+         INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, demangledName, shortName) \
+         SELECT i, i + 1, i, 7, 1, 1 FROM c;",
+    )
+    .expect("kernels on 300 devices");
+    drop(conn);
+    let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
+    assert!(line.contains("holds kernels of 300 GPUs"), "{line}");
+}
+
 #[test]
 fn a_report_without_nsys_on_path_gives_the_command() {
     let dir = tempfile::tempdir().expect("tempdir");

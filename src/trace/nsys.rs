@@ -118,7 +118,18 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
     if by_device.is_empty() {
         by_device.push((0, Vec::new()));
     }
+    if by_device.len() > MAX_DEVICES {
+        return Err(err(format!(
+            "holds kernels of {} GPUs; one process drives a few, at most {MAX_DEVICES}: export one report per process",
+            by_device.len()
+        )));
+    }
     let several = by_device.len() > 1;
+    let moe_markers = names.iter().any(|n| is_moe_marker(n));
+    // Each GPU gets the launches of its own kernels, not a copy of every launch of the process.
+    let launches_of = |kernels: &[Kernel]| -> HashMap<u64, Launch> {
+        kernels.iter().filter_map(|k| k.correlation).filter_map(|c| launches.get(&c).map(|l| (c, *l))).collect()
+    };
     // Times count from the session's start: its UTC time puts ranks of separate exports on one
     // clock; the GPUs of one export share theirs anyway.
     let base_time_ns = session_start.or(several.then_some(0));
@@ -128,15 +139,15 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
             file: path.to_path_buf(),
             rank: several.then(|| u32::try_from(device).unwrap_or(u32::MAX)),
             names: names.clone(),
+            launches: if several { launches_of(&kernels) } else { launches.clone() },
             kernels,
-            launches: launches.clone(),
             comm_ops: nvtx.comm_ops.clone(),
             steps: nvtx.steps.clone(),
             fractional_ts: fractional,
             base_time_ns,
             num_events,
             names_truncated: r.truncated,
-            moe_markers: names.iter().any(|n| is_moe_marker(n)),
+            moe_markers,
             ..RankTrace::default()
         })
         .collect();
@@ -249,6 +260,8 @@ const MAX_ABS_NS: i64 = 1 << 61;
 /// The largest `deviceId` taken: a GPU's index in the process (a rank, with several), never a
 /// world of four billion ranks.
 const MAX_DEVICE_ID: i64 = 65_535;
+/// GPUs one export may hold kernels of: each becomes a rank with its own copy of the names.
+const MAX_DEVICES: usize = 256;
 
 /// One kernel, copy or fill row, before its device is split off.
 type GpuRow = (i64, Kernel);
