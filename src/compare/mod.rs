@@ -194,6 +194,10 @@ pub struct BaselineSummary {
     pub software_changes: Vec<SoftwareChange>,
     /// Robust spread of the baseline runs' log overlap medians (≥ 3 runs), relative.
     pub spread: Option<f64>,
+    /// The slowest baseline run's overlap median over the fastest's (≥ 2 runs): one run that
+    /// disagrees with the rest shows here, not in the robust spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<f64>,
     /// How many distinct runners (`provenance.runner`) the compared baseline runs come from; a
     /// run without a recorded runner counts as one of its own.
     #[serde(default)]
@@ -277,9 +281,11 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
     let software_changes = runs.last().map(|newest| newest.software.changes_to(&first.software)).unwrap_or_default();
     let mut w = Weights::default();
     let base_rows: Vec<RunRows> = runs.iter().map(|r| RunRows::of(r)).collect();
-    let spread = (base_rows.len() >= 3).then(|| {
-        let logs: Vec<f64> = base_rows.iter().map(|r| w.quantile(&r.overlap, 0.5).ln()).collect();
-        robust_spread(&logs)
+    let medians: Vec<f64> = base_rows.iter().map(|r| w.quantile(&r.overlap, 0.5)).collect();
+    let spread = (medians.len() >= 3).then(|| robust_spread(&medians.iter().map(|m| m.ln()).collect::<Vec<_>>()));
+    let range = (medians.len() >= 2).then(|| {
+        let (lo, hi) = medians.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+        hi / lo
     });
     let names: Vec<Option<&str>> = runs.iter().map(|r| measured_on(r)).collect();
     let (runner_groups, runner_of_current) = group_ids(&names, measured_on(first));
@@ -294,6 +300,7 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
         fingerprint_match,
         software_changes,
         spread,
+        range: range.filter(|r| r.is_finite()),
         runners: recorded_runners(&names),
     };
     if let Some(reason) = current.iter().find_map(|c| unusable(c, runs.len())) {
@@ -407,6 +414,7 @@ fn empty_summary(baseline: &Baseline) -> BaselineSummary {
         fingerprint_match: false,
         software_changes: Vec::new(),
         spread: None,
+        range: None,
         runners: 0,
     }
 }

@@ -169,7 +169,15 @@ fn advice(
     if primary.judged.state != State::Inconclusive || primary.note.is_some() {
         return None;
     }
-    let vary = baseline.spread.map_or_else(String::new, |s| format!("baseline runs vary {}, so ", pct(s.exp_m1())));
+    let vary = match (baseline.spread, baseline.range) {
+        // One run far off the others: the robust spread does not show it, the range does.
+        (spread, Some(range)) if disagree(spread, range) => format!(
+            "baseline runs disagree (the slowest run's median is {range:.2}× the fastest's; remove or re-record the \
+             odd run), so "
+        ),
+        (Some(s), _) => format!("baseline runs vary {}, so ", pct(s.exp_m1())),
+        _ => String::new(),
+    };
     let baseline_runs = |b: usize| {
         format!(
             "record {b} more baseline run{} (`commgate baseline update` after each; the store keeps `--keep` runs)",
@@ -186,6 +194,16 @@ fn advice(
         _ => "quiet the runner or pin clocks: more runs alone would not decide at this spread".to_string(),
     };
     Some(format!("{vary}this gate can only see slowdowns above {} (its minimum detectable effect): {todo}", pct(mde)))
+}
+
+/// How far the slowest baseline run may lie from the fastest before the runs are said to
+/// disagree: 25 %, and three times what their robust spread accounts for.
+pub const DISAGREE_RANGE: f64 = 0.25;
+
+/// Whether the baseline runs disagree beyond [`DISAGREE_RANGE`].
+fn disagree(spread: Option<f64>, range: f64) -> bool {
+    let explained = spread.map_or(0.0, |s| 3.0 * s.exp_m1());
+    range - 1.0 > DISAGREE_RANGE && range - 1.0 > explained
 }
 
 /// "software changed since the baseline: NCCL 2.21.5 → 2.23.4, NCCL_ALGO unset → Ring".
@@ -257,4 +275,18 @@ fn decide(
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     Verdict::new(Decision::Accept, reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One run 3× off nine that agree: the runs disagree; runs alternating ±18 % vary.
+    #[test]
+    fn runs_disagree_when_the_range_outgrows_the_spread() {
+        assert!(disagree(Some(0.0036), 3.02));
+        assert!(!disagree(Some(0.272), 1.39), "a wide spread explains the range");
+        assert!(!disagree(Some(0.001), 1.2), "within 25 %");
+        assert!(disagree(None, 1.5), "two runs, 50 % apart");
+    }
 }
