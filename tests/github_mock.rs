@@ -28,7 +28,6 @@ fn env_at(api_url: String) -> GithubEnv {
         repository: Some(("octo".into(), "gpu".into())),
         token: Some(Token::new(TOKEN)),
         pull_request: Some(7),
-        base_sha: None,
         event_name: Some("pull_request".into()),
         step_summary: None,
         output: None,

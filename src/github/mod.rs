@@ -85,9 +85,6 @@ pub struct GithubEnv {
     /// `pull_request_target`), or `issue.number` when `issue.pull_request` is set (`issue_comment`
     /// on a pull request).
     pub pull_request: Option<u64>,
-    /// From the same payload: `pull_request.base.sha`, the commit whose baselines and settings
-    /// judge the pull request ([`crate::base_commit`]).
-    pub base_sha: Option<String>,
     /// `GITHUB_EVENT_NAME`.
     pub event_name: Option<String>,
     /// `GITHUB_STEP_SUMMARY`.
@@ -120,13 +117,11 @@ impl GithubEnv {
         });
         let payload = get("GITHUB_EVENT_PATH").and_then(|path| read_payload(Path::new(&path)));
         let pull_request = payload.as_ref().and_then(pull_request_number);
-        let base_sha = payload.as_ref().and_then(crate::base_commit::base_sha_from_payload);
         Some(GithubEnv {
             api_url,
             repository,
             token: get("GITHUB_TOKEN").or_else(|| get("GH_TOKEN")).map(Token),
             pull_request,
-            base_sha,
             event_name: get("GITHUB_EVENT_NAME"),
             step_summary: get("GITHUB_STEP_SUMMARY").map(PathBuf::from),
             output: get("GITHUB_OUTPUT").map(PathBuf::from),
