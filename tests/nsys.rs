@@ -42,6 +42,13 @@ fn spec() -> SynthSpec {
     SynthSpec { world_size: 4, steps: 2, layers: 3, ..SynthSpec::small() }
 }
 
+/// A one-rank synthetic export, `rank-0.sqlite` in `dir`.
+fn one_rank_export(dir: &Path) -> PathBuf {
+    let path = dir.join("rank-0.sqlite");
+    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    path
+}
+
 fn kineto_and_nsys(dir: &Path, spec: &SynthSpec) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let json = write_all_ranks(spec, &dir.join("kineto"), false).expect("kineto");
     let sqlite = write_all_ranks_sqlite(spec, &dir.join("nsys")).expect("nsys");
@@ -100,8 +107,7 @@ fn one_process_driving_several_gpus_is_one_rank_per_device() {
 #[test]
 fn the_binary_names_the_format_and_leaves_the_file_untouched() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("rank-0.sqlite");
-    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let path = one_rank_export(dir.path());
     let before = std::fs::read(&path).expect("reads");
     let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).expect("mtime");
     let listing = |d: &Path| {
@@ -144,8 +150,7 @@ fn an_export_without_the_kernel_table_names_it() {
 #[test]
 fn a_truncated_export_is_refused_as_damaged() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("rank-0.sqlite");
-    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let path = one_rank_export(dir.path());
     let bytes = std::fs::read(&path).expect("reads");
     std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncates");
     let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
@@ -155,8 +160,7 @@ fn a_truncated_export_is_refused_as_damaged() {
 #[test]
 fn a_json_text_that_does_not_parse_names_the_row() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("rank-0.sqlite");
-    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let path = one_rank_export(dir.path());
     let conn = Connection::open(&path).expect("opens");
     conn.execute("UPDATE NVTX_EVENTS SET jsonText = '{\"Seq\": ' WHERE rowid = 3", []).expect("breaks a payload");
     drop(conn);
@@ -177,8 +181,7 @@ fn device_ids_and_times_out_of_range_name_the_row() {
         ),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("rank-0.sqlite");
-        write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+        let path = one_rank_export(dir.path());
         let conn = Connection::open(&path).expect("opens");
         conn.execute(update, []).expect("edits a row");
         drop(conn);
@@ -193,8 +196,7 @@ fn device_ids_and_times_out_of_range_name_the_row() {
 #[test]
 fn a_string_table_without_an_index_and_huge_names_stay_cheap() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("rank-0.sqlite");
-    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let path = one_rank_export(dir.path());
     let conn = Connection::open(&path).expect("opens");
     conn.execute_batch(
         "CREATE TABLE s2 (id INTEGER, value TEXT); INSERT INTO s2 SELECT id, value FROM StringIds; \
@@ -228,8 +230,7 @@ fn a_string_table_without_an_index_and_huge_names_stay_cheap() {
 #[test]
 fn an_export_of_hundreds_of_gpus_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("rank-0.sqlite");
-    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let path = one_rank_export(dir.path());
     let conn = Connection::open(&path).expect("opens");
     conn.execute_batch(
         "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 299) \
@@ -257,8 +258,7 @@ fn a_report_without_nsys_on_path_gives_the_command() {
 #[test]
 fn the_events_limit_counts_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("rank-0.sqlite");
-    write_rank_sqlite(&SynthSpec { world_size: 1, straggler_rank: 0, ..spec() }, 0, &path).expect("writes");
+    let path = one_rank_export(dir.path());
     let line = fails_with_one_line(&["--max-events", "10", path.to_str().expect("utf-8")]);
     assert!(line.contains("the limit per file"), "{line}");
 }
