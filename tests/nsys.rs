@@ -42,6 +42,14 @@ fn spec() -> SynthSpec {
     SynthSpec { world_size: 4, steps: 2, layers: 3, ..SynthSpec::small() }
 }
 
+/// A one-rank synthetic export in `dir`, edited by `sql`.
+fn edited_export(dir: &Path, sql: &str) -> PathBuf {
+    let path = one_rank_export(dir);
+    let conn = Connection::open(&path).expect("opens");
+    conn.execute_batch(sql).expect("edits the export");
+    path
+}
+
 /// A one-rank synthetic export, `rank-0.sqlite` in `dir`.
 fn one_rank_export(dir: &Path) -> PathBuf {
     let path = dir.join("rank-0.sqlite");
@@ -160,10 +168,7 @@ fn a_truncated_export_is_refused_as_damaged() {
 #[test]
 fn a_json_text_that_does_not_parse_names_the_row() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = one_rank_export(dir.path());
-    let conn = Connection::open(&path).expect("opens");
-    conn.execute("UPDATE NVTX_EVENTS SET jsonText = '{\"Seq\": ' WHERE rowid = 3", []).expect("breaks a payload");
-    drop(conn);
+    let path = edited_export(dir.path(), "UPDATE NVTX_EVENTS SET jsonText = '{\"Seq\": ' WHERE rowid = 3");
     let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
     assert!(line.contains("NVTX_EVENTS row 3: jsonText is not JSON"), "{line}");
 }
@@ -181,10 +186,7 @@ fn device_ids_and_times_out_of_range_name_the_row() {
         ),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = one_rank_export(dir.path());
-        let conn = Connection::open(&path).expect("opens");
-        conn.execute(update, []).expect("edits a row");
-        drop(conn);
+        let path = edited_export(dir.path(), update);
         let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
         assert!(line.contains("CUPTI_ACTIVITY_KIND_KERNEL row 1") && line.contains(says), "{line}");
     }
@@ -230,15 +232,12 @@ fn a_string_table_without_an_index_and_huge_names_stay_cheap() {
 #[test]
 fn an_export_of_hundreds_of_gpus_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = one_rank_export(dir.path());
-    let conn = Connection::open(&path).expect("opens");
-    conn.execute_batch(
+    let path = edited_export(
+        dir.path(),
         "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 299) \
          INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, demangledName, shortName) \
          SELECT i, i + 1, i, 7, 1, 1 FROM c;",
-    )
-    .expect("kernels on 300 devices");
-    drop(conn);
+    );
     let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
     assert!(line.contains("holds kernels of 300 GPUs"), "{line}");
 }

@@ -55,6 +55,17 @@ fn check(dir: &Path, extra: &[&str]) -> Output {
         .expect("runs")
 }
 
+/// `check` as a `pull_request` job of GitHub Actions runs it, its event payload at `event`.
+fn check_in_pull_request(dir: &Path, event: &Path) -> Output {
+    commgate(dir)
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_EVENT_NAME", "pull_request")
+        .env("GITHUB_EVENT_PATH", event)
+        .args(["check", "--result", "slower.json", "--format", "json", "--comment", "never"])
+        .output()
+        .expect("runs")
+}
+
 fn report(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
@@ -101,13 +112,7 @@ fn an_edited_baseline_is_ignored_in_favour_of_the_base_one() {
     // In Actions, the base comes from the event payload.
     let event = tmp.path().join("event.json");
     std::fs::write(&event, json!({"pull_request": {"number": 9, "base": {"sha": base}}}).to_string()).expect("event");
-    let out = commgate(tmp.path())
-        .env("GITHUB_ACTIONS", "true")
-        .env("GITHUB_EVENT_NAME", "pull_request")
-        .env("GITHUB_EVENT_PATH", &event)
-        .args(["check", "--result", "slower.json", "--format", "json", "--comment", "never"])
-        .output()
-        .expect("runs");
+    let out = check_in_pull_request(tmp.path(), &event);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let v = report(&out);
     assert_eq!(v["base"]["changed"], json!(["baselines/SIM-MOCK/par-overlap-allreduce-matmul.json"]));
@@ -125,13 +130,7 @@ fn a_pull_request_without_a_usable_base_commit_is_not_judged_by_its_head() {
     bad_payloads.push(d.join("broken.json"));
     bad_payloads.push(d.join("absent.json"));
     for payload in bad_payloads {
-        let out = commgate(d)
-            .env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_EVENT_NAME", "pull_request")
-            .env("GITHUB_EVENT_PATH", &payload)
-            .args(["check", "--result", "slower.json", "--format", "json", "--comment", "never"])
-            .output()
-            .expect("runs");
+        let out = check_in_pull_request(d, &payload);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", payload.display());
         assert!(stderr.contains("--base <sha>") && stderr.contains("pull_request"), "{stderr}");
