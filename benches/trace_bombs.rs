@@ -3,10 +3,13 @@
 //! `cargo bench --bench trace_bombs` writes small gzip files (a few MB on disk) that expand to
 //! traces with `COMMGATE_BOMB_N` (default 1 million) distinct `ProfilerStep#` names, the same
 //! number of distinct collective names, and one kernel name of `COMMGATE_BOMB_MB` MB (default
-//! 512) next to a string of the same size under an ignored key. Each is attributed by this
-//! binary run again as a child, so the child's `VmHWM` is attribution alone. It prints, it
-//! does not assert: the targets (linear time, under 5 s each on 2 cores, memory proportional
-//! to what is kept) are for a person to compare.
+//! 512) next to a string of the same size under an ignored key; then the dense bombs, 20 times
+//! `COMMGATE_BOMB_N` kernels, CPU ops or launches and twice as many NCCL kernels with their
+//! metadata, each in well under 10 MB of gzip. Each is attributed by this binary run again as a
+//! child, so the child's `VmHWM` is attribution alone; a refused bomb prints its one-line error.
+//! It prints, it does not assert: the targets (under 10 s of CPU and 1 GB on an input under
+//! 10 MB, or a clear refusal; linear time, memory proportional to what is kept) are for a
+//! person to compare.
 
 use std::error::Error;
 use std::io::Write;
@@ -96,6 +99,60 @@ fn run_all(dir: &Path, n: u64, mb: u64) -> Result<(), Box<dyn Error>> {
         println!("{name:<22} {size:>12} {}", line.trim_end());
         std::fs::remove_file(&path)?;
     }
+    let dense: [(&str, u64, &str); 4] = [
+        ("dense kernels", 20 * n, r#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{i},"dur":1}"#),
+        ("dense CPU ops", 20 * n, r#"{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":{i},"dur":1}"#),
+        (
+            "dense launches",
+            20 * n,
+            r#"{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{i},"dur":1,"args":{"correlation":{i}}}"#,
+        ),
+        (
+            "dense NCCL kernels",
+            2 * n,
+            r#"{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,"tid":7,"ts":{i},"dur":1,"args":{"Collective name":"allreduce","In msg nelems":1024,"Out msg nelems":1024,"dtype":"Float","Process Group Name":"0","Group size":8,"Seq":{i}}}"#,
+        ),
+    ];
+    for (name, count, event) in dense {
+        let path = dir.join("dense.json.gz");
+        write_repeated(&path, count, event)?;
+        let size = std::fs::metadata(&path)?.len();
+        let out = Command::new(std::env::current_exe()?).env(CHILD_ENV, &path).output()?;
+        if !out.status.success() {
+            return Err(format!("{name}: child failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        println!("{name:<22} {size:>12} {}", String::from_utf8(out.stdout)?.trim_end());
+        std::fs::remove_file(&path)?;
+    }
+    Ok(())
+}
+
+/// Events in blocks of this many, each block one gzip member written again and again.
+const BLOCK: u64 = 10_000;
+
+/// `{"traceEvents":[…]}` with `count` events (`{i}` in `event` is the index within its block),
+/// as gzip members: the head, one compressed block repeated, the tail. So a bomb of 20 million
+/// events costs one block's compression, and the file is as small as a bomb's would be.
+fn write_repeated(path: &Path, count: u64, event: &str) -> Result<(), Box<dyn Error>> {
+    let member = |text: &[u8]| -> std::io::Result<Vec<u8>> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(text)?;
+        gz.finish()
+    };
+    let mut block = Vec::new();
+    for i in 0..BLOCK {
+        block.extend_from_slice(event.replace("{i}", &(i + 1).to_string()).as_bytes());
+        block.push(b',');
+    }
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    out.write_all(&member(br#"{"traceEvents":["#)?)?;
+    let block = member(&block)?;
+    for _ in 0..count / BLOCK {
+        out.write_all(&block)?;
+    }
+    let last = event.replace("{i}", "0");
+    out.write_all(&member(format!(r#"{last}],"distributedInfo":{{"rank":0,"world_size":1}}}}"#).as_bytes())?)?;
+    out.flush()?;
     Ok(())
 }
 
@@ -117,9 +174,12 @@ fn events(
 
 fn measure(path: &Path) -> Result<(), Box<dyn Error>> {
     let start = Instant::now();
-    let a = attribute_paths(&[PathBuf::from(path)], &AttributeOptions::default())?;
+    let a = attribute_paths(&[PathBuf::from(path)], &AttributeOptions::default());
     let secs = start.elapsed().as_secs_f64();
     let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
-    println!("{secs:>10.2} {:>9.0} {:>13}", peak as f64 / 1e6, a.num_events);
+    match a {
+        Ok(a) => println!("{secs:>10.2} {:>9.0} {:>13}", peak as f64 / 1e6, a.num_events),
+        Err(e) => println!("{secs:>10.2} {:>9.0}  refused: {e}", peak as f64 / 1e6),
+    }
     Ok(())
 }

@@ -3,23 +3,27 @@
 //!
 //! ```text
 //! cargo run --release --example gen_traces -- --out DIR [--ranks N] [--mb-per-rank X]
-//!     [--gzip] [--seed S] [--imbalance F] [--straggler R]
+//!     [--gzip] [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K]
 //! ```
+//! With `--dense-kernels K` it writes kernel-dense ranks instead (`commgate::testkit::dense`):
+//! K kernels each over 10 steps, 100 distinct names.
 //! Without `--mb-per-rank` it writes the small spec (a few hundred KB per rank).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use commgate::testkit::dense::{write_dense, DenseSpec};
 use commgate::testkit::synth::{write_all_ranks, SynthSpec};
 
 const USAGE: &str = "usage: gen_traces --out DIR [--ranks N] [--mb-per-rank X] [--gzip] \
-                     [--seed S] [--imbalance F] [--straggler R]";
+                     [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K]";
 
 struct Opts {
     out: PathBuf,
     gzip: bool,
     spec: SynthSpec,
+    dense_kernels: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -41,6 +45,9 @@ fn main() -> ExitCode {
 }
 
 fn generate(opts: &Opts) -> std::io::Result<()> {
+    if let Some(kernels) = opts.dense_kernels {
+        return generate_dense(opts, kernels);
+    }
     let start = Instant::now();
     let paths = write_all_ranks(&opts.spec, &opts.out, opts.gzip)?;
     let secs = start.elapsed().as_secs_f64();
@@ -68,6 +75,26 @@ fn generate(opts: &Opts) -> std::io::Result<()> {
     Ok(())
 }
 
+fn generate_dense(opts: &Opts, kernels: u64) -> std::io::Result<()> {
+    std::fs::create_dir_all(&opts.out)?;
+    let world_size = opts.spec.world_size;
+    for rank in 0..world_size {
+        let spec = DenseSpec { kernels, steps: 10, distinct_names: 100, rank, world_size };
+        let ext = if opts.gzip { "json.gz" } else { "json" };
+        let path = opts.out.join(format!("rank-{rank}.{ext}"));
+        let file = std::fs::File::create(&path)?;
+        if opts.gzip {
+            let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+            write_dense(&spec, &mut gz)?;
+            gz.finish()?;
+        } else {
+            write_dense(&spec, file)?;
+        }
+        println!("{:>12} bytes  {}", std::fs::metadata(&path)?.len(), path.display());
+    }
+    Ok(())
+}
+
 fn parse(args: &[String]) -> Result<Opts, String> {
     let mut out = None;
     let mut gzip = false;
@@ -76,6 +103,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     let mut seed = None;
     let mut imbalance = None;
     let mut straggler = None;
+    let mut dense_kernels = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
@@ -87,6 +115,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--seed" => seed = Some(number::<u64>(flag, &value()?)?),
             "--imbalance" => imbalance = Some(number::<f64>(flag, &value()?)?),
             "--straggler" => straggler = Some(number::<u32>(flag, &value()?)?),
+            "--dense-kernels" => dense_kernels = Some(number::<u64>(flag, &value()?)?),
             "-h" | "--help" => return Err("help requested".into()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -110,7 +139,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     if spec.straggler_rank >= spec.world_size {
         return Err(format!("--straggler {} is not a rank of {} ranks", spec.straggler_rank, spec.world_size));
     }
-    Ok(Opts { out, gzip, spec })
+    Ok(Opts { out, gzip, spec, dense_kernels })
 }
 
 fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {

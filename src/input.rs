@@ -19,6 +19,58 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// export is one).
 pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
+/// What a gzip input may expand to: at most this many times its size on disk, once past
+/// [`INFLATION_FLOOR`]. Real profiler traces and logs expand 12–19× (the traces under
+/// `tests/fixtures/hta/`, PyTorch 2.x and MI300X captures); a decompression bomb expands a
+/// thousandfold, and 20 million kernels fit in 10 MB of gzip. Refusing past 64× bounds what a
+/// small file can make commgate read (10 MB: 640 MB of JSON) with three times the margin of the
+/// most compressible real trace.
+pub const MAX_INFLATION: u64 = 64;
+
+/// Decompressed bytes any gzip input may reach whatever its ratio (small files compress less
+/// predictably).
+pub const INFLATION_FLOOR: u64 = 64 << 20;
+
+/// A gzip input that expanded past [`MAX_INFLATION`]: the error a read returns (inside an
+/// `io::Error`), so that every reader's message names it instead of calling the data corrupt.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "expands more than {MAX_INFLATION}x when decompressed ({compressed} bytes of gzip gave over {limit} bytes); \
+     profiler traces expand 10-20x, so this is a decompression bomb or not a trace. \
+     If it is a real trace, decompress it (gunzip) and pass the uncompressed file"
+)]
+pub struct InflationBomb {
+    pub compressed: u64,
+    pub limit: u64,
+}
+
+/// The bomb behind a failed read, if that is what stopped it.
+pub fn inflation_bomb(e: &io::Error) -> Option<&InflationBomb> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<InflationBomb>())
+}
+
+/// Counts decompressed bytes and fails the read past the limit.
+struct Inflation<R> {
+    inner: R,
+    read: u64,
+    compressed: u64,
+    limit: u64,
+}
+
+impl<R: Read> Read for Inflation<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.read > self.limit {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                InflationBomb { compressed: self.compressed, limit: self.limit },
+            ));
+        }
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
 /// An opened input: the (decompressed) bytes, whether they were gzip on disk, and whether the
 /// file is an SQLite database (its header; the reader then holds the raw bytes, unread).
 pub struct Opened {
@@ -65,11 +117,12 @@ pub fn open(path: &Path) -> Result<Opened, OpenError> {
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| open_error(path, e))?;
-    let kind = file.metadata().map_err(OpenError::Io)?.file_type();
+    let meta = file.metadata().map_err(OpenError::Io)?;
+    let kind = meta.file_type();
     if !kind.is_file() {
         return Err(OpenError::NotRegular { kind: describe_kind(&kind) });
     }
-    from_file(file).map_err(OpenError::Io)
+    from_file(file, meta.len()).map_err(OpenError::Io)
 }
 
 /// A failed open in the user's words: a missing file, a dangling link, or the system's reason.
@@ -102,14 +155,19 @@ pub fn describe_kind(kind: &std::fs::FileType) -> &'static str {
 
 /// Wraps an opened regular file: the first bytes tell gzip and SQLite from plain, and are put
 /// back in front of the rest, so the file is read once, front to back.
-fn from_file(mut file: File) -> io::Result<Opened> {
+fn from_file(mut file: File, size: u64) -> io::Result<Opened> {
     let mut magic = [0u8; 16];
     let n = read_prefix(&mut file, &mut magic)?;
     let gzip = n >= 2 && magic[..2] == GZIP_MAGIC;
     let sqlite = n == SQLITE_MAGIC.len() && &magic == SQLITE_MAGIC;
     let whole = Cursor::new(magic).take(n as u64).chain(file);
-    let reader: Box<dyn Read + Send> =
-        if gzip { Box::new(MultiGzDecoder::new(BufReader::with_capacity(1 << 16, whole))) } else { Box::new(whole) };
+    let reader: Box<dyn Read + Send> = if gzip {
+        let limit = size.saturating_mul(MAX_INFLATION).max(INFLATION_FLOOR);
+        let inflate = MultiGzDecoder::new(BufReader::with_capacity(1 << 16, whole));
+        Box::new(Inflation { inner: inflate, read: 0, compressed: size, limit })
+    } else {
+        Box::new(whole)
+    };
     Ok(Opened { reader, gzip, sqlite })
 }
 
@@ -138,6 +196,9 @@ pub enum TextError {
     Io(io::Error),
     #[error("the gzip data is corrupt or truncated ({0}); re-copy the file")]
     Gzip(io::Error),
+    /// A gzip input past [`MAX_INFLATION`].
+    #[error("{0}")]
+    Bomb(io::Error),
     #[error("holds more than {} MiB{}; it is not a file commgate wrote", .limit >> 20, if *.gzip { " once decompressed" } else { "" })]
     TooLarge { limit: u64, gzip: bool },
     #[error("is not UTF-8 text (byte {offset}); is it binary, or compressed with something other than gzip?")]
@@ -155,7 +216,9 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, TextError> {
     let gzip = opened.gzip;
     let mut bytes = Vec::new();
     opened.reader.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| {
-        if gzip {
+        if inflation_bomb(&e).is_some() {
+            TextError::Bomb(e)
+        } else if gzip {
             TextError::Gzip(e)
         } else {
             TextError::Io(e)
@@ -454,6 +517,19 @@ mod tests {
         assert_eq!(json_kind(b"-3"), "a number");
         assert_eq!(json_kind(b""), "empty");
         assert_eq!(json_kind(b"\x1f\x8b"), "not JSON");
+    }
+
+    #[test]
+    fn a_read_past_the_inflation_limit_fails_naming_the_bomb() {
+        let mut r = Inflation { inner: &[b' '; 100][..], read: 0, compressed: 1, limit: 10 };
+        let mut buf = Vec::new();
+        let e = r.read_to_end(&mut buf).expect_err("past the limit");
+        let bomb = inflation_bomb(&e).expect("the bomb error");
+        assert_eq!((bomb.compressed, bomb.limit), (1, 10));
+        assert!(e.to_string().contains("decompression bomb"), "{e}");
+        // Within the limit nothing changes.
+        let mut r = Inflation { inner: &[b' '; 10][..], read: 0, compressed: 1, limit: 10 };
+        assert_eq!(r.read_to_end(&mut Vec::new()).expect("within"), 10);
     }
 
     #[test]

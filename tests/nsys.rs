@@ -228,6 +228,23 @@ fn a_string_table_without_an_index_and_huge_names_stay_cheap() {
     assert!(a.num_events > n as u64);
 }
 
+/// A string table whose names are a generated column: a virtual one is computed on every read,
+/// so a small file could make each name hundreds of megabytes (43 such names took 25 s). Nsight
+/// Systems never writes one: refused, naming the table and column, before any name is read.
+#[test]
+fn a_generated_column_is_refused_before_it_is_computed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = edited_export(
+        dir.path(),
+        "CREATE TABLE s2 (id INTEGER PRIMARY KEY, v TEXT, \
+           value TEXT GENERATED ALWAYS AS (v || printf('%.*c', 200000000, 'x')) VIRTUAL); \
+         INSERT INTO s2 (id, v) SELECT id, value FROM StringIds; \
+         DROP TABLE StringIds; ALTER TABLE s2 RENAME TO StringIds;",
+    );
+    let line = fails_with_one_line(&[path.to_str().expect("utf-8")]);
+    assert!(line.contains("StringIds has a generated column `value`"), "{line}");
+}
+
 /// Kernels of hundreds of GPUs in one export (each GPU a rank with its own names): refused.
 #[test]
 fn an_export_of_hundreds_of_gpus_is_refused() {

@@ -10,7 +10,9 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::kineto::{parse_document, Document};
+use commgate::testkit::dense::{write_dense, DenseSpec};
+use commgate::trace::kineto::{parse_document, parse_document_without_fast_path, Document};
+use commgate::trace::limits::ReadLimits;
 use commgate::trace::load::{attribute_paths, read_file};
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -104,6 +106,29 @@ fn damaged() -> impl Strategy<Value = Vec<u8>> {
             doc
         },
     )
+}
+
+/// A kernel-dense trace as PyTorch 2.x lays it out (multi-line events, NCCL metadata), for the
+/// fast path's comparison with serde.
+static DENSE: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let spec = DenseSpec { kernels: 120, steps: 3, distinct_names: 6, rank: 0, world_size: 2 };
+    let mut out = Vec::new();
+    write_dense(&spec, &mut out).expect("writes");
+    out
+});
+
+/// [`damaged`], or the dense trace with the same damage.
+fn damaged_or_dense() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        damaged(),
+        prop::collection::vec(mutation(), 0..4).prop_map(|mutations| {
+            let mut doc = DENSE.clone();
+            for m in &mutations {
+                apply(&mut doc, m);
+            }
+            doc
+        }),
+    ]
 }
 
 /// A numeric field of a Kineto trace (event, its args, or the top level).
@@ -236,6 +261,20 @@ proptest! {
         if let Err(e) = parse_document(&doc[..]) {
             assert_one_line(&e.to_string())?;
         }
+    }
+
+    /// The fast path reads every element exactly as serde would, or leaves it to serde: on any
+    /// damage, the document (every kernel, launch, op, name and flag) or the error message,
+    /// offset included, is the same with and without it.
+    #[test]
+    fn the_fast_path_reads_exactly_as_serde_does(doc in damaged_or_dense()) {
+        let full = |r: Result<Document, commgate::trace::reader::ReadError>| match r {
+            Ok(d) => format!("{d:?}"),
+            Err(e) => format!("error {e}"),
+        };
+        let fast = full(parse_document(&doc[..]));
+        let serde = full(parse_document_without_fast_path(&doc[..], ReadLimits::default()));
+        prop_assert_eq!(fast, serde);
     }
 
     #[test]

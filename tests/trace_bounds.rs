@@ -182,3 +182,41 @@ fn aggregated_events_get_the_same_name_bounds() {
     assert_eq!(a.source.collectives_folded, extra as u64 + 1);
     assert!(a.source.names_truncated, "a cut name (ending in the mark) is noted");
 }
+
+/// A gzip file that expands past 64× its size (once past 64 MiB) is refused as a
+/// decompression bomb, with one line that says what to do, by both readers of gzip traces: a
+/// Kineto trace and an NCCL Inspector log. Built from one compressed member of 1 MiB of blank
+/// lines repeated (gzip allows several members), so the test compresses 1 MiB only.
+#[test]
+fn a_gzip_bomb_is_refused_with_exit_2_and_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let member = |bytes: &[u8]| {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(bytes).expect("compress");
+        gz.finish().expect("finish")
+    };
+    let spaces = member(&vec![b'\n'; 1 << 20]);
+    for (name, head) in [
+        ("rank-0.json.gz", &br#"{"traceEvents":["#[..]),
+        (
+            "inspector.log.gz",
+            &br#"{"header":{"id":"0x1","rank":0,"n_ranks":2,"nnodes":1},"coll_perf":{"coll":"AllReduce","coll_sn":1,"coll_msg_size_bytes":1024,"coll_exec_time_us":10}}
+"#[..],
+        ),
+    ] {
+        let path = dir.path().join(name);
+        let mut bytes = member(head);
+        for _ in 0..80 {
+            bytes.extend_from_slice(&spaces);
+        }
+        std::fs::write(&path, &bytes).expect("write");
+        let out = commgate().arg("attribute").arg(&path).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(name) && err.contains("decompression bomb") && err.contains("gunzip") && !err.contains("corrupt"),
+            "{name}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}

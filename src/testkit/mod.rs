@@ -6,6 +6,7 @@
 //! `cargo test` turns the feature on through the package's dev-dependency on itself; benches and
 //! examples that use this module declare `required-features = ["testkit"]`.
 
+pub mod dense;
 pub mod inspector;
 pub mod load;
 pub mod nsys;

@@ -144,7 +144,7 @@ pub fn write_traces(traces: &[(i64, &RankTrace)], path: &Path) -> io::Result<()>
             }
             let gpid = global_tid(device, 0, 0);
             for k in &t.kernels {
-                let c = k.correlation.map(|c| correlation(device, c));
+                let c = k.correlation().map(|c| correlation(device, c));
                 let row = params![k.ts, k.end(), device, k.stream, c, gpid];
                 match k.cat {
                     KernelCat::Kernel => {
@@ -160,7 +160,7 @@ pub fn write_traces(traces: &[(i64, &RankTrace)], path: &Path) -> io::Result<()>
                     }
                 }
             }
-            for (c, l) in &t.launches {
+            for (c, l) in t.launches.iter() {
                 let gtid = global_tid(device, l.pid, l.tid);
                 runtime.execute(params![l.ts, l.ts + 1, gtid, correlation(device, *c), launch_name]).map_err(sql)?;
             }

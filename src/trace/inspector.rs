@@ -209,7 +209,9 @@ pub fn read_log<R: Read>(input: R, limits: ReadLimits, gzip: bool) -> Result<Ins
 }
 
 fn read_error(line: u64, e: &io::Error, gzip: bool) -> InspectorError {
-    if gzip {
+    if crate::input::inflation_bomb(e).is_some() {
+        err(e.to_string())
+    } else if gzip {
         err(format!("line {line}: the gzip data is corrupt or truncated ({e}); re-copy the log"))
     } else {
         err(format!("line {line} cannot be read: {e}"))
@@ -283,15 +285,9 @@ impl Reader {
             group_size: Some(n_ranks),
             ..CommMeta::default()
         };
-        self.kernels.push(Kernel {
-            ts: self.cursor,
-            dur,
-            name,
-            cat: KernelCat::Kernel,
-            stream: 0,
-            correlation: None,
-            meta: Some(Box::new(meta)),
-        });
+        let mut kernel = Kernel::new(self.cursor, dur, name, KernelCat::Kernel, 0, None);
+        kernel.meta = Some(Box::new(meta));
+        self.kernels.push(kernel);
         self.cursor = end;
         Ok(())
     }

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::classify::{dtype_size, is_moe_marker, is_profiler_step};
 use super::events::{self, RawSeedEvent};
+use super::flat;
 use super::limits::{cap_name, ReadLimits};
 pub use super::model::Document;
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
@@ -32,43 +33,60 @@ struct RawEvent<'a> {
     #[serde(borrow, default)]
     name: Option<Text<'a>>,
     #[serde(borrow, default)]
-    ts: Option<&'a RawValue>,
+    ts: Option<Raw<'a>>,
     #[serde(borrow, default)]
-    dur: Option<&'a RawValue>,
+    dur: Option<Raw<'a>>,
     #[serde(borrow, default)]
-    pid: Option<&'a RawValue>,
+    pid: Option<Raw<'a>>,
     #[serde(borrow, default)]
-    tid: Option<&'a RawValue>,
+    tid: Option<Raw<'a>>,
     /// Kept raw: only the few events attribution uses have their `args` parsed (see `args_of`),
     /// which keeps the per-event struct small and skips the rest in one scan.
     #[serde(borrow, default)]
-    args: Option<&'a RawValue>,
+    args: Option<Raw<'a>>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawArgs<'a> {
     #[serde(borrow, default)]
-    correlation: Option<&'a RawValue>,
+    correlation: Option<Raw<'a>>,
     #[serde(borrow, default)]
-    stream: Option<&'a RawValue>,
+    stream: Option<Raw<'a>>,
     #[serde(borrow, default, rename = "Collective name")]
     collective: Option<Text<'a>>,
     #[serde(borrow, default, rename = "In msg nelems")]
-    in_nelems: Option<&'a RawValue>,
+    in_nelems: Option<Raw<'a>>,
     #[serde(borrow, default, rename = "Out msg nelems")]
-    out_nelems: Option<&'a RawValue>,
+    out_nelems: Option<Raw<'a>>,
     #[serde(borrow, default)]
     dtype: Option<Text<'a>>,
     #[serde(borrow, default, rename = "Process Group Name")]
-    pg_name: Option<&'a RawValue>,
+    pg_name: Option<Raw<'a>>,
     #[serde(borrow, default, rename = "Seq")]
-    seq: Option<&'a RawValue>,
+    seq: Option<Raw<'a>>,
     #[serde(borrow, default, rename = "Group size")]
-    group_size: Option<&'a RawValue>,
+    group_size: Option<Raw<'a>>,
     #[serde(borrow, default, rename = "Input Dims")]
-    input_dims: Option<&'a RawValue>,
+    input_dims: Option<Raw<'a>>,
     #[serde(borrow, default, rename = "Input type")]
-    input_type: Option<&'a RawValue>,
+    input_type: Option<Raw<'a>>,
+}
+
+/// A value's JSON text, borrowed from the input (serde_json's `RawValue`, or the fast path's
+/// slice of the same text).
+#[derive(Clone, Copy)]
+struct Raw<'a>(&'a str);
+
+impl<'a> Raw<'a> {
+    fn get(self) -> &'a str {
+        self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(d).map(|r| Raw(r.get()))
+    }
 }
 
 /// A string that borrows from the input unless it holds escapes. (serde's own `Cow<str>`
@@ -196,8 +214,19 @@ pub fn parse_document<R: Read>(input: R) -> Result<Document, ReadError> {
 
 /// Reads one input document under `limits`.
 pub fn parse_document_with<R: Read>(input: R, limits: ReadLimits) -> Result<Document, ReadError> {
+    parse_document_by(input, limits, true)
+}
+
+/// Reads one input document through serde alone, without the fast path ([`flat`]): the
+/// reference the fast path must agree with, byte for byte (tests and benches only).
+#[cfg(any(test, feature = "testkit"))]
+pub fn parse_document_without_fast_path<R: Read>(input: R, limits: ReadLimits) -> Result<Document, ReadError> {
+    parse_document_by(input, limits, false)
+}
+
+fn parse_document_by<R: Read>(input: R, limits: ReadLimits, fast: bool) -> Result<Document, ReadError> {
     let mut s = JsonStream::new(input);
-    let doc = parse_value(&mut s, limits)?;
+    let doc = parse_value(&mut s, limits, fast)?;
     // Data after the document is a sign of two files run together, or of garbage appended.
     match s.peek()? {
         None => Ok(doc),
@@ -211,9 +240,9 @@ pub fn parse_document_with<R: Read>(input: R, limits: ReadLimits) -> Result<Docu
     }
 }
 
-fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Document, ReadError> {
+fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits, fast: bool) -> Result<Document, ReadError> {
     match s.peek()? {
-        Some(b'{') => parse_object(s, limits),
+        Some(b'{') => parse_object(s, limits, fast),
         Some(b'[') => {
             s.expect(b'[', "an array")?;
             match s.peek()? {
@@ -237,7 +266,7 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Doc
             if seed {
                 Ok(Document::Events(seed_elements(s, limits, first)?))
             } else {
-                let mut b = Builder::new(limits);
+                let mut b = Builder::new(limits, fast);
                 trace_elements(s, &mut b, first)?;
                 Ok(Document::Timeline(Box::new(b.finish())))
             }
@@ -281,9 +310,9 @@ fn syntax<R: Read>(s: &JsonStream<R>, message: &str) -> ReadError {
     ReadError::Syntax { offset: s.offset(), message: message.to_string() }
 }
 
-fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits) -> Result<Document, ReadError> {
+fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits, fast: bool) -> Result<Document, ReadError> {
     s.expect(b'{', "an object")?;
-    let mut b = Builder::new(limits);
+    let mut b = Builder::new(limits, fast);
     let mut saw_trace = false;
     let mut seed: Option<Vec<CommEvent>> = None;
     let mut keys = input::DocKeys::default();
@@ -352,6 +381,11 @@ fn json_u32(v: &serde_json::Value) -> Option<u32> {
     }
 }
 
+/// Bytes the buffer is topped up to before the fast path tries an element: far more than a
+/// real event (a few hundred bytes), so that only an element cut by the end of the input or a
+/// huge one declines for want of bytes.
+const FAST_WINDOW: usize = 64 << 10;
+
 /// The elements of `traceEvents`; `first`, when given, is the first element already reduced
 /// (with its offset).
 fn trace_elements<R: Read>(
@@ -369,7 +403,23 @@ fn trace_elements<R: Read>(
         }
         let (offset, pushed) = match first.take() {
             Some((offset, text)) => (offset, reduced::<EventOf, _, _>(offset, &text, |e| b.push(e))),
-            None => (s.offset(), s.with_reduced::<EventOf, _, _>(&ELEMENT, |e| b.push(e))),
+            None => (s.offset(), {
+                // The fast path reads the element in place, or declines and serde reads it.
+                // An element past the in-place size is serde's to read (or reduce).
+                let fast = match b.fast {
+                    true => flat_event(s.buffered(FAST_WINDOW)?)
+                        .filter(|&(_, used)| used <= MAX_INLINE_VALUE)
+                        .map(|(e, used)| (b.push(e), used)),
+                    false => None,
+                };
+                match fast {
+                    Some((pushed, used)) => {
+                        s.consume(used);
+                        Ok(pushed)
+                    }
+                    None => s.with_reduced::<EventOf, _, _>(&ELEMENT, |e| b.push(e)),
+                }
+            }),
         };
         pushed
             .map_err(|e| within(e, &format!("traceEvents[{index}]")))?
@@ -430,17 +480,21 @@ const MAX_ABS_NS: Ns = 1 << 61;
 struct Builder {
     trace: RankTrace,
     /// Each distinct (capped) kernel name once, shared with `trace.names`.
-    name_ids: HashMap<Arc<str>, u32>,
+    name_ids: HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
     limits: ReadLimits,
+    /// Whether elements go through the fast path first (always, except for the tests that
+    /// compare it with serde).
+    fast: bool,
     /// The searcher for `"stream"` in a CPU event's arguments, built once per file.
     stream_key: memchr::memmem::Finder<'static>,
 }
 
 impl Builder {
-    fn new(limits: ReadLimits) -> Self {
+    fn new(limits: ReadLimits, fast: bool) -> Self {
         Builder {
+            fast,
             trace: RankTrace::default(),
-            name_ids: HashMap::new(),
+            name_ids: HashMap::default(),
             limits,
             stream_key: memchr::memmem::Finder::new(b"\"stream\""),
         }
@@ -448,6 +502,7 @@ impl Builder {
 
     fn finish(mut self) -> RankTrace {
         self.trace.moe_markers |= self.trace.names.iter().any(|n| is_moe_marker(n));
+        self.trace.launches.seal();
         self.trace
     }
 
@@ -517,7 +572,7 @@ impl Builder {
         let wanted = matches!(cat, "kernel" | "gpu_memcpy" | "gpu_memset" | "cuda_runtime" | "cuda_driver" | "runtime")
             || name == "record_param_comms"
             || name.starts_with("nccl:");
-        let args = if wanted { args_of(e.args)? } else { RawArgs::default() };
+        let args = if wanted { args_of(e.args, self.fast)? } else { RawArgs::default() };
         let pid = e.pid.map(id_of).unwrap_or(0);
         let tid = e.tid.map(id_of).unwrap_or(0);
         match cat {
@@ -528,15 +583,10 @@ impl Builder {
                     _ => KernelCat::Memset,
                 };
                 let meta = self.meta(&args, false);
-                let kernel = Kernel {
-                    ts,
-                    dur,
-                    name: self.intern(name),
-                    cat: kcat,
-                    stream: args.stream.and_then(|v| lenient_i64(v.get())).unwrap_or(tid),
-                    correlation: args.correlation.and_then(|v| lenient_u64(v.get())),
-                    meta: (meta != CommMeta::default()).then(|| Box::new(meta)),
-                };
+                let stream = args.stream.and_then(|v| lenient_i64(v.get())).unwrap_or(tid);
+                let correlation = args.correlation.and_then(|v| lenient_u64(v.get()));
+                let mut kernel = Kernel::new(ts, dur, self.intern(name), kcat, stream, correlation);
+                kernel.meta = (meta != CommMeta::default()).then(|| Box::new(meta));
                 self.trace.kernels.push(kernel);
             }
             "gpu_user_annotation" => {
@@ -579,27 +629,107 @@ impl Builder {
     /// Keeps a CPU event whose `args` carry a `stream` other than −1 (HTA's "no stream"), for
     /// HTA's rules. The arguments are parsed only when their text holds `"stream"`; arguments
     /// that do not parse are left alone, as for any event attribution does not read.
-    fn keep_stream_op(&mut self, args: Option<&RawValue>, ts: Ns, dur: Ns, name: &str) {
+    fn keep_stream_op(&mut self, args: Option<Raw<'_>>, ts: Ns, dur: Ns, name: &str) {
         let Some(raw) = args.filter(|a| self.stream_key.find(a.get().as_bytes()).is_some()) else {
             return;
         };
-        let Some(stream) = args_of(Some(raw)).ok().and_then(|a| a.stream).and_then(|v| lenient_i64(v.get())) else {
+        let Some(stream) = args_of(Some(raw), self.fast).ok().and_then(|a| a.stream).and_then(|v| lenient_i64(v.get())) else {
             return;
         };
         if stream != -1 {
             let name = self.intern(name);
-            let op = Kernel { ts, dur, name, cat: KernelCat::Kernel, stream, correlation: None, meta: None };
+            let op = Kernel::new(ts, dur, name, KernelCat::Kernel, stream, None);
             self.trace.stream_ops.push(op);
         }
     }
 }
 
-fn args_of(raw: Option<&RawValue>) -> Result<RawArgs<'_>, String> {
+/// An event's `args`, through the fast path when `fast` and it has the common shape.
+fn args_of(raw: Option<Raw<'_>>, fast: bool) -> Result<RawArgs<'_>, String> {
     match raw {
         None => Ok(RawArgs::default()),
         Some(raw) if raw.get() == "null" => Ok(RawArgs::default()),
-        Some(raw) => {
-            serde_json::from_str(raw.get()).map_err(|e| format!("`args`: {}", input::plain_message(&e.to_string())))
+        Some(raw) => match flat_args(raw.get()).filter(|_| fast) {
+            Some(args) => Ok(args),
+            None => serde_json::from_str(raw.get())
+                .map_err(|e| format!("`args`: {}", input::plain_message(&e.to_string()))),
+        },
+    }
+}
+
+/// [`RawArgs`] through the fast path ([`flat`]), when the object has its common shape.
+fn flat_args(text: &str) -> Option<RawArgs<'_>> {
+    let mut a = RawArgs::default();
+    let mut seen = Seen::default();
+    let used = flat::object(text.as_bytes(), |key, v| match key {
+        "correlation" => seen.raw(0, v, &mut a.correlation),
+        "stream" => seen.raw(1, v, &mut a.stream),
+        "Collective name" => seen.text(2, v, &mut a.collective),
+        "In msg nelems" => seen.raw(3, v, &mut a.in_nelems),
+        "Out msg nelems" => seen.raw(4, v, &mut a.out_nelems),
+        "dtype" => seen.text(5, v, &mut a.dtype),
+        "Process Group Name" => seen.raw(6, v, &mut a.pg_name),
+        "Seq" => seen.raw(7, v, &mut a.seq),
+        "Group size" => seen.raw(8, v, &mut a.group_size),
+        "Input Dims" => seen.raw(9, v, &mut a.input_dims),
+        "Input type" => seen.raw(10, v, &mut a.input_type),
+        _ => true,
+    })?;
+    (used == text.len()).then_some(a)
+}
+
+/// [`RawEvent`] through the fast path, with the bytes it used, when the element at the start
+/// of `b` has the common shape.
+fn flat_event(b: &[u8]) -> Option<(RawEvent<'_>, usize)> {
+    let mut e = RawEvent { ph: None, cat: None, name: None, ts: None, dur: None, pid: None, tid: None, args: None };
+    let mut seen = Seen::default();
+    let used = flat::object(b, |key, v| match key {
+        "ph" => seen.text(0, v, &mut e.ph),
+        "cat" => seen.text(1, v, &mut e.cat),
+        "name" => seen.text(2, v, &mut e.name),
+        "ts" => seen.raw(3, v, &mut e.ts),
+        "dur" => seen.raw(4, v, &mut e.dur),
+        "pid" => seen.raw(5, v, &mut e.pid),
+        "tid" => seen.raw(6, v, &mut e.tid),
+        "args" => seen.raw(7, v, &mut e.args),
+        _ => true,
+    })?;
+    Some((e, used))
+}
+
+/// The fields a fast-path object has set, so that a repeated one (an error serde names)
+/// declines. Each setter stores the member as serde would (`null` is `None`) and returns false
+/// to decline.
+#[derive(Default)]
+struct Seen(u32);
+
+impl Seen {
+    fn first(&mut self, bit: u32) -> bool {
+        let fresh = self.0 & (1 << bit) == 0;
+        self.0 |= 1 << bit;
+        fresh
+    }
+
+    fn raw<'a>(&mut self, bit: u32, v: &'a str, slot: &mut Option<Raw<'a>>) -> bool {
+        if !self.first(bit) {
+            return false;
+        }
+        if v != "null" {
+            *slot = Some(Raw(v));
+        }
+        true
+    }
+
+    fn text<'a>(&mut self, bit: u32, v: &'a str, slot: &mut Option<Text<'a>>) -> bool {
+        if !self.first(bit) {
+            return false;
+        }
+        match flat::text(v) {
+            Some(t) => {
+                *slot = t.map(|t| Text(Cow::Borrowed(t)));
+                true
+            }
+            None => false,
         }
     }
 }
@@ -619,7 +749,7 @@ fn comm_meta(args: &RawArgs<'_>, with_shapes: bool) -> CommMeta {
 
 /// Σ over inputs of ∏ dims × dtype size, for the inputs whose dtype is known; `None` when no
 /// input has a known size.
-fn shapes_bytes(dims: Option<&RawValue>, types: Option<&RawValue>) -> Option<u64> {
+fn shapes_bytes(dims: Option<Raw<'_>>, types: Option<Raw<'_>>) -> Option<u64> {
     let dims: Vec<serde_json::Value> = serde_json::from_str(dims?.get()).ok()?;
     let types: Vec<serde_json::Value> = serde_json::from_str(types?.get()).ok()?;
     let mut total: Option<u64> = None;
@@ -637,7 +767,7 @@ fn shapes_bytes(dims: Option<&RawValue>, types: Option<&RawValue>) -> Option<u64
 }
 
 /// A pid or tid: integers as they are, strings (some tools write names) hashed to a stable id.
-fn id_of(v: &RawValue) -> i64 {
+fn id_of(v: Raw<'_>) -> i64 {
     let raw = v.get();
     if let Some(n) = lenient_i64(raw) {
         return n;
@@ -769,11 +899,11 @@ mod tests {
         assert!(t.fractional_ts);
         assert_eq!(t.kernels.len(), 1);
         let k = &t.kernels[0];
-        assert_eq!((k.ts, k.dur, k.stream, k.correlation), (110_500, 20_000, 20, Some(7)));
+        assert_eq!((k.ts, k.dur, k.stream, k.correlation()), (110_500, 20_000, 20, Some(7)));
         let meta = k.meta.as_deref().expect("metadata");
         assert_eq!(meta.seq, Some(3));
         assert_eq!(meta.pg_name.as_deref(), Some("0"));
-        assert_eq!(t.launches[&7].ts, 101_000);
+        assert_eq!(t.launches.get(&7).map(|l| l.ts), Some(101_000));
         assert_eq!(t.comm_ops.len(), 1);
         assert_eq!(t.comm_ops[0].meta.shapes_bytes, Some(16));
         assert_eq!(t.gpu_annotations.len(), 1);

@@ -200,7 +200,9 @@ pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
 
 /// A read that failed before any parser ran (while telling the format apart).
 fn describe_io(e: &std::io::Error, gzip: bool) -> String {
-    if gzip {
+    if input::inflation_bomb(e).is_some() {
+        e.to_string()
+    } else if gzip {
         format!("the gzip data is corrupt or truncated ({e}); re-copy or re-export the trace")
     } else {
         format!("cannot be read: {e}")
@@ -436,6 +438,7 @@ fn parse_opened(path: &Path, opened: input::Opened, limits: ReadLimits) -> Resul
 fn describe(e: &ReadError, gzip: bool) -> String {
     let place = if gzip { "decompressed byte" } else { "byte" };
     match e {
+        ReadError::Io { source, .. } if input::inflation_bomb(source).is_some() => source.to_string(),
         ReadError::Io { offset, source } if gzip => format!(
             "the gzip data is corrupt or truncated after {place} {offset} ({source}); re-copy or re-export the trace"
         ),

@@ -4,6 +4,7 @@ pub mod attribute;
 pub mod caveats;
 pub mod classify;
 pub mod events;
+pub mod flat;
 pub mod inspector;
 pub mod intervals;
 pub mod kineto;

@@ -2,7 +2,6 @@
 //! needs (kernels, their launches, communication ops, step markers). Times are integer
 //! nanoseconds, exactly as written in the trace (µs with up to three decimals).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -38,23 +37,45 @@ pub struct CommMeta {
     pub group_size: Option<u32>,
 }
 
-/// A GPU activity: `cat` kernel, gpu_memcpy or gpu_memset, complete events only.
+/// A GPU activity: `cat` kernel, gpu_memcpy or gpu_memset, complete events only. Kept
+/// compact (48 bytes), since a kernel-dense trace holds millions: the name is an index, the
+/// correlation a value and a flag, and the rare communication metadata a box.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kernel {
     pub ts: Ns,
     pub dur: Ns,
+    /// The stream (the event's `tid` on the GPU track).
+    pub stream: i64,
+    correlation: u64,
+    pub meta: Option<Box<CommMeta>>,
     /// Index into [`RankTrace::names`].
     pub name: u32,
     pub cat: KernelCat,
-    /// The stream (the event's `tid` on the GPU track).
-    pub stream: i64,
-    pub correlation: Option<u64>,
-    pub meta: Option<Box<CommMeta>>,
+    has_correlation: bool,
 }
 
 impl Kernel {
+    /// A kernel without communication metadata.
+    pub fn new(ts: Ns, dur: Ns, name: u32, cat: KernelCat, stream: i64, correlation: Option<u64>) -> Self {
+        Kernel {
+            ts,
+            dur,
+            stream,
+            correlation: correlation.unwrap_or(0),
+            meta: None,
+            name,
+            cat,
+            has_correlation: correlation.is_some(),
+        }
+    }
+
     pub fn end(&self) -> Ns {
         self.ts + self.dur
+    }
+
+    /// The `correlation` that links the kernel to its launch, when the trace has one.
+    pub fn correlation(&self) -> Option<u64> {
+        self.has_correlation.then_some(self.correlation)
     }
 }
 
@@ -71,6 +92,77 @@ pub struct Launch {
     pub ts: Ns,
     pub pid: i64,
     pub tid: i64,
+}
+
+/// The launches of one rank by correlation: collected in any order while reading, sorted once
+/// ([`Launches::seal`]), then found by binary search. A flat sorted list costs 32 bytes a
+/// launch, about a third of a hash map's, which matters when every kernel has one. As with a
+/// map, a correlation written twice keeps its last launch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Launches {
+    entries: Vec<(u64, Launch)>,
+    /// Whether `entries` is sorted by correlation without repeats (true while they arrive in
+    /// increasing order, as Kineto writes them).
+    sealed: bool,
+}
+
+impl Launches {
+    pub fn insert(&mut self, correlation: u64, launch: Launch) {
+        if self.entries.last().is_some_and(|&(last, _)| last >= correlation) {
+            self.sealed = false;
+        } else if self.entries.is_empty() {
+            self.sealed = true;
+        }
+        self.entries.push((correlation, launch));
+    }
+
+    /// Sorts by correlation, keeping the last launch of each; lookups need it.
+    pub fn seal(&mut self) {
+        if self.sealed {
+            return;
+        }
+        // Stable, so that reversing puts the last of equal correlations first for `dedup`.
+        self.entries.sort_by_key(|&(c, _)| c);
+        self.entries.reverse();
+        self.entries.dedup_by_key(|&mut (c, _)| c);
+        self.entries.reverse();
+        self.entries.shrink_to_fit();
+        self.sealed = true;
+    }
+
+    /// The launch of `correlation`. On a list that was never sealed it falls back to a scan
+    /// from the end (correct, slow: every reader seals).
+    pub fn get(&self, correlation: &u64) -> Option<&Launch> {
+        if self.sealed {
+            let i = self.entries.binary_search_by_key(correlation, |&(c, _)| c).ok()?;
+            return self.entries.get(i).map(|(_, l)| l);
+        }
+        self.entries.iter().rev().find(|(c, _)| c == correlation).map(|(_, l)| l)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Every launch with its correlation, in correlation order once sealed.
+    pub fn iter(&self) -> impl Iterator<Item = (&u64, &Launch)> {
+        self.entries.iter().map(|(c, l)| (c, l))
+    }
+}
+
+impl FromIterator<(u64, Launch)> for Launches {
+    fn from_iter<I: IntoIterator<Item = (u64, Launch)>>(iter: I) -> Self {
+        let mut launches = Launches::default();
+        for (c, l) in iter {
+            launches.insert(c, l);
+        }
+        launches.seal();
+        launches
+    }
 }
 
 /// A CPU-side communication op: `record_param_comms` or a `nccl:<op>` annotation.
@@ -112,7 +204,7 @@ pub struct RankTrace {
     /// Distinct kernel names, each stored once (shared with the parser's index).
     pub names: Vec<Arc<str>>,
     pub kernels: Vec<Kernel>,
-    pub launches: HashMap<u64, Launch>,
+    pub launches: Launches,
     pub comm_ops: Vec<CommOp>,
     pub gpu_annotations: Vec<GpuAnnotation>,
     pub steps: Vec<Step>,
@@ -141,5 +233,26 @@ pub struct RankTrace {
 impl RankTrace {
     pub fn kernel_name(&self, k: &Kernel) -> &str {
         self.names.get(k.name as usize).map(|n| &**n).unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launches_keep_the_last_of_a_repeated_correlation_in_any_order() {
+        let at = |ts| Launch { ts, pid: 1, tid: 2 };
+        let mut l = Launches::default();
+        for (c, ts) in [(5, 1), (3, 2), (5, 3), (9, 4), (3, 5)] {
+            l.insert(c, at(ts));
+        }
+        // Unsealed lookups are already right, only slower.
+        assert_eq!(l.get(&5).map(|l| l.ts), Some(3));
+        l.seal();
+        assert_eq!((l.get(&3).map(|l| l.ts), l.get(&5).map(|l| l.ts), l.get(&9).map(|l| l.ts)), (Some(5), Some(3), Some(4)));
+        assert_eq!(l.get(&4), None);
+        assert_eq!(l.len(), 3);
+        assert_eq!(std::mem::size_of::<Kernel>(), 48);
     }
 }

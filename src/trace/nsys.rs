@@ -29,7 +29,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use super::classify::is_moe_marker;
 use super::limits::{cap_name, ReadLimits, MAX_NAME_BYTES, RAISE_HINT};
-use super::model::{Kernel, KernelCat, Launch, RankTrace};
+use super::model::{Kernel, KernelCat, Launch, Launches, RankTrace};
 
 /// The table without which a file is no GPU trace.
 pub const KERNEL_TABLE: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
@@ -127,8 +127,8 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
     let several = by_device.len() > 1;
     let moe_markers = names.iter().any(|n| is_moe_marker(n));
     // Each GPU gets the launches of its own kernels, not a copy of every launch of the process.
-    let launches_of = |kernels: &[Kernel]| -> HashMap<u64, Launch> {
-        kernels.iter().filter_map(|k| k.correlation).filter_map(|c| launches.get(&c).map(|l| (c, *l))).collect()
+    let launches_of = |kernels: &[Kernel]| -> Launches {
+        kernels.iter().filter_map(Kernel::correlation).filter_map(|c| launches.get(&c).map(|l| (c, *l))).collect()
     };
     // Times count from the session's start: its UTC time puts ranks of separate exports on one
     // clock; the GPUs of one export share theirs anyway.
@@ -220,12 +220,24 @@ impl Tables {
     }
 }
 
+/// A table's columns. A generated column is refused: Nsight Systems writes none, and a virtual
+/// one is computed on every read, so a small file could make each name hundreds of megabytes.
 fn table_columns(conn: &Connection, table: &str) -> Result<Vec<String>, NsysError> {
     let place = format!("{table}'s columns");
-    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)").map_err(|e| db_error(&place, &e))?;
-    stmt.query_map([table], |row| row.get::<_, String>(0))
+    let mut stmt =
+        conn.prepare("SELECT name, hidden FROM pragma_table_xinfo(?1)").map_err(|e| db_error(&place, &e))?;
+    let columns = stmt
+        .query_map([table], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| db_error(&place, &e))
+        .map_err(|e| db_error(&place, &e))?;
+    if let Some((name, _)) = columns.iter().find(|(_, hidden)| *hidden != 0) {
+        let (name, _) = cap_name(name);
+        let (name, table) = (crate::diag::one_line(&name), crate::diag::one_line(&cap_name(table).0));
+        return Err(err(format!(
+            "{table} has a generated column `{name}`, which Nsight Systems exports never have; this is not an export commgate reads"
+        )));
+    }
+    Ok(columns.into_iter().map(|(name, _)| name).collect())
 }
 
 fn count_rows(conn: &Connection, table: &str) -> Result<u64, NsysError> {
@@ -376,15 +388,15 @@ impl Reader<'_> {
                     self.intern_id(id, || row.get::<_, Option<String>>(7).ok().flatten())
                 }
             };
-            let kernel = Kernel { ts: start, dur: end - start, name, cat, stream, correlation, meta: None };
+            let kernel = Kernel::new(start, end - start, name, cat, stream, correlation);
             out.push((device, kernel));
         }
         Ok(())
     }
 
     /// Runtime API calls by correlation: where each GPU activity was launched from.
-    fn launches(&mut self) -> Result<HashMap<u64, Launch>, NsysError> {
-        let mut launches = HashMap::new();
+    fn launches(&mut self) -> Result<Launches, NsysError> {
+        let mut launches = Launches::default();
         if !self.tables.has(RUNTIME_TABLE) {
             return Ok(launches);
         }
@@ -403,6 +415,7 @@ impl Reader<'_> {
             let (pid, tid) = thread_ids(tid.unwrap_or(0));
             launches.insert(c, Launch { ts, pid, tid });
         }
+        launches.seal();
         Ok(launches)
     }
 

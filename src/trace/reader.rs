@@ -136,6 +136,20 @@ impl<R: Read> JsonStream<R> {
         Ok(self.end > before)
     }
 
+    /// The unread bytes in the buffer, topped up first when fewer than `want` are there and
+    /// the input goes on (a fast path reads a whole element from it, or declines).
+    pub(super) fn buffered(&mut self, want: usize) -> Result<&[u8], ReadError> {
+        if self.end - self.start < want && !self.eof {
+            self.refill()?;
+        }
+        Ok(&self.buf[self.start..self.end])
+    }
+
+    /// Consumes `n` bytes of [`Self::buffered`]'s slice.
+    pub(super) fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+    }
+
     /// The next byte that is not JSON whitespace, without consuming it; `None` at end of input.
     pub fn peek(&mut self) -> Result<Option<u8>, ReadError> {
         loop {

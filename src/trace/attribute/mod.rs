@@ -539,7 +539,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let stream_ops: &[Kernel] = if hta { &t.stream_ops } else { &[] };
     let activities = t.kernels.iter().map(|k| (k, false)).chain(stream_ops.iter().map(|k| (k, true)));
     for (k, on_cpu) in activities {
-        let anchor = match k.correlation.and_then(|c| t.launches.get(&c)) {
+        let anchor = match k.correlation().and_then(|c| t.launches.get(&c)) {
             _ if on_cpu => hta_round(t, k.ts),
             Some(l) if hta => hta_round(t, l.ts),
             Some(l) => l.ts,
@@ -727,7 +727,7 @@ fn identify(
     let kernels = comm
         .iter()
         .map(|&(span, k, step)| {
-            let (record, annotation) = match k.correlation.and_then(|c| t.launches.get(&c)) {
+            let (record, annotation) = match k.correlation().and_then(|c| t.launches.get(&c)) {
                 Some(l) => ops.enclosing(l),
                 None => (None, None),
             };
