@@ -162,7 +162,7 @@ pub fn write_traces(traces: &[(i64, &RankTrace)], path: &Path) -> io::Result<()>
             }
             for (c, l) in t.launches.iter() {
                 let gtid = global_tid(device, l.pid, l.tid);
-                runtime.execute(params![l.ts, l.ts + 1, gtid, correlation(device, *c), launch_name]).map_err(sql)?;
+                runtime.execute(params![l.ts, l.ts + 1, gtid, correlation(device, c), launch_name]).map_err(sql)?;
             }
             for op in &t.comm_ops {
                 let text = match &op.annotation {

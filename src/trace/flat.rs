@@ -21,7 +21,19 @@ const MAX_MEMBERS: usize = 32;
 /// Scans the object at the start of `b` (after JSON whitespace), then calls `member(key,
 /// value)` for each member in order; `value` is the member's JSON text without surrounding
 /// whitespace. `member` returns false to decline. Returns the bytes used, through the `}`.
-pub fn object<'a>(b: &'a [u8], mut member: impl FnMut(&'a str, &'a str) -> bool) -> Option<usize> {
+pub fn object<'a>(b: &'a [u8], member: impl FnMut(&'a str, &'a str) -> bool) -> Option<usize> {
+    object_with(b, |_, _| Some(None), member)
+}
+
+/// [`object`], with `nested(key, rest)` asked first for each member's value (`rest` starts at
+/// it): `Some(Some(n))` when it read the value itself (the `n` bytes of a value it validated as
+/// strictly as [`object`] does), `Some(None)` to leave it to the scanner, `None` to decline. So
+/// an event's `args` is read once, not scanned and then read.
+pub fn object_with<'a>(
+    b: &'a [u8],
+    mut nested: impl FnMut(&[u8], &'a [u8]) -> Option<Option<usize>>,
+    mut member: impl FnMut(&'a str, &'a str) -> bool,
+) -> Option<usize> {
     // Each member's key and value as byte ranges: key start and end, value start and end.
     let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_MEMBERS];
     let mut n = 0;
@@ -44,8 +56,12 @@ pub fn object<'a>(b: &'a [u8], mut member: impl FnMut(&'a str, &'a str) -> bool)
                 return None;
             }
             let start = skip_ws(b, i + 1);
-            let end = value(b, start, 2)?;
-            spans[n] = (u32::try_from(key).ok()?, u32::try_from(key_end - 1).ok()?, u32::try_from(start).ok()?, u32::try_from(end).ok()?);
+            let end = match nested(&b[key..key_end - 1], &b[start..])? {
+                Some(n) => start + n,
+                None => value(b, start, 2)?,
+            };
+            let offset = |x: usize| u32::try_from(x).ok();
+            spans[n] = (offset(key)?, offset(key_end - 1)?, offset(start)?, offset(end)?);
             n += 1;
             i = skip_ws(b, end);
             match b.get(i)? {

@@ -15,14 +15,22 @@ pub type Span = (Ns, Ns);
 pub fn union(mut spans: Vec<Span>) -> Vec<Span> {
     spans.retain(|&(s, e)| e > s);
     spans.sort_unstable();
-    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
-    for (s, e) in spans {
-        match out.last_mut() {
+    // Merged in place: a kernel-dense rank has millions of spans, and a second list of them
+    // would double what the union costs.
+    let mut kept: usize = 0;
+    for i in 0..spans.len() {
+        let (s, e) = spans[i];
+        match kept.checked_sub(1).map(|last| &mut spans[last]) {
             Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
+            _ => {
+                spans[kept] = (s, e);
+                kept += 1;
+            }
         }
     }
-    out
+    spans.truncate(kept);
+    spans.shrink_to_fit();
+    spans
 }
 
 /// HTA's merge keeps what [`union`] drops: an interval that rounding made negative (a sub-µs

@@ -44,6 +44,9 @@ struct RawEvent<'a> {
     /// which keeps the per-event struct small and skips the rest in one scan.
     #[serde(borrow, default)]
     args: Option<Raw<'a>>,
+    /// `args` as the fast path already read it (never from serde).
+    #[serde(skip)]
+    read_args: Option<RawArgs<'a>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -538,7 +541,7 @@ impl Builder {
     }
 
     /// Keeps what attribution needs of one event; `Err` names the bad field.
-    fn push(&mut self, e: RawEvent<'_>) -> Result<(), String> {
+    fn push(&mut self, mut e: RawEvent<'_>) -> Result<(), String> {
         self.trace.num_events += 1;
         // HTA's frame holds every event: one `ts` written as a float (or missing) makes its
         // whole `ts` column float64, which is when HTA rounds.
@@ -572,7 +575,11 @@ impl Builder {
         let wanted = matches!(cat, "kernel" | "gpu_memcpy" | "gpu_memset" | "cuda_runtime" | "cuda_driver" | "runtime")
             || name == "record_param_comms"
             || name.starts_with("nccl:");
-        let args = if wanted { args_of(e.args, self.fast)? } else { RawArgs::default() };
+        let args = match e.read_args.take() {
+            Some(args) if wanted => args,
+            _ if wanted => args_of(e.args, self.fast)?,
+            _ => RawArgs::default(),
+        };
         let pid = e.pid.map(id_of).unwrap_or(0);
         let tid = e.tid.map(id_of).unwrap_or(0);
         match cat {
@@ -659,9 +666,14 @@ fn args_of(raw: Option<Raw<'_>>, fast: bool) -> Result<RawArgs<'_>, String> {
 
 /// [`RawArgs`] through the fast path ([`flat`]), when the object has its common shape.
 fn flat_args(text: &str) -> Option<RawArgs<'_>> {
+    flat_args_prefix(text.as_bytes()).filter(|&(_, used)| used == text.len()).map(|(a, _)| a)
+}
+
+/// [`RawArgs`] from the object at the start of `b`, with the bytes it used.
+fn flat_args_prefix(b: &[u8]) -> Option<(RawArgs<'_>, usize)> {
     let mut a = RawArgs::default();
     let mut seen = Seen::default();
-    let used = flat::object(text.as_bytes(), |key, v| match key {
+    let used = flat::object(b, |key, v| match key {
         "correlation" => seen.raw(0, v, &mut a.correlation),
         "stream" => seen.raw(1, v, &mut a.stream),
         "Collective name" => seen.text(2, v, &mut a.collective),
@@ -675,15 +687,36 @@ fn flat_args(text: &str) -> Option<RawArgs<'_>> {
         "Input type" => seen.raw(10, v, &mut a.input_type),
         _ => true,
     })?;
-    (used == text.len()).then_some(a)
+    Some((a, used))
 }
 
 /// [`RawEvent`] through the fast path, with the bytes it used, when the element at the start
 /// of `b` has the common shape.
-fn flat_event(b: &[u8]) -> Option<(RawEvent<'_>, usize)> {
-    let mut e = RawEvent { ph: None, cat: None, name: None, ts: None, dur: None, pid: None, tid: None, args: None };
+fn flat_event<'a>(b: &'a [u8]) -> Option<(RawEvent<'a>, usize)> {
+    let mut e = RawEvent {
+        ph: None,
+        cat: None,
+        name: None,
+        ts: None,
+        dur: None,
+        pid: None,
+        tid: None,
+        args: None,
+        read_args: None,
+    };
     let mut seen = Seen::default();
-    let used = flat::object(b, |key, v| match key {
+    let mut read_args = None;
+    // `args` is read as the scanner meets it (a first `args`; a repeated one declines anyway).
+    let nested = |key: &[u8], rest: &'a [u8]| {
+        if key != b"args" || rest.first() != Some(&b'{') || read_args.is_some() {
+            return Some(None);
+        }
+        Some(flat_args_prefix(rest).map(|(a, used)| {
+            read_args = Some(a);
+            used
+        }))
+    };
+    let used = flat::object_with(b, nested, |key, v| match key {
         "ph" => seen.text(0, v, &mut e.ph),
         "cat" => seen.text(1, v, &mut e.cat),
         "name" => seen.text(2, v, &mut e.name),
@@ -694,6 +727,7 @@ fn flat_event(b: &[u8]) -> Option<(RawEvent<'_>, usize)> {
         "args" => seen.raw(7, v, &mut e.args),
         _ => true,
     })?;
+    e.read_args = read_args;
     Some((e, used))
 }
 

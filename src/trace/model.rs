@@ -95,25 +95,46 @@ pub struct Launch {
 }
 
 /// The launches of one rank by correlation: collected in any order while reading, sorted once
-/// ([`Launches::seal`]), then found by binary search. A flat sorted list costs 32 bytes a
-/// launch, about a third of a hash map's, which matters when every kernel has one. As with a
-/// map, a correlation written twice keeps its last launch.
+/// ([`Launches::seal`]), then found by binary search. Each costs 24 bytes (its launching thread
+/// is an index into a table of the rank's few threads), a quarter of a hash map's entry, which
+/// matters when every kernel has one. As with a map, a correlation written twice keeps its last
+/// launch.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Launches {
-    entries: Vec<(u64, Launch)>,
+    entries: Vec<LaunchEntry>,
+    /// The distinct (pid, tid) of the launches, in order of first appearance.
+    threads: Vec<(i64, i64)>,
     /// Whether `entries` is sorted by correlation without repeats (true while they arrive in
     /// increasing order, as Kineto writes them).
     sealed: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LaunchEntry {
+    correlation: u64,
+    ts: Ns,
+    thread: u32,
+}
+
 impl Launches {
     pub fn insert(&mut self, correlation: u64, launch: Launch) {
-        if self.entries.last().is_some_and(|&(last, _)| last >= correlation) {
+        if self.entries.last().is_some_and(|last| last.correlation >= correlation) {
             self.sealed = false;
         } else if self.entries.is_empty() {
             self.sealed = true;
         }
-        self.entries.push((correlation, launch));
+        let thread = self.thread_index(launch.pid, launch.tid);
+        self.entries.push(LaunchEntry { correlation, ts: launch.ts, thread });
+    }
+
+    /// The index of a launching thread: launches come from a handful of threads, mostly the
+    /// last one seen, so a scan from the end finds it at once.
+    fn thread_index(&mut self, pid: i64, tid: i64) -> u32 {
+        if let Some(i) = self.threads.iter().rposition(|&t| t == (pid, tid)) {
+            return i as u32;
+        }
+        self.threads.push((pid, tid));
+        (self.threads.len() - 1) as u32
     }
 
     /// Sorts by correlation, keeping the last launch of each; lookups need it.
@@ -122,9 +143,9 @@ impl Launches {
             return;
         }
         // Stable, so that reversing puts the last of equal correlations first for `dedup`.
-        self.entries.sort_by_key(|&(c, _)| c);
+        self.entries.sort_by_key(|e| e.correlation);
         self.entries.reverse();
-        self.entries.dedup_by_key(|&mut (c, _)| c);
+        self.entries.dedup_by_key(|e| e.correlation);
         self.entries.reverse();
         self.entries.shrink_to_fit();
         self.sealed = true;
@@ -132,12 +153,19 @@ impl Launches {
 
     /// The launch of `correlation`. On a list that was never sealed it falls back to a scan
     /// from the end (correct, slow: every reader seals).
-    pub fn get(&self, correlation: &u64) -> Option<&Launch> {
-        if self.sealed {
-            let i = self.entries.binary_search_by_key(correlation, |&(c, _)| c).ok()?;
-            return self.entries.get(i).map(|(_, l)| l);
-        }
-        self.entries.iter().rev().find(|(c, _)| c == correlation).map(|(_, l)| l)
+    pub fn get(&self, correlation: &u64) -> Option<Launch> {
+        let entry = if self.sealed {
+            let i = self.entries.binary_search_by_key(correlation, |e| e.correlation).ok()?;
+            self.entries.get(i)?
+        } else {
+            self.entries.iter().rev().find(|e| e.correlation == *correlation)?
+        };
+        Some(self.launch(entry))
+    }
+
+    fn launch(&self, e: &LaunchEntry) -> Launch {
+        let (pid, tid) = self.threads.get(e.thread as usize).copied().unwrap_or_default();
+        Launch { ts: e.ts, pid, tid }
     }
 
     pub fn len(&self) -> usize {
@@ -149,8 +177,8 @@ impl Launches {
     }
 
     /// Every launch with its correlation, in correlation order once sealed.
-    pub fn iter(&self) -> impl Iterator<Item = (&u64, &Launch)> {
-        self.entries.iter().map(|(c, l)| (c, l))
+    pub fn iter(&self) -> impl Iterator<Item = (u64, Launch)> + '_ {
+        self.entries.iter().map(|e| (e.correlation, self.launch(e)))
     }
 }
 
@@ -254,5 +282,6 @@ mod tests {
         assert_eq!(l.get(&4), None);
         assert_eq!(l.len(), 3);
         assert_eq!(std::mem::size_of::<Kernel>(), 48);
+        assert_eq!(std::mem::size_of::<LaunchEntry>(), 24);
     }
 }

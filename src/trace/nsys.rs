@@ -128,7 +128,7 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
     let moe_markers = names.iter().any(|n| is_moe_marker(n));
     // Each GPU gets the launches of its own kernels, not a copy of every launch of the process.
     let launches_of = |kernels: &[Kernel]| -> Launches {
-        kernels.iter().filter_map(Kernel::correlation).filter_map(|c| launches.get(&c).map(|l| (c, *l))).collect()
+        kernels.iter().filter_map(Kernel::correlation).filter_map(|c| launches.get(&c).map(|l| (c, l))).collect()
     };
     // Times count from the session's start: its UTC time puts ranks of separate exports on one
     // clock; the GPUs of one export share theirs anyway.

@@ -728,7 +728,7 @@ fn identify(
         .iter()
         .map(|&(span, k, step)| {
             let (record, annotation) = match k.correlation().and_then(|c| t.launches.get(&c)) {
-                Some(l) => ops.enclosing(l),
+                Some(l) => ops.enclosing(&l),
                 None => (None, None),
             };
             let kernel_meta = k.meta.as_deref();
