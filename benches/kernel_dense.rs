@@ -60,7 +60,15 @@ fn parent() -> Result<(), Box<dyn Error>> {
     })
 }
 
-fn row(dir: &Path, dim: &str, scale: u64, kernels: u64, ranks: u32, steps: u64, names: u64) -> Result<(), Box<dyn Error>> {
+fn row(
+    dir: &Path,
+    dim: &str,
+    scale: u64,
+    kernels: u64,
+    ranks: u32,
+    steps: u64,
+    names: u64,
+) -> Result<(), Box<dyn Error>> {
     let set = dir.join(format!("{dim}-{scale}"));
     std::fs::create_dir_all(&set)?;
     let mut bytes = 0;

@@ -100,8 +100,8 @@ fn run_all(dir: &Path, n: u64, mb: u64) -> Result<(), Box<dyn Error>> {
         std::fs::remove_file(&path)?;
     }
     let dense: [(&str, u64, &str); 4] = [
-        ("dense kernels", 20 * n, r#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{i},"dur":1}"#),
-        ("dense CPU ops", 20 * n, r#"{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":{i},"dur":1}"#),
+        ("dense kernels", 20 * n, r#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1}"#),
+        ("dense CPU ops", 20 * n, r#"{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1}"#),
         (
             "dense launches",
             20 * n,

@@ -30,9 +30,9 @@ fn in_group(
         .map(|(i, &(ts, dur))| CommKernel {
             ts,
             end: ts + dur,
-            collective: "all_reduce".to_string(),
+            collective: "all_reduce".into(),
             payload,
-            key: MatchKey::Seq { pg: "0".to_string(), seq: i as u64 },
+            key: MatchKey::Seq { pg: "0".into(), seq: i as u64 },
             step: 0,
             group_size,
         })

@@ -9,8 +9,8 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use commgate::trace::attribute::AttributeOptions;
 use commgate::testkit::dense::{write_dense, DenseSpec};
+use commgate::trace::attribute::AttributeOptions;
 use commgate::trace::kineto::{parse_document, parse_document_without_fast_path, Document};
 use commgate::trace::limits::ReadLimits;
 use commgate::trace::load::{attribute_paths, read_file};

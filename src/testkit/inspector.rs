@@ -66,7 +66,7 @@ impl Record {
     /// The record of an identified kernel of a `world`-rank job.
     fn of(c: &CommKernel, world: u32) -> Record {
         let (pg, sn) = match &c.key {
-            MatchKey::Seq { pg, seq } => (pg.clone(), *seq),
+            MatchKey::Seq { pg, seq } => (pg.to_string(), *seq),
             MatchKey::Ordinal { pg, collective, ordinal } => (format!("{pg}/{collective}"), *ordinal),
         };
         let coll = plugin_name(&c.collective);

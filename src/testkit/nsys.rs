@@ -196,11 +196,11 @@ fn payload_json(op: &CommOp) -> Option<String> {
             map.insert(k.to_string(), v);
         }
     };
-    put("Collective name", m.collective.clone().map(Value::from));
+    put("Collective name", m.collective.as_deref().map(Value::from));
     put("In msg nelems", m.in_nelems.map(Value::from));
     put("Out msg nelems", m.out_nelems.map(Value::from));
-    put("dtype", m.dtype.clone().map(Value::from));
-    put("Process Group Name", m.pg_name.clone().map(Value::from));
+    put("dtype", m.dtype.as_deref().map(Value::from));
+    put("Process Group Name", m.pg_name.as_deref().map(Value::from));
     put("Seq", m.seq.map(Value::from));
     put("Message size [bytes]", m.shapes_bytes.map(Value::from));
     (!map.is_empty()).then(|| Value::Object(map).to_string())

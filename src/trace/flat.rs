@@ -282,11 +282,11 @@ mod tests {
     #[test]
     fn declines_what_it_does_not_read_exactly() {
         for doc in [
-            r#"{"a": 1"#,                       // cut off
+            r#"{"a": 1"#,                         // cut off
             r#"{"a": 12}"#.trim_end_matches('}'), // a number at the end of the buffer
-            r#"{"p\u0068": "X"}"#,              // an escaped key
-            r#"{"a": "\u00e9"}"#,               // a \u escape
-            "{\"a\": \"tab\there\"}",          // a control character
+            r#"{"p\u0068": "X"}"#,                // an escaped key
+            r#"{"a": "\u00e9"}"#,                 // a \u escape
+            "{\"a\": \"tab\there\"}",             // a control character
             r#"{"a": 01}"#,
             r#"{"a": 1.}"#,
             r#"{"a": -}"#,

@@ -277,10 +277,10 @@ impl Reader {
         let (collective, cut) = cap_name(collective_name(&coll));
         self.truncated |= cut;
         let meta = CommMeta {
-            collective: Some(collective.into_owned()),
+            collective: Some(Arc::from(collective.as_ref())),
             in_nelems: Some(payload),
-            dtype: Some("uint8".to_string()),
-            pg_name: Some(pg),
+            dtype: Some(Arc::from("uint8")),
+            pg_name: Some(Arc::from(pg)),
             seq: Some(sn),
             group_size: Some(n_ranks),
             ..CommMeta::default()

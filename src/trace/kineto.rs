@@ -6,7 +6,7 @@
 //! or a bare array whose elements carry `collective`), so one entry point reads any input file.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::sync::Arc;
 
@@ -484,6 +484,8 @@ struct Builder {
     trace: RankTrace,
     /// Each distinct (capped) kernel name once, shared with `trace.names`.
     name_ids: HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
+    /// Each distinct metadata text (collective, dtype, process group) once.
+    texts: HashSet<Arc<str>, foldhash::fast::RandomState>,
     limits: ReadLimits,
     /// Whether elements go through the fast path first (always, except for the tests that
     /// compare it with serde).
@@ -498,6 +500,7 @@ impl Builder {
             fast,
             trace: RankTrace::default(),
             name_ids: HashMap::default(),
+            texts: HashSet::default(),
             limits,
             stream_key: memchr::memmem::Finder::new(b"\"stream\""),
         }
@@ -529,15 +532,27 @@ impl Builder {
     }
 
     fn meta(&mut self, args: &RawArgs<'_>, with_shapes: bool) -> CommMeta {
-        let mut meta = comm_meta(args, with_shapes);
-        for field in [&mut meta.collective, &mut meta.dtype, &mut meta.pg_name].into_iter().flatten() {
-            let (capped, cut) = cap_name(field);
-            if cut {
-                *field = capped.into_owned();
-                self.trace.names_truncated = true;
-            }
+        CommMeta {
+            collective: args.collective.as_deref().map(|s| self.share(s)),
+            in_nelems: args.in_nelems.and_then(|v| lenient_u64(v.get())),
+            out_nelems: args.out_nelems.and_then(|v| lenient_u64(v.get())),
+            dtype: args.dtype.as_deref().map(|s| self.share(s)),
+            pg_name: args.pg_name.map(|v| self.share(v.get().trim_matches('"'))),
+            seq: args.seq.and_then(|v| lenient_u64(v.get())),
+            group_size: args.group_size.and_then(|v| lenient_u64(v.get())).and_then(|n| u32::try_from(n).ok()),
+            shapes_bytes: if with_shapes { shapes_bytes(args.input_dims, args.input_type) } else { None },
         }
-        meta
+    }
+
+    /// A metadata text to keep (capped), shared with every equal one of this rank.
+    fn share(&mut self, s: &str) -> Arc<str> {
+        let s = self.cap(s);
+        if let Some(shared) = self.texts.get(s.as_ref()) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(s.as_ref());
+        self.texts.insert(Arc::clone(&shared));
+        shared
     }
 
     /// Keeps what attribution needs of one event; `Err` names the bad field.
@@ -640,7 +655,8 @@ impl Builder {
         let Some(raw) = args.filter(|a| self.stream_key.find(a.get().as_bytes()).is_some()) else {
             return;
         };
-        let Some(stream) = args_of(Some(raw), self.fast).ok().and_then(|a| a.stream).and_then(|v| lenient_i64(v.get())) else {
+        let Some(stream) = args_of(Some(raw), self.fast).ok().and_then(|a| a.stream).and_then(|v| lenient_i64(v.get()))
+        else {
             return;
         };
         if stream != -1 {
@@ -658,8 +674,9 @@ fn args_of(raw: Option<Raw<'_>>, fast: bool) -> Result<RawArgs<'_>, String> {
         Some(raw) if raw.get() == "null" => Ok(RawArgs::default()),
         Some(raw) => match flat_args(raw.get()).filter(|_| fast) {
             Some(args) => Ok(args),
-            None => serde_json::from_str(raw.get())
-                .map_err(|e| format!("`args`: {}", input::plain_message(&e.to_string()))),
+            None => {
+                serde_json::from_str(raw.get()).map_err(|e| format!("`args`: {}", input::plain_message(&e.to_string())))
+            }
         },
     }
 }
@@ -765,19 +782,6 @@ impl Seen {
             }
             None => false,
         }
-    }
-}
-
-fn comm_meta(args: &RawArgs<'_>, with_shapes: bool) -> CommMeta {
-    CommMeta {
-        collective: args.collective.as_deref().map(str::to_string),
-        in_nelems: args.in_nelems.and_then(|v| lenient_u64(v.get())),
-        out_nelems: args.out_nelems.and_then(|v| lenient_u64(v.get())),
-        dtype: args.dtype.as_deref().map(str::to_string),
-        pg_name: args.pg_name.map(|v| v.get().trim_matches('"').to_string()),
-        seq: args.seq.and_then(|v| lenient_u64(v.get())),
-        group_size: args.group_size.and_then(|v| lenient_u64(v.get())).and_then(|n| u32::try_from(n).ok()),
-        shapes_bytes: if with_shapes { shapes_bytes(args.input_dims, args.input_type) } else { None },
     }
 }
 

@@ -22,12 +22,13 @@ pub enum Document {
 /// Metadata PyTorch attaches to communication (on kernels since 2.2, on `record_param_comms`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CommMeta {
-    /// Raw `Collective name` (e.g. `allreduce`, `_allgather_base`).
-    pub collective: Option<String>,
+    /// Raw `Collective name` (e.g. `allreduce`, `_allgather_base`). The texts are shared: a
+    /// trace with millions of NCCL kernels holds each distinct one once.
+    pub collective: Option<Arc<str>>,
     pub in_nelems: Option<u64>,
     pub out_nelems: Option<u64>,
-    pub dtype: Option<String>,
-    pub pg_name: Option<String>,
+    pub dtype: Option<Arc<str>>,
+    pub pg_name: Option<Arc<str>>,
     /// `Seq` of the collective in its process group, when the trace has it.
     pub seq: Option<u64>,
     /// Size in bytes from `Input Dims` × `Input type` (the shapes fallback), when present.
@@ -278,7 +279,10 @@ mod tests {
         // Unsealed lookups are already right, only slower.
         assert_eq!(l.get(&5).map(|l| l.ts), Some(3));
         l.seal();
-        assert_eq!((l.get(&3).map(|l| l.ts), l.get(&5).map(|l| l.ts), l.get(&9).map(|l| l.ts)), (Some(5), Some(3), Some(4)));
+        assert_eq!(
+            (l.get(&3).map(|l| l.ts), l.get(&5).map(|l| l.ts), l.get(&9).map(|l| l.ts)),
+            (Some(5), Some(3), Some(4))
+        );
         assert_eq!(l.get(&4), None);
         assert_eq!(l.len(), 3);
         assert_eq!(std::mem::size_of::<Kernel>(), 48);

@@ -224,8 +224,7 @@ impl Tables {
 /// one is computed on every read, so a small file could make each name hundreds of megabytes.
 fn table_columns(conn: &Connection, table: &str) -> Result<Vec<String>, NsysError> {
     let place = format!("{table}'s columns");
-    let mut stmt =
-        conn.prepare("SELECT name, hidden FROM pragma_table_xinfo(?1)").map_err(|e| db_error(&place, &e))?;
+    let mut stmt = conn.prepare("SELECT name, hidden FROM pragma_table_xinfo(?1)").map_err(|e| db_error(&place, &e))?;
     let columns = stmt
         .query_map([table], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())

@@ -42,7 +42,7 @@ pub(super) fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot>
     let mut kernels_of: HashMap<&str, Vec<(usize, &CommKernel)>> = HashMap::with_capacity(names.len());
     for (i, r) in ranks.iter().enumerate() {
         for c in &r.comm_kernels {
-            kernels_of.entry(c.collective.as_str()).or_default().push((i, c));
+            kernels_of.entry(&*c.collective).or_default().push((i, c));
         }
     }
     names

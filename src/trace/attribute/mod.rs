@@ -23,6 +23,7 @@ pub use hotspot::{priority, summarize_comm_hotspots, CommEvent, Hotspot, SizeBuc
 pub use transfer::{bus_factor, LAST_ARRIVAL_ALPHA};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -258,8 +259,10 @@ pub fn conclude(
 /// distinct-name limit share the catch-all row.
 pub fn attribute_events(files: Vec<String>, events: &[CommEvent]) -> Attribution {
     let mut budget = NameBudget::default();
-    let events: Vec<CommEvent> =
-        events.iter().map(|e| CommEvent { collective: budget.admit(e.collective.clone()), ..e.clone() }).collect();
+    let events: Vec<CommEvent> = events
+        .iter()
+        .map(|e| CommEvent { collective: budget.admit(e.collective.clone()).to_string(), ..e.clone() })
+        .collect();
     let names_truncated = events.iter().any(|e| e.collective.ends_with(TRUNCATION_MARK));
     let by_collective = summarize_comm_hotspots(&events);
     let source = Source {
@@ -290,7 +293,8 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent]) -> Attribution
 pub struct CommKernel {
     pub ts: Ns,
     pub end: Ns,
-    pub collective: String,
+    /// Shared among the rank's kernels of one collective (millions of kernels, a few names).
+    pub collective: Arc<str>,
     /// Bytes of this call, `None` when no metadata says.
     pub payload: Option<u64>,
     pub key: MatchKey,
@@ -304,9 +308,9 @@ pub struct CommKernel {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MatchKey {
     /// (`Process Group Name`, `Seq`), written by PyTorch.
-    Seq { pg: String, seq: u64 },
+    Seq { pg: Arc<str>, seq: u64 },
     /// (process group, collective, ordinal of the kernel on its rank).
-    Ordinal { pg: String, collective: String, ordinal: u64 },
+    Ordinal { pg: Arc<str>, collective: Arc<str>, ordinal: u64 },
 }
 
 /// One collective on one rank, over the whole window.
@@ -588,7 +592,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let compute_union = union(compute);
     let overlapped = intersection(&comm_union, &compute_union);
 
-    let mut labels: Vec<String> = comm_kernels.iter().map(|c| c.collective.clone()).collect();
+    let mut labels: Vec<Arc<str>> = comm_kernels.iter().map(|c| Arc::clone(&c.collective)).collect();
     labels.sort_unstable();
     labels.dedup();
     let labelled: Vec<(Span, usize)> = comm
@@ -612,7 +616,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let mut by_collective: BTreeMap<String, RankCollective> = BTreeMap::new();
     for (i, label) in labels.iter().enumerate() {
         by_collective.insert(
-            label.clone(),
+            label.to_string(),
             RankCollective {
                 total_ns: shares.total[i],
                 exposed_ns: shares.exposed[i],
@@ -622,7 +626,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         );
     }
     for c in &comm_kernels {
-        if let Some(rc) = by_collective.get_mut(&c.collective) {
+        if let Some(rc) = by_collective.get_mut(&*c.collective) {
             rc.kernels += 1;
             if let Some(p) = c.payload {
                 rc.payload_bytes = rc.payload_bytes.saturating_add(p);
@@ -695,21 +699,24 @@ impl<'a> OpIndex<'a> {
 /// every per-collective table as long as the trace.
 #[derive(Default)]
 struct NameBudget {
-    seen: HashSet<String>,
+    seen: HashSet<Arc<str>>,
     folded: u64,
+    other: Option<Arc<str>>,
 }
 
 impl NameBudget {
-    fn admit(&mut self, name: String) -> String {
-        if self.seen.contains(&name) {
-            return name;
+    /// The name as kept (each distinct one allocated once), or the fold past the limit.
+    fn admit(&mut self, name: String) -> Arc<str> {
+        if let Some(seen) = self.seen.get(name.as_str()) {
+            return Arc::clone(seen);
         }
         if self.seen.len() >= MAX_DISTINCT_COLLECTIVES {
             self.folded += 1;
-            return OTHER_COLLECTIVES.to_string();
+            return Arc::clone(self.other.get_or_insert_with(|| Arc::from(OTHER_COLLECTIVES)));
         }
-        self.seen.insert(name.clone());
-        name
+        let shared: Arc<str> = Arc::from(name);
+        self.seen.insert(Arc::clone(&shared));
+        shared
     }
 }
 
@@ -721,7 +728,8 @@ fn identify(
     comm: &[(Span, &Kernel, u32)],
     patterns: &PatternSet,
 ) -> (Vec<CommKernel>, u64) {
-    let mut ordinals: HashMap<(String, String), u64> = HashMap::new();
+    let mut ordinals: HashMap<(Arc<str>, Arc<str>), u64> = HashMap::new();
+    let no_pg: Arc<str> = Arc::from("");
     let mut budget = NameBudget::default();
     let gpu_annotations = GpuAnnotationIndex::new(&t.gpu_annotations);
     let kernels = comm
@@ -749,7 +757,7 @@ fn identify(
                 kernel_meta.and_then(|m| m.pg_name.clone()).or_else(|| record_meta.and_then(|m| m.pg_name.clone()));
             let seq = kernel_meta.and_then(|m| m.seq).or_else(|| record_meta.and_then(|m| m.seq));
             let group_size = kernel_meta.and_then(|m| m.group_size).or_else(|| record_meta.and_then(|m| m.group_size));
-            let pg = pg.unwrap_or_default();
+            let pg = pg.unwrap_or_else(|| Arc::clone(&no_pg));
             let key = match seq {
                 Some(seq) => MatchKey::Seq { pg, seq },
                 None => {

@@ -69,9 +69,9 @@ mod tests {
         CommKernel {
             ts: 0,
             end: us * 1000,
-            collective: "all_reduce".to_string(),
+            collective: "all_reduce".into(),
             payload: Some(bytes),
-            key: MatchKey::Seq { pg: "0".to_string(), seq },
+            key: MatchKey::Seq { pg: "0".into(), seq },
             step: 0,
             group_size: None,
         }

@@ -8,6 +8,8 @@
 //! not a JSON object stops the read (exit 2 naming the row): a payload silently dropped would
 //! change the figures without a word.
 
+use std::sync::Arc;
+
 use rusqlite::Connection;
 use serde_json::Value;
 
@@ -101,7 +103,7 @@ pub(super) fn read(conn: &Connection, tables: &Tables, truncated: &mut bool) -> 
             None => CommMeta::default(),
         };
         for field in [&mut meta.collective, &mut meta.dtype, &mut meta.pg_name].into_iter().flatten() {
-            *field = capped(field, truncated);
+            *field = Arc::from(capped(field, truncated));
         }
         let (pid, tid) = super::thread_ids(gtid);
         out.comm_ops.push(CommOp { ts, end, pid, tid, annotation, meta });
@@ -134,11 +136,11 @@ pub(crate) fn parse_payload(text: &str) -> Result<CommMeta, String> {
         _ => None,
     });
     let mut meta = CommMeta {
-        collective: string("Collective name"),
+        collective: string("Collective name").map(Arc::from),
         in_nelems: number("In msg nelems"),
         out_nelems: number("Out msg nelems"),
-        dtype: string("dtype"),
-        pg_name: pg,
+        dtype: string("dtype").map(Arc::from),
+        pg_name: pg.map(Arc::from),
         seq: number("Seq"),
         group_size: number("Group size").and_then(|n| u32::try_from(n).ok()),
         shapes_bytes: None,
@@ -149,7 +151,7 @@ pub(crate) fn parse_payload(text: &str) -> Result<CommMeta, String> {
         // multiplies elements by the dtype's size reads it unchanged.
         if meta.in_nelems.is_none() && meta.out_nelems.is_none() {
             meta.in_nelems = Some(bytes);
-            meta.dtype = Some("uint8".to_string());
+            meta.dtype = Some(Arc::from("uint8"));
         }
     }
     Ok(meta)
