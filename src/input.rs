@@ -35,9 +35,9 @@ pub const INFLATION_FLOOR: u64 = 64 << 20;
 /// `io::Error`), so that every reader's message names it instead of calling the data corrupt.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "expands more than {MAX_INFLATION}x when decompressed ({compressed} bytes of gzip gave over {limit} bytes); \
-     profiler traces expand 10-20x, so this is a decompression bomb or not a trace. \
-     If it is a real trace, decompress it (gunzip) and pass the uncompressed file"
+    "expands more than {MAX_INFLATION}x when decompressed ({compressed} bytes of gzip gave over {limit} bytes): \
+     traces, logs and result files expand 10-20x, so this is a decompression bomb; \
+     if the file is genuine, decompress it (gunzip) and pass the uncompressed file"
 )]
 pub struct InflationBomb {
     pub compressed: u64,

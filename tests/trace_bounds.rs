@@ -184,8 +184,8 @@ fn aggregated_events_get_the_same_name_bounds() {
 }
 
 /// A gzip file that expands past 64× its size (once past 64 MiB) is refused as a
-/// decompression bomb, with one line that says what to do, by both readers of gzip traces: a
-/// Kineto trace and an NCCL Inspector log. Built from one compressed member of 1 MiB of blank
+/// decompression bomb, with one line that says what to do, by every reader of gzip input: a
+/// Kineto trace, an NCCL Inspector log, a result file. Built from one compressed member of 1 MiB of blank
 /// lines repeated (gzip allows several members), so the test compresses 1 MiB only.
 #[test]
 fn a_gzip_bomb_is_refused_with_exit_2_and_what_to_do() {
@@ -198,6 +198,7 @@ fn a_gzip_bomb_is_refused_with_exit_2_and_what_to_do() {
     let spaces = member(&vec![b'\n'; 1 << 20]);
     for (name, head) in [
         ("rank-0.json.gz", &br#"{"traceEvents":["#[..]),
+        ("result.json.gz", &br#"{"schema_version": 2, "runs": ["#[..]),
         (
             "inspector.log.gz",
             &br#"{"header":{"id":"0x1","rank":0,"n_ranks":2,"nnodes":1},"coll_perf":{"coll":"AllReduce","coll_sn":1,"coll_msg_size_bytes":1024,"coll_exec_time_us":10}}
@@ -210,7 +211,11 @@ fn a_gzip_bomb_is_refused_with_exit_2_and_what_to_do() {
             bytes.extend_from_slice(&spaces);
         }
         std::fs::write(&path, &bytes).expect("write");
-        let out = commgate().arg("attribute").arg(&path).output().expect("runs");
+        let out = match name {
+            "result.json.gz" => commgate().arg("compare").arg("--baseline").arg(&path).arg("--current").arg(&path).output(),
+            _ => commgate().arg("attribute").arg(&path).output(),
+        }
+        .expect("runs");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {err}");
         assert!(
