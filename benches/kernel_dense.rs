@@ -6,7 +6,9 @@
 //! process, so that the child's `VmHWM` counts attribution alone. Rows scale one dimension at a
 //! time by 1×, 4× and 16× from a base of `COMMGATE_DENSE_KERNELS` kernels (default 250,000) in
 //! one rank, 10 steps, 100 distinct names: kernels, ranks (each with the base kernels), steps
-//! and distinct names. `COMMGATE_DENSE_ROWS=kernels` (comma-separated dimensions) runs a subset.
+//! and distinct names; the `wide` rows are many small ranks, 64, 256 and 1,024 of 425 kernels
+//! each (0.45 MB, a large job's per-rank capture). `COMMGATE_DENSE_ROWS=kernels` (comma-separated
+//! dimensions) runs a subset.
 //!
 //! Targets (printed, not asserted: a benchmark on a shared machine is evidence, not a gate):
 //! at most 1.0 µs per kernel, and peak RSS at most 100 MB per million kernels up to a million,
@@ -26,6 +28,8 @@ mod child;
 
 const CHILD_ENV: &str = "COMMGATE_DENSE_CHILD";
 const TARGET_US_PER_KERNEL: f64 = 1.0;
+/// Kernels per rank in the `wide` rows: about 0.45 MB of JSON.
+const WIDE_KERNELS: u64 = 425;
 
 fn main() -> ExitCode {
     child::main("kernel_dense", CHILD_ENV, measure, parent)
@@ -33,7 +37,7 @@ fn main() -> ExitCode {
 
 fn parent() -> Result<(), Box<dyn Error>> {
     let base: u64 = child::env_number("COMMGATE_DENSE_KERNELS", 250_000)?;
-    let rows = std::env::var("COMMGATE_DENSE_ROWS").unwrap_or_else(|_| "kernels,ranks,steps,names".to_string());
+    let rows = std::env::var("COMMGATE_DENSE_ROWS").unwrap_or_else(|_| "kernels,ranks,steps,names,wide".to_string());
     if base == 0 {
         return Err("COMMGATE_DENSE_KERNELS must be positive".into());
     }
@@ -51,7 +55,10 @@ fn parent() -> Result<(), Box<dyn Error>> {
                     "ranks" => (base, scale, 10, 100),
                     "steps" => (base, 1, 10 * scale, 100),
                     "names" => (base, 1, 10, 100 * scale),
-                    other => return Err(format!("unknown row {other:?}: use kernels, ranks, steps or names").into()),
+                    "wide" => (WIDE_KERNELS, 64 * scale, 10, 100),
+                    other => {
+                        return Err(format!("unknown row {other:?}: use kernels, ranks, steps, names or wide").into())
+                    }
                 };
                 row(dir, dim, scale, kernels, ranks as u32, steps, names)?;
             }
