@@ -235,6 +235,33 @@ fn the_good_fixtures_parse() {
     }
 }
 
+/// On every real trace at hand (PyTorch 2.x, MI300X, HTA's test data: 85 MB of JSON), the fast
+/// path and serde read the same document, kernel for kernel.
+#[test]
+fn the_fast_path_reads_real_traces_exactly_as_serde_does() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hta");
+    let mut read = 0;
+    let sets = std::fs::read_dir(&dir).expect("fixtures").map(|e| e.expect("entry").path()).filter(|p| p.is_dir());
+    for set in sets {
+        for file in std::fs::read_dir(set).expect("a fixture set") {
+            let path = file.expect("file").path();
+            if !path.to_string_lossy().ends_with(".json.gz") {
+                continue;
+            }
+            let mut json = Vec::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("opens"))
+                .read_to_end(&mut json)
+                .expect("decompresses");
+            let fast = format!("{:?}", parse_document(&json[..]).expect("a trace"));
+            let serde =
+                format!("{:?}", parse_document_without_fast_path(&json[..], ReadLimits::default()).expect("a trace"));
+            assert!(fast == serde, "{} reads differently through the fast path", path.display());
+            read += 1;
+        }
+    }
+    assert!(read >= 8, "only {read} fixture traces");
+}
+
 /// Two all-reduce kernels of 2^62 elements each: the per-collective payload sum overflows `u64`
 /// (a panic in debug builds, a wrapped total in release).
 #[test]
