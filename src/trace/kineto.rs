@@ -672,7 +672,7 @@ fn args_of(raw: Option<Raw<'_>>, fast: bool) -> Result<RawArgs<'_>, String> {
     match raw {
         None => Ok(RawArgs::default()),
         Some(raw) if raw.get() == "null" => Ok(RawArgs::default()),
-        Some(raw) => match flat_args(raw.get()).filter(|_| fast) {
+        Some(raw) => match fast.then(|| flat_args(raw.get())).flatten() {
             Some(args) => Ok(args),
             None => {
                 serde_json::from_str(raw.get()).map_err(|e| format!("`args`: {}", input::plain_message(&e.to_string())))
