@@ -117,6 +117,15 @@ static DENSE: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     out
 });
 
+/// A kernel-dense trace of about 2 MB: large enough that the reader splits its buffer over two
+/// threads.
+static DENSE_LARGE: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let spec = DenseSpec { kernels: 2_000, steps: 4, distinct_names: 40, rank: 0, world_size: 2 };
+    let mut out = Vec::new();
+    write_dense(&spec, &mut out).expect("writes");
+    out
+});
+
 /// [`damaged`], or the dense trace with the same damage.
 fn damaged_or_dense() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
@@ -349,6 +358,28 @@ proptest! {
             assert_one_line(&e.to_string())?;
             prop_assert!(e.to_string().contains("trace.json.gz"), "{}", e);
         }
+    }
+}
+
+proptest! {
+    // Two parses of 2 MB each per case (in a debug build): fewer cases.
+    #![proptest_config(ProptestConfig { cases: cases(24), ..ProptestConfig::default() })]
+
+    /// Where the reader splits its buffer over two threads, the document or the error is still
+    /// serde's, whatever the damage and wherever it falls (before, at or after the split).
+    #[test]
+    fn reading_on_two_threads_reads_exactly_as_serde_does(mutations in prop::collection::vec(mutation(), 0..3)) {
+        let mut doc = DENSE_LARGE.clone();
+        for m in &mutations {
+            apply(&mut doc, m);
+        }
+        let full = |r: Result<Document, commgate::trace::reader::ReadError>| match r {
+            Ok(d) => format!("{d:?}"),
+            Err(e) => format!("error {e}"),
+        };
+        let fast = full(parse_document(&doc[..]));
+        let serde = full(parse_document_without_fast_path(&doc[..], ReadLimits::default()));
+        prop_assert!(fast == serde, "the two readings differ");
     }
 }
 

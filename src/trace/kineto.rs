@@ -8,7 +8,8 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -228,6 +229,7 @@ pub fn parse_document_without_fast_path<R: Read>(input: R, limits: ReadLimits) -
 }
 
 fn parse_document_by<R: Read>(input: R, limits: ReadLimits, fast: bool) -> Result<Document, ReadError> {
+    let _reading = Reading::start();
     let mut s = JsonStream::new(input);
     let doc = parse_value(&mut s, limits, fast)?;
     // Data after the document is a sign of two files run together, or of garbage appended.
@@ -400,6 +402,9 @@ fn trace_elements<R: Read>(
         return s.expect(b']', "']'");
     }
     loop {
+        if b.fast && first.is_none() {
+            read_ahead_on_two_threads(s, b)?;
+        }
         let index = b.trace.num_events;
         if index >= b.limits.max_events {
             return Err(ReadError::TooManyEvents { limit: b.limits.max_events });
@@ -430,6 +435,123 @@ fn trace_elements<R: Read>(
         if !s.next_in_array()? {
             return Ok(());
         }
+    }
+}
+
+/// Documents being read in this process right now: a read splits its buffer over two threads
+/// only while fewer documents are being read than there are cores (files read side by side
+/// already keep them busy).
+static READING: AtomicUsize = AtomicUsize::new(0);
+
+/// One document's place in [`READING`], given back when the read ends however it ends.
+struct Reading;
+
+impl Reading {
+    fn start() -> Self {
+        READING.fetch_add(1, Ordering::Relaxed);
+        Reading
+    }
+
+    /// Whether a core is free for a helper thread.
+    fn core_to_spare() -> bool {
+        static CORES: OnceLock<usize> = OnceLock::new();
+        let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        READING.load(Ordering::Relaxed) < cores
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        READING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Buffered bytes from which the elements ahead are read on two threads: a quarter of the
+/// reader's buffer, so that a buffer topped up for one element is split too.
+const SPLIT_MIN: usize = 256 << 10;
+
+/// At an element start with a full buffer: reads the buffered elements on two threads, this
+/// one up to an element start near the middle and a helper from there, each through the fast
+/// path into its own builder, and appends the helper's to `b` when this thread reached exactly
+/// the helper's start (the guess could have fallen inside an element). Whatever either thread
+/// did not read (an element the fast path declines, one with an error, one cut off by the
+/// buffer's end, the last one before `]`) is left where it is, at an element start, for the
+/// one-at-a-time loop: so errors, their indices and offsets are the loop's own.
+fn read_ahead_on_two_threads<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) -> Result<(), ReadError> {
+    if !Reading::core_to_spare() {
+        return Ok(());
+    }
+    let buf = s.buffered(FAST_WINDOW)?;
+    if buf.len() < SPLIT_MIN {
+        return Ok(());
+    }
+    let Some(cut) = element_start_after(buf, buf.len() / 2) else {
+        return Ok(());
+    };
+    let limits = b.limits;
+    let (mine, theirs) = std::thread::scope(|scope| {
+        let helper = scope.spawn(|| {
+            let mut w = Builder::new(limits, true);
+            let read = read_run(&buf[cut..], &mut w, None);
+            (w, read)
+        });
+        (read_run(buf, b, Some(cut)), helper.join())
+    });
+    let mut consumed = mine;
+    if let (true, Ok((w, read))) = (mine == cut, theirs) {
+        if read > 0 && b.trace.num_events + w.trace.num_events <= limits.max_events {
+            b.absorb(w);
+            consumed = cut + read;
+        }
+    }
+    s.consume(consumed);
+    Ok(())
+}
+
+/// Where an element probably starts after `from`: just past a `},` that whitespace and a `{`
+/// follow (between two events; it may also be inside one, which the caller finds out).
+fn element_start_after(buf: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    for _ in 0..64 {
+        let i = at + memchr::memmem::find(buf.get(at..)?, b"},")?;
+        let mut j = i + 2;
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(j) {
+            j += 1;
+        }
+        if buf.get(j) == Some(&b'{') {
+            return Some(i + 2);
+        }
+        at = i + 2;
+    }
+    None
+}
+
+/// Reads elements from `slice` (which starts at an element start) through the fast path while
+/// each is followed by `,`, stopping at the first it does not read or, with `stop`, at the first
+/// element start at or past `stop`. Returns where it stopped: an element start.
+fn read_run(slice: &[u8], b: &mut Builder, stop: Option<usize>) -> usize {
+    let mut pos = 0;
+    loop {
+        if stop.is_some_and(|c| pos >= c) || b.trace.num_events >= b.limits.max_events {
+            return pos;
+        }
+        let Some((e, used)) = flat_event(&slice[pos..]).filter(|&(_, used)| used <= MAX_INLINE_VALUE) else {
+            return pos;
+        };
+        let mut after = pos + used;
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = slice.get(after) {
+            after += 1;
+        }
+        if slice.get(after) != Some(&b',') {
+            return pos;
+        }
+        // A failed push changed only these two; the loop reads the element again and reports.
+        let (events, fractional) = (b.trace.num_events, b.trace.fractional_ts);
+        if b.push(e).is_err() {
+            (b.trace.num_events, b.trace.fractional_ts) = (events, fractional);
+            return pos;
+        }
+        pos = after + 1;
     }
 }
 
@@ -522,6 +644,45 @@ impl Builder {
         self.trace.names.push(Arc::clone(&shared));
         self.name_ids.insert(shared, id);
         id
+    }
+
+    /// The index of a name already kept (capped) by another builder of the same file.
+    fn intern_kept(&mut self, name: &Arc<str>) -> u32 {
+        if let Some(&id) = self.name_ids.get(&**name) {
+            return id;
+        }
+        let id = self.trace.names.len() as u32;
+        self.trace.names.push(Arc::clone(name));
+        self.name_ids.insert(Arc::clone(name), id);
+        id
+    }
+
+    /// Appends what `w` read from the elements that follow this builder's: the same trace, in
+    /// the same order, as if this builder had read them itself (its names keep their order of
+    /// first appearance).
+    fn absorb(&mut self, w: Builder) {
+        let remap: Vec<u32> = w.trace.names.iter().map(|n| self.intern_kept(n)).collect();
+        let name = |id: u32| remap.get(id as usize).copied().unwrap_or(id);
+        let t = w.trace;
+        self.trace.kernels.extend(t.kernels.into_iter().map(|mut k| {
+            k.name = name(k.name);
+            k
+        }));
+        self.trace.stream_ops.extend(t.stream_ops.into_iter().map(|mut k| {
+            k.name = name(k.name);
+            k
+        }));
+        for (c, l) in t.launches.iter() {
+            self.trace.launches.insert(c, l);
+        }
+        self.trace.comm_ops.extend(t.comm_ops);
+        self.trace.gpu_annotations.extend(t.gpu_annotations);
+        self.trace.steps.extend(t.steps);
+        self.trace.gpu_steps.extend(t.gpu_steps);
+        self.trace.moe_markers |= t.moe_markers;
+        self.trace.fractional_ts |= t.fractional_ts;
+        self.trace.names_truncated |= t.names_truncated;
+        self.trace.num_events += t.num_events;
     }
 
     /// A string to keep, cut to the name limit (and the cut remembered for the note).
