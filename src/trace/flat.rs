@@ -95,8 +95,9 @@ pub fn text(value: &str) -> Option<Option<&str>> {
     }
 }
 
+/// The index of the first byte at or after `i` that is not JSON whitespace.
 #[inline]
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
+pub fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while let Some(b' ' | b'\n' | b'\r' | b'\t') = b.get(i) {
         i += 1;
     }

@@ -514,11 +514,7 @@ fn element_start_after(buf: &[u8], from: usize) -> Option<usize> {
     let mut at = from;
     for _ in 0..64 {
         let i = at + memchr::memmem::find(buf.get(at..)?, b"},")?;
-        let mut j = i + 2;
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = buf.get(j) {
-            j += 1;
-        }
-        if buf.get(j) == Some(&b'{') {
+        if buf.get(flat::skip_ws(buf, i + 2)) == Some(&b'{') {
             return Some(i + 2);
         }
         at = i + 2;
@@ -538,10 +534,7 @@ fn read_run(slice: &[u8], b: &mut Builder, stop: Option<usize>) -> usize {
         let Some((e, used)) = flat_event(&slice[pos..]).filter(|&(_, used)| used <= MAX_INLINE_VALUE) else {
             return pos;
         };
-        let mut after = pos + used;
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = slice.get(after) {
-            after += 1;
-        }
+        let after = flat::skip_ws(slice, pos + used);
         if slice.get(after) != Some(&b',') {
             return pos;
         }
