@@ -25,7 +25,7 @@ use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError, MAX_INLIN
 use crate::input;
 use crate::trace::attribute::CommEvent;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct RawEvent<'a> {
     #[serde(borrow, default)]
     ph: Option<Text<'a>>,
@@ -864,17 +864,7 @@ fn flat_args_prefix(b: &[u8]) -> Option<(RawArgs<'_>, usize)> {
 /// [`RawEvent`] through the fast path, with the bytes it used, when the element at the start
 /// of `b` has the common shape.
 fn flat_event<'a>(b: &'a [u8]) -> Option<(RawEvent<'a>, usize)> {
-    let mut e = RawEvent {
-        ph: None,
-        cat: None,
-        name: None,
-        ts: None,
-        dur: None,
-        pid: None,
-        tid: None,
-        args: None,
-        read_args: None,
-    };
+    let mut e = RawEvent::default();
     let mut seen = Seen::default();
     let mut read_args = None;
     // `args` is read as the scanner meets it (a first `args`; a repeated one declines anyway).
