@@ -121,6 +121,8 @@ pub struct AttributeConfig {
     pub paths: Vec<PathBuf>,
     pub format: Format,
     pub output: Option<PathBuf>,
+    /// Write a partial file there instead of a report.
+    pub partial: Option<PathBuf>,
     pub options: AttributeOptions,
     /// The seed rules' thresholds, for the mitigation and the follow-up.
     pub thresholds: Thresholds,
@@ -140,6 +142,7 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
         paths: args.paths,
         format,
         output: args.output,
+        partial: args.partial,
         options: AttributeOptions { compat, steps, comm_patterns, max_events: a.max_events },
         thresholds,
     })

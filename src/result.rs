@@ -307,7 +307,7 @@ pub fn parse_versioned<T: serde::de::DeserializeOwned>(text: &str, what: &str) -
 }
 
 /// "`rows[2].samples_ms[5]`: invalid type…": the field path, then the message in plain words.
-fn field_error<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>) -> String {
+pub(crate) fn field_error<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>) -> String {
     let path = e.path().to_string();
     let inner = crate::input::plain_message(&e.inner().to_string());
     if path == "." {

@@ -32,7 +32,8 @@ use crate::init;
 use crate::output::emit;
 use crate::report;
 use crate::report::Format;
-use crate::trace::load::attribute_paths;
+use crate::trace::load::{attribute_paths, partial_paths};
+use crate::trace::partial;
 use crate::{baseline, result};
 
 pub fn run(cli: Cli) -> Result<Outcome> {
@@ -57,6 +58,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     match cli.command {
         Command::Attribute(args) => {
             let cfg = config::attribute(args, &file)?;
+            if let Some(out) = &cfg.partial {
+                return write_partial(&cfg, out);
+            }
             let attribution = diagnose(attribute_paths(&cfg.paths, &cfg.options)?, &cfg.thresholds);
             print_notes(&attribution);
             let rendered = report::render_attribution(&attribution, cfg.format);
@@ -463,6 +467,20 @@ fn run_settings(settings: &BenchSettings, first: &Path, k: u32) -> BenchSettings
 
 /// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
 /// where a reader of the exit code looks.
+/// `commgate attribute --partial OUT`: the ranks given, reduced to a partial file.
+fn write_partial(cfg: &config::AttributeConfig, out: &Path) -> Result<Outcome> {
+    let reduced = partial_paths(&cfg.paths, &cfg.options)?;
+    let gzip = out.extension().is_some_and(|e| e == "gz");
+    crate::output::write_atomic(out, &partial::encode(&reduced, gzip))
+        .with_context(|| format!("{}: cannot write the partial file (does the directory exist?)", out.display()))?;
+    diag::info(format_args!(
+        "wrote {} ({}); combine the partial files of every node with `commgate attribute PARTIAL...`",
+        out.display(),
+        partial::describe(&reduced)
+    ));
+    Ok(Outcome::Passed)
+}
+
 fn print_notes(a: &crate::trace::attribute::Attribution) {
     for note in a.notes() {
         diag::note(report::escape::plain(&note, report::escape::TEXT));

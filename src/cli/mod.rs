@@ -311,6 +311,12 @@ pub struct AttributeArgs {
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// Reduce the ranks given (say one node's) to a partial file at OUT (gzip when OUT ends in
+    /// `.gz`) instead of a report; `commgate attribute PARTIAL...` combines partial files into
+    /// the report for all ranks.
+    #[arg(long, value_name = "OUT", conflicts_with = "output")]
+    pub partial: Option<PathBuf>,
+
     #[command(flatten)]
     pub thresholds: ThresholdsSection,
 }

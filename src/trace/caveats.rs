@@ -93,6 +93,11 @@ impl RankCoverage {
         out
     }
 
+    /// `ranks 0-3 of 8`: which ranks are present, compact whatever the world size.
+    pub fn held(&self) -> String {
+        format!("ranks {} of {}", ranges(&self.present()), self.world_size)
+    }
+
     /// `ranks 0-3 of 8: 4 missing (4-7)`: compact whatever the world size.
     pub fn summary(&self) -> String {
         format!(

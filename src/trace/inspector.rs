@@ -76,18 +76,22 @@ pub(crate) fn err(message: impl Into<String>) -> InspectorError {
 pub struct Sniffed {
     pub reader: Box<dyn Read + Send>,
     pub inspector: bool,
+    /// A commgate partial file ([`super::partial::is_partial`]), told by its first key.
+    pub partial: bool,
 }
 
 /// Tells an Inspector log from a profiler trace. A file is read as one when its name (less a
 /// `.gz`) ends in `.log` or `.jsonl`, the names the plugin and its users give it, or when its
 /// first non-blank line is a JSON object with `header` and `coll_perf` (or `p2p_perf`): a
 /// Kineto trace is one JSON document and never has those keys together at its top level.
-/// At most [`MAX_LINE_BYTES`] are looked at, and none is lost.
+/// The same first line tells a commgate partial file. At most [`MAX_LINE_BYTES`] are looked at,
+/// and none is lost.
 pub fn sniff(path: &Path, reader: Box<dyn Read + Send>) -> io::Result<Sniffed> {
     let mut buffered = BufReader::with_capacity(1 << 16, reader);
     let mut head = Vec::new();
     let by_name = is_log_name(path);
     let mut by_content = false;
+    let mut partial = false;
     while !by_name && head.len() <= MAX_LINE_BYTES {
         let start = head.len();
         let n = (&mut buffered).take((MAX_LINE_BYTES + 1 - start) as u64).read_until(b'\n', &mut head)?;
@@ -98,11 +102,12 @@ pub fn sniff(path: &Path, reader: Box<dyn Read + Send>) -> io::Result<Sniffed> {
             }
             continue;
         }
-        by_content = is_record_line(line);
+        partial = super::partial::is_partial(line);
+        by_content = !partial && is_record_line(line);
         break;
     }
     let reader: Box<dyn Read + Send> = Box::new(Cursor::new(head).chain(buffered));
-    Ok(Sniffed { reader, inspector: by_name || by_content })
+    Ok(Sniffed { reader, inspector: by_name || by_content, partial })
 }
 
 /// `*.log`, `*.jsonl`, plain or `.gz`.

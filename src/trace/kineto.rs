@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use super::classify::{dtype_size, is_moe_marker, is_profiler_step};
 use super::events::{self, RawSeedEvent};
 use super::flat;
-use super::limits::{cap_name, ReadLimits};
+use super::limits::{cap_name, ReadLimits, MAX_ABS_NS};
 pub use super::model::Document;
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
 use super::reader::Keep;
@@ -588,11 +588,6 @@ where
         .map_err(|e| ReadError::Syntax { offset, message: input::plain_message(&e.to_string()) })?;
     Ok(f(value))
 }
-
-/// The largest |`ts`| and `dur` accepted, 2^61 ns (73 years): far beyond any real trace, even
-/// one stamped in microseconds since 1970, and small enough that `ts + dur` and the difference
-/// of any two such ends fit in an `i64`, so attribution never overflows.
-const MAX_ABS_NS: Ns = 1 << 61;
 
 /// Accumulates one rank's events.
 struct Builder {

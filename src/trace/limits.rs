@@ -25,6 +25,12 @@ pub const MAX_NAME_BYTES: usize = 4096;
 /// of further names are counted under [`OTHER_COLLECTIVES`] and the report says so.
 pub const MAX_DISTINCT_COLLECTIVES: usize = 10_000;
 
+/// The largest |time| and duration accepted, in nanoseconds: 2^61 ns (73 years), far beyond any
+/// real trace, even one stamped in microseconds since 1970, and small enough that `ts + dur` and
+/// the difference of any two such ends fit in an `i64`, so attribution never overflows. Every
+/// reader (Kineto, Nsight Systems, partial files) holds its times to it.
+pub const MAX_ABS_NS: i64 = 1 << 61;
+
 /// The collective that names past [`MAX_DISTINCT_COLLECTIVES`] are counted under.
 pub const OTHER_COLLECTIVES: &str = "(other collectives)";
 

@@ -3,15 +3,17 @@
 //! files in parallel (one rank per thread, as many threads as cores), resolves each rank, and
 //! turns every failure into one [`LoadError`] that names the file and what to do.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::attribute::{self, AttributeOptions, Attribution, Compat, RankAnalysis};
+use super::attribute::{self, AttributeOptions, Attribution, Compat};
 use super::classify::rank_from_file_name;
 use super::kineto::{parse_document_with, Document};
 use super::limits::ReadLimits;
 use super::model::RankTrace;
+use super::partial::{self, Partial, PartialError, ReducedRank};
 use super::reader::ReadError;
 use super::{inspector, nsys};
 use crate::input;
@@ -31,48 +33,141 @@ impl LoadError {
     }
 }
 
-/// Loads `paths` and attributes them: the whole `commgate attribute` computation.
+/// Loads `paths` and attributes them: the whole `commgate attribute` computation. Partial files
+/// among the inputs ([`partial`]) bring their ranks' analyses, read as they were written.
 ///
 /// Each worker parses a rank and reduces it to its [`RankAnalysis`] at once, so only one raw
 /// trace per core is alive at a time: peak memory is a few MB per core plus the small analyses.
 pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Attribution, LoadError> {
+    let (ranks, format) = match gather(paths, opts, false)? {
+        Gathered::Events { files, events } => {
+            let names = files.iter().map(|f| f.display().to_string()).collect();
+            return Ok(attribute::attribute_events(names, &events));
+        }
+        Gathered::Ranks { ranks, format } => (ranks, format),
+    };
+    // HTA picks its window from the step names of all ranks together; a rank whose own names
+    // disagree with that choice is analysed again (rare: it needs ranks with different steps):
+    // its trace is read again, or a partial file holds that analysis too.
+    let global = job_has_step_names(&ranks);
+    let limits = opts.read_limits();
+    let mut analyses = Vec::with_capacity(ranks.len());
+    for (r, origin) in ranks {
+        let local = r.step_names.len() >= 2;
+        if opts.compat != Compat::Hta || local == global {
+            analyses.push(r.analysis);
+            continue;
+        }
+        let rank = r.analysis.rank;
+        analyses.push(match origin {
+            Origin::Trace(path) => {
+                let mut t = reread_rank(&path, rank, limits)?;
+                t.rank = Some(rank);
+                attribute::analyze_rank(&t, opts, global)
+            }
+            Origin::Partial(path) => r.other.ok_or_else(|| {
+                LoadError::new(
+                    &path,
+                    format!(
+                        "lacks rank {rank}'s analysis under the window the other ranks' steps set; \
+                         write it again with `commgate attribute --partial` from the same commgate version"
+                    ),
+                )
+            })?,
+        });
+    }
+    let mut attribution = attribute::attribute_analyses(analyses, opts);
+    if let Some(format) = format {
+        attribution.source.format = format;
+    }
+    Ok(attribution)
+}
+
+/// Loads `paths` (traces, or partial files themselves) and reduces their ranks to one partial
+/// file's content: what `commgate attribute --partial OUT` writes.
+pub fn partial_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Partial, LoadError> {
+    match gather(paths, opts, true)? {
+        Gathered::Events { files, .. } => Err(LoadError::new(
+            files.first().map_or(Path::new("."), PathBuf::as_path),
+            "holds seed events; partial files are written from profiler traces (attribute seed events directly)",
+        )),
+        Gathered::Ranks { ranks, format } => Ok(Partial {
+            format,
+            settings: partial::Settings::of(opts),
+            ranks: ranks.into_iter().map(|(r, _)| r).collect(),
+        }),
+    }
+}
+
+/// Whether the job has two or more distinct step names over all its ranks (HTA's window).
+fn job_has_step_names(ranks: &[(ReducedRank, Origin)]) -> bool {
+    let mut names: Vec<&str> = ranks.iter().flat_map(|(r, _)| r.step_names.iter().map(String::as_str)).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len() >= 2
+}
+
+/// Where a rank's analysis came from.
+enum Origin {
+    /// Its trace, which can be read again.
+    Trace(PathBuf),
+    /// A partial file.
+    Partial(PathBuf),
+}
+
+/// Every input, read and reduced.
+enum Gathered {
+    /// Seed events (from these files).
+    Events { files: Vec<PathBuf>, events: Vec<CommEvent> },
+    /// Ranks, sorted and each once, of one trace format (`None`: Kineto).
+    Ranks { ranks: Vec<(ReducedRank, Origin)>, format: Option<String> },
+}
+
+/// Reads every input in parallel and reduces each rank: traces to their analyses, partial files
+/// to the analyses they hold (written with the same settings). `keep_other` keeps, under
+/// `--compat hta`, the second analysis a partial file needs ([`ReducedRank::other`]).
+fn gather(paths: &[PathBuf], opts: &AttributeOptions, keep_other: bool) -> Result<Gathered, LoadError> {
     let files = collect_files(paths)?;
     let limits = opts.read_limits();
+    let settings = partial::Settings::of(opts);
     let single = files.len() == 1;
     // Each worker reads a file and reduces its ranks (one per GPU of a multi-GPU Nsight Systems
     // export) to their analyses at once, so only one raw file per core is alive at a time.
-    let read = map_parallel(&files, |path| {
-        let input = read_input(path, limits)?;
-        let loaded = input
-            .docs
-            .into_iter()
-            .map(|doc| {
-                Ok(match doc {
-                    Document::Timeline(mut t) => {
-                        t.rank = Some(resolve_rank(&t, single)?);
-                        let names = step_names(&t);
-                        let analysis = attribute::analyze_rank(&t, opts, names.len() >= 2);
-                        Loaded::Rank(Box::new(analysis), names)
-                    }
-                    Document::Events(events) => Loaded::Events(events),
+    let read = map_parallel(&files, |path| match read_any(path, limits)? {
+        Read::Partial(p) => {
+            if let Some(why) = p.settings.mismatch(&settings) {
+                return Err(LoadError::new(path, PartialError::Settings(why).to_string()));
+            }
+            let ranks = p.ranks.into_iter().map(|r| Loaded::Rank(Box::new(r), true)).collect();
+            Ok((ranks, p.format))
+        }
+        Read::Traces(input) => {
+            let loaded = input
+                .docs
+                .into_iter()
+                .map(|doc| {
+                    Ok(match doc {
+                        Document::Timeline(mut t) => {
+                            t.rank = Some(resolve_rank(&t, single)?);
+                            Loaded::Rank(Box::new(reduce(&t, opts, keep_other)), false)
+                        }
+                        Document::Events(events) => Loaded::Events(events),
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, LoadError>>()?;
-        Ok((loaded, input.format))
+                .collect::<Result<Vec<_>, LoadError>>()?;
+            Ok((loaded, input.format))
+        }
     })?;
     let (loaded, formats): (Vec<Vec<Loaded>>, Vec<Option<String>>) = read.into_iter().unzip();
     let format = one_trace_format(&files, &formats)?;
-    let mut analyses = Vec::new();
-    let mut all_steps: Vec<String> = Vec::new();
+    let mut ranks = Vec::new();
     let mut events = Vec::new();
     let mut event_files = Vec::new();
     for (path, ls) in files.iter().zip(loaded) {
         for l in ls {
             match l {
-                Loaded::Rank(a, names) => {
-                    all_steps.extend(names.iter().cloned());
-                    analyses.push((*a, names.len()));
-                }
+                Loaded::Rank(r, false) => ranks.push((*r, Origin::Trace(path.clone()))),
+                Loaded::Rank(r, true) => ranks.push((*r, Origin::Partial(path.clone()))),
                 Loaded::Events(e) => {
                     events.extend(e);
                     event_files.push(path.clone());
@@ -80,33 +175,51 @@ pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Att
             }
         }
     }
-    check_one_format(!analyses.is_empty(), &event_files)?;
-    if analyses.is_empty() {
-        let names = event_files.iter().map(|f| f.display().to_string()).collect();
-        return Ok(attribute::attribute_events(names, &events));
+    check_one_format(!ranks.is_empty(), &event_files)?;
+    if ranks.is_empty() {
+        return Ok(Gathered::Events { files: event_files, events });
     }
-    check_unique_ranks(analyses.iter().map(|(a, _)| (a.rank, Path::new(a.file.as_str()))))?;
-    // HTA picks its window from the step names of all ranks together; a rank whose own names
-    // disagree with that choice is analysed again (rare: it needs ranks with different steps).
-    all_steps.sort_unstable();
-    all_steps.dedup();
-    let global = all_steps.len() >= 2;
-    let mut ranks = Vec::with_capacity(analyses.len());
-    for (a, local) in analyses {
-        if opts.compat == Compat::Hta && (local >= 2) != global {
-            let mut t = reread_rank(Path::new(&a.file), a.rank, limits)?;
-            t.rank = Some(a.rank);
-            ranks.push(attribute::analyze_rank(&t, opts, global));
-        } else {
-            ranks.push(a);
+    check_each_rank_once(&ranks)?;
+    ranks.sort_by_key(|(r, _)| r.analysis.rank);
+    Ok(Gathered::Ranks { ranks, format })
+}
+
+/// One rank's trace reduced to what cross-rank attribution needs.
+fn reduce(t: &RankTrace, opts: &AttributeOptions, keep_other: bool) -> ReducedRank {
+    let step_names = step_names(t);
+    let local = step_names.len() >= 2;
+    let analysis = attribute::analyze_rank(t, opts, local);
+    let other = (keep_other && opts.compat == Compat::Hta && !local).then(|| attribute::analyze_rank(t, opts, true));
+    ReducedRank { analysis, step_names, other }
+}
+
+/// Two inputs that hold one rank are an error naming both; where a partial file is one of them,
+/// the advice says how partial files go together.
+fn check_each_rank_once(ranks: &[(ReducedRank, Origin)]) -> Result<(), LoadError> {
+    let path = |o: &Origin| match o {
+        Origin::Trace(p) | Origin::Partial(p) => p.clone(),
+    };
+    let traces = ranks.iter().all(|(_, o)| matches!(o, Origin::Trace(_)));
+    if traces {
+        return check_unique_ranks(ranks.iter().map(|(r, o)| match o {
+            Origin::Trace(p) | Origin::Partial(p) => (r.analysis.rank, p.as_path()),
+        }));
+    }
+    let mut seen: HashMap<u32, &Origin> = HashMap::with_capacity(ranks.len());
+    for (r, origin) in ranks {
+        let rank = r.analysis.rank;
+        if let Some(other) = seen.insert(rank, origin) {
+            return Err(LoadError::new(
+                &path(origin),
+                format!(
+                    "holds rank {rank}, like {}; pass each node's partial file once, and no trace of a rank \
+                     that a partial file holds",
+                    path(other).display()
+                ),
+            ));
         }
     }
-    ranks.sort_by_key(|r| r.rank);
-    let mut attribution = attribute::attribute_analyses(ranks, opts);
-    if let Some(format) = format {
-        attribution.source.format = format;
-    }
-    Ok(attribution)
+    Ok(())
 }
 
 /// One input file, read: its documents (one per GPU for an Nsight Systems export of several)
@@ -159,21 +272,35 @@ fn reread_rank(path: &Path, rank: u32, limits: ReadLimits) -> Result<RankTrace, 
         .ok_or_else(|| LoadError::new(path, "changed while being read; run again"))
 }
 
-/// Reads one input file of any kind: Kineto JSON or seed events (plain or gzip), an Nsight
-/// Systems SQLite export (told by its header, whatever its name), or a `.nsys-rep` report
-/// (exported through `nsys` first).
+/// Reads one trace file of any kind: Kineto JSON or seed events (plain or gzip), an Nsight
+/// Systems SQLite export (told by its header, whatever its name), a `.nsys-rep` report
+/// (exported through `nsys` first) or an NCCL Inspector log.
 pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
+    match read_any(path, limits)? {
+        Read::Traces(input) => Ok(input),
+        Read::Partial(_) => Err(LoadError::new(path, "is a commgate partial file, not a trace; `commgate attribute` combines it")),
+    }
+}
+
+/// What one input file holds.
+enum Read {
+    Traces(Input),
+    Partial(Partial),
+}
+
+/// Reads one input file of any kind: a trace ([`read_input`]) or a partial file.
+fn read_any(path: &Path, limits: ReadLimits) -> Result<Read, LoadError> {
     let opened = input::open(path).map_err(|e| LoadError::new(path, e.to_string()))?;
     if opened.sqlite {
         drop(opened);
-        return read_nsys(path, path, limits);
+        return read_nsys(path, path, limits).map(Read::Traces);
     }
     if nsys::export::is_report_name(path) {
         drop(opened);
         let dir = tempfile::tempdir()
             .map_err(|e| LoadError::new(path, format!("no temporary directory for the export: {e}")))?;
         let exported = nsys::export::export(path, dir.path()).map_err(|e| LoadError::new(path, e.to_string()))?;
-        return read_nsys(path, &exported, limits);
+        return read_nsys(path, &exported, limits).map(Read::Traces);
     }
     if path.extension().is_some_and(|e| e == "sqlite") {
         return Err(LoadError::new(
@@ -183,19 +310,22 @@ pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
     }
     let gzip = opened.gzip;
     let sniffed = inspector::sniff(path, opened.reader).map_err(|e| LoadError::new(path, describe_io(&e, gzip)))?;
+    if sniffed.partial {
+        return partial::read(sniffed.reader, limits).map(Read::Partial).map_err(|e| LoadError::new(path, e.to_string()));
+    }
     if sniffed.inspector {
         let file =
             inspector::read_log(sniffed.reader, limits, gzip).map_err(|e| LoadError::new(path, e.to_string()))?;
         let mut trace = file.trace;
         trace.file = path.to_path_buf();
-        return Ok(Input {
+        return Ok(Read::Traces(Input {
             docs: vec![Document::Timeline(Box::new(trace))],
             format: Some(inspector::format_name(file.version.as_deref())),
-        });
+        }));
     }
     let opened = input::Opened { reader: sniffed.reader, gzip, sqlite: false };
     let doc = parse_opened(path, opened, limits)?;
-    Ok(Input { docs: vec![doc], format: None })
+    Ok(Read::Traces(Input { docs: vec![doc], format: None }))
 }
 
 /// A read that failed before any parser ran (while telling the format apart).
@@ -223,18 +353,20 @@ fn read_nsys(shown: &Path, db: &Path, limits: ReadLimits) -> Result<Input, LoadE
     Ok(Input { docs, format: Some(nsys::format_name(file.version.as_deref())) })
 }
 
-/// What a worker hands back for one file.
+/// What a worker hands back for one file: ranks (`true` when a partial file held them) or
+/// seed events.
 enum Loaded {
-    Rank(Box<RankAnalysis>, Vec<String>),
+    Rank(Box<ReducedRank>, bool),
     Events(Vec<CommEvent>),
 }
 
-/// The distinct `ProfilerStep#` names of a rank (the GPU timeline's copies hold the same names).
+/// The first two distinct `ProfilerStep#` names of a rank, ascending (the GPU timeline's copies
+/// hold the same names): all that the HTA window's choice needs.
 fn step_names(t: &RankTrace) -> Vec<String> {
-    let mut names: Vec<String> = t.steps.iter().chain(&t.gpu_steps).map(|s| s.name.clone()).collect();
+    let mut names: Vec<&str> = t.steps.iter().chain(&t.gpu_steps).map(|s| s.name.as_str()).collect();
     names.sort_unstable();
     names.dedup();
-    names
+    names.into_iter().take(2).map(str::to_string).collect()
 }
 
 /// Expands directories (their `*.json`, `*.gz`, `*.sqlite` and `*.nsys-rep` files, and NCCL

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use super::classify::is_moe_marker;
-use super::limits::{cap_name, ReadLimits, MAX_NAME_BYTES, RAISE_HINT};
+use super::limits::{cap_name, ReadLimits, MAX_ABS_NS, MAX_NAME_BYTES, RAISE_HINT};
 use super::model::{Kernel, KernelCat, Launch, Launches, RankTrace};
 
 /// The table without which a file is no GPU trace.
@@ -266,8 +266,6 @@ pub(crate) fn strings_by_id(limit: usize) -> String {
     format!("(SELECT id, substr(value, 1, {}) AS v FROM {STRINGS_TABLE} GROUP BY id)", limit + 1)
 }
 
-/// Times a row may hold, ns (as a Kineto trace's): sums and differences of them cannot overflow.
-const MAX_ABS_NS: i64 = 1 << 61;
 /// The largest `deviceId` taken: a GPU's index in the process (a rank, with several), never a
 /// world of four billion ranks.
 const MAX_DEVICE_ID: i64 = 65_535;
