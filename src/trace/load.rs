@@ -278,7 +278,9 @@ fn reread_rank(path: &Path, rank: u32, limits: ReadLimits) -> Result<RankTrace, 
 pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
     match read_any(path, limits)? {
         Read::Traces(input) => Ok(input),
-        Read::Partial(_) => Err(LoadError::new(path, "is a commgate partial file, not a trace; `commgate attribute` combines it")),
+        Read::Partial(_) => {
+            Err(LoadError::new(path, "is a commgate partial file, not a trace; `commgate attribute` combines it"))
+        }
     }
 }
 
@@ -311,7 +313,9 @@ fn read_any(path: &Path, limits: ReadLimits) -> Result<Read, LoadError> {
     let gzip = opened.gzip;
     let sniffed = inspector::sniff(path, opened.reader).map_err(|e| LoadError::new(path, describe_io(&e, gzip)))?;
     if sniffed.partial {
-        return partial::read(sniffed.reader, limits).map(Read::Partial).map_err(|e| LoadError::new(path, e.to_string()));
+        return partial::read(sniffed.reader, limits)
+            .map(Read::Partial)
+            .map_err(|e| LoadError::new(path, e.to_string()));
     }
     if sniffed.inspector {
         let file =

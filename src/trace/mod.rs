@@ -11,7 +11,7 @@ pub mod kineto;
 pub mod limits;
 pub mod load;
 pub mod model;
-pub mod partial;
 pub mod nsys;
+pub mod partial;
 pub mod reader;
 pub mod scan;

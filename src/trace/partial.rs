@@ -94,11 +94,7 @@ impl Settings {
             Some(format!("steps {} (this run: steps {})", steps(self.steps), steps(run.steps)))
         } else if self.comm_patterns != run.comm_patterns {
             let list = |p: &[String]| if p.is_empty() { "none".to_string() } else { p.join(", ") };
-            Some(format!(
-                "comm patterns {} (this run: {})",
-                list(&self.comm_patterns),
-                list(&run.comm_patterns)
-            ))
+            Some(format!("comm patterns {} (this run: {})", list(&self.comm_patterns), list(&run.comm_patterns)))
         } else {
             None
         }
@@ -204,9 +200,9 @@ pub fn read(mut reader: impl Read, limits: ReadLimits) -> Result<Partial, Partia
 /// rather than as damaged.
 fn version_of(bytes: &[u8]) -> Result<u64, PartialError> {
     let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
-    let rest = bytes[start..].strip_prefix(MARKER).ok_or_else(|| {
-        PartialError::Damaged("it does not begin with `{\"commgate_partial\":`".to_string())
-    })?;
+    let rest = bytes[start..]
+        .strip_prefix(MARKER)
+        .ok_or_else(|| PartialError::Damaged("it does not begin with `{\"commgate_partial\":`".to_string()))?;
     let rest = &rest[rest.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(rest.len())..];
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     std::str::from_utf8(&rest[..digits])
@@ -584,7 +580,15 @@ mod tests {
     use crate::trace::classify::CommPattern;
 
     fn kernel(ts: Ns, dur: Ns, collective: &str, key: MatchKey) -> CommKernel {
-        CommKernel { ts, end: ts + dur, collective: Arc::from(collective), payload: Some(1 << 20), key, step: 0, group_size: Some(8) }
+        CommKernel {
+            ts,
+            end: ts + dur,
+            collective: Arc::from(collective),
+            payload: Some(1 << 20),
+            key,
+            step: 0,
+            group_size: Some(8),
+        }
     }
 
     fn analysis(rank: u32) -> RankAnalysis {
@@ -642,7 +646,11 @@ mod tests {
             format: None,
             settings: Settings::of(&opts),
             ranks: vec![
-                ReducedRank { analysis: analysis(0), step_names: vec!["ProfilerStep#1".into()], other: Some(analysis(0)) },
+                ReducedRank {
+                    analysis: analysis(0),
+                    step_names: vec!["ProfilerStep#1".into()],
+                    other: Some(analysis(0)),
+                },
                 ReducedRank { analysis: analysis(3), step_names: vec![], other: None },
             ],
         }
@@ -691,8 +699,11 @@ mod tests {
             (json.replacen("\"total_ns\":\"1234.5\"", "\"total_ns\":\"NaN\"", 1), "not a finite number"),
             (json.replacen("\"ts_delta\":[1700000000000000000", "\"ts_delta\":[9223372036854775807", 1), "outside"),
             (json.replacen("\"rank\":3", "\"rank\":0", 2), "rank 0 appears twice"),
-            (json.replacen("\"moe_markers\":true", "\"moe_markers\":true,\"extra\":1", 1), "`ranks[0].analysis.extra`: unknown key `extra`"),
-            (json[..json.len() / 2].to_string(), "EOF"),
+            (
+                json.replacen("\"moe_markers\":true", "\"moe_markers\":true,\"extra\":1", 1),
+                "`ranks[0].analysis.extra`: unknown key `extra`",
+            ),
+            (json[..json.len() / 2].to_string(), "the JSON ends early"),
         ];
         for (text, expected) in cases {
             let err = read_back(text.as_bytes()).unwrap_err().to_string();
