@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install a released commgate binary: scripts/install-commgate.sh VERSION DEST
 #
-# Downloads commgate-VERSION-TARGET.tar.gz and its .sha256 from the GitHub release vVERSION
+# VERSION is a release version, 0.1.0 or v0.1.0. Downloads commgate-VERSION-TARGET.tar.gz and its .sha256 from the GitHub release vVERSION
 # (TARGET: x86_64-unknown-linux-gnu or aarch64-unknown-linux-gnu, from `uname -m`), checks the
 # SHA-256, and installs the binary as DEST/commgate. DEST is a directory (created if missing).
 #
@@ -16,8 +16,10 @@
 #                              allows plain http (for tests on 127.0.0.1).
 #
 # Exit: 0 installed; 3 no release asset for this version and OS/architecture (the caller may build
-# from source instead); 1 anything else: bad arguments, network failure, a missing or wrong
-# checksum (never a reason to fall back), an unsafe DEST.
+# from source instead: `cargo install --locked --path .` in a checkout); 1 anything else: bad
+# arguments, a failed download (one line naming the URL and curl's reason), a missing or wrong
+# checksum (never a reason to fall back), an unsafe DEST. On failure nothing is left behind: no
+# temporary file, and no DEST directory that this run created.
 set -euo pipefail
 umask 022
 
@@ -28,16 +30,16 @@ die() {
   exit 1
 }
 no_asset() {
-  echo "install-commgate: no release asset: $*" >&2
+  echo "install-commgate: no release asset: $*; build it from source instead: cargo install --locked --path . (in a checkout of commgate v$version)" >&2
   exit 3
 }
 
 [ "$#" -eq 2 ] || die "usage: install-commgate.sh VERSION DEST (e.g. 0.1.0 ~/.local/bin)"
-version=$1
+version=${1#v}
 dest=$2
 # A release version only (it becomes part of a URL and of file names): 1.2.3 or 1.2.3-rc.1.
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] ||
-  die "VERSION must look like 1.2.3 (or 1.2.3-rc.1), got '$version'"
+  die "VERSION must look like 1.2.3 or v1.2.3 (or 1.2.3-rc.1), got '$1'"
 [ -n "$dest" ] || die "DEST (the directory to install into) is empty"
 
 # --- which asset ---------------------------------------------------------------------------------
@@ -76,28 +78,59 @@ url="$base/v$version/$asset"
 # mktemp (O_EXCL: never through an existing name) and renamed over the final name; rename(2)
 # replaces a symlink at DEST/commgate instead of writing through it.
 [ -L "$dest" ] && die "DEST $dest is a symbolic link; refusing to install through it (remove it or pass the real directory)"
+# The directories this run creates (DEST and any missing parent), outermost first: on failure
+# they are removed again, each only if still empty, so a failed install leaves no empty DEST.
+created=()
+dir=$dest
+while [ ! -e "$dir" ] && [ ! -L "$dir" ]; do
+  created=("$dir" ${created[@]+"${created[@]}"})
+  parent=$(dirname -- "$dir")
+  [ "$parent" != "$dir" ] || break
+  dir=$parent
+done
 mkdir -p -- "$dest" || die "cannot create DEST $dest"
 [ -d "$dest" ] && [ ! -L "$dest" ] || die "DEST $dest is not a directory"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/commgate-install.XXXXXX")
 tmp_archive=""
 tmp_bin=""
-# Nothing half-written is left behind: the work directory and any temp name in DEST go on exit.
+# Nothing half-written is left behind: the work directory and any temp name in DEST go on exit,
+# and on failure the directories this run created (innermost first; rmdir removes only empty ones).
 cleanup() {
+  local rc=$? i
   rm -rf -- "$work"
   if [ -n "$tmp_archive" ]; then rm -f -- "$tmp_archive"; fi
   if [ -n "$tmp_bin" ]; then rm -f -- "$tmp_bin"; fi
+  if [ "$rc" -ne 0 ]; then
+    for ((i = ${#created[@]} - 1; i >= 0; i--)); do
+      rmdir -- "${created[i]}" 2>/dev/null || break
+    done
+  fi
 }
 trap cleanup EXIT
 
 # curl: https only (unless the base URL was set explicitly), redirects only to https (GitHub
 # redirects release downloads to its object store), retries on transient errors, bounded time.
-# Prints the final HTTP status; curl's own exit status is returned.
+# Prints the final HTTP status; curl's own exit status is returned, its error message is kept in
+# $work/curl.err for download_failed.
 fetch() { # URL OUTFILE
   curl --silent --show-error --fail --location \
     --proto "$protocols" --proto-redir "$protocols" \
     --retry 3 --retry-delay 2 --connect-timeout 15 --max-time 300 \
-    --write-out '%{http_code}' --output "$2" -- "$1"
+    --write-out '%{http_code}' --output "$2" -- "$1" 2>"$work/curl.err"
+}
+
+# One line of our own instead of curl's: the URL, curl's reason (its last message, without the
+# `curl: (N) ` prefix), and what to do. Exit 1.
+download_failed() { # URL CURL_EXIT
+  local reason=""
+  if [ -s "$work/curl.err" ]; then
+    reason=$(tail -n 1 -- "$work/curl.err" | tr -d '\r')
+    reason=${reason#curl: }
+    reason=$(printf '%s' "$reason" | sed 's/^([0-9]*) //')
+  fi
+  echo "install-commgate: could not download $1 (curl: ${reason:-exit $2}); check this machine's network access to ${base%%/releases/*} (and its proxy settings), or set COMMGATE_RELEASE_BASE_URL to a mirror of the releases" >&2
+  exit 1
 }
 
 sha256_of() { # FILE
@@ -116,15 +149,14 @@ if [ "$status" -ne 0 ]; then
   if [ "$code" = 404 ]; then
     # No checksum: either there is no asset (fall back) or the release is incomplete (fail closed).
     status=0
-    code=$(curl --silent --output /dev/null --location --head --proto "$protocols" \
+    code=$(curl --silent --show-error --output /dev/null --location --head --proto "$protocols" \
       --proto-redir "$protocols" --connect-timeout 15 --max-time 60 \
-      --write-out '%{http_code}' -- "$url") || status=$?
-    if [ "$status" -eq 0 ] && [ "$code" = 404 ]; then
-      no_asset "$url (HTTP 404): no commgate $version for $target"
-    fi
+      --write-out '%{http_code}' -- "$url" 2>"$work/curl.err") || status=$?
+    [ "$status" -eq 0 ] || download_failed "$url" "$status"
+    [ "$code" = 404 ] && no_asset "$url (HTTP 404): no commgate $version for $target"
     die "$url exists but its checksum $url.sha256 does not (HTTP 404); refusing an unverified binary"
   fi
-  die "downloading $url.sha256 failed (HTTP ${code:-none}, curl exit $status)"
+  download_failed "$url.sha256" "$status"
 fi
 # One line, `HEX  NAME` (sha256sum's format), for exactly this asset.
 read -r want_sum want_name _ <"$work/asset.sha256" || true
@@ -145,7 +177,7 @@ else
   code=$(fetch "$url" "$work/$asset") || status=$?
   if [ "$status" -ne 0 ]; then
     [ "$code" = 404 ] && no_asset "$url (HTTP 404): no commgate $version for $target"
-    die "downloading $url failed (HTTP ${code:-none}, curl exit $status)"
+    download_failed "$url" "$status"
   fi
   got_sum=$(sha256_of "$work/$asset")
   [ "$got_sum" = "$want_sum" ] ||

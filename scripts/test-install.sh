@@ -5,7 +5,7 @@
 # (vVERSION/commgate-VERSION-TARGET.tar.gz holding commgate-VERSION-TARGET/commgate, plus
 # ASSET.sha256 in sha256sum's format); a tiny shell script stands in for the binary. Versions:
 #   0.9.0 good; 0.9.1 archive whose checksum was tampered; 0.9.2 absent; 0.9.3 archive without
-#   a checksum.
+#   a checksum. A closed port on 127.0.0.1 stands in for a network failure.
 # Exit 0 when every case behaves; 1 with the first failing case named.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +83,12 @@ expect_rc 0 "good version"
 no_leftovers "$dest" "good version"
 echo "ok: good version installed and runs"
 
+# a leading v (the tag's name) is accepted.
+run_install v0.9.0 "$tmp/dest-v"
+expect_rc 0 "version with a leading v"
+[ "$("$tmp/dest-v/commgate" --version)" = "commgate 0.9.0" ] || fail "version with a leading v: the installed binary does not run"
+echo "ok: v0.9.0 is accepted as 0.9.0"
+
 # reuse: the kept archive is used when it still matches the (re-downloaded) checksum...
 mv "$site/v0.9.0/commgate-0.9.0-$target.tar.gz" "$tmp/held-back.tar.gz"
 printf '#!/bin/sh\necho planted\n' >"$dest/commgate"
@@ -100,22 +106,42 @@ grep -q "reusing" "$tmp/out" && fail "changed kept archive: reused although its 
 [ "$("$dest/commgate" --version)" = "commgate 0.9.0" ] || fail "changed kept archive: binary not reinstalled"
 echo "ok: a changed kept archive is downloaded again"
 
-# tampered: exit 1, nothing installed.
-dest="$tmp/dest-tampered"
+# tampered: exit 1, nothing installed, and the DEST it created (with its parents) removed again.
+dest="$tmp/new-parent/dest-tampered"
 run_install 0.9.1 "$dest"
 expect_rc 1 "tampered checksum"
 grep -q "checksum mismatch" "$tmp/out" || fail "tampered checksum: no mismatch message: $(cat "$tmp/out")"
 [ ! -e "$dest/commgate" ] || fail "tampered checksum: a binary was installed"
 [ ! -e "$dest/commgate-0.9.1-$target.tar.gz" ] || fail "tampered checksum: the archive was kept"
-no_leftovers "$dest" "tampered checksum"
-echo "ok: tampered archive refused (exit 1), nothing installed"
+[ ! -e "$tmp/new-parent" ] || fail "tampered checksum: left the directories it created: $(find "$tmp/new-parent")"
+echo "ok: tampered archive refused (exit 1), nothing installed, no empty DEST left"
 
-# missing version: exit 3 (the Action falls back to building from source).
+# missing version: exit 3 (the Action falls back to building from source), saying how to build.
 dest="$tmp/dest-missing"
 run_install 0.9.2 "$dest"
 expect_rc 3 "missing version"
-[ ! -e "$dest/commgate" ] || fail "missing version: something was installed"
-echo "ok: missing version exits 3"
+[ ! -e "$dest" ] || fail "missing version: left the DEST it created: $(ls -a "$dest")"
+grep -qF "cargo install --locked --path ." "$tmp/out" || fail "missing version: no 'cargo install --locked --path .' advice: $(cat "$tmp/out")"
+echo "ok: missing version exits 3 and says to build with cargo install --locked --path ."
+
+# a DEST that existed before a failure is left in place (empty, as it was).
+dest="$tmp/dest-existing"
+mkdir -p "$dest"
+run_install 0.9.2 "$dest"
+expect_rc 3 "missing version, existing DEST"
+[ -d "$dest" ] || fail "missing version, existing DEST: a DEST it did not create was removed"
+echo "ok: a failure removes only a DEST it created"
+
+# a failed download: one line of the script's own (URL, curl's reason, what to do), exit 1.
+dest="$tmp/dest-offline"
+COMMGATE_RELEASE_BASE_URL="http://127.0.0.1:1" run_install 0.9.0 "$dest"
+expect_rc 1 "failed download"
+[ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "failed download: not one line: $(cat "$tmp/out")"
+grep -q "^install-commgate: could not download http://127.0.0.1:1/v0.9.0/commgate-0.9.0-$target.tar.gz.sha256 (curl: [^)]" "$tmp/out" ||
+  fail "failed download: not the script's own line: $(cat "$tmp/out")"
+grep -q "COMMGATE_RELEASE_BASE_URL" "$tmp/out" || fail "failed download: says nothing of what to do: $(cat "$tmp/out")"
+[ ! -e "$dest" ] || fail "failed download: left the DEST it created"
+echo "ok: a failed download is one line naming the URL and curl's reason, exit 1: $(cat "$tmp/out")"
 
 # an archive without its checksum: exit 1 (fail closed), not 3.
 dest="$tmp/dest-nosum"
