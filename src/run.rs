@@ -50,8 +50,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     };
     let config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
     let file = match (&base, &cli.command) {
-        // `init` writes the settings file: an existing one (valid or not) is not read.
-        (_, Command::Init(_)) => config::FileConfig::default(),
+        // `init` writes the settings file: an existing one (valid or not) is not read; nor is
+        // it by the commands that print what the command line is (completions, man pages).
+        (_, Command::Init(_) | Command::Completions(_) | Command::Man(_)) => config::FileConfig::default(),
         (Some(b), _) => base_settings(&cli.from_env, b, &config_path)?,
         (None, _) => config::load_file(&cli)?,
     };
@@ -138,6 +139,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Passed)
         }
         Command::Init(args) => run_init(&args),
+        Command::Completions(args) => crate::cli::shell::completions(&args),
+        Command::Man(args) => crate::cli::shell::man(&args),
         Command::Baseline(BaselineCommand::Update(args)) => {
             let cfg = config::update(args, &file)?;
             // Attributed before the store is locked or touched: bad traces change nothing.

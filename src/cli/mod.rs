@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod sections;
+pub mod shell;
 
 use crate::github::MAX_PULL_REQUEST;
 use crate::report::Format;
@@ -18,7 +19,7 @@ use sections::{
 /// Gate merges on communication performance: find the collective whose time compute does not
 /// hide, say what to try, and (soon) block regressions.
 #[derive(Debug, Parser)]
-#[command(name = "commgate", version, about, max_term_width = 100)]
+#[command(name = "commgate", version, long_version = shell::LONG_VERSION.as_str(), about, max_term_width = 100)]
 pub struct Cli {
     /// Settings file (default: ./commgate.toml when it exists).
     #[arg(long, global = true, env = "COMMGATE_CONFIG", hide_env_values = true, value_name = "FILE")]
@@ -61,6 +62,27 @@ pub enum Command {
     /// pull-request workflow (with --fork-prs, also the fork-PR pair). Writes nothing when any of
     /// the files exists, unless --force.
     Init(InitArgs),
+    /// Print the completion script for SHELL on stdout (docs/shell.md says where each shell
+    /// looks for it).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) on stdout (read it with `commgate man | man -l -`), or with
+    /// --dir write one page per command there.
+    Man(ManArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// Write commgate.1 and one page per command (commgate-check.1, …) into DIR (created if
+    /// missing) and list them, instead of printing commgate.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
