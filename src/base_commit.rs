@@ -34,6 +34,11 @@ pub enum BaseError {
     #[error("`{rev}` is not a commit this clone knows; pass a commit SHA, branch or tag (`--base`)")]
     UnknownRevision { rev: String },
     #[error(
+        "{dir} is not in a git repository, so `--base {rev}` has no commit to read baselines and commgate.toml \
+         from; run the gate inside the repository's clone, or leave out --base to judge with the working tree's files"
+    )]
+    NotARepository { dir: String, rev: String },
+    #[error(
         "{path} is outside the repository, so it cannot be read at the base commit; pass a path inside it, \
          or `--baselines-from-head`"
     )]
@@ -122,12 +127,30 @@ fn resolve(cwd: &Path, rev: &str) -> Result<String, BaseError> {
     if rev.starts_with('-') || rev.is_empty() {
         return Err(BaseError::UnknownRevision { rev: rev.to_string() });
     }
+    // Outside any repository no revision is "unknown to this clone": there is no clone.
+    // (A git that cannot run at all says so itself.)
+    match git(cwd, ["rev-parse", "--git-dir"]) {
+        Ok(_) => {}
+        Err(BaseError::Git { what, .. }) if what.starts_with('`') => {
+            let dir = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+            return Err(BaseError::NotARepository { dir: dir.display().to_string(), rev: rev.to_string() });
+        }
+        Err(e) => return Err(e),
+    }
     let spec = format!("{rev}^{{commit}}");
     match git(cwd, ["rev-parse", "--verify", "--quiet", "--end-of-options", spec.as_str()]) {
         Ok(out) => Ok(String::from_utf8_lossy(&out).trim().to_string()),
         Err(_) if is_full_sha(rev) => Err(BaseError::MissingCommit { sha: rev.to_string() }),
         Err(_) => Err(BaseError::UnknownRevision { rev: rev.to_string() }),
     }
+}
+
+/// The commit checked out at `cwd` (`git rev-parse HEAD`), `None` outside a repository, before
+/// the first commit, or without git: what a run records as its commit outside CI.
+pub fn head_commit(cwd: &Path) -> Option<String> {
+    let out = git(cwd, ["rev-parse", "--verify", "--quiet", "HEAD"]).ok()?;
+    let sha = String::from_utf8_lossy(&out).trim().to_string();
+    is_full_sha(&sha).then_some(sha)
 }
 
 /// `path` (relative to `cwd`, or absolute under it) relative to the repository's top level,

@@ -61,14 +61,21 @@ pub struct FileConfig {
 /// The most a settings file may hold: far beyond any real one.
 const MAX_SETTINGS_BYTES: u64 = 1 << 20;
 
-/// Reads the settings file: `--config` (which must exist), else `./commgate.toml` if present.
-/// The result remembers the file and the `COMMGATE_*` variables clap read (see [`parse_args`]),
-/// so that a bad value is reported where it was set.
+/// Reads the settings file: `--config` (which must exist), else the nearest `commgate.toml` in
+/// the working directory or above it, up to the repository's root (the first directory with a
+/// `.git`), as cargo and git find theirs. The result remembers the file and the `COMMGATE_*`
+/// variables clap read (see [`parse_args`]), so that a bad value is reported where it was set.
+/// A file found above the working directory has its relative paths (store, results, report)
+/// taken from its own directory, so that `check` run in `docs/` uses the repository's store.
 pub fn load_file(cli: &Cli) -> Result<FileConfig> {
-    let path: PathBuf = match cli.config.as_deref() {
-        Some(p) => p.to_path_buf(),
-        None if Path::new(DEFAULT_FILE).exists() => PathBuf::from(DEFAULT_FILE),
-        None => return Ok(FileConfig { provenance: Provenance::new(None, &cli.from_env), ..FileConfig::default() }),
+    let (path, found_above) = match cli.config.as_deref() {
+        Some(p) => (p.to_path_buf(), None),
+        None => match find_upward(Path::new(".")) {
+            Some((path, dir)) => (path, dir),
+            None => {
+                return Ok(FileConfig { provenance: Provenance::new(None, &cli.from_env), ..FileConfig::default() })
+            }
+        },
     };
     let named = match cli.from_env.iter().find(|(var, _)| var == "COMMGATE_CONFIG") {
         Some((var, value)) => format!("{var}={value}"),
@@ -79,8 +86,54 @@ pub fn load_file(cli: &Cli) -> Result<FileConfig> {
     let text = crate::input::read_text(&path, MAX_SETTINGS_BYTES)
         .map_err(|e| anyhow::anyhow!("{named}: cannot read the settings file: it {e}"))?;
     let mut file = parse_file_at(&text, Some(&path))?;
+    if let Some(dir) = found_above {
+        file.rebase(&dir);
+    }
     file.provenance = Provenance::new(Some((path, text)), &cli.from_env);
     Ok(file)
+}
+
+/// The nearest [`DEFAULT_FILE`] from `start` upwards, stopping at the first directory that holds
+/// `.git` (the repository's root) or at the filesystem's root: its path, and its directory when
+/// that is above `start` (`None` for `start` itself, whose paths need no rebasing).
+pub fn find_upward(start: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
+    if start.join(DEFAULT_FILE).exists() {
+        let path = if start == Path::new(".") { PathBuf::from(DEFAULT_FILE) } else { start.join(DEFAULT_FILE) };
+        return Some((path, None));
+    }
+    if start.join(".git").exists() {
+        return None;
+    }
+    let absolute = std::fs::canonicalize(start).ok()?;
+    for dir in absolute.ancestors().skip(1) {
+        let candidate = dir.join(DEFAULT_FILE);
+        if candidate.is_file() {
+            return Some((candidate, Some(dir.to_path_buf())));
+        }
+        if dir.join(".git").exists() {
+            return None;
+        }
+    }
+    None
+}
+
+impl FileConfig {
+    /// Makes the file's relative paths, and the defaults of the paths it leaves unset (the
+    /// store, the results directory), relative to `dir` (the file's own directory).
+    fn rebase(&mut self, dir: &Path) {
+        let rebase = |p: &mut Option<PathBuf>, default: Option<PathBuf>| {
+            if p.is_none() {
+                *p = default;
+            }
+            if let Some(path) = p.as_mut().filter(|p| p.is_relative()) {
+                *path = dir.join(&*path);
+            }
+        };
+        rebase(&mut self.bench.results_dir, Some(default_results_dir()));
+        rebase(&mut self.check.output, None);
+        let store = self.baseline.dir.get_or_insert_with(Default::default);
+        rebase(&mut store.dir, Some(default_store_dir()));
+    }
 }
 
 /// Settings text read from somewhere other than the working tree (the base commit's
@@ -123,6 +176,8 @@ pub struct AttributeConfig {
     pub output: Option<PathBuf>,
     /// Write a partial file there instead of a report.
     pub partial: Option<PathBuf>,
+    /// Text tables with every column.
+    pub width: crate::report::Width,
     pub options: AttributeOptions,
     /// The seed rules' thresholds, for the mitigation and the follow-up.
     pub thresholds: Thresholds,
@@ -143,6 +198,7 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
         format,
         output: args.output,
         partial: args.partial,
+        width: crate::report::Width::from_flag(args.wide),
         options: AttributeOptions { compat, steps, comm_patterns, max_events: a.max_events },
         thresholds,
     })
@@ -154,6 +210,8 @@ pub struct CompareConfig {
     pub baseline: PathBuf,
     pub current: PathBuf,
     pub format: Format,
+    /// Text tables with every column.
+    pub width: crate::report::Width,
     pub output: Option<PathBuf>,
     pub options: CompareOptions,
 }
@@ -163,6 +221,7 @@ pub fn compare(args: CompareArgs, file: &FileConfig) -> Result<CompareConfig> {
     Ok(CompareConfig {
         baseline: args.baseline,
         current: args.current,
+        width: crate::report::Width::from_flag(args.wide),
         format,
         output: args.output,
         options: compare_options(args.settings, file)?,
@@ -193,6 +252,8 @@ pub struct CheckConfig {
     pub options: CheckOptions,
     pub comment: CommentPolicy,
     pub format: Format,
+    /// Text tables with every column.
+    pub width: crate::report::Width,
     pub output: Option<PathBuf>,
 }
 
@@ -227,6 +288,7 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     }
     Ok(CheckConfig {
         runs,
+        width: crate::report::Width::from_flag(args.wide),
         result: args.result,
         workloads: workloads::declare(
             BenchArgs {
@@ -265,6 +327,11 @@ pub fn store_dir(flag: &StoreDir, file: &FileConfig) -> PathBuf {
 /// The store directory when nothing names one (`init` scaffolds it).
 pub fn default_store_dir() -> PathBuf {
     StoreDir::specs().dir.default_value()
+}
+
+/// Where result files go unless `bench.results_dir` says otherwise.
+pub fn default_results_dir() -> PathBuf {
+    BenchSection::specs().results_dir.default_value()
 }
 
 /// Attribution options from `commgate.toml` alone (for commands without attribute flags).
@@ -341,16 +408,27 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
             args.from.len()
         );
     }
-    if args.from.is_empty() && args.environment_profile.is_none() {
+    // The profile of a trace run without --from: the flag, else `[bench] environment_profile`
+    // (the one `bench` and `check` use), checked as they check it.
+    let environment_profile = file
+        .pick(
+            BenchSection::specs().environment_profile.key,
+            args.environment_profile,
+            file.bench.environment_profile.clone(),
+        )
+        .map(limits::environment_profile)
+        .transpose()?;
+    if args.from.is_empty() && environment_profile.is_none() {
         bail!(
-            "baseline update --traces without --from needs --environment-profile (which baseline file to add them to)"
+            "baseline update --traces without --from needs an environment profile (which baseline file to add them \
+             to): pass --environment-profile NAME, or set environment_profile under [bench] in commgate.toml"
         );
     }
     Ok(UpdateConfig {
         from: args.from,
         traces: args.traces,
         name: args.name,
-        environment_profile: args.environment_profile,
+        environment_profile,
         workload_id: args.workload_id,
         dir: store_dir(&b.dir.unwrap_or_default(), file),
         keep,
@@ -591,7 +669,7 @@ mod bench_tests {
         assert!(e.to_string().starts_with("COMMGATE_ENVIRONMENT_PROFILE=\"../x\": "), "{e}");
         let file = parse_file("[compare]\nresamples = 5\n").expect("valid");
         let crate::cli::Command::Check(c) = parsed(&["check"]) else { panic!("check") };
-        let e = check(c, &file, no_env).unwrap_err();
+        let e = check(*c, &file, no_env).unwrap_err();
         assert!(e.to_string().starts_with("commgate.toml: [compare] resamples = 5: "), "{e}");
         let e = parse_file("[bench]\nbackend = \"tpu\"\n").unwrap_err();
         assert!(format!("{e:#}").contains("tpu"), "{e:#}");

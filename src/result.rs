@@ -111,6 +111,18 @@ pub enum EvidenceLevel {
     DryRun,
 }
 
+impl EvidenceLevel {
+    /// What the run's figures are evidence of, as a reviewer reads it.
+    pub fn words(self) -> &'static str {
+        match self {
+            EvidenceLevel::GpuNccl => "GPUs with NCCL",
+            EvidenceLevel::CpuMechanism => "the mechanism on a CPU, no GPU",
+            EvidenceLevel::Mock => "simulated, no hardware measured",
+            EvidenceLevel::DryRun => "a dry run, nothing measured",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Failure {
     pub kind: String,

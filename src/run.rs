@@ -64,7 +64,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             }
             let attribution = diagnose(attribute_paths(&cfg.paths, &cfg.options)?, &cfg.thresholds);
             print_notes(&attribution);
-            let rendered = report::render_attribution(&attribution, cfg.format);
+            let rendered = report::render_attribution_in(&attribution, cfg.format, cfg.width);
             emit(&rendered, cfg.output.as_deref())?;
             Ok(Outcome::Passed)
         }
@@ -74,7 +74,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let current = result::load_result(&cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
             let comparison = decide::comparison::compare(&baseline, &current, &cfg.options);
-            emit(&report::render_comparison(&comparison, cfg.format), cfg.output.as_deref())?;
+            emit(&report::render_comparison_in(&comparison, cfg.format, cfg.width), cfg.output.as_deref())?;
             Ok(gate::compare_outcome(&comparison))
         }
         Command::Bench(args) => {
@@ -96,7 +96,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             run_benches(&all, launch, log.as_ref())
         }
         Command::Check(args) => {
-            let mut cfg = config::check(args, &file, |k| std::env::var(k).ok())?;
+            let mut cfg = config::check(*args, &file, |k| std::env::var(k).ok())?;
             // Held until the gate is done: the private copy of the base commit's baselines.
             let _copy = match &base {
                 Some(b) => use_base_baselines(b, &config_path, &mut cfg)?,
@@ -105,7 +105,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             run_check(cfg)
         }
         Command::Comment(args) => {
-            let report = check::load_report(&args.report)?;
+            let mut report = check::load_report(&args.report)?;
+            // The report may be a fork's: its job link is shown only when it points into this
+            // repository's runs.
+            let var = |k: &str| std::env::var(k).ok();
+            let prefix =
+                var("GITHUB_SERVER_URL").zip(var("GITHUB_REPOSITORY")).and_then(|(s, r)| check::runs_prefix(&s, &r));
+            report.job = report.job.as_ref().and_then(|j| j.vetted(prefix.as_deref()));
             let markdown = report::render_check(&report, Format::Markdown);
             if args.dry_run {
                 emit(&markdown, None)?;
@@ -231,6 +237,7 @@ fn nccl_setup(declared: &[workload::Declared]) -> Option<TuningLog> {
 fn run_benches(all: &[BenchSettings], launch: Option<Launch>, log: Option<&TuningLog>) -> Result<Outcome> {
     let several = all.len() > 1;
     let mut written: Vec<PathBuf> = Vec::new();
+    let mut results: Vec<Box<result::RunResult>> = Vec::new();
     for settings in all {
         let id = &settings.workload_id;
         match runner::run(settings, launch.clone(), &run_environment(launch.as_ref(), log), decide::run::decide)? {
@@ -246,7 +253,11 @@ fn run_benches(all: &[BenchSettings], launch: Option<Launch>, log: Option<&Tunin
                     result.decision.verdict.as_str(),
                     result.decision.reason
                 ));
+                for line in report::bench::run_summary(&result).lines() {
+                    diag::info(format_args!("  {line}"));
+                }
                 written.push(path);
+                results.push(result);
             }
             BenchOutcome::Failed { path, result } => {
                 let why = result.failure.as_ref().map_or_else(String::new, |f| format!("{}: {}", f.kind, f.message));
@@ -263,6 +274,13 @@ fn run_benches(all: &[BenchSettings], launch: Option<Launch>, log: Option<&Tunin
             }
         }
     }
+    let runs: Vec<&result::RunResult> = results.iter().map(|r| r.as_ref()).collect();
+    if let Some(sweep) = report::bench::sweep_table(&runs) {
+        diag::info("the sweep, as nccl-tests prints one (time: the collective alone, median of the slowest rank):");
+        for line in sweep.lines() {
+            diag::info(format_args!("  {line}"));
+        }
+    }
     if !written.is_empty() {
         let list: String = written.iter().map(|p| format!("{}\n", p.display())).collect();
         emit(&list, None)?;
@@ -272,16 +290,12 @@ fn run_benches(all: &[BenchSettings], launch: Option<Launch>, log: Option<&Tunin
 
 /// `commgate init`: check the values, plan every file, write them (all or none), say what next.
 fn run_init(args: &InitArgs) -> Result<Outcome> {
-    let profile = match &args.profile {
-        Some(p) => p.clone(),
-        None => init::machine_profile(bench::cuda::probe().is_ok()),
-    };
-    let values = init::Values::new(&profile, args.action_ref.as_deref())?;
+    let values = init::Values::new(args.profile.as_deref(), args.action_ref.as_deref(), args.backend)?;
     let files = init::plan(&values, args.fork_prs)?;
     for path in init::write(&args.dir, &files, args.force)? {
         diag::info(format_args!("wrote {}", path.display()));
     }
-    emit(&init::next_steps(&values.profile, args.fork_prs), None)?;
+    emit(&init::next_steps(&values, args.fork_prs), None)?;
     Ok(Outcome::Passed)
 }
 
@@ -354,7 +368,9 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
         // Before anything is probed or started: see `nccl_setup`.
         let log = nccl_setup(&cfg.workloads);
         match measure_all(&cfg, log.as_ref())? {
-            Measured::Results(results) => check::evaluate_runs(results, &cfg.options)?,
+            Measured::Results(results, traces) => {
+                check::evaluate_runs_with(results, &cfg.options, traces.map(|t| Ok(*t)))?
+            }
             Measured::Report(report) => *report,
             Measured::Done(outcome) => return Ok(outcome),
         }
@@ -365,6 +381,7 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
     if let Some(a) = &report.attribution {
         print_notes(a);
     }
+    let report = check::CheckReport { job: check::JobRef::from_env(|k| std::env::var(k).ok()), ..report };
     publish(&cfg, &report)?;
     let outcome = report.outcome();
     if let Some(e) = &report.error {
@@ -379,8 +396,9 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
 
 /// What running the workloads of a `check` gave.
 enum Measured {
-    /// Each workload's runs (`--runs`), in order (a failed run's too: its failure is judged).
-    Results(Vec<Vec<result::RunResult>>),
+    /// Each workload's runs (`--runs`), in order (a failed run's too: its failure is judged),
+    /// and the traces' attribution, made before the runs.
+    Results(Vec<Vec<result::RunResult>>, Option<Box<crate::decide::mitigation::Diagnosis>>),
     /// The benchmark could not start: the report says so.
     Report(Box<check::CheckReport>),
     /// Nothing to judge here (a dry run's plan, or a rank other than 0): the command's end.
@@ -404,6 +422,17 @@ fn measure_all(cfg: &config::CheckConfig, log: Option<&TuningLog>) -> Result<Mea
             all.len()
         );
     }
+    // Every input is checked before the benchmark, which can take minutes: a misspelled
+    // `--baselines`, a corrupt store or unreadable traces end the gate now, in its report.
+    let profiles: Vec<(String, &str)> = all.iter().map(|s| (runner::profile_of(s), s.workload_id.as_str())).collect();
+    let traces = if rank == 0 {
+        match check::preflight(&cfg.options, profiles.iter().map(|(p, w)| (p.as_str(), *w))) {
+            Ok(traces) => traces.map(Box::new),
+            Err(e) => return Ok(Measured::Report(Box::new(check::not_started(e, &cfg.options)))),
+        }
+    } else {
+        None
+    };
     let mut results = Vec::with_capacity(all.len());
     for settings in &all {
         let mut runs = Vec::new();
@@ -456,7 +485,7 @@ fn measure_all(cfg: &config::CheckConfig, log: Option<&TuningLog>) -> Result<Mea
         }
         results.push(runs);
     }
-    Ok(Measured::Results(results))
+    Ok(Measured::Results(results, traces))
 }
 
 /// The settings of a workload's `k`th run (k ≥ 2): its result file beside the first run's,
@@ -468,8 +497,6 @@ fn run_settings(settings: &BenchSettings, first: &Path, k: u32) -> BenchSettings
     s
 }
 
-/// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
-/// where a reader of the exit code looks.
 /// `commgate attribute --partial OUT`: the ranks given, reduced to a partial file.
 fn write_partial(cfg: &config::AttributeConfig, out: &Path) -> Result<Outcome> {
     let reduced = partial_paths(&cfg.paths, &cfg.options)?;
@@ -484,6 +511,8 @@ fn write_partial(cfg: &config::AttributeConfig, out: &Path) -> Result<Outcome> {
     Ok(Outcome::Passed)
 }
 
+/// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
+/// where a reader of the exit code looks.
 fn print_notes(a: &crate::trace::attribute::Attribution) {
     for note in a.notes() {
         diag::note(report::escape::plain(&note, report::escape::TEXT));
@@ -509,7 +538,7 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
     if let Some(path) = &cfg.output {
         emit(&report::render_check(report, Format::Json), Some(path))?;
     }
-    emit(&report::render_check(report, cfg.format), None)?;
+    emit(&report::render_check_in(report, cfg.format, cfg.width), None)?;
     let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
         if cfg.comment == CommentPolicy::Always {
             diag::warn("--comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");

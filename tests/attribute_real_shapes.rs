@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use approx::assert_relative_eq;
 use commgate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
 use commgate::decide::{Decision, Strategy};
-use commgate::report::{render_attribution, Format};
+use commgate::report::{render_attribution, render_attribution_in, Format, Width};
 use commgate::trace::attribute::{AttributeOptions, BUSBW_LOWER_BOUND_NOTE, ONE_RANK_NOTE};
 use commgate::trace::load::attribute_paths;
 use serde_json::{json, Value};
@@ -117,7 +117,7 @@ fn one_rank_of_eight_observes_no_wait_transfer_or_imbalance() {
     for field in ["transfer_ms", "wait_ms", "rank_imbalance_ratio", "straggler_rank", "last_arrival_rank"] {
         assert_eq!(row[field], Value::Null, "{field}");
     }
-    let text = render_attribution(&d, Format::Text);
+    let text = render_attribution_in(&d, Format::Text, Width::Wide);
     let line = text.lines().find(|l| l.starts_with("all_reduce")).expect("a row");
     let cells: Vec<&str> = line.split_whitespace().collect();
     // imbalance, straggler, transfer, wait, busbw, last arrival (the payload takes two cells)

@@ -41,7 +41,12 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
     out
 }
 
-const FILES: [&str; 3] = ["commgate.toml", "baselines/PAR-H100/README.md", ".github/workflows/commgate.yml"];
+const FILES: [&str; 4] = [
+    "commgate.toml",
+    "baselines/PAR-H100/README.md",
+    ".github/workflows/commgate.yml",
+    "benchmarks/results/.gitignore",
+];
 const FORK_FILES: [&str; 2] =
     [".github/workflows/commgate-fork-measure.yml", ".github/workflows/commgate-fork-comment.yml"];
 
@@ -71,6 +76,64 @@ fn a_fresh_directory_gets_the_scaffold() {
     insta::assert_snapshot!("init_commgate_toml", versionless(tmp.path(), FILES[0]));
     insta::assert_snapshot!("init_baselines_readme", versionless(tmp.path(), FILES[1]));
     insta::assert_snapshot!("init_gate_workflow", workflow);
+    let ignore = versionless(tmp.path(), FILES[3]);
+    assert!(ignore.lines().any(|l| l == "*") && ignore.lines().any(|l| l == "!.gitignore"), "{ignore}");
+}
+
+/// The profile `init` names and the backend its workflows run agree, with or without a GPU
+/// here: `cuda` by default (the gate's runners), `cpu` when asked.
+#[test]
+fn the_profile_and_the_workflow_backend_agree() {
+    for (args, profile, backend) in [
+        (&[][..], "PAR-CUDA-MECHANISM", "cuda"),
+        (&["--backend", "cpu"][..], "PAR-CPU-MECHANISM", "cpu"),
+        (&["--backend", "cuda", "--fork-prs"][..], "PAR-CUDA-MECHANISM", "cuda"),
+    ] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let out = init(tmp.path(), args);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let toml = versionless(tmp.path(), "commgate.toml");
+        assert!(toml.contains(&format!("\nenvironment_profile = \"{profile}\"\n")), "{args:?}: {toml}");
+        assert!(tmp.path().join("baselines").join(profile).join("README.md").is_file(), "{args:?}");
+        for (path, text) in tree(tmp.path()).iter().filter(|(p, _)| p.extension().is_some_and(|e| e == "yml")) {
+            for line in text.lines().filter_map(|l| l.trim().strip_prefix("backend: ")) {
+                assert!(line.starts_with(&format!("{backend} ")), "{args:?} {}: {line}", path.display());
+            }
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(&format!("run the {backend} backend and file its runs under {profile}")), "{stdout}");
+    }
+}
+
+/// Every commented setting `init` writes, uncommented alone, is one `check` accepts (the
+/// benchmark on the mock backend, whatever the line says: the flag wins over the file).
+#[test]
+fn each_commented_setting_uncommented_alone_is_accepted_by_check() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    assert_eq!(init(dir, &["--backend", "cpu"]).status.code(), Some(0));
+    let original = std::fs::read_to_string(dir.join("commgate.toml")).expect("read");
+    let commented: Vec<(usize, &str)> = original
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            l.strip_prefix("# ").filter(|rest| rest.split_whitespace().nth(1) == Some("=")).map(|r| (i, r))
+        })
+        .collect();
+    assert!(commented.len() >= 25, "{commented:?}");
+    for (i, setting) in commented {
+        let text: String = original
+            .lines()
+            .enumerate()
+            .map(|(j, l)| if j == i { format!("{setting}\n") } else { format!("{l}\n") })
+            .collect();
+        std::fs::write(dir.join("commgate.toml"), text).expect("write");
+        let out =
+            commgate(dir).args(["check", "--backend", "mock", "--repeats", "20", "--quiet"]).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(2), "`{setting}`: {stderr}");
+        assert!(!stderr.contains("commgate.toml"), "`{setting}`: {stderr}");
+    }
 }
 
 #[test]
@@ -80,7 +143,7 @@ fn fork_prs_adds_the_two_workflow_pair() {
     let action = format!("acme/commgate@{sha}");
     let out = init(tmp.path(), &["--profile", "PAR-H100", "--fork-prs", "--action-ref", &action]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(tree(tmp.path()).len(), 5);
+    assert_eq!(tree(tmp.path()).len(), 6);
     for file in [FILES[2], FORK_FILES[0]] {
         let text = versionless(tmp.path(), file);
         assert!(text.contains(&format!("uses: {action}\n")), "{file}: {text}");

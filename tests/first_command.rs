@@ -36,7 +36,7 @@ fn the_readme_first_command_accepts() {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("Verdict: accept: overlap step "), "{stdout}");
     assert!(stdout.lines().next().is_some_and(|l| l.ends_with(", within ±3 %")), "{stdout}");
-    assert!(stdout.contains("no regression against 5 baseline run(s): 7 of 7 metrics unchanged"), "{stdout}");
+    assert!(stdout.contains("no regression against 5 baseline run(s): 9 of 9 metrics unchanged"), "{stdout}");
     assert!(stdout.contains("hardware matches"), "{stdout}");
     assert!(stdout.contains("Traces against baseline \"default\":"), "{stdout}");
 }

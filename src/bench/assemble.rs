@@ -216,11 +216,16 @@ pub fn nccl_environment(vars: impl IntoIterator<Item = (String, String)>) -> BTr
 }
 
 /// Where the run happened, from what CI says (`GITHUB_SHA`, `GITHUB_REF`, `RUNNER_NAME`), else
-/// the host name for the runner. Values are cut to 200 characters.
-pub fn provenance(var: impl Fn(&str) -> Option<String>, host_name: Option<String>) -> Provenance {
+/// the checked-out commit (`head`, asked only outside CI) and the host name for the runner.
+/// Values are cut to 200 characters.
+pub fn provenance(
+    var: impl Fn(&str) -> Option<String>,
+    host_name: Option<String>,
+    head: impl FnOnce() -> Option<String>,
+) -> Provenance {
     let get = |name: &str| var(name).map(|v| v.trim().chars().take(200).collect::<String>()).filter(|v| !v.is_empty());
     Provenance {
-        commit: get("GITHUB_SHA"),
+        commit: get("GITHUB_SHA").or_else(head),
         git_ref: get("GITHUB_REF"),
         runner: get("RUNNER_NAME").or_else(|| host_name.map(|h| h.trim().chars().take(200).collect())),
     }
@@ -471,8 +476,10 @@ mod tests {
             "RUNNER_NAME" => Some("gpu-runner-7".to_string()),
             _ => None,
         };
-        let p = provenance(ci, Some("host".into()));
+        let p = provenance(ci, Some("host".into()), || Some("not asked in CI".into()));
         assert_eq!((p.commit.as_deref(), p.runner.as_deref(), p.git_ref), (Some("abc123"), Some("gpu-runner-7"), None));
-        assert_eq!(provenance(|_| None, Some("host\n".into())).runner.as_deref(), Some("host"));
+        let by_hand = provenance(|_| None, Some("host\n".into()), || Some("f".repeat(40)));
+        assert_eq!(by_hand.runner.as_deref(), Some("host"));
+        assert_eq!(by_hand.commit, Some("f".repeat(40)), "outside CI, the checked-out commit");
     }
 }

@@ -71,7 +71,9 @@ impl RunEnvironment {
             cuda_gate_off: cuda::gate_off(lossy(cuda::GATE_VARIABLE), lossy("CUDA_LAUNCH_BLOCKING")),
             nodes: launch.map_or(1, |l| super::launch::node_count(l.world_size, var)),
             nccl_env: assemble::nccl_environment(vars),
-            provenance: assemble::provenance(var, host_name),
+            provenance: assemble::provenance(var, host_name, || {
+                crate::base_commit::head_commit(std::path::Path::new("."))
+            }),
             mock_fault: mock::parse_fault(var(mock::FAULT_VARIABLE).as_deref()),
             tuning_log: None,
         }
@@ -346,6 +348,11 @@ fn fallback_identity(kind: BackendKind) -> (&'static str, EvidenceLevel, Hardwar
     (kind.as_str(), level, HardwareInfo::default())
 }
 
+/// The profile a run of `settings` is filed under: the setting, else the backend's default.
+pub fn profile_of(settings: &BenchSettings) -> String {
+    settings.run.environment_profile.clone().unwrap_or_else(|| default_profile(settings.backend.as_str()))
+}
+
 /// `PAR-CUDA-MECHANISM`, `PAR-CPU-MECHANISM`, `PAR-MOCK`: set `--environment-profile` to tell
 /// fleets apart.
 pub fn default_profile(backend: &str) -> String {
@@ -376,6 +383,15 @@ fn progress_bar(total: u64) -> ProgressBar {
     bar
 }
 
+/// A backend as a person reads it.
+fn backend_words(backend: BackendKind) -> &'static str {
+    match backend {
+        BackendKind::Cuda => "cuda (NCCL and cuBLAS on the GPUs)",
+        BackendKind::Cpu => "cpu (real timings of the mechanism on this CPU, no GPU)",
+        BackendKind::Mock => "mock (simulated, exact timings; no hardware measured)",
+    }
+}
+
 /// The `--dry-run` text: sizes, bytes, expected FLOPs and the schedules, nothing run.
 pub fn describe_plan(plan: &Plan, backend: BackendKind, launch: Option<&Launch>) -> String {
     let bytes = plan.payload_bytes_per_rank();
@@ -389,12 +405,13 @@ pub fn describe_plan(plan: &Plan, backend: BackendKind, launch: Option<&Launch>)
     };
     format!(
         "commgate bench (dry run: nothing is run)\n\
-         backend            {backend:?}\n\
+         backend            {}\n\
          launch             {launch_line}\n\
          all-reduce         {} elements of {} = {} bytes per rank; bus traffic {:.0} bytes per rank (2(n−1)/n)\n\
          matmul             {d}×{d}×{d} in {} = {:.3e} FLOPs per step\n\
          schedules          comm_only, compute_only, serial (one stream), overlap (two streams, joined by events)\n\
          repeats            {} warm-up + {} timed, schedules rotated each repeat; sample = slowest rank\n",
+        backend_words(backend),
         plan.payload_elements,
         plan.dtype.as_str(),
         bytes,

@@ -67,7 +67,7 @@ pub struct BaseRef {
 
 impl BaseRef {
     /// The reason a report gives when the pull request edits what judges it.
-    fn edits_reason(&self) -> Option<String> {
+    pub fn edits_reason(&self) -> Option<String> {
         const SHOWN: usize = 5;
         if self.changed.is_empty() {
             return None;
@@ -121,6 +121,67 @@ pub struct CheckReport {
     /// workload, and one written before several existed, reads as it always has).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadReport>,
+    /// The commit judged and the job that judged it, for the comment's second line (absent
+    /// outside CI and in reports from before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobRef>,
+}
+
+/// Which commit a report judged and the job run that wrote it, each checked before it is kept:
+/// a report may come from a fork's job, and its link ends up in a trusted comment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRef {
+    /// The head commit, 7 to 40 hex digits.
+    pub commit: Option<String>,
+    /// `https://HOST/OWNER/REPO/actions/runs/ID`.
+    pub run_url: Option<String>,
+}
+
+impl JobRef {
+    /// From the Actions environment (`GITHUB_SHA`, `GITHUB_SERVER_URL`, `GITHUB_REPOSITORY`,
+    /// `GITHUB_RUN_ID`), each part checked; `None` when nothing usable is set.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Option<JobRef> {
+        let commit = var("GITHUB_SHA").filter(|c| is_commit(c));
+        let run_url = match (var("GITHUB_SERVER_URL"), var("GITHUB_REPOSITORY"), var("GITHUB_RUN_ID")) {
+            (Some(server), Some(repo), Some(id)) => runs_prefix(&server, &repo)
+                .filter(|_| !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()))
+                .map(|prefix| format!("{prefix}{id}")),
+            _ => None,
+        };
+        (commit.is_some() || run_url.is_some()).then_some(JobRef { commit, run_url })
+    }
+
+    /// What of a report's job reference (written elsewhere, perhaps by a fork's job) may be shown
+    /// here: a commit that is hex, a run link only into this repository's runs (`runs_prefix`).
+    pub fn vetted(&self, runs_prefix: Option<&str>) -> Option<JobRef> {
+        let commit = self.commit.clone().filter(|c| is_commit(c));
+        let run_url = self.run_url.clone().filter(|u| {
+            runs_prefix
+                .and_then(|p| u.strip_prefix(p))
+                .is_some_and(|id| !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()))
+        });
+        (commit.is_some() || run_url.is_some()).then_some(JobRef { commit, run_url })
+    }
+}
+
+/// `https://HOST/OWNER/REPO/actions/runs/` when the server is an https URL of plain host
+/// characters and the repository an `OWNER/REPO` of name characters.
+pub fn runs_prefix(server: &str, repo: &str) -> Option<String> {
+    let host = server.strip_prefix("https://")?.trim_end_matches('/');
+    let host_ok = !host.is_empty()
+        && host.len() <= 200
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'));
+    let name = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 100
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    };
+    let repo_ok = matches!(repo.split('/').collect::<Vec<_>>().as_slice(), [o, n] if name(o) && name(n));
+    (host_ok && repo_ok).then(|| format!("https://{host}/{repo}/actions/runs/"))
+}
+
+fn is_commit(c: &str) -> bool {
+    (7..=40).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 impl CheckReport {
@@ -155,18 +216,20 @@ pub fn evaluate_all(results: Vec<RunResult>, opts: &CheckOptions) -> Result<Chec
 /// ([`compare::prepare_runs`]); the report shows each workload's first run, or its first failed
 /// one, whose failure is then the workload's evidence. An empty group is skipped.
 pub fn evaluate_runs(workloads: Vec<Vec<RunResult>>, opts: &CheckOptions) -> Result<CheckReport, BadStoreName> {
+    evaluate_runs_with(workloads, opts, attribute_traces(opts))
+}
+
+/// [`evaluate_runs`] with the traces already attributed ([`preflight`]).
+pub fn evaluate_runs_with(
+    workloads: Vec<Vec<RunResult>>,
+    opts: &CheckOptions,
+    traces: Option<Result<Diagnosis, EvaluationError>>,
+) -> Result<CheckReport, BadStoreName> {
     let current: Vec<Current> = workloads.into_iter().filter_map(Current::of).collect();
     let several = current.len() > 1;
     let mut gathered = current.into_iter().map(|c| gather(c, opts, several)).collect::<Result<Vec<_>, _>>()?;
     let mut errors: Vec<EvaluationError> = gathered.iter().flat_map(|g| g.errors.iter().cloned()).collect();
-    let attribution = if opts.traces.is_empty() {
-        None
-    } else {
-        attribute_paths(&opts.traces, &opts.attribute)
-            .map(|a| diagnose(a, &opts.thresholds))
-            .map_err(|e| errors.push(EvaluationError::new(ErrorKind::TracesUnreadable, e.to_string())))
-            .ok()
-    };
+    let attribution = traces.and_then(|t| t.map_err(|e| errors.push(e)).ok());
     // The traces are the job's, not a workload's: they are held against the first store that
     // keeps trace runs of this name, in the same Holm family as every workload's metrics.
     let stored_traces = gathered.iter().find_map(|g| g.store.as_ref().and_then(|f| f.traces.get(&opts.trace_name)));
@@ -203,6 +266,7 @@ pub fn evaluate_runs(workloads: Vec<Vec<RunResult>>, opts: &CheckOptions) -> Res
     let baseline = first.as_ref().map_or_else(|| no_store(opts), Gathered::baseline_ref);
     let (bench, comparison) = first.map_or((None, None), |g| (Some(g.result), g.comparison));
     Ok(CheckReport {
+        job: None,
         schema_version: SCHEMA_VERSION,
         error: errors.into_iter().next(),
         verdict: v.decision,
@@ -341,6 +405,7 @@ fn gather(current: Current, opts: &CheckOptions, several: bool) -> Result<Gather
                 )),
             ),
             None => {
+                warn_if_stored(&file.runs, &runs, &shown);
                 let b = Baseline { path: shown.clone(), runs: file.runs.clone() };
                 (Some(compare::prepare_runs(&b, &runs, &opts.compare)), None)
             }
@@ -360,6 +425,21 @@ fn gather(current: Current, opts: &CheckOptions, several: bool) -> Result<Gather
     Ok(Gathered { result, runs: count, shown, errors, missing, store, pending, compared, comparison: None })
 }
 
+/// Warns when a current run is already in the store (a stored result judged again by hand): it
+/// is then compared with itself among the others, which pulls the verdict towards "no change".
+fn warn_if_stored(stored: &[RunResult], current: &[RunResult], shown: &Path) {
+    let ids: Vec<baseline::RunId> = current.iter().map(baseline::run_id).collect();
+    let again = stored.iter().filter(|r| ids.contains(&baseline::run_id(r))).count();
+    if again > 0 {
+        crate::diag::warn(format_args!(
+            "the run being judged is already in the baseline {} ({again} of its {} runs): it is compared with itself, \
+             which pulls the verdict towards no change; judge a run that is not stored yet",
+            shown.display(),
+            stored.len()
+        ));
+    }
+}
+
 /// The baseline reference of a report with no result: the store directory.
 fn no_store(opts: &CheckOptions) -> BaselineRef {
     BaselineRef { path: opts.baselines.display().to_string(), exists: false, runs: 0, fingerprint_match: false }
@@ -369,7 +449,37 @@ fn no_store(opts: &CheckOptions) -> BaselineRef {
 /// backend needs, or its result could not be written): no result to judge, so no baseline was
 /// looked up; `baseline.path` is the store directory.
 pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckReport {
-    let errors = [EvaluationError::new(ErrorKind::BenchUnavailable, message)];
+    not_started(EvaluationError::new(ErrorKind::BenchUnavailable, message), opts)
+}
+
+/// What `check` can find wrong with its inputs before the benchmark runs (which can take
+/// minutes on GPUs): the store directory and each workload's store file (`stores`: profile and
+/// workload id), and the traces, read and attributed here once. The first problem is an error
+/// for the report ([`not_started`]); else the traces' attribution, when there are traces.
+pub fn preflight<'a>(
+    opts: &CheckOptions,
+    stores: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Option<Diagnosis>, EvaluationError> {
+    for (profile, workload) in stores {
+        // A name that cannot be a store file is the benchmark's own error, reported after it.
+        let Ok(path) = baseline::store_path_for(&opts.baselines, profile, workload) else { continue };
+        find_store(&opts.baselines, &path, &opts.shown(&path))?;
+    }
+    attribute_traces(opts).transpose()
+}
+
+/// The `--traces`, attributed (`None` without any).
+fn attribute_traces(opts: &CheckOptions) -> Option<Result<Diagnosis, EvaluationError>> {
+    (!opts.traces.is_empty()).then(|| {
+        attribute_paths(&opts.traces, &opts.attribute)
+            .map(|a| diagnose(a, &opts.thresholds))
+            .map_err(|e| EvaluationError::new(ErrorKind::TracesUnreadable, e.to_string()))
+    })
+}
+
+/// The report of a `check` that did not start its benchmark: `error` says why.
+pub fn not_started(error: EvaluationError, opts: &CheckOptions) -> CheckReport {
+    let errors = [error];
     let v = gate::decide(&Evidence {
         workloads: &[],
         errors: &errors,
@@ -380,6 +490,7 @@ pub fn could_not_run(message: impl Into<String>, opts: &CheckOptions) -> CheckRe
     });
     let [error] = errors;
     CheckReport {
+        job: None,
         schema_version: SCHEMA_VERSION,
         error: Some(error),
         verdict: v.decision,

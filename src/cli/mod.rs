@@ -50,7 +50,7 @@ pub enum Command {
     /// The gate: run the benchmark (or take --result), compare with the stored baseline,
     /// attribute --traces, decide one verdict, write the report, comment on the pull request.
     /// Exits 1 when --fail-on names the verdict, 2 when it could not evaluate.
-    Check(CheckArgs),
+    Check(Box<CheckArgs>),
     /// Post or update the pull-request comment for a report written earlier by `check --output`
     /// (the trusted half of the fork-PR two-workflow pattern). Exits 2 when nothing was posted;
     /// --dry-run prints the comment instead, anywhere.
@@ -85,16 +85,40 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// The backend `init`'s workflows run the benchmark on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GateBackend {
+    /// NCCL and cuBLAS on the runner's GPUs (fails loudly without a usable GPU).
+    #[default]
+    Cuda,
+    /// The CPU backend: real timings of the mechanism on any runner.
+    Cpu,
+}
+
+impl GateBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            GateBackend::Cuda => "cuda",
+            GateBackend::Cpu => "cpu",
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// The directory to scaffold (the repository root).
     #[arg(long, value_name = "PATH", default_value = ".")]
     pub dir: PathBuf,
 
-    /// The environment profile the baselines are kept under (default: named after this machine:
-    /// PAR-CUDA-MECHANISM with a usable GPU, else PAR-CPU-MECHANISM).
+    /// The environment profile the baselines are kept under (default: the backend's,
+    /// PAR-CUDA-MECHANISM or PAR-CPU-MECHANISM).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+
+    /// The backend the workflows run the benchmark on (whatever this machine has): `cuda` on
+    /// GPU runners, `cpu` to gate the mechanism on runners without a GPU.
+    #[arg(long, value_enum, default_value_t = GateBackend::Cuda)]
+    pub backend: GateBackend,
 
     /// The commgate action the workflows use, as OWNER/REPO@REF (a tag or a full commit SHA;
     /// default: this release's tag).
@@ -126,6 +150,11 @@ pub struct CompareArgs {
     /// Write the report to FILE (atomically) instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Text tables with every column (by default they fit 100 characters, the columns left out
+    /// named under each table).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -206,6 +235,11 @@ pub struct CheckArgs {
     /// Which stored trace runs (`baseline update --traces --name`) to judge the traces against.
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub trace_name: String,
+
+    /// Text tables with every column (by default they fit 100 characters, the columns left out
+    /// named under each table).
+    #[arg(long)]
+    pub wide: bool,
 
     #[command(flatten)]
     pub settings: CheckSection,
@@ -338,6 +372,11 @@ pub struct AttributeArgs {
     /// the report for all ranks.
     #[arg(long, value_name = "OUT", conflicts_with = "output")]
     pub partial: Option<PathBuf>,
+
+    /// Text tables with every column (by default they fit 100 characters, the columns left out
+    /// named under each table).
+    #[arg(long)]
+    pub wide: bool,
 
     #[command(flatten)]
     pub thresholds: ThresholdsSection,

@@ -17,17 +17,35 @@ const BASELINES_README: &str = include_str!("templates/baselines-README.md");
 const GATE: &str = include_str!("templates/gate.yml");
 const FORK_MEASURE: &str = include_str!("templates/fork-measure.yml");
 const FORK_COMMENT: &str = include_str!("templates/fork-comment.yml");
+const RESULTS_GITIGNORE: &str = include_str!("templates/results.gitignore");
 
 /// The longest profile name accepted (it names a directory).
 const MAX_PROFILE: usize = 64;
 /// The longest `OWNER/REPO@REF` accepted.
 const MAX_ACTION: usize = 200;
 
+pub use crate::cli::GateBackend;
+
+/// The profile `bench` files `backend`'s runs under by default (`PAR-CUDA-MECHANISM`,
+/// `PAR-CPU-MECHANISM`): `init`'s profile when `--profile` is not given, so that the baselines
+/// the workflow records land under a profile that says what they are.
+pub fn default_profile(backend: GateBackend) -> String {
+    crate::bench::runner::default_profile(backend.name())
+}
+
+/// The workflow's comment on its `backend:` line.
+fn backend_note(backend: GateBackend) -> &'static str {
+    match backend {
+        GateBackend::Cuda => "# fail loudly instead of falling back to cpu on a broken driver",
+        GateBackend::Cpu => "# the CPU backend: real timings of the mechanism, no GPU needed",
+    }
+}
+
 /// What `init` was asked for (resolved from the command line by `run.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InitRequest {
     pub dir: PathBuf,
-    /// `--profile`; `None`: named after the machine ([`machine_profile`]).
+    /// `--profile`; `None`: the backend's ([`default_profile`]).
     pub profile: Option<String>,
     /// `--action-ref` (`OWNER/REPO@REF`); `None`: this release's tag.
     pub action: Option<String>,
@@ -77,15 +95,17 @@ pub struct Values {
     pub repo: String,
     /// A tag or a 40-hex commit SHA.
     pub git_ref: String,
+    /// What the workflows run.
+    pub backend: GateBackend,
 }
 
 impl Values {
-    /// Checks the request's profile and action reference.
-    pub fn new(profile: &str, action: Option<&str>) -> Result<Values, InitError> {
-        let profile = check_profile(profile)?;
+    /// Checks the request's profile and action reference; without a profile, the backend's.
+    pub fn new(profile: Option<&str>, action: Option<&str>, backend: GateBackend) -> Result<Values, InitError> {
+        let profile = check_profile(profile.unwrap_or(&default_profile(backend)))?;
         let default = format!("commgate/commgate@v{}", env!("CARGO_PKG_VERSION"));
         let (repo, git_ref) = check_action(action.unwrap_or(&default))?;
-        Ok(Values { profile, repo, git_ref })
+        Ok(Values { profile, repo, git_ref, backend })
     }
 
     /// `--rev` for a commit SHA, `--tag` otherwise (what `cargo install --git` needs).
@@ -97,9 +117,11 @@ impl Values {
         }
     }
 
-    fn pairs(&self) -> [(&'static str, String); 6] {
+    fn pairs(&self) -> [(&'static str, String); 8] {
         [
             ("PROFILE", self.profile.clone()),
+            ("BACKEND", self.backend.name().to_string()),
+            ("BACKEND_NOTE", backend_note(self.backend).to_string()),
             ("ACTION", format!("{}@{}", self.repo, self.git_ref)),
             ("REPO", self.repo.clone()),
             ("REF", self.git_ref.clone()),
@@ -172,6 +194,7 @@ pub fn plan(values: &Values, fork_prs: bool) -> Result<Vec<Planned>, InitError> 
         files.push(("fork measure workflow", workflows.join("commgate-fork-measure.yml"), FORK_MEASURE));
         files.push(("fork comment workflow", workflows.join("commgate-fork-comment.yml"), FORK_COMMENT));
     }
+    files.push(("results .gitignore", results_dir().join(".gitignore"), RESULTS_GITIGNORE));
     files
         .into_iter()
         .map(|(name, path, template)| {
@@ -180,11 +203,10 @@ pub fn plan(values: &Values, fork_prs: bool) -> Result<Vec<Planned>, InitError> 
         .collect()
 }
 
-/// The profile named after this machine when `--profile` is not given: the one `bench` uses by
-/// default for the backend `auto` would pick here (CUDA usable: `PAR-CUDA-MECHANISM`, else
-/// `PAR-CPU-MECHANISM`), so runs recorded before and after `init` land in the same file.
-pub fn machine_profile(cuda_usable: bool) -> String {
-    crate::bench::runner::default_profile(if cuda_usable { "cuda" } else { "cpu" })
+/// Where `bench` and `check` write result files by default (`bench.results_dir`): every run
+/// leaves one, and they are not meant for the repository (the store keeps what counts).
+fn results_dir() -> PathBuf {
+    crate::config::default_results_dir()
 }
 
 /// Writes the scaffold under `dir`, all of it or nothing: first checks that no target exists
@@ -305,18 +327,20 @@ fn target(dir: &Path, rel: &Path) -> PathBuf {
 }
 
 /// What to do after `init`, for the terminal.
-pub fn next_steps(profile: &str, fork_prs: bool) -> String {
+pub fn next_steps(values: &Values, fork_prs: bool) -> String {
     let fork = if fork_prs {
         "\n  - make \"commgate measure (fork PRs) / measure\" a required check too, and keep fork-PR approval on"
     } else {
         ""
     };
+    let (profile, backend) = (&values.profile, values.backend.name());
     format!(
         "Next steps:\n\
-         \x20 1. on the runner the gate uses, record a few runs: `commgate bench -o run-1.json` (5 or more)\n\
+         \x20 1. on the runner the gate uses, record a few runs: `commgate bench --backend {backend} -o run-1.json` (5 or more)\n\
          \x20 2. add each to the store: `commgate baseline update --from run-1.json` (writes baselines/{profile}/)\n\
-         \x20 3. try the gate: `commgate check` (it should say accept)\n\
-         \x20 4. commit commgate.toml, baselines/ and .github/workflows/, and make `commgate gate` a required check{fork}\n\
+         \x20 3. try the gate: `commgate check --backend {backend}` (it should say accept)\n\
+         \x20 4. commit commgate.toml, baselines/, benchmarks/results/.gitignore and .github/workflows/, and make `commgate gate` a required check{fork}\n\
+         The workflows run the {backend} backend and file its runs under {profile}: record the baselines on that backend.\n\
          See docs/init.md in the commgate repository for the whole first day.\n"
     )
 }
@@ -326,7 +350,7 @@ mod tests {
     use super::*;
 
     fn values() -> Values {
-        Values::new("PAR-H100", None).expect("valid")
+        Values::new(Some("PAR-H100"), None, GateBackend::Cuda).expect("valid")
     }
 
     /// `.github` or `baselines` as a link would put the scaffold outside the target directory:
@@ -380,7 +404,7 @@ mod tests {
     fn every_template_is_filled_completely() {
         for fork in [false, true] {
             let files = plan(&values(), fork).expect("fills");
-            assert_eq!(files.len(), if fork { 5 } else { 3 });
+            assert_eq!(files.len(), if fork { 6 } else { 4 });
             for f in &files {
                 assert!(!f.text.contains("@@"), "{}", f.path.display());
             }
@@ -441,7 +465,7 @@ mod tests {
     #[test]
     fn a_sha_is_installed_by_rev_and_a_tag_by_tag() {
         let sha = "0123456789abcdef0123456789abcdef01234567";
-        let by_sha = Values::new("p", Some(&format!("acme/commgate@{sha}"))).expect("valid");
+        let by_sha = Values::new(Some("p"), Some(&format!("acme/commgate@{sha}")), GateBackend::Cuda).expect("valid");
         let files = plan(&by_sha, true).expect("fills");
         assert!(files[4].text.contains(&format!("COMMGATE_REF: \"{sha}\"")));
         assert!(files[4].text.contains("--git \"$COMMGATE_REPO\" --rev \"$COMMGATE_REF\""));
@@ -462,13 +486,23 @@ mod tests {
         assert!(!tmp.path().join("commgate.toml").exists());
         assert_eq!(std::fs::read_to_string(&last).expect("read"), "mine");
         let written = write(tmp.path(), &files, true).expect("forced");
-        assert_eq!(written.len(), 5);
+        assert_eq!(written.len(), 6);
         assert_eq!(std::fs::read_to_string(&last).expect("read"), files[4].text);
     }
 
     #[test]
-    fn the_machine_profile_is_the_one_bench_uses() {
-        assert_eq!(machine_profile(true), "PAR-CUDA-MECHANISM");
-        assert_eq!(machine_profile(false), "PAR-CPU-MECHANISM");
+    fn the_default_profile_is_the_one_bench_uses_for_the_workflow_backend() {
+        assert_eq!(default_profile(GateBackend::Cuda), "PAR-CUDA-MECHANISM");
+        assert_eq!(default_profile(GateBackend::Cpu), "PAR-CPU-MECHANISM");
+        for backend in [GateBackend::Cuda, GateBackend::Cpu] {
+            let values = Values::new(None, None, backend).expect("valid");
+            let files = plan(&values, true).expect("fills");
+            let toml = &files[0].text;
+            assert!(toml.contains(&format!("environment_profile = \"{}\"", default_profile(backend))), "{toml}");
+            for f in files.iter().filter(|f| f.path.extension().is_some_and(|e| e == "yml")) {
+                let backends: Vec<&str> = f.text.lines().filter_map(|l| l.trim().strip_prefix("backend: ")).collect();
+                assert!(backends.iter().all(|b| b.starts_with(backend.name())), "{}: {backends:?}", f.path.display());
+            }
+        }
     }
 }

@@ -24,7 +24,7 @@ use crate::trace::attribute::Attribution;
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
 
 /// Terminal text: the verdict and reasons, then the comparison and attribution tables.
-pub fn text(r: &CheckReport) -> String {
+pub fn text(r: &CheckReport, width: super::Width) -> String {
     let mut out = match &r.error {
         Some(e) => {
             format!("Could not evaluate: {} ({})\n{}\n", e.kind.summary(), plain(&e.message, TEXT), not_judged(r))
@@ -47,17 +47,18 @@ pub fn text(r: &CheckReport) -> String {
         out.push_str(&format!("Run: {}\n", figures.join(" · ")));
     }
     if !r.workloads.is_empty() {
-        out.push_str(&workloads::text(&r.workloads));
+        out.push_str(&workloads::text(&r.workloads, width));
     } else if let Some(c) = &r.comparison {
+        // The verdict and its reasons are the check's, above: the comparison adds its table.
         out.push('\n');
-        out.push_str(&super::text::comparison(c));
+        out.push_str(&super::text::comparison_table(c, width));
     }
     if let Some(t) = &r.trace_comparison {
         out.push_str(&trace_text(t));
     }
     if let Some(a) = &r.attribution {
         out.push('\n');
-        out.push_str(&super::text::attribution(a));
+        out.push_str(&super::text::attribution(a, width));
     }
     out
 }
@@ -155,21 +156,46 @@ fn head(r: &CheckReport) -> String {
         _ => "🟡",
     };
     let lead = r.reasons.first().map(|x| format!("\n\n{}", md_text(x, TEXT))).unwrap_or_default();
+    let context = context_lines(r);
     match headline(r) {
-        Some(h) => format!("{MARKER}\n### {icon} commgate `{}`: {}{lead}\n", r.verdict.as_str(), md_text(&h, TEXT)),
+        Some(h) => {
+            format!("{MARKER}\n### {icon} commgate `{}`: {}{context}{lead}\n", r.verdict.as_str(), md_text(&h, TEXT))
+        }
         None => format!(
-            "{MARKER}\n### {icon} commgate: `{}`{}{lead}\n",
+            "{MARKER}\n### {icon} commgate: `{}`{}{context}{lead}\n",
             r.verdict.as_str(),
             if r.blocking { " — blocking merge" } else { "" }
         ),
     }
 }
 
+/// The lines under the headline: which commit and job judged (when the report says), and a
+/// pull request that edits what judges it, which a reviewer must see before anything folded.
+fn context_lines(r: &CheckReport) -> String {
+    let mut out = String::new();
+    if let Some(job) = &r.job {
+        let mut parts = Vec::new();
+        if let Some(c) = &job.commit {
+            parts.push(format!("head `{}`", &c[..c.len().min(12)]));
+        }
+        if let Some(url) = &job.run_url {
+            // Checked to be https and plain URL characters when the report was made or read.
+            parts.push(format!("[job run]({url})"));
+        }
+        out.push_str(&format!("\n\n{}", parts.join(" · ")));
+    }
+    if let Some(edits) = r.base.as_ref().and_then(|b| b.edits_reason()) {
+        out.push_str(&format!("\n\n> ⚠️ {}", md_text(&edits, TEXT)));
+    }
+    out
+}
+
 /// The head of a report that could not be evaluated: what failed (escaped: it quotes files and
 /// the failed run), what it means for the merge, then any other reasons.
 fn error_head(r: &CheckReport, e: &EvaluationError) -> String {
     let mut out = format!(
-        "{MARKER}\n### ⛔ commgate: could not evaluate\n\n**Could not evaluate: {}** ({})\n\n{}\n",
+        "{MARKER}\n### ⛔ commgate: could not evaluate{}\n\n**Could not evaluate: {}** ({})\n\n{}\n",
+        context_lines(r),
         e.kind.summary(),
         md_text(&e.message, TEXT),
         not_judged(r).replace("--fail-on never", "`--fail-on never`")
@@ -312,7 +338,7 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
         let cell = |s: &str| md_cell(s, NAME);
         let w = &b.workload;
         let mut rows = vec![
-            ["backend".to_string(), format!("{} ({})", cell(&w.backend), cell(&format!("{:?}", b.evidence_level)))],
+            ["backend".to_string(), format!("{} ({})", cell(&w.backend), b.evidence_level.words())],
             ["hardware".to_string(), cell(&hardware_line(h))],
             [
                 "driver / CUDA / NCCL".to_string(),
@@ -352,14 +378,24 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
 
 /// The benchmark run's own figures as (label, value), the same in the terminal and the PR
 /// comment. An undefined figure reads `-`; with one rank, bus bandwidth does not apply.
-fn run_figures(b: &RunResult) -> [(&'static str, String); 3] {
+pub(crate) fn run_figures(b: &RunResult) -> [(&'static str, String); 3] {
     let busbw = match b.metrics.busbw_gbps {
         Some(v) => format!("{} GB/s", two(v)),
         None if b.workload.world_size == 1 => "not applicable (one rank communicates nothing)".to_string(),
         None => "-".to_string(),
     };
-    let matmul = b.metrics.matmul_tflops.map_or_else(|| "-".to_string(), |v| format!("{} TFLOPS", two(v)));
+    let matmul = b.metrics.matmul_tflops.map_or_else(|| "-".to_string(), flops);
     [("busbw", busbw), ("matmul", matmul), ("overlap", overlap_against_serial(&b.comparison))]
+}
+
+/// A matmul rate in the unit that shows its digits: TFLOPS from 1 up, GFLOPS below (a CPU run's
+/// 0.02 TFLOPS reads as 20 GFLOPS).
+fn flops(tflops: f64) -> String {
+    if tflops >= 1.0 || tflops == 0.0 || !tflops.is_finite() {
+        format!("{} TFLOPS", two(tflops))
+    } else {
+        format!("{} GFLOPS", two(tflops * 1e3))
+    }
 }
 
 /// A saving, or a penalty when overlapping is slower than running serially.
@@ -490,7 +526,12 @@ fn fold(summary: &str, inner: &str) -> String {
 
 /// "8 × NVIDIA H200 · 143771 MiB · nvlink · 2 nodes": what is known, unescaped.
 fn hardware_line(h: &crate::result::Hardware) -> String {
-    let mut parts = vec![format!("{} × {}", h.gpu_count, h.gpu_name.as_deref().unwrap_or("-"))];
+    let gpus = match (h.gpu_count, h.gpu_name.as_deref()) {
+        (0, _) => "no GPU".to_string(),
+        (n, Some(name)) => format!("{n} × {name}"),
+        (n, None) => format!("{n} GPU{}", if n == 1 { "" } else { "s" }),
+    };
+    let mut parts = vec![gpus];
     parts.extend(h.gpu_memory_mib.map(|m| format!("{m} MiB")));
     parts.extend(h.topology.clone());
     parts.push(if h.nodes == 1 { "1 node".to_string() } else { format!("{} nodes", h.nodes) });
@@ -519,6 +560,7 @@ pub(super) mod tests {
             .map(|i| CommEvent::new(&format!("{i}_{}", "x".repeat(name_len)), 1.0 + i as f64, 1024.0, 0.5))
             .collect();
         CheckReport {
+            job: None,
             schema_version: 1,
             error: None,
             verdict: Decision::Tune,
@@ -543,12 +585,65 @@ pub(super) mod tests {
         assert!(!md.contains("<b>"));
     }
 
+    #[test]
+    fn the_commit_the_job_and_edited_settings_sit_under_the_headline() {
+        let env = |k: &str| {
+            let v = match k {
+                "GITHUB_SHA" => "0123456789abcdef0123456789abcdef01234567",
+                "GITHUB_SERVER_URL" => "https://github.com",
+                "GITHUB_REPOSITORY" => "acme/train",
+                "GITHUB_RUN_ID" => "987654321",
+                _ => return None,
+            };
+            Some(v.to_string())
+        };
+        let job = crate::check::JobRef::from_env(env);
+        let base = crate::check::BaseRef {
+            sha: "f".repeat(40),
+            dir: "baselines".into(),
+            changed: vec!["commgate.toml".into()],
+        };
+        let r = CheckReport { job, base: Some(base), ..report(1, 4) };
+        let md = markdown(&r);
+        let lines: Vec<&str> = md.lines().collect();
+        assert!(lines[1].starts_with("### "), "{md}");
+        assert_eq!(lines[3], "head `0123456789ab` · [job run](https://github.com/acme/train/actions/runs/987654321)");
+        assert!(
+            lines[5].starts_with("> ⚠️ this pull request changes commgate.toml: judged with the base commit's"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_job_link_is_kept_only_when_it_is_this_repositorys_run() {
+        let hostile = [
+            ("https://evil.example/acme/train/actions/runs/1", "another host"),
+            ("https://github.com/acme/train/actions/runs/1)[x](https://evil", "markdown"),
+            ("https://github.com/other/train/actions/runs/1", "another repository"),
+            ("javascript:alert(1)", "a script"),
+        ];
+        let prefix = crate::check::runs_prefix("https://github.com", "acme/train");
+        assert_eq!(prefix.as_deref(), Some("https://github.com/acme/train/actions/runs/"));
+        for (url, what) in hostile {
+            let job = crate::check::JobRef { commit: Some("zz<b>".into()), run_url: Some(url.into()) };
+            assert_eq!(job.vetted(prefix.as_deref()), None, "{what}");
+        }
+        let good = crate::check::JobRef {
+            commit: None,
+            run_url: Some("https://github.com/acme/train/actions/runs/42".into()),
+        };
+        assert_eq!(good.vetted(prefix.as_deref()), Some(good.clone()));
+        assert_eq!(crate::check::runs_prefix("http://github.com", "acme/train"), None);
+        assert_eq!(crate::check::runs_prefix("https://github.com", "acme/train/x"), None);
+    }
+
     fn could_not_evaluate(fail_on: FailOn) -> CheckReport {
         let error = crate::decide::EvaluationError::new(
             crate::decide::ErrorKind::BenchFailed,
             "timeout on rank 1: <img src=x>|`rm -rf`|\n[x](javascript:alert(1))",
         );
         CheckReport {
+            job: None,
             verdict: Decision::CollectMoreEvidence,
             reasons: vec![error.to_string(), "no baseline at b.json".into()],
             error: Some(error),
@@ -638,7 +733,7 @@ pub(super) mod tests {
             "the lead, once; then folded: {md}"
         );
 
-        let t = text(&r);
+        let t = text(&r, crate::report::Width::Fit);
         assert!(t.starts_with("Could not evaluate: the benchmark failed (timeout on rank 1: <img"), "{t}");
         assert!(t.contains("\\n[x]"), "control characters are defused: {t}");
         assert!(t.contains("exits 2") && t.contains("  - no baseline at b.json\n"), "{t}");
@@ -648,7 +743,7 @@ pub(super) mod tests {
     #[test]
     fn fail_on_never_still_says_what_failed() {
         let r = could_not_evaluate(FailOn::Never);
-        assert!(text(&r).contains("exits 0 only because of --fail-on never"));
+        assert!(text(&r, crate::report::Width::Fit).contains("exits 0 only because of --fail-on never"));
         assert!(markdown(&r).contains("### ⛔ commgate: could not evaluate"));
     }
 
@@ -656,10 +751,10 @@ pub(super) mod tests {
     fn the_run_reads_one_rank_and_a_slower_overlap_for_what_they_are() {
         let one = CheckReport { bench: Some(run(1, [0.001, 2.0, 2.001, 2.3], None)), ..report(1, 4) };
         let slower = CheckReport { bench: Some(run(2, [1.0, 2.0, 3.0, 3.5], None)), ..report(1, 4) };
-        let (one_text, one_md) = (text(&one), markdown(&one));
+        let (one_text, one_md) = (text(&one, crate::report::Width::Fit), markdown(&one));
         assert!(one_text.contains("busbw not applicable (one rank communicates nothing)"), "{one_text}");
         assert!(one_md.contains("| busbw | not applicable (one rank communicates nothing) |"), "{one_md}");
-        let (slower_text, slower_md) = (text(&slower), markdown(&slower));
+        let (slower_text, slower_md) = (text(&slower, crate::report::Width::Fit), markdown(&slower));
         assert!(slower_text.contains("overlap 0.530 ms slower than serial per step"), "{slower_text}");
         assert!(slower_md.contains("| overlap | 0.530 ms slower than serial per step |"), "{slower_md}");
         assert!(slower_md.contains("the streams interfere"), "{slower_md}");

@@ -20,7 +20,7 @@ const SCHEDULES: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule:
 /// Renders a store listing.
 pub fn list(l: &Listing, format: Format) -> String {
     match format {
-        Format::Json => pretty(l),
+        Format::Json => pretty(&Versioned { schema_version: HISTORY_SCHEMA_VERSION, body: l }),
         Format::Text => list_text(l),
         Format::Markdown => list_markdown(l),
     }
@@ -29,10 +29,22 @@ pub fn list(l: &Listing, format: Format) -> String {
 /// Renders one store's runs.
 pub fn show(s: &Shown, format: Format) -> String {
     match format {
-        Format::Json => pretty(s),
+        Format::Json => pretty(&Versioned { schema_version: HISTORY_SCHEMA_VERSION, body: s }),
         Format::Text => show_text(s),
         Format::Markdown => show_markdown(s),
     }
+}
+
+/// The `schema_version` of `baseline list` and `baseline show` JSON, as every JSON commgate
+/// writes carries one.
+pub const HISTORY_SCHEMA_VERSION: u32 = 1;
+
+/// A JSON body with `schema_version` first.
+#[derive(serde::Serialize)]
+struct Versioned<'a, T: serde::Serialize> {
+    schema_version: u32,
+    #[serde(flatten)]
+    body: &'a T,
 }
 
 fn pretty<T: serde::Serialize>(value: &T) -> String {

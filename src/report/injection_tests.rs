@@ -55,6 +55,7 @@ fn hostile_report(s: &str, could_not_evaluate: bool) -> CheckReport {
         crate::compare::traces::prepare(s, std::slice::from_ref(&attribution), &attribution, &opts).finish_alone(&opts);
     traces.notes.push(s.to_string());
     let mut r = CheckReport {
+        job: None,
         reasons: vec![format!("first: {s}"), s.to_string(), "third".into()],
         bench: Some(bench),
         comparison: Some(comparison),

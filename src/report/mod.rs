@@ -9,6 +9,7 @@
 //! (`plain` for a terminal, `md_text` for Markdown). Renderers display the decisions an
 //! [`Attribution`] carries; they never recompute them.
 
+pub mod bench;
 pub mod chart;
 pub mod check;
 pub mod escape;
@@ -40,8 +41,41 @@ pub enum Format {
 
 /// Renders an attribution in the chosen format.
 pub fn render_attribution(a: &Diagnosis, format: Format) -> String {
+    render_attribution_in(a, format, Width::Fit)
+}
+
+/// How wide a text report's tables may be: [`table::TEXT_WIDTH`] by default (columns are left out,
+/// least important first, and named under the table), every column with `--wide`. Markdown and
+/// JSON always hold everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Width {
+    #[default]
+    Fit,
+    Wide,
+}
+
+impl Width {
+    pub fn from_flag(wide: bool) -> Width {
+        if wide {
+            Width::Wide
+        } else {
+            Width::Fit
+        }
+    }
+
+    /// The most characters a text table may take, `None` for no limit.
+    pub(crate) fn limit(self) -> Option<usize> {
+        match self {
+            Width::Fit => Some(table::TEXT_WIDTH),
+            Width::Wide => None,
+        }
+    }
+}
+
+/// Renders an attribution, its text tables `width` wide.
+pub fn render_attribution_in(a: &Diagnosis, format: Format, width: Width) -> String {
     match format {
-        Format::Text => text::attribution(a),
+        Format::Text => text::attribution(a, width),
         Format::Json => json::attribution(a),
         Format::Markdown => markdown::attribution(a),
     }
@@ -49,8 +83,13 @@ pub fn render_attribution(a: &Diagnosis, format: Format) -> String {
 
 /// Renders a check report in the chosen format.
 pub fn render_check(r: &crate::check::CheckReport, format: Format) -> String {
+    render_check_in(r, format, Width::Fit)
+}
+
+/// Renders a check report, its text tables `width` wide.
+pub fn render_check_in(r: &crate::check::CheckReport, format: Format, width: Width) -> String {
     match format {
-        Format::Text => check::text(r),
+        Format::Text => check::text(r, width),
         Format::Json => json::check(r),
         Format::Markdown => check::markdown(r),
     }
@@ -58,8 +97,13 @@ pub fn render_check(r: &crate::check::CheckReport, format: Format) -> String {
 
 /// Renders a comparison in the chosen format.
 pub fn render_comparison(c: &Comparison, format: Format) -> String {
+    render_comparison_in(c, format, Width::Fit)
+}
+
+/// Renders a comparison, its text table `width` wide.
+pub fn render_comparison_in(c: &Comparison, format: Format, width: Width) -> String {
     match format {
-        Format::Text => text::comparison(c),
+        Format::Text => text::comparison(c, width),
         Format::Json => json::comparison(c),
         Format::Markdown => markdown::comparison(c),
     }
@@ -255,6 +299,11 @@ pub(crate) fn collective_rows(a: &Attribution, ctx: Context) -> Vec<Vec<String>>
 pub(crate) fn collective_table(a: &Attribution, ctx: Context) -> Option<String> {
     (!a.by_collective.is_empty()).then(|| ctx.table(&COLLECTIVE_COLUMNS, &collective_rows(a, ctx)))
 }
+
+/// The order the per-collective text table leaves columns out in to fit (least important first):
+/// what the decision and a reviewer need (exposed, comm, overlap, who arrives last, wait,
+/// transfer) stays longest.
+pub(crate) const COLLECTIVE_DROP: [usize; 14] = [14, 2, 5, 1, 6, 12, 9, 8, 10, 11, 13, 7, 3, 4];
 
 /// The per-collective columns a source without compute cannot fill: exposed, worst-rank
 /// exposed, overlap.
@@ -480,11 +529,14 @@ pub(crate) fn metric_cells(m: &crate::compare::MetricComparison, ctx: Context) -
 /// carry their unit because the column heads say ms.
 pub(crate) fn throughput_cells(m: &crate::compare::MetricComparison, ctx: Context) -> Option<Vec<String>> {
     let t = m.throughput.as_ref()?;
-    let unit = t.kind.unit();
+    // A CPU run's matmul does tens of GFLOPS: shown in TFLOPS it would read 0.01 against 0.02.
+    let small = t.kind == crate::compare::ThroughputKind::MatmulTflops && t.baseline.max(t.current) < 1.0;
+    let (label, unit, scale) =
+        if small { ("matmul GFLOPS", "GFLOPS", 1e3) } else { (t.kind.label(), t.kind.unit(), 1.0) };
     Some(vec![
-        ctx.escape(&format!("{} (same test)", t.kind.label()), NAME),
-        format!("{} {unit}", two(t.baseline)),
-        format!("{} {unit}", two(t.current)),
+        ctx.escape(&format!("{label} (same test)"), NAME),
+        format!("{} {unit}", two(t.baseline * scale)),
+        format!("{} {unit}", two(t.current * scale)),
         change(t.ratio),
         interval(t.ci),
         p_value(m.judged.p_adjusted),
@@ -743,14 +795,14 @@ mod tests {
     #[test]
     fn render_attribution_dispatches_on_format() {
         let a = seed();
-        assert_eq!(render_attribution(&a, Format::Text), text::attribution(&a));
+        assert_eq!(render_attribution(&a, Format::Text), text::attribution(&a, crate::report::Width::Fit));
         assert_eq!(render_attribution(&a, Format::Json), json::attribution(&a));
         assert_eq!(render_attribution(&a, Format::Markdown), markdown::attribution(&a));
     }
 
     /// Snapshots `a` in the three formats, as `<name>_text`, `<name>_markdown` and `<name>_json`.
     fn assert_snapshots(name: &str, a: Diagnosis) {
-        insta::assert_snapshot!(format!("{name}_text"), text::attribution(&a));
+        insta::assert_snapshot!(format!("{name}_text"), text::attribution(&a, crate::report::Width::Fit));
         insta::assert_snapshot!(format!("{name}_markdown"), markdown::attribution(&a));
         insta::assert_snapshot!(format!("{name}_json"), json::attribution(&a));
     }
@@ -791,8 +843,11 @@ mod tests {
         assert_eq!((coverage["ranks_present"].as_u64(), coverage["world_size"].as_u64()), (Some(2), Some(8)));
         assert_eq!(coverage["missing_ranks"], serde_json::json!([{"first": 2, "last": 7}]));
         assert_eq!(v["source"]["steps_ignored"]["marker_steps"], 4);
-        let text = text::attribution(&a);
+        let text = text::attribution(&a, crate::report::Width::Fit);
         assert!(text.contains("Note: partial rank set: ranks 0-1 of 8: 6 missing (2-7)\n"), "{text}");
-        assert!(!text::attribution(&multi_rank()).contains("Note:"), "a full rank set says nothing");
+        assert!(
+            !text::attribution(&multi_rank(), crate::report::Width::Fit).contains("Note:"),
+            "a full rank set says nothing"
+        );
     }
 }

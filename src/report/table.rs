@@ -54,6 +54,79 @@ pub(crate) fn text(columns: &[Column<'_>], rows: &[Vec<String>]) -> String {
     aligned(columns, rows, true)
 }
 
+/// How wide a text table may be unless `--wide` asks for every column: a terminal or CI log of
+/// 100 characters.
+pub(crate) const TEXT_WIDTH: usize = 100;
+
+/// An aligned text table of at most `width` characters: columns are left out in `drop_order`
+/// (indices, least important first) until the rest fit, the first column never; a table that
+/// fits keeps them all. Returns the table and the heads of the columns left out, in table order.
+pub(crate) fn text_fitted(
+    columns: &[Column<'_>],
+    rows: &[Vec<String>],
+    drop_order: &[usize],
+    width: Option<usize>,
+) -> (String, Vec<String>) {
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (head, _))| {
+            rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).fold(head.chars().count(), usize::max)
+        })
+        .collect();
+    let mut kept: Vec<bool> = vec![true; columns.len()];
+    let total = |kept: &[bool]| {
+        let shown: Vec<usize> = widths.iter().zip(kept).filter(|(_, &k)| k).map(|(w, _)| *w).collect();
+        shown.iter().sum::<usize>() + 2 * shown.len().saturating_sub(1)
+    };
+    if let Some(max) = width {
+        for &i in drop_order.iter().filter(|&&i| i > 0 && i < columns.len()) {
+            if total(&kept) <= max {
+                break;
+            }
+            kept[i] = false;
+        }
+    }
+    let pick =
+        |row: &[String]| -> Vec<String> { row.iter().zip(&kept).filter(|(_, &k)| k).map(|(c, _)| c.clone()).collect() };
+    let shown_columns: Vec<Column<'_>> = columns.iter().zip(&kept).filter(|(_, &k)| k).map(|(c, _)| *c).collect();
+    let shown_rows: Vec<Vec<String>> = rows.iter().map(|r| pick(r)).collect();
+    let dropped = columns.iter().zip(&kept).filter(|(_, &k)| !k).map(|((h, _), _)| h.to_string()).collect();
+    (text(&shown_columns, &shown_rows), dropped)
+}
+
+/// The line under a fitted table that names what was left out, or nothing.
+pub(crate) fn left_out_line(dropped: &[String]) -> String {
+    if dropped.is_empty() {
+        String::new()
+    } else {
+        let text =
+            format!("(left out to fit {TEXT_WIDTH} characters: {}; --wide shows every column)", dropped.join(", "));
+        wrap(&text, TEXT_WIDTH)
+    }
+}
+
+/// `text` broken at spaces into lines of at most `width` characters (a longer word stays whole),
+/// each ending in a newline.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
 /// An aligned text table without the dashed rule (the `baseline list` and `show` tables).
 pub(crate) fn text_unruled(columns: &[Column<'_>], rows: &[Vec<String>]) -> String {
     aligned(columns, rows, false)
@@ -129,6 +202,23 @@ fn markdown_line<S: AsRef<str>>(cells: &[S]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wide_table_leaves_out_columns_in_order_until_it_fits_and_names_them() {
+        let heads: Vec<String> = (0..12).map(|i| format!("column {i:02}")).collect();
+        let columns: Vec<Column<'_>> = heads.iter().map(|h| (h.as_str(), Align::Right)).collect();
+        let rows = vec![(0..12).map(|i| format!("{i}")).collect::<Vec<String>>()];
+        let order: Vec<usize> = (0..12).rev().collect();
+        let (fitted, dropped) = text_fitted(&columns, &rows, &order, Some(TEXT_WIDTH));
+        assert!(fitted.lines().all(|l| l.chars().count() <= TEXT_WIDTH), "{fitted}");
+        assert!(fitted.starts_with("column 00  column 01"), "the first columns stay: {fitted}");
+        assert_eq!(dropped, ["column 09", "column 10", "column 11"]);
+        let (all, none) = text_fitted(&columns, &rows, &order, None);
+        assert!(none.is_empty() && all.lines().next().is_some_and(|l| l.ends_with("column 11")));
+        let note = left_out_line(&dropped);
+        assert!(note.lines().all(|l| l.chars().count() <= TEXT_WIDTH) && note.contains("--wide"), "{note}");
+        assert_eq!(left_out_line(&[]), "");
+    }
 
     fn rows() -> Vec<Vec<String>> {
         vec![

@@ -13,15 +13,22 @@ use crate::compare::{Comparison, MetricComparison};
 use crate::decide::mitigation::Diagnosis;
 
 /// Renders an attribution for a terminal.
-pub fn attribution(a: &Diagnosis) -> String {
+pub fn attribution(a: &Diagnosis, width: super::Width) -> String {
     let mut out = super::source_line(a, |s| plain(s, NAME), "");
     out.push('\n');
     for note in a.notes() {
         out.push_str(&format!("Note: {}\n", plain(&note, TEXT)));
     }
     out.push('\n');
-    let collectives = super::collective_table(a, Text);
-    out.push_str(collectives.as_deref().unwrap_or("No communication kernels found.\n"));
+    if a.by_collective.is_empty() {
+        out.push_str("No communication kernels found.\n");
+    } else {
+        let rows = super::collective_rows(a, Text);
+        let (t, dropped) =
+            table::text_fitted(&super::COLLECTIVE_COLUMNS, &rows, &super::COLLECTIVE_DROP, width.limit());
+        out.push_str(&t);
+        out.push_str(&table::left_out_line(&dropped));
+    }
     if let Some(sizes) = super::size_table(a, Text) {
         out.push_str(&format!("\n{}:\n{sizes}", super::SIZE_TITLE));
     }
@@ -54,14 +61,8 @@ fn decision_lines(a: &Diagnosis) -> [String; 4] {
 
 /// Renders a comparison for a terminal: the baseline, one row per metric, the verdict and the
 /// reasons a reviewer acts on.
-pub fn comparison(c: &Comparison) -> String {
-    let mut out = format!("{}\n{}\n\n", plain(&c.headline, TEXT), baseline_line(c));
-    let rows: Vec<Vec<String>> = c.metrics.iter().flat_map(metric_rows).collect();
-    if rows.is_empty() {
-        out.push_str("No metrics compared.\n");
-    } else {
-        out.push_str(&table::text(&[&super::METRIC_COLUMNS[..], &METRIC_TAIL_COLUMNS].concat(), &rows));
-    }
+pub fn comparison(c: &Comparison, width: super::Width) -> String {
+    let mut out = format!("{}\n{}", plain(&c.headline, TEXT), comparison_table(c, width));
     let blocking = if c.regression { " (blocking: confirmed regression)" } else { "" };
     out.push_str(&format!("\nVerdict: {}{blocking}\n", c.verdict.as_str()));
     for r in &c.reasons {
@@ -69,6 +70,26 @@ pub fn comparison(c: &Comparison) -> String {
     }
     out
 }
+
+/// The baseline line and one row per metric, without the verdict: what a `check` report shows
+/// under its own verdict.
+pub fn comparison_table(c: &Comparison, width: super::Width) -> String {
+    let mut out = format!("{}\n\n", baseline_line(c));
+    let rows: Vec<Vec<String>> = c.metrics.iter().flat_map(metric_rows).collect();
+    if rows.is_empty() {
+        out.push_str("No metrics compared.\n");
+    } else {
+        let columns = [&super::METRIC_COLUMNS[..], &METRIC_TAIL_COLUMNS].concat();
+        let (t, dropped) = table::text_fitted(&columns, &rows, &METRIC_DROP, width.limit());
+        out.push_str(&t);
+        out.push_str(&table::left_out_line(&dropped));
+    }
+    out
+}
+
+/// The order the metric table leaves columns out in to fit (least important first): the
+/// counts, the method and the p-value before the change, its interval and its state.
+const METRIC_DROP: [usize; 8] = [6, 7, 5, 1, 2, 8, 4, 3];
 
 /// The shared metric columns, then how each was estimated and its state.
 const METRIC_TAIL_COLUMNS: [(&str, Align); 2] = [("method", Align::Left), ("state", Align::Left)];
@@ -100,7 +121,7 @@ mod tests {
 
     #[test]
     fn seed_lists_priority_mitigation_and_tune() {
-        let out = attribution(&seed());
+        let out = attribution(&seed(), crate::report::Width::Wide);
         assert!(out.starts_with("Source: events, 1 file, ranks none, world size 0, steps 1"), "{out}");
         assert!(out.contains("Priority: all_to_all (20.000 ms exposed per step)"), "{out}");
         assert!(out.contains("Mitigation: reduce_routing_traffic on all_to_all"), "{out}");
@@ -113,7 +134,7 @@ mod tests {
 
     #[test]
     fn multi_rank_shows_unknown_payload_imbalance_and_ranks() {
-        let out = attribution(&multi_rank());
+        let out = attribution(&multi_rank(), crate::report::Width::Wide);
         let gather = out.lines().find(|l| l.starts_with("all_gather")).expect("an all_gather row");
         assert!(gather.contains("unknown"), "{gather}");
         let send_recv = out.lines().find(|l| l.starts_with("send_recv")).expect("a send_recv row");
@@ -124,7 +145,7 @@ mod tests {
 
     #[test]
     fn empty_says_none_and_collect_more_evidence() {
-        let out = attribution(&empty());
+        let out = attribution(&empty(), crate::report::Width::Fit);
         assert!(out.contains("No communication kernels found."), "{out}");
         assert!(out.contains("Priority: none"), "{out}");
         assert!(out.contains("Mitigation: collect_trace\n"), "{out}");
@@ -137,7 +158,7 @@ mod tests {
         let mut h = a.attribution.by_collective.pop_first().expect("one collective").1;
         h.collective = "evil\u{1b}]0;title\u{7}".to_string();
         a.attribution.by_collective.insert(h.collective.clone(), h);
-        let out = attribution(&a);
+        let out = attribution(&a, crate::report::Width::Fit);
         assert!(!out.contains('\u{1b}'), "{out}");
         assert!(out.contains("evil\\u{1b}]0;title\\u{7}"), "{out}");
     }

@@ -33,7 +33,7 @@ fn verdict_words(w: &WorkloadReport) -> String {
 }
 
 /// The terminal text of every workload.
-pub(super) fn text(workloads: &[WorkloadReport]) -> String {
+pub(super) fn text(workloads: &[WorkloadReport], width: crate::report::Width) -> String {
     let mut out = String::new();
     for w in workloads {
         out.push_str(&format!("\nWorkload {}: {}\n", plain(&w.id, NAME), verdict_words(w)));
@@ -44,7 +44,7 @@ pub(super) fn text(workloads: &[WorkloadReport]) -> String {
             out.push_str(&format!("  {t}\n"));
         }
         if let Some(c) = &w.comparison {
-            out.push_str(&super::super::text::comparison(c));
+            out.push_str(&super::super::text::comparison_table(c, width));
         }
     }
     out
