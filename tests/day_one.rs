@@ -143,6 +143,17 @@ fn a_run_recorded_by_hand_keeps_its_commit_and_a_stored_run_judged_again_is_name
     let text = stderr(&out);
     assert!(text.contains("the run being judged is already in the baseline"), "{text}");
     assert!(text.contains("(1 of its 3 runs): it is compared with itself"), "{text}");
+    // Three runs of one day: the trend chart tells them apart.
+    let out = run(&dir, &["baseline", "show", "par-overlap-allreduce-matmul", "--format", "markdown"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = String::from_utf8_lossy(&out.stdout);
+    let axis = md.lines().find(|l| l.trim_start().starts_with("x-axis")).expect("a trend chart");
+    let labels: Vec<&str> = axis.split('"').skip(1).step_by(2).collect();
+    assert_eq!(labels.len(), 3, "{axis}");
+    assert!(labels[0] != labels[1] && labels[1] != labels[2] && labels[0] != labels[2], "{axis}");
+    let json = run(&dir, &["baseline", "show", "par-overlap-allreduce-matmul", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(v["schema_version"], 1);
 }
 
 #[test]

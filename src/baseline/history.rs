@@ -191,6 +191,27 @@ pub fn trend_points(file: &BaselineFile) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// Labels for runs in a chart, told apart: their dates (`YYYY-MM-DD`) when those differ, else
+/// month, day and time (`12-02 13:20`), and a run number (`#3`) on any still alike (runs
+/// recorded within one minute). `created_at` is untrusted: escape the labels where shown.
+pub fn distinct_labels(created_at: &[&str]) -> Vec<String> {
+    let alike = |labels: &[String]| {
+        let mut sorted: Vec<&String> = labels.iter().collect();
+        sorted.sort();
+        sorted.windows(2).any(|w| w[0] == w[1])
+    };
+    let dates: Vec<String> = created_at.iter().map(|c| short_date(c)).collect();
+    if !alike(&dates) {
+        return dates;
+    }
+    let times: Vec<String> =
+        created_at.iter().map(|c| c.chars().skip(5).take(11).collect::<String>().replacen('T', " ", 1)).collect();
+    if !alike(&times) {
+        return times;
+    }
+    times.iter().enumerate().map(|(i, t)| format!("{t} #{}", i + 1)).collect()
+}
+
 /// The date part of a timestamp (at most its first 10 characters).
 pub fn short_date(created_at: &str) -> String {
     created_at.chars().take(10).collect()
@@ -303,6 +324,17 @@ mod tests {
             f.history.len(),
             history_only.len()
         );
+    }
+
+    #[test]
+    fn chart_labels_tell_runs_apart() {
+        let days = ["2026-11-01T09:00:00Z", "2026-11-02T09:00:00Z"];
+        assert_eq!(distinct_labels(&days), ["2026-11-01", "2026-11-02"]);
+        let one_day = ["2026-11-01T09:00:00Z", "2026-11-01T17:30:00Z"];
+        assert_eq!(distinct_labels(&one_day), ["11-01 09:00", "11-01 17:30"]);
+        let one_minute = ["2026-11-01T09:00:01Z", "2026-11-01T09:00:59Z", "2026-11-02T10:00:00Z"];
+        assert_eq!(distinct_labels(&one_minute), ["11-01 09:00 #1", "11-01 09:00 #2", "11-02 10:00 #3"]);
+        assert!(distinct_labels(&[]).is_empty());
     }
 
     #[test]

@@ -111,12 +111,22 @@ pub fn change_chart(series: &[ChartSeries], delta_pct: f64) -> Option<String> {
         })
         .collect();
     let single = drawn.len() == 1;
-    let extent = drawn
+    // An interval far wider than every change (±5000 % around changes in the hundreds) would
+    // flatten every line: interval ends are cut at CUT_AT times the largest change, the key says so.
+    let largest = drawn.iter().flat_map(|s| &s.points).map(|p| p.change_pct.abs()).fold(delta, f64::max).max(1.0);
+    let cut = CUT_AT * largest;
+    let clipped = |v: f64| v.clamp(-cut, cut);
+    let values: Vec<f64> = drawn
         .iter()
         .flat_map(|s| &s.points)
-        .flat_map(|p| if single { vec![p.change_pct, p.lo_pct, p.hi_pct] } else { vec![p.change_pct] })
-        .fold(0.0, |acc: f64, v| acc.max(v.abs()));
-    let top = axis_top(extent, delta);
+        .flat_map(
+            |p| if single { vec![p.change_pct, clipped(p.lo_pct), clipped(p.hi_pct)] } else { vec![p.change_pct] },
+        )
+        .collect();
+    let cut_any = single && drawn.iter().flat_map(|s| &s.points).any(|p| p.lo_pct < -cut || p.hi_pct > cut);
+    // Each side scaled to its own values: a chart of slowdowns has little room below zero.
+    let top = axis_top(values.iter().copied().fold(0.0, f64::max), delta);
+    let bottom = -axis_top(-values.iter().copied().fold(0.0, f64::min), delta);
 
     let mut lines = vec![
         ("+delta".to_string(), vec![delta; categories.len()]),
@@ -125,10 +135,10 @@ pub fn change_chart(series: &[ChartSeries], delta_pct: f64) -> Option<String> {
     let mut palette = vec![BAND_COLOUR, BAND_COLOUR];
     let mut key = Vec::new();
     if let [s] = drawn.as_slice() {
-        let values = |f: fn(&ChartPoint) -> f64| s.points.iter().map(|p| f(p)).collect::<Vec<f64>>();
-        lines.push(("CI high".into(), values(|p| p.hi_pct)));
-        lines.push(("CI low".into(), values(|p| p.lo_pct)));
-        lines.push((s.workload.to_string(), values(|p| p.change_pct)));
+        let values = |f: &dyn Fn(&ChartPoint) -> f64| s.points.iter().map(|p| f(p)).collect::<Vec<f64>>();
+        lines.push(("CI high".into(), values(&|p| clipped(p.hi_pct))));
+        lines.push(("CI low".into(), values(&|p| clipped(p.lo_pct))));
+        lines.push((s.workload.to_string(), values(&|p| p.change_pct)));
         palette.extend([INTERVAL_COLOUR, INTERVAL_COLOUR, CHANGE_COLOUR]);
         key.push(format!("blue: the change of {}", md_text(s.workload, LABEL)));
         key.push("grey: its 95 % interval".to_string());
@@ -141,6 +151,9 @@ pub fn change_chart(series: &[ChartSeries], delta_pct: f64) -> Option<String> {
     }
     key.push(format!("red: ±δ = {} %", number(delta)));
     let mut notes = Vec::new();
+    if cut_any {
+        notes.push(format!("intervals cut at ±{} % to keep the changes readable", number(cut)));
+    }
     if !not_drawn.is_empty() {
         let names: Vec<String> = not_drawn.iter().map(|s| md_text(&s.workload, LABEL)).collect();
         notes.push(format!("not drawn: {}", names.join(", ")));
@@ -154,8 +167,8 @@ pub fn change_chart(series: &[ChartSeries], delta_pct: f64) -> Option<String> {
     let mut out = format!(
         "```mermaid\n{}\nxychart-beta\n    title \"Change vs baseline (%), against the ±δ band\"\n    x-axis [{}]\n    y-axis \"change %\" {} --> {}\n",
         init(CHANGE_HEIGHT, &palette),
-        categories.iter().map(|m| mermaid_label(m, LABEL)).collect::<Vec<_>>().join(", "),
-        number(-top),
+        categories.iter().map(|m| mermaid_label(short_metric(m), LABEL)).collect::<Vec<_>>().join(", "),
+        number(bottom),
         number(top)
     );
     for (name, values) in &lines {
@@ -168,6 +181,22 @@ pub fn change_chart(series: &[ChartSeries], delta_pct: f64) -> Option<String> {
         notes.iter().map(|n| format!("; {n}")).collect::<String>()
     ));
     Some(out)
+}
+
+/// Interval ends are drawn up to this many times the largest change (or δ).
+const CUT_AT: f64 = 3.0;
+
+/// A metric's x-axis label: the long schedule names shortened so that seven labels do not
+/// overlap in a 700-pixel chart (the table beside it names them in full).
+fn short_metric(metric: &str) -> &str {
+    match metric {
+        "overlap median" => "overlap med",
+        "serial median" => "serial med",
+        "comm_only median" => "comm med",
+        "compute_only median" => "compute med",
+        "exposed comm" => "exposed",
+        other => other,
+    }
 }
 
 /// The series that get a line (those with a finite point; of more than [`MAX_WORKLOADS`], the
@@ -208,8 +237,9 @@ fn left_out_metrics(series: &[ChartSeries], categories: &[String]) -> Vec<String
     out
 }
 
-/// The top of a symmetric y-axis: every value and ±δ inside, at least 2δ (so the band never
-/// fills the plot), at least 1 %, rounded up to 1, 2, 2.5 or 5 times a power of ten.
+/// One end of the y-axis (the top; the bottom is the same rule on the negated values): every
+/// value and ±δ inside with a 10 % margin, at least 2δ (so the band never fills the plot), at
+/// least 1 %, rounded up to 1, 2, 2.5 or 5 times a power of ten.
 fn axis_top(extent: f64, delta: f64) -> f64 {
     nice_ceiling((extent * 1.1).max(2.0 * delta).max(1.0))
 }

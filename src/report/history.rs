@@ -6,7 +6,7 @@
 use super::escape::{md_text, plain, NAME, PATH, TEXT};
 use super::table::{self, Align, Column, Context};
 use super::Format;
-use crate::baseline::history::{short_date, Entry};
+use crate::baseline::history::{distinct_labels, Entry};
 use crate::baseline::list::Listing;
 use crate::baseline::show::Shown;
 use crate::result::Schedule;
@@ -252,15 +252,17 @@ fn show_markdown(s: &Shown) -> String {
 
 /// A mermaid line chart of the overlap median over the newest runs, labelled by short date.
 fn chart(s: &Shown) -> String {
-    let points: Vec<(String, f64)> = s
+    let runs: Vec<(&str, f64)> = s
         .runs
         .iter()
         .filter_map(|e| {
-            e.summary.schedules.get(&Schedule::Overlap).map(|x| (short_date(&e.summary.created_at), x.median_ms))
+            e.summary.schedules.get(&Schedule::Overlap).map(|x| (e.summary.created_at.as_str(), x.median_ms))
         })
         .collect();
-    let points = &points[points.len().saturating_sub(TREND_POINTS)..];
-    super::chart::trend_chart("Overlap median (ms), oldest to newest", points, None).unwrap_or_default()
+    let runs = &runs[runs.len().saturating_sub(TREND_POINTS)..];
+    let labels = distinct_labels(&runs.iter().map(|(c, _)| *c).collect::<Vec<_>>());
+    let points: Vec<(String, f64)> = labels.into_iter().zip(runs).map(|(l, (_, ms))| (l, *ms)).collect();
+    super::chart::trend_chart("Overlap median (ms), oldest to newest", &points, None).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -55,11 +55,21 @@ fn one_workload_draws_change_interval_and_the_delta_band() {
 }
 
 #[test]
-fn the_axis_holds_every_interval_and_is_symmetric() {
+fn the_axis_holds_every_interval_each_side_scaled_to_its_values() {
     let s =
         ChartSeries { workload: "w".into(), points: vec![point("a", 10.0, 4.0, 17.3), point("b", -2.0, -8.0, 1.0)] };
     let (lo, hi) = y_range(&change_chart(&[s], 3.0).expect("a chart"));
-    assert_eq!((lo, hi), (-20.0, 20.0));
+    assert_eq!((lo, hi), (-10.0, 20.0));
+    // Changes in the hundreds with intervals of thousands: the intervals are cut, not the axis
+    // stretched to ±5000 %.
+    let wild = ChartSeries {
+        workload: "w".into(),
+        points: vec![point("a", 180.0, -50.0, 4800.0), point("b", 60.0, -20.0, 250.0), point("c", -7.0, -9.0, -5.0)],
+    };
+    let chart = change_chart(&[wild], 3.0).expect("a chart");
+    assert_eq!(y_range(&chart), (-100.0, 1000.0), "{chart}");
+    assert_eq!(lines(&chart)[2].1, vec![540.0, 250.0, -5.0], "the high ends, cut at 3 × 180");
+    assert!(chart.contains("intervals cut at ±540.00 % to keep the changes readable"), "{chart}");
     assert_eq!(axis_top(0.0, 0.0), 1.0, "a zero δ and no change still give an axis");
     assert_eq!(axis_top(4.6, 1.0), 10.0, "4.6 with its 10 % margin is over 5");
 }
@@ -78,7 +88,7 @@ fn non_finite_points_are_dropped_and_nothing_finite_is_none() {
     s.points[1].change_pct = f64::NAN;
     s.points[2].hi_pct = f64::INFINITY;
     let chart = change_chart(&[s], 3.0).expect("a chart");
-    assert!(chart.contains("x-axis [\"overlap median\", \"exposed comm\"]"), "{chart}");
+    assert!(chart.contains("x-axis [\"overlap med\", \"exposed\"]"), "{chart}");
     assert!(!chart.contains("NaN") && !chart.contains("inf"), "{chart}");
     let nothing = ChartSeries { workload: "w".into(), points: vec![point("a", f64::NAN, 0.0, 1.0)] };
     assert_eq!(change_chart(&[nothing], 3.0), None);
@@ -106,7 +116,7 @@ fn a_metric_missing_from_one_workload_is_left_out_and_named() {
     let mut b = series("b", 0.0);
     b.points.remove(0);
     let chart = change_chart(&[series("a", 0.0), b], 3.0).expect("a chart");
-    assert!(chart.contains("x-axis [\"overlap P95\", \"serial median\", \"exposed comm\"]"), "{chart}");
+    assert!(chart.contains("x-axis [\"overlap P95\", \"serial med\", \"exposed\"]"), "{chart}");
     assert!(chart.contains("left out (not a number for every workload drawn): overlap median"), "{chart}");
 }
 
