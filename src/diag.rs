@@ -51,14 +51,60 @@ pub fn line(message: impl Display) -> String {
     format!("commgate: {}", one_line(&message.to_string()))
 }
 
-/// `commgate: error: …`: why the command could not do its job.
+/// `commgate: error: …`: why the command could not do its job (`error` in red on a terminal).
 pub fn error(message: impl Display) {
-    info(format_args!("error: {message}"));
+    labelled(Paint::Red, "error", message);
 }
 
-/// `commgate: warning: …`: something went wrong that does not change the exit code.
+/// `commgate: warning: …`: something went wrong that does not change the exit code (`warning`
+/// in yellow on a terminal).
 pub fn warn(message: impl Display) {
-    info(format_args!("warning: {message}"));
+    labelled(Paint::Yellow, "warning", message);
+}
+
+/// `commgate: LABEL: message`, the label painted on a terminal, the message on one line.
+fn labelled(paint: Paint, label: &str, message: impl Display) {
+    let label = paint.label(label, stderr_coloured());
+    write_stderr(&format!("commgate: {label}: {}\n", one_line(&message.to_string())));
+}
+
+/// Whether output to a stream is coloured: only on a terminal, never when `NO_COLOR` is set to
+/// anything (<https://no-color.org>) or `TERM` is `dumb`. Logs, pipes and files get plain text.
+pub fn colour_wanted(is_terminal: bool, var: impl Fn(&str) -> Option<String>) -> bool {
+    is_terminal && var("NO_COLOR").is_none_or(|v| v.is_empty()) && var("TERM").as_deref() != Some("dumb")
+}
+
+fn stderr_coloured() -> bool {
+    use std::io::IsTerminal;
+    colour_wanted(std::io::stderr().is_terminal(), |k| std::env::var(k).ok())
+}
+
+/// The few colours commgate uses, as ANSI SGR codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paint {
+    Red,
+    Yellow,
+    Green,
+}
+
+impl Paint {
+    fn code(self) -> &'static str {
+        match self {
+            Paint::Red => "31",
+            Paint::Yellow => "33",
+            Paint::Green => "32",
+        }
+    }
+
+    /// `text` in this colour when `on`, else as it is. Only commgate's own words are painted:
+    /// the escape codes never wrap untrusted text.
+    pub fn label(self, text: &str, on: bool) -> String {
+        if on {
+            format!("\x1b[{}m{text}\x1b[0m", self.code())
+        } else {
+            text.to_string()
+        }
+    }
 }
 
 /// `commgate: note: …`: something the reader of the exit code should know.

@@ -26,6 +26,49 @@ use anyhow::{Context, Result};
 /// How every temporary file commgate writes begins (hidden, and unmistakably commgate's).
 pub const TEMP_PREFIX: &str = ".commgate-tmp-";
 
+/// Writes a text report to stdout, or atomically to `output`: on a terminal (and without
+/// `NO_COLOR`), its verdict lines in colour ([`paint_verdicts`]); a file or pipe gets plain text.
+pub fn emit_text(text: &str, output: Option<&Path>) -> Result<()> {
+    use std::io::IsTerminal;
+    let coloured =
+        output.is_none() && crate::diag::colour_wanted(std::io::stdout().is_terminal(), |k| std::env::var(k).ok());
+    if coloured {
+        emit(&paint_verdicts(text), None)
+    } else {
+        emit(text, output)
+    }
+}
+
+/// The text report's decision lines in colour: `Verdict:` and `Follow-up:` lines
+/// green for accept, yellow for tune and collect_more_evidence, red when blocking or when the
+/// gate could not evaluate. Only the leading word is painted, so no escape code wraps text that
+/// came from a trace or a file.
+pub fn paint_verdicts(text: &str) -> String {
+    use crate::diag::Paint;
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let decision = line.starts_with("Verdict: ") || line.starts_with("Follow-up: ");
+        let paint = if line.starts_with("Could not evaluate") || (decision && line.contains("(blocking")) {
+            Some(Paint::Red)
+        } else if line.starts_with("Verdict: accept") || line.starts_with("Follow-up: accept") {
+            Some(Paint::Green)
+        } else if decision {
+            Some(Paint::Yellow)
+        } else {
+            None
+        };
+        match (paint, line.split_once(':')) {
+            (Some(p), Some((word, rest))) => {
+                out.push_str(&p.label(word, true));
+                out.push(':');
+                out.push_str(rest);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// Writes a report to stdout, or atomically to `output`.
 pub fn emit(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
@@ -143,6 +186,35 @@ pub fn is_leftover_temp(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color_or_a_dumb_terminal() {
+        use crate::diag::colour_wanted;
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert!(colour_wanted(true, env(&[])));
+        assert!(!colour_wanted(false, env(&[])), "a pipe, a file or a CI log");
+        assert!(!colour_wanted(true, env(&[("NO_COLOR", "1")])));
+        assert!(colour_wanted(true, env(&[("NO_COLOR", "")])), "an empty NO_COLOR does not count");
+        assert!(!colour_wanted(true, env(&[("TERM", "dumb")])));
+    }
+
+    #[test]
+    fn only_the_leading_word_of_decision_lines_is_painted() {
+        let text =
+            "Verdict: accept: fine\n  - Verdict: tune from a trace name (blocking: x)\nVerdict: tune (blocking)\n\
+                    Follow-up: collect_more_evidence — x\nCould not evaluate: the benchmark failed (x)\nplain\n";
+        let painted = paint_verdicts(text);
+        let lines: Vec<&str> = painted.lines().collect();
+        assert_eq!(lines[0], "\x1b[32mVerdict\x1b[0m: accept: fine");
+        assert_eq!(lines[1], "  - Verdict: tune from a trace name (blocking: x)", "a reason is never painted");
+        assert_eq!(lines[2], "\x1b[31mVerdict\x1b[0m: tune (blocking)");
+        assert_eq!(lines[3], "\x1b[33mFollow-up\x1b[0m: collect_more_evidence — x");
+        assert!(lines[4].starts_with("\x1b[31mCould not evaluate\x1b[0m: "));
+        assert_eq!(lines[5], "plain");
+        assert_eq!(paint_verdicts("no newline"), "no newline");
+    }
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -65,7 +65,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let attribution = diagnose(attribute_paths(&cfg.paths, &cfg.options)?, &cfg.thresholds);
             print_notes(&attribution);
             let rendered = report::render_attribution_in(&attribution, cfg.format, cfg.width);
-            emit(&rendered, cfg.output.as_deref())?;
+            emit_report(&rendered, cfg.format, cfg.output.as_deref())?;
             Ok(Outcome::Passed)
         }
         Command::Compare(args) => {
@@ -74,7 +74,11 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let current = result::load_result(&cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
             let comparison = decide::comparison::compare(&baseline, &current, &cfg.options);
-            emit(&report::render_comparison_in(&comparison, cfg.format, cfg.width), cfg.output.as_deref())?;
+            emit_report(
+                &report::render_comparison_in(&comparison, cfg.format, cfg.width),
+                cfg.format,
+                cfg.output.as_deref(),
+            )?;
             Ok(gate::compare_outcome(&comparison))
         }
         Command::Bench(args) => {
@@ -497,6 +501,15 @@ fn run_settings(settings: &BenchSettings, first: &Path, k: u32) -> BenchSettings
     s
 }
 
+/// A rendered report to stdout or `output`; text on a terminal gets its verdicts in colour.
+fn emit_report(text: &str, format: Format, output: Option<&Path>) -> Result<()> {
+    if format == Format::Text {
+        crate::output::emit_text(text, output)
+    } else {
+        emit(text, output)
+    }
+}
+
 /// `commgate attribute --partial OUT`: the ranks given, reduced to a partial file.
 fn write_partial(cfg: &config::AttributeConfig, out: &Path) -> Result<Outcome> {
     let reduced = partial_paths(&cfg.paths, &cfg.options)?;
@@ -538,7 +551,7 @@ fn publish(cfg: &config::CheckConfig, report: &check::CheckReport) -> Result<()>
     if let Some(path) = &cfg.output {
         emit(&report::render_check(report, Format::Json), Some(path))?;
     }
-    emit(&report::render_check_in(report, cfg.format, cfg.width), None)?;
+    emit_report(&report::render_check_in(report, cfg.format, cfg.width), cfg.format, None)?;
     let Some(gh) = GithubEnv::from_env(|k| std::env::var(k).ok()) else {
         if cfg.comment == CommentPolicy::Always {
             diag::warn("--comment always, but this is not GitHub Actions (GITHUB_ACTIONS is not true): no comment");
