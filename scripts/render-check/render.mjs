@@ -165,6 +165,15 @@ async function renderInPage() {
         problems.push(`mermaid block ${i + 1}: ${bars} visible bars for ${categories} x-axis categories`);
       }
       if (lines !== lineSeries) problems.push(`mermaid block ${i + 1}: ${lines} visible lines for ${lineSeries} line series`);
+      // The x-axis labels side by side, none over its neighbour (a reader cannot tell which is which).
+      const labels = el ? [...el.querySelectorAll("g.bottom-axis text, g[class*='bottom-axis'] text")] : [];
+      const boxes = labels.map((n) => n.getBoundingClientRect()).filter((b) => b.width > 0).sort((a, b) => a.left - b.left);
+      for (let k = 1; k < boxes.length; k++) {
+        if (boxes[k].left < boxes[k - 1].right - 0.5) {
+          problems.push(`mermaid block ${i + 1}: x-axis labels ${k} and ${k + 1} overlap (shorten the labels or widen the chart)`);
+          break;
+        }
+      }
     }
   }
 

@@ -256,7 +256,7 @@ fn nice_ceiling(x: f64) -> f64 {
 /// The init directive: the height and one colour per line, in the order the lines are written.
 fn init(height: u32, palette: &[&str]) -> String {
     format!(
-        "%%{{init: {{\"xyChart\": {{\"height\": {height}}}, \"themeVariables\": {{\"xyChart\": {{\"plotColorPalette\": \"{}\"}}}}}}}}%%",
+        "%%{{init: {{\"xyChart\": {{\"width\": 900, \"height\": {height}, \"xAxis\": {{\"labelFontSize\": 12}}}}, \"themeVariables\": {{\"xyChart\": {{\"plotColorPalette\": \"{}\"}}}}}}}}%%",
         palette.join(",")
     )
 }

@@ -197,7 +197,7 @@ fn the_trend_chart_ends_with_the_current_run_and_spans_its_values() {
     assert!(chart.contains("x-axis [\"d41\","), "the newest points: {chart}");
     assert_eq!(
         chart.matches(", ").count(),
-        2 * (MAX_TREND_POINTS - 1) + 1,
+        2 * (MAX_TREND_POINTS - 1) + 3,
         "two lists and the init directive: {chart}"
     );
 }
