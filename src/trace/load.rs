@@ -115,6 +115,14 @@ enum Origin {
     Partial(PathBuf),
 }
 
+impl Origin {
+    fn path(&self) -> &Path {
+        match self {
+            Origin::Trace(p) | Origin::Partial(p) => p,
+        }
+    }
+}
+
 /// Every input, read and reduced.
 enum Gathered {
     /// Seed events (from these files).
@@ -196,25 +204,19 @@ fn reduce(t: &RankTrace, opts: &AttributeOptions, keep_other: bool) -> ReducedRa
 /// Two inputs that hold one rank are an error naming both; where a partial file is one of them,
 /// the advice says how partial files go together.
 fn check_each_rank_once(ranks: &[(ReducedRank, Origin)]) -> Result<(), LoadError> {
-    let path = |o: &Origin| match o {
-        Origin::Trace(p) | Origin::Partial(p) => p.clone(),
-    };
-    let traces = ranks.iter().all(|(_, o)| matches!(o, Origin::Trace(_)));
-    if traces {
-        return check_unique_ranks(ranks.iter().map(|(r, o)| match o {
-            Origin::Trace(p) | Origin::Partial(p) => (r.analysis.rank, p.as_path()),
-        }));
+    if ranks.iter().all(|(_, o)| matches!(o, Origin::Trace(_))) {
+        return check_unique_ranks(ranks.iter().map(|(r, o)| (r.analysis.rank, o.path())));
     }
     let mut seen: HashMap<u32, &Origin> = HashMap::with_capacity(ranks.len());
     for (r, origin) in ranks {
         let rank = r.analysis.rank;
         if let Some(other) = seen.insert(rank, origin) {
             return Err(LoadError::new(
-                &path(origin),
+                origin.path(),
                 format!(
                     "holds rank {rank}, like {}; pass each node's partial file once, and no trace of a rank \
                      that a partial file holds",
-                    path(other).display()
+                    other.path().display()
                 ),
             ));
         }
