@@ -13,6 +13,7 @@ use crate::decide::vocab::Decision;
 
 mod machine;
 mod migrate;
+pub mod nccl_tests;
 
 pub use machine::{Hardware, Provenance, Software, SoftwareChange};
 

@@ -1,0 +1,415 @@
+//! nccl-tests' JSON output (`all_reduce_perf … -J FILE.json`, file version 3 as nccl-tests 2.19
+//! writes it in `src/util.cu`), read into typed data: the sweep's program and collective, NCCL
+//! version and `NCCL_*` environment, the processes' hosts and devices, and per size and
+//! placement (out-of-place, in-place) the summary (`time`, `alg_bw`, `bus_bw`, `nwrong`) and,
+//! with `-I 1`, every iteration's time and each process's. A later file version is refused with
+//! one line; so is a run that reported wrong elements (`nwrong > 0`: a failed run, never a slow
+//! one). Everything is checked before use: bounded sizes, finite non-negative times, list
+//! lengths that agree.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// The JSON file version this commgate reads (and the ones before it).
+pub const MAX_VERSION: u64 = 3;
+
+/// The most sizes a sweep may hold: nccl-tests sweeps a few dozen.
+pub const MAX_SIZES: usize = 2_048;
+
+/// The most iterations one result may list, and the most processes.
+pub const MAX_ITERATIONS: usize = 1_000_000;
+pub const MAX_PROCESSES: usize = 65_536;
+
+/// The largest file read: far beyond a sweep with per-iteration times of every process.
+pub const MAX_BYTES: u64 = 512 << 20;
+
+/// Where a result was measured: nccl-tests times each size out of place and in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Placement {
+    OutOfPlace,
+    InPlace,
+}
+
+impl Placement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::OutOfPlace => "out_of_place",
+            Placement::InPlace => "in_place",
+        }
+    }
+}
+
+/// One nccl-tests run read and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweep {
+    pub version: u64,
+    /// The program (`all_reduce_perf`), the first of `args` without its directory.
+    pub program: Option<String>,
+    /// The collective the program runs, in commgate's words (`all_reduce`), when known.
+    pub collective: Option<&'static str>,
+    pub nccl_version: Option<u64>,
+    /// The `NCCL_*` variables of the run's environment.
+    pub nccl_env: BTreeMap<String, String>,
+    /// The processes' hosts and devices (`devices`), as written.
+    pub devices: Vec<Device>,
+    pub results: Vec<SizeResult>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    pub rank: u64,
+    pub hostname: String,
+    pub device: u64,
+    pub device_info: String,
+}
+
+/// One size at one placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeResult {
+    /// Bytes per rank, as nccl-tests counts its `size` column.
+    pub size: u64,
+    pub count: u64,
+    pub dtype: String,
+    pub redop: String,
+    pub placement: Placement,
+    /// The summary's time, µs (the mean over the timed iterations).
+    pub time_us: f64,
+    pub alg_bw: f64,
+    pub bus_bw: f64,
+    /// Per-iteration times, µs, when the run had `-I 1` (the slowest process's per iteration).
+    pub times_us: Vec<f64>,
+    /// Each process's own per-iteration times, µs (one list per process, each as long as
+    /// `times_us`), when the run wrote them.
+    pub per_process_us: Vec<Vec<f64>>,
+}
+
+/// Why an nccl-tests file cannot be used. Each reads after the file name.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SweepError {
+    #[error("{0}")]
+    Read(String),
+    #[error("is not nccl-tests JSON ({0}); pass the file `-J FILE.json` wrote")]
+    Syntax(String),
+    #[error(
+        "is nccl-tests JSON of file version {0}, newer than this commgate reads ({MAX_VERSION}); \
+         upgrade commgate, or pass the run's text output"
+    )]
+    Version(u64),
+    #[error("`{field}` {why}; the file is damaged or not nccl-tests output")]
+    Field { field: String, why: String },
+    #[error(
+        "reports {nwrong} wrong elements at size {size} ({placement}): the run failed its data check; \
+         fix the run (it is not a slow run, and no gate judges it)"
+    )]
+    Wrong { size: u64, placement: &'static str, nwrong: f64 },
+}
+
+/// Reads an nccl-tests JSON file (plain or gzip), bounded.
+pub fn read(path: &Path) -> Result<Sweep, SweepError> {
+    let text = crate::input::read_text(path, MAX_BYTES).map_err(|e| SweepError::Read(e.to_string()))?;
+    parse(&text)
+}
+
+/// Parses and checks nccl-tests JSON text.
+pub fn parse(text: &str) -> Result<Sweep, SweepError> {
+    let raw: RawFile = serde_json::from_str(text)
+        .map_err(|e| SweepError::Syntax(format!("line {}, column {}: {}", e.line(), e.column(), plain(&e))))?;
+    raw.check()
+}
+
+fn plain(e: &serde_json::Error) -> String {
+    crate::input::plain_message(&e.to_string())
+}
+
+/// The program's collective, from its name: `all_reduce_perf` → `all_reduce`.
+pub fn collective_of(program: &str) -> Option<&'static str> {
+    let stem = program.strip_suffix("_perf").unwrap_or(program);
+    Some(match stem {
+        "all_reduce" => "all_reduce",
+        "all_gather" => "all_gather",
+        "reduce_scatter" => "reduce_scatter",
+        "alltoall" => "all_to_all",
+        "alltoallv" => "all_to_allv",
+        "broadcast" => "broadcast",
+        "reduce" => "reduce",
+        "sendrecv" => "send_recv",
+        "gather" => "gather",
+        "scatter" => "scatter",
+        "hypercube" => "hypercube",
+        _ => return None,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file as written. Unknown keys are allowed: nccl-tests adds keys within a file version.
+
+#[derive(Deserialize)]
+struct RawFile {
+    version: u64,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    nccl_version: Option<u64>,
+    /// The run's settings; its `devices` list the processes' hosts and GPUs.
+    #[serde(default)]
+    config: Option<RawConfig>,
+    #[serde(default)]
+    results: Vec<RawResult>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawConfig {
+    #[serde(default)]
+    devices: Vec<RawDevice>,
+}
+
+#[derive(Deserialize)]
+struct RawDevice {
+    #[serde(default)]
+    rank: u64,
+    #[serde(default)]
+    hostname: String,
+    #[serde(default)]
+    device: u64,
+    #[serde(default)]
+    device_info: String,
+}
+
+#[derive(Deserialize)]
+struct RawResult {
+    size: u64,
+    #[serde(default)]
+    count: u64,
+    #[serde(rename = "type", default)]
+    dtype: String,
+    #[serde(default)]
+    redop: String,
+    #[serde(default)]
+    out_of_place: Option<RawSummary>,
+    #[serde(default)]
+    in_place: Option<RawSummary>,
+    #[serde(default)]
+    out_of_place_per_iter: Option<RawPerIter>,
+    #[serde(default)]
+    in_place_per_iter: Option<RawPerIter>,
+}
+
+#[derive(Deserialize)]
+struct RawSummary {
+    /// `time`, or `cpu_time` with `-C 1`.
+    #[serde(alias = "cpu_time")]
+    time: Option<f64>,
+    alg_bw: Option<f64>,
+    bus_bw: Option<f64>,
+    #[serde(default)]
+    nwrong: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct RawPerIter {
+    #[serde(default)]
+    times_us: Vec<Option<f64>>,
+    #[serde(default)]
+    per_process_max_times_us: Vec<Vec<Option<f64>>>,
+}
+
+/// The longest text kept from a string of the file (names, hosts, environment values).
+const MAX_TEXT: usize = 256;
+
+fn text(s: &str) -> String {
+    s.chars().take(MAX_TEXT).collect()
+}
+
+impl RawFile {
+    fn check(self) -> Result<Sweep, SweepError> {
+        if self.version > MAX_VERSION {
+            return Err(SweepError::Version(self.version));
+        }
+        if self.results.len() > MAX_SIZES {
+            return Err(field("results", format!("holds {} sizes, more than {MAX_SIZES}", self.results.len())));
+        }
+        let raw_devices = self.config.unwrap_or_default().devices;
+        if raw_devices.len() > MAX_PROCESSES {
+            return Err(field("devices", format!("lists more than {MAX_PROCESSES} devices")));
+        }
+        let program = self.args.first().map(|a| text(a.rsplit('/').next().unwrap_or(a)));
+        let collective = program.as_deref().and_then(collective_of);
+        let nccl_env = self
+            .env
+            .iter()
+            .filter_map(|kv| kv.split_once('='))
+            .filter(|(k, _)| k.starts_with("NCCL_"))
+            .take(64)
+            .map(|(k, v)| (text(k), text(v)))
+            .collect();
+        let devices = raw_devices
+            .iter()
+            .map(|d| Device {
+                rank: d.rank,
+                hostname: text(&d.hostname),
+                device: d.device,
+                device_info: text(&d.device_info),
+            })
+            .collect();
+        let mut results = Vec::new();
+        for (i, r) in self.results.into_iter().enumerate() {
+            let placements = [
+                (Placement::OutOfPlace, r.out_of_place, r.out_of_place_per_iter),
+                (Placement::InPlace, r.in_place, r.in_place_per_iter),
+            ];
+            for (placement, summary, per_iter) in placements {
+                // nccl-tests writes `null` for a placement it did not run.
+                let Some(s) = summary else { continue };
+                let at = |name: &str| format!("results[{i}].{}.{name}", placement.as_str());
+                if let Some(nwrong) = s.nwrong.filter(|n| *n != 0.0) {
+                    return Err(SweepError::Wrong { size: r.size, placement: placement.as_str(), nwrong });
+                }
+                let number = |name: &str, v: Option<f64>| match v {
+                    Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
+                    Some(x) => Err(field(&at(name), format!("is {x}, not a time or bandwidth"))),
+                    None => Err(field(&at(name), "is missing".to_string())),
+                };
+                let time_us = number("time", s.time)?;
+                let alg_bw = number("alg_bw", s.alg_bw)?;
+                let bus_bw = number("bus_bw", s.bus_bw)?;
+                let (times_us, per_process_us) = match per_iter {
+                    Some(p) => per_iteration(p, &format!("results[{i}].{}_per_iter", placement.as_str()))?,
+                    None => (Vec::new(), Vec::new()),
+                };
+                results.push(SizeResult {
+                    size: r.size,
+                    count: r.count,
+                    dtype: text(&r.dtype),
+                    redop: text(&r.redop),
+                    placement,
+                    time_us,
+                    alg_bw,
+                    bus_bw,
+                    times_us,
+                    per_process_us,
+                });
+            }
+        }
+        if results.is_empty() {
+            return Err(field("results", "holds no measured size; pass the JSON of a finished run".to_string()));
+        }
+        Ok(Sweep {
+            version: self.version,
+            program,
+            collective,
+            nccl_version: self.nccl_version,
+            nccl_env,
+            devices,
+            results,
+        })
+    }
+}
+
+fn field(name: &str, why: String) -> SweepError {
+    SweepError::Field { field: name.to_string(), why }
+}
+
+/// Per-iteration times, checked: finite and non-negative, at most [`MAX_ITERATIONS`], and each
+/// process's list as long as the summary's.
+fn per_iteration(p: RawPerIter, at: &str) -> Result<(Vec<f64>, Vec<Vec<f64>>), SweepError> {
+    let times = |list: &[Option<f64>], name: &str| -> Result<Vec<f64>, SweepError> {
+        if list.len() > MAX_ITERATIONS {
+            return Err(field(name, format!("lists more than {MAX_ITERATIONS} iterations")));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(k, v)| match v {
+                Some(x) if x.is_finite() && *x >= 0.0 => Ok(*x),
+                _ => Err(field(&format!("{name}[{k}]"), "is not a time (a finite number of µs, at least 0)".into())),
+            })
+            .collect()
+    };
+    let all = times(&p.times_us, &format!("{at}.times_us"))?;
+    if p.per_process_max_times_us.len() > MAX_PROCESSES {
+        return Err(field(
+            &format!("{at}.per_process_max_times_us"),
+            format!("lists more than {MAX_PROCESSES} processes"),
+        ));
+    }
+    let mut per_process = Vec::with_capacity(p.per_process_max_times_us.len());
+    for (k, list) in p.per_process_max_times_us.iter().enumerate() {
+        let name = format!("{at}.per_process_max_times_us[{k}]");
+        let own = times(list, &name)?;
+        if own.len() != all.len() {
+            return Err(field(&name, format!("lists {} iterations, `times_us` {}", own.len(), all.len())));
+        }
+        per_process.push(own);
+    }
+    Ok((all, per_process))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two sizes as nccl-tests 2.19 writes them with `-I 1` on two processes (the shape of
+    /// `src/util.cu`; the numbers are this test's own).
+    const SWEEP: &str = r#"{"version":3,"start_time":"2026-12-01 10:00:00","args":["./build/all_reduce_perf","-b","8","-e","16","-f","2","-I","1","-J","r.json"],
+"env":["PATH=/usr/bin","NCCL_ALGO=Ring","NCCL_DEBUG=WARN"],"nccl_version":22703,
+"config":{"nthreads":1,"ngpus":1,"minimum_bytes":8,"maximum_bytes":16,"step_factor":2,"warmup_iters":1,"iterations":3,"aggregated_iterations":1,"validation":1,"graph":0,"blocking_collectives":false,"per_iter_timing":true,"per_iter_skip":0,"parallel_init":false,
+"devices":[{"rank":0,"group":0,"pid":11,"hostname":"node-a","device":0,"device_hex":"0x1","device_info":"NVIDIA H200"},{"rank":1,"group":0,"pid":12,"hostname":"node-b","device":0,"device_hex":"0x1","device_info":"NVIDIA H200"}]},
+"results":[
+{"size":8,"count":2,"type":"float","redop":"sum","root":"-1","out_of_place":{"time":10.5,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0},"out_of_place_per_iter":{"skipped_iterations":0,"min_us":10,"max_us":11,"avg_us":10.5,"p50_us":10.5,"p95_us":11,"p99_us":11,"stdev_us":0.5,"cv_pct":4.7,"times_us":[10,10.5,11],"per_process_max_times_us":[[9,10,11],[10,10.5,10.9]]},"in_place":{"time":10.2,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0},"in_place_per_iter":{"skipped_iterations":0,"times_us":[10,10.2,10.4],"per_process_max_times_us":[[10,10.2,10.4],[9,9,9]]},"actual_iterations":3,"experiment_name":""},
+{"size":16,"count":4,"type":"float","redop":"sum","root":"-1","out_of_place":{"time":11.0,"alg_bw":0.0,"bus_bw":0.0,"nwrong":null},"in_place":null,"actual_iterations":3,"experiment_name":""}
+],"end_time":"2026-12-01 10:00:01"}"#;
+
+    #[test]
+    fn a_sweep_reads_its_sizes_placements_and_iterations() {
+        let s = parse(SWEEP).expect("reads");
+        assert_eq!(s.program.as_deref(), Some("all_reduce_perf"));
+        assert_eq!(s.collective, Some("all_reduce"));
+        assert_eq!(s.nccl_version, Some(22703));
+        assert_eq!(s.nccl_env.keys().collect::<Vec<_>>(), ["NCCL_ALGO", "NCCL_DEBUG"]);
+        assert_eq!(s.results.len(), 3, "8 B out of place and in place, 16 B out of place");
+        let first = &s.results[0];
+        assert_eq!((first.size, first.placement, first.time_us), (8, Placement::OutOfPlace, 10.5));
+        assert_eq!(first.times_us, [10.0, 10.5, 11.0]);
+        assert_eq!(first.per_process_us.len(), 2);
+        assert_eq!(s.results[1].placement, Placement::InPlace);
+        assert!(s.results[2].times_us.is_empty(), "no -I: one summary, no iterations");
+        let hosts: Vec<&str> = s.devices.iter().map(|d| d.hostname.as_str()).collect();
+        assert_eq!(hosts, ["node-a", "node-b"]);
+    }
+
+    #[test]
+    fn a_newer_version_a_failed_check_and_damage_are_named() {
+        let newer = SWEEP.replacen("\"version\":3", "\"version\":4", 1);
+        assert_eq!(parse(&newer), Err(SweepError::Version(4)));
+        let wrong = SWEEP.replacen("\"nwrong\":0}", "\"nwrong\":12}", 1);
+        let e = parse(&wrong).unwrap_err();
+        assert!(matches!(e, SweepError::Wrong { size: 8, placement: "out_of_place", .. }), "{e}");
+        assert!(e.to_string().contains("12 wrong elements at size 8 (out_of_place)"), "{e}");
+        let cases = [
+            (SWEEP.replacen("\"time\":10.5", "\"time\":-1", 1), "results[0].out_of_place.time"),
+            (SWEEP.replacen("[9,10,11]", "[9,10]", 1), "lists 2 iterations, `times_us` 3"),
+            (SWEEP.replacen("\"times_us\":[10,10.5,11]", "\"times_us\":[10,null,11]", 1), "times_us[1]"),
+            (SWEEP.replacen("\"results\":[", "\"results\":[] ,\"x\":[", 1), "holds no measured size"),
+        ];
+        for (text, expected) in cases {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(expected), "expected {expected:?} in {e}");
+        }
+        assert!(parse("{\"traceEvents\":[]}").unwrap_err().to_string().contains("is not nccl-tests JSON"));
+        let one = r#"{"size":8,"out_of_place":{"time":1,"alg_bw":0,"bus_bw":0}}"#;
+        let many = format!("{{\"version\":3,\"results\":[{}]}}", vec![one; MAX_SIZES + 1].join(","));
+        let e = parse(&many).unwrap_err().to_string();
+        assert!(e.contains("holds 2049 sizes, more than 2048"), "{e}");
+    }
+
+    #[test]
+    fn programs_name_their_collectives() {
+        assert_eq!(collective_of("all_gather_perf"), Some("all_gather"));
+        assert_eq!(collective_of("alltoall_perf"), Some("all_to_all"));
+        assert_eq!(collective_of("sendrecv_perf"), Some("send_recv"));
+        assert_eq!(collective_of("my_perf"), None);
+    }
+}
