@@ -1,5 +1,5 @@
-//! nccl-tests' JSON output (`all_reduce_perf … -J FILE.json`, file version 3 as nccl-tests 2.19
-//! writes it in `src/util.cu`), read into typed data: the sweep's program and collective, NCCL
+//! nccl-tests' output, JSON (`all_reduce_perf … -J FILE.json`, file version 3 as nccl-tests 2.19
+//! writes it in `src/util.cu`) or the text table its programs print, read into typed data: the sweep's program and collective, NCCL
 //! version and `NCCL_*` environment, the processes' hosts and devices, and per size and
 //! placement (out-of-place, in-place) the summary (`time`, `alg_bw`, `bus_bw`, `nwrong`) and,
 //! with `-I 1`, every iteration's time and each process's. A later file version is refused with
@@ -44,6 +44,7 @@ impl Placement {
 /// One nccl-tests run read and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sweep {
+    /// The JSON file version; 0 for the text table.
     pub version: u64,
     /// The program (`all_reduce_perf`), the first of `args` without its directory.
     pub program: Option<String>,
@@ -106,10 +107,119 @@ pub enum SweepError {
     Wrong { size: u64, placement: &'static str, nwrong: f64 },
 }
 
-/// Reads an nccl-tests JSON file (plain or gzip), bounded.
+/// Reads an nccl-tests output file (plain or gzip), bounded: JSON (`-J`) or the text table the
+/// programs print, told apart by content.
 pub fn read(path: &Path) -> Result<Sweep, SweepError> {
     let text = crate::input::read_text(path, MAX_BYTES).map_err(|e| SweepError::Read(e.to_string()))?;
-    parse(&text)
+    if text.trim_start().starts_with('{') {
+        parse(&text)
+    } else {
+        parse_text(&text)
+    }
+}
+
+/// Parses the text table an nccl-tests program prints (2.x layout): the `#` header lines (the
+/// program, the NCCL library version, the devices, the column heads), then one line per size
+/// with the out-of-place and in-place columns (`time algbw busbw #wrong`, and with `-I 1`
+/// `i_min i_max i_p99 i_cv%` after each), and an optional timestamp at the end. The summary
+/// figures are those of the JSON of the same run; per-iteration times are not in the text.
+pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
+    let mut program = None;
+    let mut nccl_version = None;
+    let mut devices = Vec::new();
+    let mut per_iter = None;
+    let mut results = Vec::new();
+    for (n, line) in output.lines().enumerate() {
+        let line_no = n + 1;
+        if let Some(rest) = line.strip_prefix('#') {
+            let rest = rest.trim();
+            if let Some(p) = rest.strip_prefix("Collective test starting:") {
+                program = Some(text(p.trim()));
+            } else if let Some(v) = rest.split_whitespace().find_map(|w| w.strip_prefix("nccl-library=")) {
+                nccl_version = v.parse().ok();
+            } else if rest.starts_with("Rank ") {
+                devices.extend(device_line(rest));
+            } else if rest.starts_with("size ") || rest.contains(" size ") {
+                per_iter = Some(rest.contains("i_min"));
+            }
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.is_empty() {
+            continue;
+        }
+        let Some(per_iter) = per_iter else {
+            return Err(field(&format!("line {line_no}"), "comes before the column heads (`#  size  count …`)".into()));
+        };
+        if results.len() >= 2 * MAX_SIZES {
+            return Err(field("results", format!("holds more than {MAX_SIZES} sizes")));
+        }
+        results.extend(size_line(&words, per_iter, line_no)?);
+    }
+    if results.is_empty() {
+        return Err(SweepError::Syntax(
+            "no size line under `#  size  count  type …` column heads; pass the output of an nccl-tests program".into(),
+        ));
+    }
+    let collective = program.as_deref().and_then(collective_of);
+    Ok(Sweep { version: 0, program, collective, nccl_version, nccl_env: BTreeMap::new(), devices, results })
+}
+
+/// `Rank  0 Group  0 Pid  11 on     node-a device  0 [0x1] NVIDIA H200`.
+fn device_line(rest: &str) -> Option<Device> {
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).copied();
+    let rank = after("Rank")?.parse().ok()?;
+    let hostname = text(after("on")?);
+    let device = after("device")?.parse().ok()?;
+    let info_at = words.iter().position(|w| w.starts_with('[')).map_or(words.len(), |i| i + 1);
+    Some(Device { rank, hostname, device, device_info: text(&words[info_at.min(words.len())..].join(" ")) })
+}
+
+/// One size line: `size count type redop root`, then each placement's columns.
+fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<SizeResult>, SweepError> {
+    let at = |what: &str| format!("line {line_no}: {what}");
+    let width = if per_iter { 8 } else { 4 };
+    if words.len() < 5 + 2 * width {
+        return Err(field(
+            &at("the size line"),
+            format!("has {} columns, not the {} of the heads", words.len(), 5 + 2 * width),
+        ));
+    }
+    let whole = |i: usize, name: &str| {
+        words[i].parse::<u64>().map_err(|_| field(&at(name), format!("is `{}`, not a whole number", text(words[i]))))
+    };
+    let size = whole(0, "size")?;
+    let count = whole(1, "count")?;
+    let mut out = Vec::new();
+    for (k, placement) in [Placement::OutOfPlace, Placement::InPlace].into_iter().enumerate() {
+        let base = 5 + k * width;
+        let number = |i: usize, name: &str| match words[base + i].parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            _ => Err(field(
+                &at(&format!("{} {name}", placement.as_str())),
+                format!("is `{}`, not a time or bandwidth", text(words[base + i])),
+            )),
+        };
+        let nwrong = words[base + 3];
+        if nwrong != "N/A" && !nwrong.parse::<f64>().is_ok_and(|w| w == 0.0) {
+            let nwrong = nwrong.parse::<f64>().unwrap_or(f64::NAN);
+            return Err(SweepError::Wrong { size, placement: placement.as_str(), nwrong });
+        }
+        out.push(SizeResult {
+            size,
+            count,
+            dtype: text(words[2]),
+            redop: text(words[3]),
+            placement,
+            time_us: number(0, "time")?,
+            alg_bw: number(1, "algbw")?,
+            bus_bw: number(2, "busbw")?,
+            times_us: Vec::new(),
+            per_process_us: Vec::new(),
+        });
+    }
+    Ok(out)
 }
 
 /// Parses and checks nccl-tests JSON text.
@@ -403,6 +513,60 @@ mod tests {
         let many = format!("{{\"version\":3,\"results\":[{}]}}", vec![one; MAX_SIZES + 1].join(","));
         let e = parse(&many).unwrap_err().to_string();
         assert!(e.contains("holds 2049 sizes, more than 2048"), "{e}");
+    }
+
+    /// The same run as [`SWEEP`] (its first size), as the program prints it with `-I 1`.
+    const TABLE: &str = "\
+# nccl-tests version 2.19.6 nccl-headers=22703 nccl-library=22703
+# Collective test starting: all_reduce_perf
+# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 3 agg iters: 1 validation: 1 graph: 0 unalign: 0
+# Per-Iteration Report: CUDA event timing; i_* uses max over process rows
+#
+# Using devices
+#  Rank  0 Group  0 Pid     11 on     node-a device  0 [0x1] NVIDIA H200
+#  Rank  1 Group  0 Pid     12 on     node-b device  0 [0x1] NVIDIA H200
+#
+#                                              out-of-place (+ per-iteration)                                in-place (+ per-iteration)
+#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)
+           8             2     float     sum      -1    10.50    0.00    0.00       0    10.00    11.00    11.00     4.70    10.20    0.00    0.00       0    10.00    10.40    10.40     1.60
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0
+#
+# Collective test concluded: all_reduce_perf
+";
+
+    #[test]
+    fn the_text_table_gives_the_summary_figures_of_the_json() {
+        let table = parse_text(TABLE).expect("reads");
+        let json = parse(SWEEP).expect("reads");
+        // The summary figures: each result without its per-iteration lists (the text has none).
+        let summary = |s: &Sweep| -> Vec<SizeResult> {
+            s.results
+                .iter()
+                .filter(|r| r.size == 8)
+                .map(|r| SizeResult { times_us: Vec::new(), per_process_us: Vec::new(), ..r.clone() })
+                .collect()
+        };
+        assert_eq!(summary(&table), summary(&json));
+        assert_eq!((table.collective, table.nccl_version), (json.collective, json.nccl_version));
+        assert_eq!(table.devices.iter().map(|d| &d.hostname).collect::<Vec<_>>(), ["node-a", "node-b"]);
+        assert_eq!(table.devices[0].device_info, "NVIDIA H200");
+        // Without -I, and with a timestamp column at the end.
+        let plain = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n\
+                     1048576 262144 float sum -1 20.1 52.2 97.9 0 19.9 52.7 98.8 0 2026-12-01 10:00:00\n";
+        let s = parse_text(plain).expect("reads");
+        assert_eq!(s.results.len(), 2);
+        assert_eq!((s.results[1].placement, s.results[1].bus_bw), (Placement::InPlace, 98.8));
+        assert!(read_errors(TABLE.replacen("       0    10.00", "       3    10.00", 1))
+            .contains("3 wrong elements at size 8"));
+        assert!(read_errors(TABLE.replacen("10.50", "nan", 1)).contains("out_of_place time"));
+        assert!(read_errors("not a table\n".to_string()).contains("before the column heads"));
+        assert!(read_errors("# nothing\n".to_string()).contains("no size line"));
+    }
+
+    fn read_errors(text: String) -> String {
+        parse_text(&text).unwrap_err().to_string()
     }
 
     #[test]
