@@ -577,3 +577,37 @@ mod tests {
         assert_eq!(collective_of("my_perf"), None);
     }
 }
+
+#[cfg(all(test, feature = "testkit"))]
+mod generated {
+    use super::*;
+    use crate::testkit::nccl_tests::{json, text, NcclTestsSpec};
+
+    /// The generator's JSON and text of one run read to the same summary figures, for any seed,
+    /// number of processes and slower size.
+    #[test]
+    fn generated_json_and_text_of_one_run_read_alike() {
+        for seed in 1..6 {
+            let spec = NcclTestsSpec {
+                processes: 1 + seed as usize % 4,
+                slower: Some((4096, 1.1)),
+                ..NcclTestsSpec::sweep(seed)
+            };
+            let (from_json, from_text) = (parse(&json(&spec)).expect("json"), parse_text(&text(&spec)).expect("text"));
+            let strip = |s: &Sweep| -> Vec<SizeResult> {
+                s.results
+                    .iter()
+                    .map(|r| SizeResult { times_us: Vec::new(), per_process_us: Vec::new(), ..r.clone() })
+                    .collect()
+            };
+            assert_eq!(strip(&from_json), strip(&from_text), "seed {seed}");
+            assert_eq!(from_json.results.len(), 16);
+            assert!(from_json
+                .results
+                .iter()
+                .all(|r| r.times_us.len() == 20 && r.per_process_us.len() == spec.processes));
+            assert_eq!(from_json.devices.len(), spec.processes);
+            assert_eq!(from_text.devices, from_json.devices);
+        }
+    }
+}

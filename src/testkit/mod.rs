@@ -9,6 +9,7 @@
 pub mod dense;
 pub mod inspector;
 pub mod load;
+pub mod nccl_tests;
 pub mod nsys;
 pub mod simulate;
 pub mod synth;

@@ -35,6 +35,7 @@ mod document;
 mod events;
 mod json;
 mod timeline;
+pub(crate) use timeline::Rng;
 mod vocab;
 
 use std::io::{self, BufWriter, Write};

@@ -443,10 +443,10 @@ fn quantize_or_zero(ns: u64, fractional: bool) -> u64 {
 
 /// splitmix64 (Steele, Lea, Flood 2014): tiny, fast and good enough for synthetic timings.
 #[derive(Debug, Clone)]
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64, stream: u64, index: u64) -> Self {
+    pub(crate) fn new(seed: u64, stream: u64, index: u64) -> Self {
         let mut r = Rng(seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F));
         let salt = r.next_u64() ^ index.wrapping_mul(0xE703_7ED1_A0B4_28DB);
         Rng(salt)
@@ -461,7 +461,7 @@ impl Rng {
     }
 
     /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
