@@ -143,9 +143,9 @@ impl JobRef {
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Option<JobRef> {
         let commit = var("GITHUB_SHA").filter(|c| is_commit(c));
         let run_url = match (var("GITHUB_SERVER_URL"), var("GITHUB_REPOSITORY"), var("GITHUB_RUN_ID")) {
-            (Some(server), Some(repo), Some(id)) => runs_prefix(&server, &repo)
-                .filter(|_| !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()))
-                .map(|prefix| format!("{prefix}{id}")),
+            (Some(server), Some(repo), Some(id)) => {
+                runs_prefix(&server, &repo).filter(|_| is_run_id(&id)).map(|prefix| format!("{prefix}{id}"))
+            }
             _ => None,
         };
         (commit.is_some() || run_url.is_some()).then_some(JobRef { commit, run_url })
@@ -178,6 +178,11 @@ pub fn runs_prefix(server: &str, repo: &str) -> Option<String> {
     };
     let repo_ok = matches!(repo.split('/').collect::<Vec<_>>().as_slice(), [o, n] if name(o) && name(n));
     (host_ok && repo_ok).then(|| format!("https://{host}/{repo}/actions/runs/"))
+}
+
+/// A workflow run's id: 1 to 20 digits.
+fn is_run_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn is_commit(c: &str) -> bool {

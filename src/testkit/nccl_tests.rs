@@ -82,13 +82,12 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// nccl-tests' bus factor for the program's collective on `n` processes (1 for one it does not
+/// define), from the one table attribution uses.
 fn bus_factor(program: &str, n: usize) -> f64 {
-    let n = n as f64;
-    match program {
-        "all_reduce_perf" => 2.0 * (n - 1.0) / n,
-        "all_gather_perf" | "reduce_scatter_perf" | "alltoall_perf" => (n - 1.0) / n,
-        _ => 1.0,
-    }
+    crate::result::nccl_tests::collective_of(program)
+        .and_then(|c| crate::trace::attribute::bus_factor(c, n))
+        .unwrap_or(1.0)
 }
 
 /// The summary of one size at one placement: time (µs), algbw and busbw (GB/s), rounded as the
