@@ -14,6 +14,7 @@ use crate::decide::vocab::Decision;
 mod machine;
 mod migrate;
 pub mod nccl_tests;
+pub mod sweep;
 
 pub use machine::{Hardware, Provenance, Software, SoftwareChange};
 
@@ -40,6 +41,9 @@ pub struct RunResult {
     pub metrics: Metrics,
     pub comparison: RunComparison,
     pub decision: RunDecision,
+    /// An nccl-tests run's points (`sweep.rs`); `rows` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<sweep::SweepData>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -352,11 +356,57 @@ fn what_to_pass(what: &str) -> &'static str {
     }
 }
 
-/// Loads a result file and checks what a comparison relies on.
+/// Loads a result file and checks what a comparison relies on. nccl-tests output (its JSON or
+/// its text table, told apart by content) is read as a sweep result ([`sweep::to_result`]) with
+/// no environment profile: the caller gives it one ([`with_profile`]).
 pub fn load_result(path: &Path) -> Result<RunResult, FileError> {
-    let r: RunResult = read_versioned(path, "commgate result file")?;
+    let text = crate::input::read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+        crate::input::TextError::NotFound => {
+            FileError::new(path, "does not exist; pass an existing commgate result file".to_string())
+        }
+        other => FileError::new(path, other.to_string()),
+    })?;
+    if nccl_tests::looks_like(&text) {
+        let read = nccl_tests::parse_any(&text).map_err(|e| FileError::new(path, e.to_string()))?;
+        let r = sweep::to_result(&read, &modified_at(path));
+        validate(&r).map_err(|m| FileError::new(path, m))?;
+        return Ok(r);
+    }
+    let r: RunResult = parse_versioned(&text, "commgate result file").map_err(|m| FileError::new(path, m))?;
     validate(&r).map_err(|m| FileError::new(path, m))?;
     Ok(r)
+}
+
+/// When a file was last written, RFC 3339: the start of an nccl-tests run whose output does not
+/// say (the same file read twice is the same run, so the store does not take it twice).
+fn modified_at(path: &Path) -> String {
+    let secs = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    crate::units::rfc3339(secs)
+}
+
+/// `run` with the environment profile nccl-tests output does not name: `profile` (from
+/// `--environment-profile`, `COMMGATE_ENVIRONMENT_PROFILE` or `[bench] environment_profile`).
+/// A result that names its own keeps it.
+pub fn with_profile(mut run: RunResult, profile: Option<&str>, path: &Path) -> Result<RunResult, FileError> {
+    if !run.environment_profile.is_empty() {
+        return Ok(run);
+    }
+    match profile {
+        Some(p) => {
+            run.environment_profile = p.to_string();
+            Ok(run)
+        }
+        None => Err(FileError::new(
+            path,
+            "is nccl-tests output, which names no environment profile (the baseline directory it belongs to): pass \
+             --environment-profile NAME, set COMMGATE_ENVIRONMENT_PROFILE, or set environment_profile under [bench] \
+             in commgate.toml",
+        )),
+    }
 }
 
 /// The longest workload id: it is a file name in the store and in the results directory.
@@ -453,6 +503,9 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
     check_id(&r.workload.id).map_err(|e| {
         format!("`workload.id` is {e}; it names the baseline store's file (was the result edited by hand?)")
     })?;
+    if let Some(s) = &r.sweep {
+        return sweep::validate(r, s);
+    }
     for (i, row) in r.rows.iter().enumerate() {
         if let Some(first) = r.rows[..i].iter().position(|earlier| earlier.schedule == row.schedule) {
             return Err(format!(
@@ -577,6 +630,7 @@ pub mod fixtures {
                 overlap_penalty_ms: Some(0.0),
             },
             decision: RunDecision { verdict: Decision::Accept, reason: "test".into() },
+            sweep: None,
         }
     }
 }

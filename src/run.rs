@@ -71,7 +71,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Compare(args) => {
             let cfg = config::compare(args, &file)?;
             let baseline = baseline::load(&cfg.baseline)?;
-            let current = result::load_result(&cfg.current)?;
+            // nccl-tests output names no profile; here the baseline's is as good as any.
+            let profile = baseline.runs.first().map(|r| r.environment_profile.clone());
+            let current = result::with_profile(result::load_result(&cfg.current)?, profile.as_deref(), &cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
             let comparison = decide::comparison::compare(&baseline, &current, &cfg.options);
             emit_report(
@@ -163,7 +165,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             };
             let targets: Vec<baseline::Target> = if cfg.from.is_empty() {
                 vec![baseline::Target::File {
-                    profile: cfg.environment_profile.unwrap_or_default(),
+                    profile: cfg.environment_profile.clone().unwrap_or_default(),
                     workload_id: cfg.workload_id,
                 }]
             } else {
@@ -176,6 +178,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     keep: cfg.keep,
                     history_keep: cfg.history_keep,
                     traces: traces.clone(),
+                    profile: cfg.environment_profile.clone(),
                 })
                 .collect();
             let waiting = || diag::info(format_args!("waiting for another update of {} to finish", cfg.dir.display()));
@@ -379,7 +382,11 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
             Measured::Done(outcome) => return Ok(outcome),
         }
     } else {
-        let loaded = cfg.result.iter().map(|p| Ok((p.clone(), result::load_result(p)?))).collect::<Result<Vec<_>>>()?;
+        let profile = cfg.workloads.first().and_then(|w| w.request.run.environment_profile.clone());
+        let loaded = result_files(&cfg.result)?
+            .into_iter()
+            .map(|p| Ok((p.clone(), result::with_profile(result::load_result(&p)?, profile.as_deref(), &p)?)))
+            .collect::<Result<Vec<_>>>()?;
         check::evaluate_runs(check::several::group_runs(loaded)?, &cfg.options)?
     };
     if let Some(a) = &report.attribution {
@@ -396,6 +403,32 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
         }
     }
     Ok(outcome)
+}
+
+/// The files `check --result` names, each directory replaced by the files directly in it (by
+/// name; hidden files and subdirectories left out): a directory of nccl-tests outputs or of
+/// result files is judged as if each were named.
+fn result_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(p).with_context(|| format!("{}: cannot list the directory", p.display()))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .collect();
+        if files.is_empty() {
+            anyhow::bail!("{}: the directory holds no file to judge; pass result files or nccl-tests output", p.display());
+        }
+        files.sort();
+        out.extend(files);
+    }
+    Ok(out)
 }
 
 /// What running the workloads of a `check` gave.

@@ -31,6 +31,8 @@ pub struct Change {
     /// A trace run to append under `traces.<name>`: `(name, attribution)`. The name keeps the
     /// newest `keep` trace runs, like the runs.
     pub traces: Option<(String, Attribution)>,
+    /// The environment profile of a result that names none (nccl-tests output).
+    pub profile: Option<String>,
 }
 
 /// What became of the result of [`Target::Result`].
@@ -182,7 +184,7 @@ fn prepare(dir: &Path, change: Change) -> Result<Prepared, FileError> {
             if change.keep == 0 {
                 return Err(FileError::new(from, "--keep 0 would keep no runs; use 1 or more"));
             }
-            let run = addable_run(from)?;
+            let run = crate::result::with_profile(addable_run(from)?, change.profile.as_deref(), from)?;
             let path = store_path(dir, &run).map_err(|e| FileError::new(from, e.to_string()))?;
             let from = from.clone();
             Ok((change, Some((from, run)), path))
@@ -334,7 +336,7 @@ mod tests {
     fn add(store: &Path, from: &Path, keep: usize) -> Result<Updated, FileError> {
         update(
             store,
-            Change { target: Target::Result(from.to_path_buf()), keep, history_keep: 1000, traces: None },
+            Change { target: Target::Result(from.to_path_buf()), keep, history_keep: 1000, traces: None, profile: None },
             || {},
         )
     }
@@ -349,7 +351,7 @@ mod tests {
         let (dir, store) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("store"));
         let mut small = run(1);
         small.workload.id = "small".into();
-        let change = |p: PathBuf| Change { target: Target::Result(p), keep: 10, history_keep: 1000, traces: None };
+        let change = |p: PathBuf| Change { target: Target::Result(p), keep: 10, history_keep: 1000, traces: None, profile: None };
         let (a, b, c) = (
             write_result(dir.path(), "a.json", &run(1)),
             write_result(dir.path(), "b.json", &small),
@@ -446,6 +448,7 @@ mod tests {
             keep: 10,
             history_keep: 1000,
             traces: Some(("default".into(), attribution())),
+            profile: None,
         };
         let e = update(&store, traces_only(), || {}).unwrap_err();
         assert!(e.message.contains("does not exist yet"), "{e}");
@@ -457,6 +460,7 @@ mod tests {
             keep: 10,
             history_keep: 1000,
             traces: Some(("nightly".into(), attribution())),
+            profile: None,
         };
         let u = update(&store, both, || {}).expect("run and traces");
         assert!(matches!(u.run, Some(RunChange::Added { .. })));
@@ -472,6 +476,7 @@ mod tests {
             keep: 10,
             history_keep: 1000,
             traces: Some(("nightly".into(), attribution())),
+            profile: None,
         };
         let lines = update(&store, again, || {}).expect("again").messages();
         assert!(lines[0].ends_with("its runs are unchanged"), "{lines:?}");
@@ -485,7 +490,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = tmp.path().join("baselines");
         let from = write_result(tmp.path(), "a.json", &run(1));
-        update(&store, Change { target: Target::Result(from), keep: 3, history_keep: 10, traces: None }, || {})
+        update(&store, Change { target: Target::Result(from), keep: 3, history_keep: 10, traces: None, profile: None }, || {})
             .expect("run");
         let target = Target::File { profile: "PAR-MOCK".into(), workload_id: "par-overlap-allreduce-matmul".into() };
         let traces = |a: Attribution| Change {
@@ -493,6 +498,7 @@ mod tests {
             keep: 3,
             history_keep: 10,
             traces: Some(("n".into(), a)),
+            profile: None,
         };
         for i in 0..4u32 {
             let mut a = attribution();

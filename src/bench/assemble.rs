@@ -77,6 +77,7 @@ pub fn build(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failur
         metrics,
         comparison,
         decision: RunDecision { verdict: Decision::CollectMoreEvidence, reason: String::new() },
+        sweep: None,
     };
     result.decision = judge(&result).into();
     result
@@ -231,27 +232,7 @@ pub fn provenance(
     }
 }
 
-/// Now, as `2026-11-30T09:12:58Z`.
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    rfc3339(secs)
-}
-
-/// Seconds since the Unix epoch as RFC 3339 UTC (Howard Hinnant's `civil_from_days`).
-pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
+pub use crate::units::{now_rfc3339, rfc3339};
 
 /// `benchmarks/results/20261130T091258Z_par-overlap-allreduce-matmul_default.json` under `dir`
 /// (the workload's id in the middle), with `-2`, `-3`… when a file of that name exists: history

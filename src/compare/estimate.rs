@@ -104,7 +104,7 @@ pub(super) struct RunRows {
     pub(super) overlap: Vec<f64>,
     serial: Vec<f64>,
     compute: Vec<f64>,
-    comm: Vec<f64>,
+    pub(super) comm: Vec<f64>,
 }
 
 impl RunRows {

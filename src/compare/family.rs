@@ -8,6 +8,7 @@
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
 
 use super::estimate::{row_note, runs_needed, Estimate, Metric};
+use super::sweep::{merge, SweepStage, SweepSummary};
 use super::traces::{PendingTraces, TraceComparison};
 use super::{cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison, RunsNeeded};
 use crate::result::Workload;
@@ -24,6 +25,8 @@ enum Stage {
     /// The comparison could not start (a failed or dry current run, no usable baseline run).
     Unusable(String),
     Judging(Box<Judging>),
+    /// An nccl-tests sweep: one comparison per point, merged after Holm (`sweep.rs`).
+    Sweep(Box<SweepStage>),
 }
 
 struct Judging {
@@ -61,11 +64,25 @@ impl Pending {
         }
     }
 
+    pub(super) fn sweep(stage: SweepStage, delta: f64) -> Self {
+        let summary = stage.points.first().map(|p| p.pending.summary.clone()).expect("a sweep stage has a point");
+        Pending { summary, delta, stage: Stage::Sweep(Box::new(stage)) }
+    }
+
     /// The raw one-sided p-values (regressed, improved) of the judged metrics, in order.
     fn raw(&self) -> (Vec<f64>, Vec<f64>) {
         match &self.stage {
             Stage::Unusable(_) => (Vec::new(), Vec::new()),
             Stage::Judging(j) => j.judged.iter().map(|(_, e)| (e.p_regressed, e.p_improved)).unzip(),
+            Stage::Sweep(s) => {
+                let (mut reg, mut imp) = (Vec::new(), Vec::new());
+                for p in &s.points {
+                    let (r, i) = p.pending.raw();
+                    reg.extend(r);
+                    imp.extend(i);
+                }
+                (reg, imp)
+            }
         }
     }
 
@@ -90,7 +107,22 @@ impl Pending {
                     notes: Vec::new(),
                     current_runs: 1,
                     runs_needed: None,
+                    sweep: None,
                 }
+            }
+            Stage::Sweep(s) => {
+                let SweepStage { points, summary } = *s;
+                let mut at = 0;
+                let parts = points
+                    .into_iter()
+                    .map(|p| {
+                        let n = p.pending.raw().0.len();
+                        let adjusted = p.pending.adjust(&p_reg[at..at + n], &p_imp[at..at + n], opts);
+                        at += n;
+                        (p.point, p.work, adjusted)
+                    })
+                    .collect();
+                return merge(delta, parts, summary);
             }
             Stage::Judging(j) => *j,
         };
@@ -119,6 +151,7 @@ impl Pending {
             notes: j.notes,
             current_runs: j.current_runs,
             runs_needed,
+            sweep: None,
         }
     }
 }
@@ -143,6 +176,8 @@ pub struct Adjusted {
     /// When the primary metric is undecided on run-level evidence: how many more runs would
     /// decide it.
     pub runs_needed: Option<RunsNeeded>,
+    /// What a sweep's comparison says beyond its points' metrics.
+    pub sweep: Option<SweepSummary>,
 }
 
 /// Adjusts several comparisons as one family: Holm over all their judged metrics together. The

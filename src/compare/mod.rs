@@ -33,6 +33,7 @@ mod judged;
 mod modes;
 pub(crate) mod nullable;
 mod one_run;
+pub mod sweep;
 mod throughput;
 pub mod traces;
 mod warmup;
@@ -181,6 +182,9 @@ pub struct MetricComparison {
     /// power), relative; `None` when it cannot block.
     #[serde(default)]
     pub mde: Option<f64>,
+    /// The nccl-tests point this metric judged (a sweep's comparison); `row` is then `comm_only`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<sweep::PointRef>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,6 +238,9 @@ pub struct Comparison {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_needed: Option<RunsNeeded>,
     pub reasons: Vec<String>,
+    /// An nccl-tests sweep's program, new points and slowest process (its metrics are per point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<sweep::SweepSummary>,
 }
 
 fn one() -> usize {
@@ -264,6 +271,9 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
     let Some(first) = current.first() else {
         return Pending::unusable(empty_summary(baseline), delta, "no current run to judge".to_string());
     };
+    if first.sweep.is_some() {
+        return sweep::prepare(baseline, current, opts);
+    }
     let usable = baseline.runs.iter().filter(|r| r.is_usable());
     let same_hardware: Vec<&RunResult> =
         usable.clone().filter(|r| r.hardware.fingerprint == first.hardware.fingerprint).collect();
@@ -281,7 +291,10 @@ pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOp
     let software_changes = runs.last().map(|newest| newest.software.changes_to(&first.software)).unwrap_or_default();
     let mut w = Weights::default();
     let base_rows: Vec<RunRows> = runs.iter().map(|r| RunRows::of(r)).collect();
-    let medians: Vec<f64> = base_rows.iter().map(|r| w.quantile(&r.overlap, 0.5)).collect();
+    // The primary row's medians: the step's (overlap), or a sweep point's own times.
+    let point = first.is_sweep_point();
+    let medians: Vec<f64> =
+        base_rows.iter().map(|r| w.quantile(if point { &r.comm } else { &r.overlap }, 0.5)).collect();
     let spread = (medians.len() >= 3).then(|| robust_spread(&medians.iter().map(|m| m.ln()).collect::<Vec<_>>()));
     let range = (medians.len() >= 2).then(|| {
         let (lo, hi) = medians.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
@@ -422,7 +435,24 @@ fn empty_summary(baseline: &Baseline) -> BaselineSummary {
 /// Whether `m` is judged for `current`: not the collective of a one-rank run, which moves
 /// nothing (its bus bandwidth does not apply either).
 fn applies(m: Metric, current: &RunResult) -> bool {
+    if current.is_sweep_point() {
+        // An nccl-tests point is a collective alone: its median is the one metric.
+        return m == primary_metric(current);
+    }
     m.row() != Schedule::CommOnly || current.workload.world_size > 1
+}
+
+/// An nccl-tests point's one metric: its collective's median.
+const SWEEP_METRIC: Metric = Metric::Quantile { row: Schedule::CommOnly, p: 0.5 };
+
+/// The metric that decides between accept and collect_more_evidence: the overlap median, or
+/// for an nccl-tests point its collective's median.
+fn primary_metric(run: &RunResult) -> Metric {
+    if run.is_sweep_point() {
+        SWEEP_METRIC
+    } else {
+        METRICS[0]
+    }
 }
 
 /// The two phase medians, `comm_only` first, as far as they were judged.
@@ -515,12 +545,13 @@ fn metric_state(
         statistic: m.statistic(),
         judged: Judged::of(e, p_reg, p_imp, state, SharedDelta),
         can_block: enough && e.cannot_block.is_none(),
-        primary: m == METRICS[0],
+        primary: m == METRICS[0] || (workload.backend == crate::result::sweep::BACKEND && m == SWEEP_METRIC),
         note,
         throughput: (m.statistic() == Statistic::Median)
             .then(|| throughput::of_median(m.row(), workload, e.baseline, e.current, e.ratio, e.ci))
             .flatten(),
         mde: e.mde.filter(|_| enough),
+        point: None,
     }
 }
 
@@ -548,6 +579,9 @@ impl MetricComparison {
 
     /// "overlap median", "serial P95", "exposed comm".
     pub fn label(&self) -> String {
+        if let Some(p) = &self.point {
+            return p.key.label(false);
+        }
         match self.statistic {
             Statistic::Median => format!("{} median", self.row),
             Statistic::P95 => format!("{} P95", self.row),

@@ -63,6 +63,10 @@ pub struct Throughput {
 /// The work one step of `row` does, such that throughput = work / median ms; `None` where no
 /// throughput applies (the step rows; one rank's all-reduce, which moves nothing).
 fn work(row: Schedule, w: &Workload) -> Option<(ThroughputKind, f64)> {
+    if w.backend == crate::result::sweep::BACKEND {
+        // An nccl-tests point's bandwidth is nccl-tests' own (`compare::sweep`).
+        return None;
+    }
     match row {
         Schedule::CommOnly if w.world_size > 1 => {
             let n = f64::from(w.world_size);

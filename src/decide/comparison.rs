@@ -12,7 +12,8 @@ use crate::compare::{
     Comparison, MetricComparison, Pending, RunsNeeded, State, Statistic, SCHEMA_VERSION,
 };
 use crate::result::{RunResult, Schedule, SoftwareChange};
-use crate::units::{change, in_words, interval, pct};
+use crate::compare::sweep::SweepSummary;
+use crate::units::{change, in_words, interval, pct, plural};
 
 /// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
 pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
@@ -48,7 +49,7 @@ pub fn judge_with_traces(
 /// The comparison of adjusted metrics: its verdict, the phase a blocking regression traces to
 /// first in the reasons, what to do when it could not decide, its headline, and the notes last.
 pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
-    let Adjusted { baseline, delta, metrics, unusable, hardware, cause, notes, current_runs, runs_needed } = j;
+    let Adjusted { baseline, delta, metrics, unusable, hardware, cause, notes, current_runs, runs_needed, sweep } = j;
     let mut v = match &unusable {
         Some(reason) => Verdict::because(Decision::CollectMoreEvidence, reason.clone()),
         None => decide(&metrics, &baseline, &hardware, delta, opts),
@@ -65,7 +66,13 @@ pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
         }
     }
     v.reasons.extend(notes);
-    let headline = headline(&v, &metrics, &baseline, delta, mde, unusable.as_deref(), &hardware);
+    if let Some(s) = &sweep {
+        v.reasons.extend(sweep_reasons(s));
+    }
+    let headline = match sweep_headline(&v, &metrics, sweep.as_ref(), delta) {
+        Some(h) if unusable.is_none() && baseline.fingerprint_match => h,
+        _ => headline(&v, &metrics, &baseline, delta, mde, unusable.as_deref(), &hardware),
+    };
     Comparison {
         schema_version: SCHEMA_VERSION,
         verdict: v.decision,
@@ -79,12 +86,62 @@ pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
         mde,
         runs_needed: runs_needed.filter(|_| undecided),
         reasons: v.reasons,
+        sweep,
     }
+}
+
+/// What a sweep's comparison adds to its reasons: the points no baseline holds, and the process
+/// that was the slowest far more often than chance.
+fn sweep_reasons(s: &SweepSummary) -> Vec<String> {
+    let mut out = Vec::new();
+    if !s.new_points.is_empty() {
+        let shown: Vec<String> = s.new_points.iter().take(4).map(|k| k.label(false)).collect();
+        let more = s.new_points.len().saturating_sub(shown.len());
+        out.push(format!(
+            "{} point{} of this sweep {} no baseline yet ({}{}): shown, not judged; record baseline runs of this sweep",
+            s.new_points.len(),
+            plural(s.new_points.len()),
+            if s.new_points.len() == 1 { "has" } else { "have" },
+            shown.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+    }
+    if s.missing_points > 0 {
+        out.push(format!(
+            "{} point{} of the baseline {} not in this sweep (another size range or dtype): not judged",
+            s.missing_points,
+            plural(s.missing_points),
+            if s.missing_points == 1 { "is" } else { "are" }
+        ));
+    }
+    if let Some(p) = &s.slowest {
+        out.push(p.sentence());
+    }
+    out
+}
+
+/// A sweep's headline when it accepts: how many points held within δ, rather than the primary
+/// point alone; other verdicts read like any comparison's (the point that blocks, or why not).
+fn sweep_headline(v: &Verdict, metrics: &[MetricComparison], sweep: Option<&SweepSummary>, delta: f64) -> Option<String> {
+    let s = sweep?;
+    if v.decision != Decision::Accept || metrics.is_empty() {
+        return None;
+    }
+    let improved: Vec<&MetricComparison> = metrics.iter().filter(|m| m.judged.state == State::Improved).collect();
+    let n = metrics.len();
+    let first = format!("{} of {n} points of {} within ±{}", n - improved.len(), s.program, pct(delta));
+    Some(match improved.first() {
+        None => first,
+        Some(m) => format!("{first}; {} {}", plain(m), in_words(m.judged.ratio, m.judged.ci)),
+    })
 }
 
 /// A metric in plain words, for the headline: "overlap step", "serial step P95", "the collective
 /// alone (comm_only)".
 fn plain(m: &MetricComparison) -> String {
+    if let Some(p) = &m.point {
+        return format!("{} {}", p.key.collective, p.key.label(false));
+    }
     let tail = if m.statistic == Statistic::P95 { " P95" } else { "" };
     match (m.row, m.statistic) {
         (_, Statistic::ExposedCommMs) => "exposed communication".to_string(),
@@ -256,19 +313,30 @@ fn decide(
     reasons.extend(open.into_iter().map(|(why, said)| format!("{}: {why}", said.join("; "))));
     let unchanged: Vec<String> =
         metrics.iter().filter(|m| m.judged.state == State::Unchanged).map(MetricComparison::label).collect();
-    if !unchanged.is_empty() {
+    let points = metrics.iter().any(|m| m.point.is_some());
+    if points && unchanged.len() > 4 {
+        reasons.push(format!("{} of {} points unchanged within ±{}", unchanged.len(), metrics.len(), pct(delta)));
+    } else if !unchanged.is_empty() {
         reasons.push(format!("{} unchanged within ±{}", unchanged.join(", "), pct(delta)));
     }
     if too_few {
-        reasons.insert(
-            0,
-            format!(
-                "only {} samples in the current run; run at least {} repeats ({} for P95 to count)",
-                metrics.iter().map(|m| m.judged.n_current).min().unwrap_or(0),
-                opts.min_samples,
-                opts.p95_min_samples
+        let fewest = metrics.iter().map(|m| m.judged.n_current).min().unwrap_or(0);
+        let why = match (points, fewest) {
+            (true, 1) => format!(
+                "nccl-tests ran without `-I 1`: one time per size, and one figure cannot confirm or clear a change; \
+                 run it with `-I 1 -n {}` or more for per-iteration times",
+                opts.min_samples
             ),
-        );
+            (true, _) => format!(
+                "only {fewest} iterations per size in the current sweep; run nccl-tests with `-n {}` or more",
+                opts.min_samples
+            ),
+            (false, _) => format!(
+                "only {fewest} samples in the current run; run at least {} repeats ({} for P95 to count)",
+                opts.min_samples, opts.p95_min_samples
+            ),
+        };
+        reasons.insert(0, why);
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     if primary_open || looks_slower {

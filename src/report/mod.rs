@@ -179,22 +179,7 @@ pub(crate) fn two(v: f64) -> String {
     fixed(v, 2)
 }
 
-/// Bytes in binary units with one decimal (`512 B`, `8.0 MiB`), as nccl-tests sizes read.
-pub(crate) fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    for (i, unit) in UNITS.iter().enumerate() {
-        // Move up a unit when one decimal would round to 1024 (1048575 B is "1.0 MiB").
-        if value < 1023.95 || i == UNITS.len() - 1 {
-            return format!("{value:.1} {unit}");
-        }
-        value /= 1024.0;
-    }
-    format!("{bytes} B")
-}
+pub(crate) use crate::units::bytes as human_bytes;
 
 /// The payload cell: human units, or `unknown` when no trace field said (never 0).
 pub(crate) fn payload(h: &Hotspot) -> String {

@@ -56,6 +56,12 @@ pub struct Sweep {
     /// The processes' hosts and devices (`devices`), as written.
     pub devices: Vec<Device>,
     pub results: Vec<SizeResult>,
+    /// When the run started, RFC 3339 (nccl-tests writes its local time without a zone; it is
+    /// read as UTC), when the output says.
+    pub start_time: Option<String>,
+    /// Warm-up and timed iterations per size (`-w`, `-n`), when the output says.
+    pub warmup: Option<u32>,
+    pub iterations: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,10 +117,29 @@ pub enum SweepError {
 /// programs print, told apart by content.
 pub fn read(path: &Path) -> Result<Sweep, SweepError> {
     let text = crate::input::read_text(path, MAX_BYTES).map_err(|e| SweepError::Read(e.to_string()))?;
+    parse_any(&text)
+}
+
+/// Parses nccl-tests output: JSON when it opens with `{`, else the text table.
+pub fn parse_any(text: &str) -> Result<Sweep, SweepError> {
     if text.trim_start().starts_with('{') {
-        parse(&text)
+        parse(text)
     } else {
-        parse_text(&text)
+        parse_text(text)
+    }
+}
+
+/// Whether `text` is nccl-tests output rather than a commgate file: JSON with nccl-tests' keys
+/// (`nccl_version`, or `version` with `results`) and no `schema_version`, or text whose first
+/// line is one of the programs' `#` header lines.
+pub fn looks_like(text: &str) -> bool {
+    let start = text.trim_start();
+    if start.starts_with('{') {
+        let head: String = start.chars().take(4096).collect();
+        !head.contains("\"schema_version\"")
+            && (head.contains("\"nccl_version\"") || (head.contains("\"version\"") && start.contains("\"results\"")))
+    } else {
+        start.starts_with('#')
     }
 }
 
@@ -129,6 +154,7 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
     let mut devices = Vec::new();
     let mut per_iter = None;
     let mut results = Vec::new();
+    let (mut warmup, mut iterations, mut start_time) = (None, None, None);
     for (n, line) in output.lines().enumerate() {
         let line_no = n + 1;
         if let Some(rest) = line.strip_prefix('#') {
@@ -139,6 +165,9 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
                 nccl_version = v.parse().ok();
             } else if rest.starts_with("Rank ") {
                 devices.extend(device_line(rest));
+            } else if rest.starts_with("nThread ") {
+                warmup = number_after(rest, "warmup iters:");
+                iterations = number_after(rest, " iters:");
             } else if rest.starts_with("size ") || rest.contains(" size ") {
                 per_iter = Some(rest.contains("i_min"));
             }
@@ -155,6 +184,11 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
             return Err(field("results", format!("holds more than {MAX_SIZES} sizes")));
         }
         results.extend(size_line(&words, per_iter, line_no)?);
+        // A timestamp after the columns (`2026-12-01 10:00:00`): the first is the run's start.
+        let width = if per_iter { 8 } else { 4 };
+        if start_time.is_none() && words.len() >= 7 + 2 * width {
+            start_time = rfc3339_of(&format!("{} {}", words[5 + 2 * width], words[6 + 2 * width]));
+        }
     }
     if results.is_empty() {
         return Err(SweepError::Syntax(
@@ -162,7 +196,36 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
         ));
     }
     let collective = program.as_deref().and_then(collective_of);
-    Ok(Sweep { version: 0, program, collective, nccl_version, nccl_env: BTreeMap::new(), devices, results })
+    Ok(Sweep {
+        version: 0,
+        program,
+        collective,
+        nccl_version,
+        nccl_env: BTreeMap::new(),
+        devices,
+        results,
+        start_time,
+        warmup,
+        iterations,
+    })
+}
+
+/// The whole number after `key` in a header line (`warmup iters: 1 iters: 3`).
+fn number_after(line: &str, key: &str) -> Option<u32> {
+    let at = line.find(key)? + key.len();
+    line[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// nccl-tests' time stamp (`2026-12-01 10:00:00`, `strftime("%F %T")` of the local time) as
+/// RFC 3339, read as UTC: the zone is not written.
+pub fn rfc3339_of(stamp: &str) -> Option<String> {
+    let (date, time) = stamp.trim().split_once(' ')?;
+    let candidate = format!("{date}T{time}Z");
+    let b = candidate.as_bytes();
+    let shape = b.len() == 20 && b[4] == b'-' && b[7] == b'-' && b[13] == b':' && b[16] == b':';
+    let digits = shape
+        && [0..4, 5..7, 8..10, 11..13, 14..16, 17..19].into_iter().all(|r| b[r].iter().all(u8::is_ascii_digit));
+    digits.then_some(candidate)
 }
 
 /// `Rank  0 Group  0 Pid  11 on     node-a device  0 [0x1] NVIDIA H200`.
@@ -269,12 +332,18 @@ struct RawFile {
     config: Option<RawConfig>,
     #[serde(default)]
     results: Vec<RawResult>,
+    #[serde(default)]
+    start_time: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawConfig {
     #[serde(default)]
     devices: Vec<RawDevice>,
+    #[serde(default)]
+    warmup_iters: Option<u32>,
+    #[serde(default)]
+    iterations: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -342,7 +411,8 @@ impl RawFile {
         if self.results.len() > MAX_SIZES {
             return Err(field("results", format!("holds {} sizes, more than {MAX_SIZES}", self.results.len())));
         }
-        let raw_devices = self.config.unwrap_or_default().devices;
+        let config = self.config.unwrap_or_default();
+        let raw_devices = config.devices;
         if raw_devices.len() > MAX_PROCESSES {
             return Err(field("devices", format!("lists more than {MAX_PROCESSES} devices")));
         }
@@ -415,6 +485,9 @@ impl RawFile {
             nccl_env,
             devices,
             results,
+            start_time: self.start_time.as_deref().and_then(rfc3339_of),
+            warmup: config.warmup_iters,
+            iterations: config.iterations,
         })
     }
 }

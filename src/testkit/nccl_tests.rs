@@ -114,7 +114,7 @@ pub fn json(spec: &NcclTestsSpec) -> String {
         })
         .collect();
     let mut out = format!(
-        r#"{{"version":3,"start_time":"2026-12-01 10:00:00","args":["./build/{}","-b","{}","-e","{}","-f","4","-I","1","-J","run.json"],"env":["NCCL_ALGO=Ring","HOME=/root"],"nccl_version":22703,"config":{{"nthreads":1,"ngpus":1,"iterations":{},"per_iter_timing":true,"devices":[{}]}},"results":["#,
+        r#"{{"version":3,"start_time":"2026-12-01 10:00:00","args":["./build/{}","-b","{}","-e","{}","-f","4","-I","1","-J","run.json"],"env":["NCCL_ALGO=Ring","NCCL_PROTO=Simple","HOME=/root"],"nccl_version":22703,"config":{{"nthreads":1,"ngpus":1,"iterations":{},"per_iter_timing":true,"devices":[{}]}},"results":["#,
         spec.program,
         spec.sizes.first().unwrap_or(&0),
         spec.sizes.last().unwrap_or(&0),
