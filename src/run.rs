@@ -423,7 +423,10 @@ fn result_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             .map(|e| e.path())
             .collect();
         if files.is_empty() {
-            anyhow::bail!("{}: the directory holds no file to judge; pass result files or nccl-tests output", p.display());
+            anyhow::bail!(
+                "{}: the directory holds no file to judge; pass result files or nccl-tests output",
+                p.display()
+            );
         }
         files.sort();
         out.extend(files);

@@ -68,6 +68,21 @@ pub fn run_id(run: &RunResult) -> RunId {
         h.floats(&row.samples_ms);
         h.floats(&row.rank_mean_ms);
     }
+    // An nccl-tests sweep's points are its measurement (benchmark runs have none: their ids are
+    // unchanged).
+    if let Some(sweep) = &run.sweep {
+        h.str(&sweep.program);
+        h.u64(sweep.points.len() as u64);
+        for p in &sweep.points {
+            for s in [&p.key.collective, &p.key.dtype, &p.key.redop, &p.key.placement] {
+                h.str(s);
+            }
+            h.u64(p.key.size);
+            h.u64(p.count);
+            h.floats(&[p.time_us, p.alg_bw, p.bus_bw]);
+            h.floats(&p.samples_ms);
+        }
+    }
     RunId(h.0.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 

@@ -180,11 +180,17 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
     history::check(file)
 }
 
-/// Every step time of a run, schedule by schedule, as bits (for "the same samples").
+/// Every step time of a run, schedule by schedule (then an nccl-tests sweep's, point by point), as
+/// bits (for "the same samples").
 fn step_time_bits(run: &RunResult) -> Vec<u64> {
     let mut rows: Vec<&result::Row> = run.rows.iter().collect();
     rows.sort_by_key(|r| r.schedule);
-    rows.iter().flat_map(|r| r.samples_ms.iter().map(|x| x.to_bits()).chain([u64::MAX])).collect()
+    let points = run.sweep.iter().flat_map(|s| &s.points);
+    rows.iter()
+        .map(|r| &r.samples_ms)
+        .chain(points.map(|p| &p.samples_ms))
+        .flat_map(|samples| samples.iter().map(|x| x.to_bits()).chain([u64::MAX]))
+        .collect()
 }
 
 /// A profile or workload id that cannot be a file name in the store (it would escape the store

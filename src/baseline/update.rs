@@ -336,7 +336,13 @@ mod tests {
     fn add(store: &Path, from: &Path, keep: usize) -> Result<Updated, FileError> {
         update(
             store,
-            Change { target: Target::Result(from.to_path_buf()), keep, history_keep: 1000, traces: None, profile: None },
+            Change {
+                target: Target::Result(from.to_path_buf()),
+                keep,
+                history_keep: 1000,
+                traces: None,
+                profile: None,
+            },
             || {},
         )
     }
@@ -351,7 +357,13 @@ mod tests {
         let (dir, store) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("store"));
         let mut small = run(1);
         small.workload.id = "small".into();
-        let change = |p: PathBuf| Change { target: Target::Result(p), keep: 10, history_keep: 1000, traces: None, profile: None };
+        let change = |p: PathBuf| Change {
+            target: Target::Result(p),
+            keep: 10,
+            history_keep: 1000,
+            traces: None,
+            profile: None,
+        };
         let (a, b, c) = (
             write_result(dir.path(), "a.json", &run(1)),
             write_result(dir.path(), "b.json", &small),
@@ -490,8 +502,12 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = tmp.path().join("baselines");
         let from = write_result(tmp.path(), "a.json", &run(1));
-        update(&store, Change { target: Target::Result(from), keep: 3, history_keep: 10, traces: None, profile: None }, || {})
-            .expect("run");
+        update(
+            &store,
+            Change { target: Target::Result(from), keep: 3, history_keep: 10, traces: None, profile: None },
+            || {},
+        )
+        .expect("run");
         let target = Target::File { profile: "PAR-MOCK".into(), workload_id: "par-overlap-allreduce-matmul".into() };
         let traces = |a: Attribution| Change {
             target: target.clone(),

@@ -65,7 +65,7 @@ impl Pending {
     }
 
     pub(super) fn sweep(stage: SweepStage, delta: f64) -> Self {
-        let summary = stage.points.first().map(|p| p.pending.summary.clone()).expect("a sweep stage has a point");
+        let summary = stage.points.first().map_or_else(|| stage.fallback.clone(), |p| p.pending.summary.clone());
         Pending { summary, delta, stage: Stage::Sweep(Box::new(stage)) }
     }
 
@@ -111,7 +111,7 @@ impl Pending {
                 }
             }
             Stage::Sweep(s) => {
-                let SweepStage { points, summary } = *s;
+                let SweepStage { points, summary, fallback } = *s;
                 let mut at = 0;
                 let parts = points
                     .into_iter()
@@ -122,7 +122,7 @@ impl Pending {
                         (p.point, p.work, adjusted)
                     })
                     .collect();
-                return merge(delta, parts, summary);
+                return merge(delta, fallback, parts, summary);
             }
             Stage::Judging(j) => *j,
         };

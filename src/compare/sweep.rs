@@ -195,6 +195,8 @@ pub(super) struct PreparedPoint {
 pub(super) struct SweepStage {
     pub(super) points: Vec<PreparedPoint>,
     pub(super) summary: SweepSummary,
+    /// The store's summary before any point was compared (what an empty stage shows).
+    pub(super) fallback: BaselineSummary,
 }
 
 /// Prepares a sweep's comparison: each point of the first current run against the same point of
@@ -248,7 +250,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
             ),
         );
     }
-    Pending::sweep(SweepStage { points, summary }, delta)
+    Pending::sweep(SweepStage { points, summary, fallback: super::empty_summary(baseline) }, delta)
 }
 
 /// The index of the primary point: the largest size judged out of place (the bandwidth plateau,
@@ -268,7 +270,12 @@ fn primary(points: &[PointRef]) -> usize {
 /// The points' comparisons, adjusted in one family, merged into the sweep's: each metric tagged
 /// with its point and shown as bus bandwidth, the primary point's baseline summary and run
 /// advice, the notes once each.
-pub(super) fn merge(delta: f64, parts: Vec<(PointRef, Option<f64>, Adjusted)>, summary: SweepSummary) -> Adjusted {
+pub(super) fn merge(
+    delta: f64,
+    fallback: BaselineSummary,
+    parts: Vec<(PointRef, Option<f64>, Adjusted)>,
+    summary: SweepSummary,
+) -> Adjusted {
     let refs: Vec<PointRef> = parts.iter().map(|(p, _, _)| p.clone()).collect();
     let at = primary(&refs);
     let unusable = parts.iter().find_map(|(_, _, a)| a.unusable.clone());
@@ -295,7 +302,7 @@ pub(super) fn merge(delta: f64, parts: Vec<(PointRef, Option<f64>, Adjusted)>, s
             metrics.push(m);
         }
     }
-    let (baseline, current_runs, runs_needed) = head.expect("a sweep's comparison has a point");
+    let (baseline, current_runs, runs_needed) = head.unwrap_or((fallback, 1, None));
     Adjusted {
         baseline,
         delta,
@@ -362,7 +369,9 @@ mod tests {
         let s = slowest_process(&sweep(&lasts)).expect("named");
         assert_eq!((s.process, s.last, s.iterations), (5, 240, 400));
         assert_eq!(s.host.as_deref(), Some("node-5"));
-        assert!(s.sentence().starts_with("process 5 (node-5, GPU 0) was the slowest in 240 of 400 iterations (60 %; 12 %"));
+        assert!(s
+            .sentence()
+            .starts_with("process 5 (node-5, GPU 0) was the slowest in 240 of 400 iterations (60 %; 12 %"));
         // Evenly spread: nobody is named.
         let even: Vec<Vec<u32>> = (0..8).map(|i| (0..8).map(|p| if p == i { 8 } else { 6 }).collect()).collect();
         assert_eq!(slowest_process(&sweep(&even)), None);
@@ -417,6 +426,7 @@ mod generated {
     use crate::testkit::nccl_tests::{json, NcclTestsSpec};
     use std::path::PathBuf;
 
+    #[expect(clippy::expect_used, reason = "a test's helper fails the test by panicking")]
     fn run(seed: u64, slower: Option<(u64, f64)>) -> RunResult {
         let spec = NcclTestsSpec { iterations: 50, slower, ..NcclTestsSpec::sweep(seed) };
         let mut r = to_result(&parse(&json(&spec)).expect("reads"), "2026-12-01T00:00:00Z");
@@ -434,7 +444,11 @@ mod generated {
         let c = compare(&store(), &run(9, Some((65_536, 1.1))), &opts);
         assert!(c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::Tune);
-        assert!(c.headline.starts_with("all_reduce 64.0 KiB out-of-place 9.") && c.headline.ends_with("— blocking"), "{}", c.headline);
+        assert!(
+            c.headline.starts_with("all_reduce 64.0 KiB out-of-place 9.") && c.headline.ends_with("— blocking"),
+            "{}",
+            c.headline
+        );
         let regressed: Vec<String> =
             c.metrics.iter().filter(|m| m.judged.state == State::Regressed).map(MetricComparison::label).collect();
         assert_eq!(regressed, ["64.0 KiB out-of-place", "64.0 KiB in-place"]);

@@ -6,13 +6,13 @@
 use super::mitigation::for_trace_causes;
 use super::vocab::{Decision, Verdict};
 use crate::baseline::Baseline;
+use crate::compare::sweep::SweepSummary;
 use crate::compare::traces::{PendingTraces, TraceComparison};
 use crate::compare::{
     adjust_together, adjust_with_traces, describe, prepare, prepare_runs, Adjusted, BaselineSummary, CompareOptions,
     Comparison, MetricComparison, Pending, RunsNeeded, State, Statistic, SCHEMA_VERSION,
 };
 use crate::result::{RunResult, Schedule, SoftwareChange};
-use crate::compare::sweep::SweepSummary;
 use crate::units::{change, in_words, interval, pct, plural};
 
 /// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
@@ -122,7 +122,12 @@ fn sweep_reasons(s: &SweepSummary) -> Vec<String> {
 
 /// A sweep's headline when it accepts: how many points held within δ, rather than the primary
 /// point alone; other verdicts read like any comparison's (the point that blocks, or why not).
-fn sweep_headline(v: &Verdict, metrics: &[MetricComparison], sweep: Option<&SweepSummary>, delta: f64) -> Option<String> {
+fn sweep_headline(
+    v: &Verdict,
+    metrics: &[MetricComparison],
+    sweep: Option<&SweepSummary>,
+    delta: f64,
+) -> Option<String> {
     let s = sweep?;
     if v.decision != Decision::Accept || metrics.is_empty() {
         return None;
@@ -153,6 +158,13 @@ fn plain(m: &MetricComparison) -> String {
 
 /// "overlap step 8.1 % slower (95 % CI 7.5–8.8 %)"; exposed comm as a share of the step.
 fn in_plain_words(m: &MetricComparison) -> String {
+    if let (Some(p), Some(t)) = (&m.point, &m.throughput) {
+        let peak = p
+            .of_ceiling(t.current)
+            .map(|s| format!(", {:.0} % of this runner's measured peak", 100.0 * s))
+            .unwrap_or_default();
+        return format!("{} {}: busbw {:.2} GB/s{peak}", plain(m), in_words(m.judged.ratio, m.judged.ci), t.current);
+    }
     if m.statistic == Statistic::ExposedCommMs {
         return format!("{} {} of the step (95 % CI {})", plain(m), change(m.judged.ratio), interval(m.judged.ci));
     }

@@ -186,12 +186,15 @@ fn judge(e: &Evidence<'_>) -> Verdict {
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
     for (w, c) in e.workloads.iter().filter_map(|w| w.comparison.map(|c| (w, c))) {
-        // Counted as the table lists them: a median read as busbw or TFLOPS is a row of its own.
-        let rows = |m: &&crate::compare::MetricComparison| 1 + usize::from(m.throughput.is_some());
+        // Counted as the table lists them: a median read as busbw or TFLOPS is a row of its own,
+        // and a sweep's table has a row per point.
+        let sweep = c.sweep.is_some();
+        let rows = |m: &&crate::compare::MetricComparison| 1 + usize::from(m.throughput.is_some() && !sweep);
         let unchanged: usize = c.metrics.iter().filter(|m| m.judged.state == State::Unchanged).map(|m| rows(&m)).sum();
         let total: usize = c.metrics.iter().map(|m| rows(&m)).sum();
+        let what = if sweep { "points" } else { "metrics" };
         reasons.push(w.own(&format!(
-            "no regression against {} baseline run(s): {unchanged} of {total} metrics unchanged",
+            "no regression against {} baseline run(s): {unchanged} of {total} {what} unchanged",
             c.baseline.runs
         )));
     }

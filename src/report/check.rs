@@ -43,8 +43,14 @@ pub fn text(r: &CheckReport, width: super::Width) -> String {
     }
     // A failed run measured nothing: its error above is the whole story.
     if let Some(b) = r.bench.as_ref().filter(|b| b.failure.is_none()) {
-        let figures: Vec<String> = run_figures(b).iter().map(|(label, value)| format!("{label} {value}")).collect();
-        out.push_str(&format!("Run: {}\n", figures.join(" · ")));
+        match super::sweep::run_line(b) {
+            Some(line) => out.push_str(&format!("Run: {}\n", plain(&line, TEXT))),
+            None => {
+                let figures: Vec<String> =
+                    run_figures(b).iter().map(|(label, value)| format!("{label} {value}")).collect();
+                out.push_str(&format!("Run: {}\n", figures.join(" · ")));
+            }
+        }
     }
     if !r.workloads.is_empty() {
         out.push_str(&workloads::text(&r.workloads, width));
@@ -233,6 +239,9 @@ fn metrics_section(r: &CheckReport) -> String {
 
 /// The change chart of the judged metrics against ±δ ([`super::chart::change_chart`]).
 fn chart(workload: &str, c: &Comparison) -> String {
+    if super::sweep::is_sweep(c) {
+        return super::sweep::busbw_chart(c).unwrap_or_default();
+    }
     super::chart::change_chart(&[super::chart::series_from(workload, c)], 100.0 * c.delta).unwrap_or_default()
 }
 
@@ -333,7 +342,21 @@ fn reasons_section(r: &CheckReport) -> String {
 /// Folded sections, least important last (they are dropped first when the comment is too long).
 fn details_sections(r: &CheckReport) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(b) = &r.bench {
+    if let Some((b, s)) = r.bench.as_ref().and_then(|b| Some((b, b.sweep.as_ref()?))) {
+        let (h, sw) = (&b.hardware, &b.software);
+        let cell = |v: &str| md_cell(v, NAME);
+        let hosts: Vec<&str> = s.processes.iter().map(|p| p.host.as_str()).collect();
+        let rows = vec![
+            ["program".to_string(), format!("nccl-tests {}", code_cell(&s.program, NAME))],
+            ["hardware".to_string(), cell(&hardware_line(h))],
+            ["hosts".to_string(), cell(&super::sweep::hosts_line(&hosts))],
+            ["NCCL".to_string(), cell(sw.nccl.as_deref().unwrap_or("-"))],
+            ["NCCL settings".to_string(), nccl_settings(&sw.nccl_env)],
+            ["fingerprint".to_string(), code_cell(&h.fingerprint, NAME)],
+            ["points".to_string(), cell(&super::sweep::points_line(s))],
+        ];
+        out.push(fold("nccl-tests run", &table::markdown_pairs(&rows)));
+    } else if let Some(b) = &r.bench {
         let (h, sw) = (&b.hardware, &b.software);
         let cell = |s: &str| md_cell(s, NAME);
         let w = &b.workload;

@@ -77,6 +77,10 @@ pub fn comparison(c: &Comparison) -> String {
     if !c.metrics.is_empty() {
         out.push_str(&metric_table(c));
         out.push('\n');
+        if let Some(chart) = super::sweep::busbw_chart(c) {
+            out.push_str(&chart);
+            out.push('\n');
+        }
     }
     for r in &c.reasons {
         out.push_str(&format!("- {}\n", md_text(r, TEXT)));
@@ -86,6 +90,9 @@ pub fn comparison(c: &Comparison) -> String {
 
 /// The comparison's metric table (shared by the compare report and the check report).
 pub(crate) fn metric_table(c: &Comparison) -> String {
+    if super::sweep::is_sweep(c) {
+        return table::markdown(&super::sweep::COLUMNS, &super::sweep::rows(c, Markdown));
+    }
     let rows: Vec<Vec<String>> = c
         .metrics
         .iter()

@@ -18,6 +18,7 @@ pub mod history;
 mod injection_tests;
 pub mod json;
 pub mod markdown;
+pub mod sweep;
 pub(crate) mod table;
 pub mod text;
 

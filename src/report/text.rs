@@ -75,6 +75,13 @@ pub fn comparison(c: &Comparison, width: super::Width) -> String {
 /// under its own verdict.
 pub fn comparison_table(c: &Comparison, width: super::Width) -> String {
     let mut out = format!("{}\n\n", baseline_line(c));
+    if super::sweep::is_sweep(c) && !c.metrics.is_empty() {
+        let rows = super::sweep::rows(c, Text);
+        let (t, dropped) = table::text_fitted(&super::sweep::COLUMNS, &rows, &super::sweep::DROP, width.limit());
+        out.push_str(&t);
+        out.push_str(&table::left_out_line(&dropped));
+        return out;
+    }
     let rows: Vec<Vec<String>> = c.metrics.iter().flat_map(metric_rows).collect();
     if rows.is_empty() {
         out.push_str("No metrics compared.\n");

@@ -223,8 +223,8 @@ pub fn rfc3339_of(stamp: &str) -> Option<String> {
     let candidate = format!("{date}T{time}Z");
     let b = candidate.as_bytes();
     let shape = b.len() == 20 && b[4] == b'-' && b[7] == b'-' && b[13] == b':' && b[16] == b':';
-    let digits = shape
-        && [0..4, 5..7, 8..10, 11..13, 14..16, 17..19].into_iter().all(|r| b[r].iter().all(u8::is_ascii_digit));
+    let digits =
+        shape && [0..4, 5..7, 8..10, 11..13, 14..16, 17..19].into_iter().all(|r| b[r].iter().all(u8::is_ascii_digit));
     digits.then_some(candidate)
 }
 

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::nccl_tests::{Placement, Sweep};
 use super::{
-    EvidenceLevel, Hardware, Metrics, Provenance, Row, RunComparison, RunDecision, RunResult, Schedule, Software,
-    Tool, Workload, SCHEMA_VERSION, STEP_MS_RANGE,
+    EvidenceLevel, Hardware, Metrics, Provenance, Row, RunComparison, RunDecision, RunResult, Schedule, Software, Tool,
+    Workload, SCHEMA_VERSION, STEP_MS_RANGE,
 };
 use crate::decide::vocab::Decision;
 
@@ -130,10 +130,8 @@ fn gpu_of(info: &str) -> String {
 pub fn to_result(s: &Sweep, fallback: &str) -> RunResult {
     let program = s.program.clone().unwrap_or_else(|| "nccl-tests".to_string());
     let ranks = s.devices.len().max(1);
-    let collective = s.collective.map_or_else(
-        || program.strip_suffix("_perf").unwrap_or(&program).to_string(),
-        ToString::to_string,
-    );
+    let collective =
+        s.collective.map_or_else(|| program.strip_suffix("_perf").unwrap_or(&program).to_string(), ToString::to_string);
     let points: Vec<SweepPoint> = s
         .results
         .iter()
@@ -339,7 +337,12 @@ pub fn validate(r: &RunResult, s: &SweepData) -> Result<(), String> {
     for (i, p) in s.points.iter().enumerate() {
         let at = |f: &str| format!("`sweep.points[{i}].{f}`");
         if p.samples_ms.is_empty() || p.samples_ms.len() > super::nccl_tests::MAX_ITERATIONS {
-            return Err(format!("{} holds {} times; a point holds 1 to {}", at("samples_ms"), p.samples_ms.len(), super::nccl_tests::MAX_ITERATIONS));
+            return Err(format!(
+                "{} holds {} times; a point holds 1 to {}",
+                at("samples_ms"),
+                p.samples_ms.len(),
+                super::nccl_tests::MAX_ITERATIONS
+            ));
         }
         if let Some((j, x)) = p.samples_ms.iter().enumerate().find(|(_, x)| !STEP_MS_RANGE.contains(x)) {
             return Err(format!(

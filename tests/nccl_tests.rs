@@ -1,0 +1,192 @@
+//! nccl-tests output as gate evidence, through the binary: a baseline of five sweeps recorded
+//! with `baseline update --from`, then `check --result` blocks a sweep with one size 10 % slower,
+//! naming that size, and accepts the same sweep unchanged; `compare` agrees; the text table of a
+//! run gives the summary figures of its JSON; a run without `-I 1`, one without a profile, a
+//! failed data check and damaged files each end in one clear line or an honest verdict.
+//!
+//! The fixtures under `tests/fixtures/nccl-tests/` are this crate's generator's output
+//! (`commgate::testkit::nccl_tests`), checked here to be exactly that: regenerate them with
+//! `COMMGATE_REGEN_FIXTURES=1 cargo test --test nccl_tests`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+use std::path::{Path, PathBuf};
+
+use commgate::result::nccl_tests::{read, SizeResult, Sweep};
+use commgate::testkit::nccl_tests::{json, text, NcclTestsSpec};
+
+mod common;
+use common::{commgate_in, copy_dir, root};
+
+fn fixtures() -> PathBuf {
+    root().join("tests/fixtures/nccl-tests")
+}
+
+/// Each fixture and the generator's spec it is written from.
+fn specs() -> Vec<(&'static str, NcclTestsSpec, bool)> {
+    let sweep = |seed: u64| NcclTestsSpec { iterations: 50, ..NcclTestsSpec::sweep(seed) };
+    let mut out: Vec<(&'static str, NcclTestsSpec, bool)> = vec![
+        ("baseline-1.json", sweep(1), true),
+        ("baseline-2.json", sweep(2), true),
+        ("baseline-3.json", sweep(3), true),
+        ("baseline-4.json", sweep(4), true),
+        ("baseline-5.json", sweep(5), true),
+        ("current-same.json", sweep(9), true),
+        ("current-same.txt", sweep(9), false),
+    ];
+    out.push(("current-slower.json", NcclTestsSpec { slower: Some((65_536, 1.1)), ..sweep(9) }, true));
+    out
+}
+
+#[test]
+fn the_fixtures_are_the_generators_output() {
+    let regen = std::env::var_os("COMMGATE_REGEN_FIXTURES").is_some();
+    for (name, spec, as_json) in specs() {
+        let want = if as_json { json(&spec) } else { text(&spec) };
+        let path = fixtures().join(name);
+        if regen {
+            std::fs::create_dir_all(fixtures()).expect("mkdir");
+            std::fs::write(&path, &want).expect("write");
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} differs from the generator's output: regenerate with COMMGATE_REGEN_FIXTURES=1 cargo test --test nccl_tests",
+            path.display()
+        );
+    }
+}
+
+/// The summary figures of a sweep: every size and placement without its per-iteration lists.
+fn summary(s: &Sweep) -> Vec<SizeResult> {
+    s.results.iter().map(|r| SizeResult { times_us: Vec::new(), per_process_us: Vec::new(), ..r.clone() }).collect()
+}
+
+#[test]
+fn the_text_table_of_a_run_gives_the_summary_figures_of_its_json() {
+    let from_json = read(&fixtures().join("current-same.json")).expect("json");
+    let from_text = read(&fixtures().join("current-same.txt")).expect("text");
+    assert_eq!(summary(&from_json), summary(&from_text));
+    assert_eq!(from_json.results.len(), 16);
+    assert!(from_json.results.iter().all(|r| r.times_us.len() == 50));
+    assert!(from_text.results.iter().all(|r| r.times_us.is_empty()));
+    assert_eq!((from_json.collective, from_json.nccl_version), (from_text.collective, from_text.nccl_version));
+    assert_eq!(from_json.devices, from_text.devices);
+}
+
+/// A scratch directory holding the fixtures and a store of the five baseline sweeps.
+fn store() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixtures(), &tmp.path().join("runs"));
+    let mut cmd = commgate_in(tmp.path());
+    cmd.args(["baseline", "update", "--baselines", "store", "--environment-profile", "H200", "--from"]);
+    cmd.args((1..=5).map(|i| format!("runs/baseline-{i}.json")));
+    let out = cmd.output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("store/H200/nccl-tests-all_reduce-2ranks.json now holds 5 runs"), "{said}");
+    tmp
+}
+
+fn check(dir: &Path, result: &str, format: &str) -> (i32, String, String) {
+    let out = commgate_in(dir)
+        .args(["check", "--comment", "never", "--baselines", "store", "--environment-profile", "H200"])
+        .args(["--format", format, "--result", result])
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn one_size_ten_percent_slower_blocks_naming_it() {
+    let tmp = store();
+    let (code, out, err) = check(tmp.path(), "runs/current-slower.json", "text");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.starts_with("Verdict: tune: all_reduce 64.0 KiB out-of-place "), "{out}");
+    assert!(out.contains("— blocking"), "{out}");
+    insta::assert_snapshot!("sweep_slower_text", out);
+    let (code, md, _) = check(tmp.path(), "runs/current-slower.json", "markdown");
+    assert_eq!(code, 1);
+    assert!(md.contains("```mermaid") && md.contains("Bus bandwidth (GB/s) by size"), "{md}");
+    insta::assert_snapshot!("sweep_slower_markdown", md);
+    // `compare` against the store file says the same.
+    let out = commgate_in(tmp.path())
+        .args(["compare", "--baseline", "store/H200/nccl-tests-all_reduce-2ranks.json"])
+        .args(["--current", "runs/current-slower.json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with("all_reduce 64.0 KiB out-of-place "), "{said}");
+    // A directory of sweeps is judged as if each file were named.
+    let dir = tmp.path().join("slower-dir");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(tmp.path().join("runs/current-slower.json"), dir.join("sweep.json")).expect("copy");
+    let (code, from_dir, _) = check(tmp.path(), "slower-dir", "text");
+    assert_eq!(
+        (code, from_dir.lines().next()),
+        (1, out_first_line(&check(tmp.path(), "runs/current-slower.json", "text").1))
+    );
+}
+
+fn out_first_line(s: &str) -> Option<&str> {
+    s.lines().next()
+}
+
+#[test]
+fn the_same_sweep_unchanged_is_accepted() {
+    let tmp = store();
+    let (code, out, err) = check(tmp.path(), "runs/current-same.json", "text");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("Verdict: accept: 16 of 16 points of all_reduce_perf within ±3 %"), "{out}");
+    insta::assert_snapshot!("sweep_same_text", out);
+    let (code, md, _) = check(tmp.path(), "runs/current-same.json", "markdown");
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("sweep_same_markdown", md);
+}
+
+#[test]
+fn a_run_without_per_iteration_times_is_said_so_and_never_blocks_alone() {
+    let tmp = store();
+    let (code, out, err) = check(tmp.path(), "runs/current-same.txt", "text");
+    assert_eq!(code, 0, "collect_more_evidence does not fail the job by default: {out}{err}");
+    assert!(out.starts_with("Verdict: collect_more_evidence"), "{out}");
+    assert!(out.contains("nccl-tests ran without `-I 1`: one time per size"), "{out}");
+}
+
+#[test]
+fn bad_nccl_tests_input_ends_in_one_line_naming_the_file() {
+    let tmp = store();
+    let slower = std::fs::read_to_string(tmp.path().join("runs/current-slower.json")).expect("read");
+    let cases = [
+        ("wrong.json", slower.replacen("\"nwrong\":0", "\"nwrong\":7", 1), "reports 7 wrong elements at size 1024"),
+        (
+            "newer.json",
+            slower.replacen("\"version\":3", "\"version\":9", 1),
+            "file version 9, newer than this commgate",
+        ),
+        ("negative.json", slower.replacen("\"time\":", "\"time\":-", 1), "`results[0].out_of_place.time` is -"),
+        ("short.json", slower.replacen("],[", ",1],[", 1), "lists 51 iterations, `times_us` 50"),
+    ];
+    for (name, text, expected) in cases {
+        std::fs::write(tmp.path().join(name), text).expect("write");
+        let (code, out, err) = check(tmp.path(), name, "text");
+        assert_eq!(code, 2, "{name}: {out}{err}");
+        let line = err.lines().find(|l| l.contains(name)).unwrap_or_default();
+        assert!(line.contains(expected), "{name}: {err}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("commgate: error")).count(), 1, "{name}: {err}");
+    }
+    // No profile from anywhere: the fix is named.
+    let out = commgate_in(tmp.path())
+        .args(["check", "--comment", "never", "--baselines", "store", "--result", "runs/current-same.json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("runs/current-same.json: is nccl-tests output, which names no environment profile"), "{err}");
+    assert!(err.contains("--environment-profile NAME"), "{err}");
+}
