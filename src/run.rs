@@ -70,12 +70,12 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Compare(args) => {
             let cfg = config::compare(args, &file)?;
-            let baseline = baseline::load(&cfg.baseline)?;
+            let (baseline, kept) = baseline::load_kept(&cfg.baseline)?;
             // nccl-tests output names no profile; here the baseline's is as good as any.
             let profile = baseline.runs.first().map(|r| r.environment_profile.clone());
             let current = result::with_profile(result::load_result(&cfg.current)?, profile.as_deref(), &cfg.current)?;
             baseline.check_workload(&current, &cfg.current)?;
-            let comparison = decide::comparison::compare(&baseline, &current, &cfg.options);
+            let comparison = decide::comparison::compare_kept(&baseline, &current, &cfg.options, &kept);
             emit_report(
                 &report::render_comparison_in(&comparison, cfg.format, cfg.width),
                 cfg.format,

@@ -138,6 +138,39 @@ fn out_first_line(s: &str) -> Option<&str> {
 }
 
 #[test]
+fn the_store_keeps_this_runners_ceiling_past_eviction() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixtures(), &tmp.path().join("runs"));
+    for i in 1..=5 {
+        let out = commgate_in(tmp.path())
+            .args(["baseline", "update", "--baselines", "store", "--environment-profile", "H200", "--keep", "2"])
+            .args(["--from", &format!("runs/baseline-{i}.json")])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = std::fs::read_to_string(tmp.path().join("store/H200/nccl-tests-all_reduce-2ranks.json")).expect("store");
+    let store: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(store["runs"].as_array().map(Vec::len), Some(2));
+    let ceilings = store["ceilings"].as_array().expect("ceilings");
+    assert_eq!(ceilings.len(), 16, "one per point on this machine");
+    // The ceiling of the largest size is the best median busbw of all five runs, not of the two kept.
+    let best = (1..=5)
+        .map(|i| {
+            let s = read(&fixtures().join(format!("baseline-{i}.json"))).expect("sweep");
+            let r = commgate::result::sweep::to_result(&s, "2026-12-01T00:00:00Z");
+            r.metrics.busbw_gbps.expect("busbw")
+        })
+        .fold(0.0, f64::max);
+    let largest = ceilings
+        .iter()
+        .find(|c| c["size"] == 16_777_216 && c["placement"] == "out_of_place")
+        .and_then(|c| c["busbw_gbps"].as_f64());
+    let largest = largest.expect("the largest size's ceiling");
+    assert!((largest - best).abs() < 1e-9 * best, "{largest} vs {best}");
+}
+
+#[test]
 fn the_same_sweep_unchanged_is_accepted() {
     let tmp = store();
     let (code, out, err) = check(tmp.path(), "runs/current-same.json", "text");

@@ -237,6 +237,7 @@ mod tests {
             runs,
             history,
             traces: BTreeMap::new(),
+            ceilings: Vec::new(),
         }
     }
 

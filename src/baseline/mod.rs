@@ -5,6 +5,7 @@
 //! under the store's lock ([`lock`]), with each run known by its identity ([`identity`]).
 //! Writes are atomic (temporary file + rename); every error names the file.
 
+pub mod ceiling;
 pub mod history;
 mod identity;
 pub mod list;
@@ -42,6 +43,10 @@ pub struct BaselineFile {
     /// Trace runs by name (`--name`), each list oldest first ([`traces`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub traces: BTreeMap<String, TraceRuns>,
+    /// nccl-tests sweeps: the best bus bandwidth per machine and point any added run reached,
+    /// kept past eviction ([`ceiling`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ceilings: Vec<ceiling::Ceiling>,
 }
 
 /// What `--baseline` pointed at, reduced to the runs a comparison uses.
@@ -83,6 +88,11 @@ pub fn load_store(path: &Path) -> Result<BaselineFile, FileError> {
 
 /// Loads a baseline store file, or a single result file used as a one-run baseline.
 pub fn load(path: &Path) -> Result<Baseline, FileError> {
+    load_kept(path).map(|(b, _)| b)
+}
+
+/// [`load`] with the nccl-tests ceilings a store file keeps ([`ceiling`]); none for a result file.
+pub fn load_kept(path: &Path) -> Result<(Baseline, Vec<ceiling::Ceiling>), FileError> {
     #[derive(Deserialize)]
     struct Shape {
         runs: Option<serde::de::IgnoredAny>,
@@ -97,11 +107,11 @@ pub fn load(path: &Path) -> Result<Baseline, FileError> {
     let is_store = serde_json::from_str::<Shape>(&text).map(|s| s.runs.is_some()).unwrap_or(false);
     if !is_store {
         let run = load_result(path)?;
-        return Ok(Baseline { path: path.to_path_buf(), runs: vec![run] });
+        return Ok((Baseline { path: path.to_path_buf(), runs: vec![run] }, Vec::new()));
     }
     let file: BaselineFile = result::parse_versioned(&text, "baseline file").map_err(|m| FileError::new(path, m))?;
     check_store(&file, Runs::Required).map_err(|m| FileError::new(path, m))?;
-    Ok(Baseline { path: path.to_path_buf(), runs: file.runs })
+    Ok((Baseline { path: path.to_path_buf(), runs: file.runs }, file.ceilings))
 }
 
 /// Whether a store file may hold no runs: only while `baseline update` is adding one.
@@ -177,6 +187,7 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
     for (name, runs) in &file.traces {
         runs.check(name)?;
     }
+    ceiling::check(&file.ceilings)?;
     history::check(file)
 }
 
@@ -271,6 +282,7 @@ mod tests {
             runs,
             history: Vec::new(),
             traces: BTreeMap::new(),
+            ceilings: Vec::new(),
         }
     }
 

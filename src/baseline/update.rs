@@ -238,6 +238,7 @@ fn apply(
                 Some(RunChange::AlreadyHeld { id, created_at })
             } else {
                 fingerprint_note = fingerprint_note_for(&file.runs, &run);
+                super::ceiling::record(&mut file.ceilings, &run);
                 file.runs.push(run);
                 let dropped = file.runs.len().saturating_sub(change.keep);
                 let evicted: Vec<RunResult> = file.runs.drain(..dropped).collect();
@@ -300,6 +301,7 @@ fn empty_store(run: &RunResult) -> BaselineFile {
         runs: Vec::new(),
         history: Vec::new(),
         traces: BTreeMap::new(),
+        ceilings: Vec::new(),
     }
 }
 

@@ -412,7 +412,7 @@ fn gather(current: Current, opts: &CheckOptions, several: bool) -> Result<Gather
             None => {
                 warn_if_stored(&file.runs, &runs, &shown);
                 let b = Baseline { path: shown.clone(), runs: file.runs.clone() };
-                (Some(compare::prepare_runs(&b, &runs, &opts.compare)), None)
+                (Some(compare::prepare_runs_kept(&b, &runs, &opts.compare, &file.ceilings)), None)
             }
         },
     };
@@ -724,6 +724,7 @@ mod tests {
             runs: vec![other],
             history: Vec::new(),
             traces: Default::default(),
+            ceilings: Vec::new(),
         };
         std::fs::write(&path, serde_json::to_string(&store).expect("json")).expect("write");
         let r = evaluate(run(), &options(tmp.path())).expect("evaluates");

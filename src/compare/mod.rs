@@ -267,12 +267,23 @@ pub fn prepare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
 /// [`prepare`] with the current side as K runs of the same workload (`check --runs K`), judged
 /// together: the first is the one the report shows. `current` must not be empty.
 pub fn prepare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Pending {
+    prepare_runs_kept(baseline, current, opts, &[])
+}
+
+/// [`prepare_runs`] with the ceilings the store kept for nccl-tests sweeps (`baseline::ceiling`),
+/// which outlive the runs that reached them.
+pub fn prepare_runs_kept(
+    baseline: &Baseline,
+    current: &[RunResult],
+    opts: &CompareOptions,
+    kept: &[crate::baseline::ceiling::Ceiling],
+) -> Pending {
     let delta = opts.min_effect;
     let Some(first) = current.first() else {
         return Pending::unusable(empty_summary(baseline), delta, "no current run to judge".to_string());
     };
     if first.sweep.is_some() {
-        return sweep::prepare(baseline, current, opts);
+        return sweep::prepare(baseline, current, opts, kept);
     }
     let usable = baseline.runs.iter().filter(|r| r.is_usable());
     let same_hardware: Vec<&RunResult> =

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::family::{Adjusted, Pending};
 use super::throughput::{Throughput, ThroughputKind};
 use super::{prepare_runs, BaselineSummary, CompareOptions, MetricComparison};
+use crate::baseline::ceiling::Ceiling;
 use crate::baseline::Baseline;
 use crate::result::sweep::{point_run, PointKey, SweepData, SweepPoint};
 use crate::result::RunResult;
@@ -146,24 +147,23 @@ pub fn slowest_process(sweep: &SweepData) -> Option<SlowestProcess> {
     })
 }
 
-/// A point's bus bandwidth at its median time, GB/s.
-fn median_busbw(p: &SweepPoint) -> Option<f64> {
-    let mut sorted = p.samples_ms.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = crate::stats::quantile::median(&sorted);
-    p.busbw_work().map(|w| w / median).filter(|b| b.is_finite() && *b > 0.0)
-}
-
 /// Per point of the current sweep, the best median busbw the stored runs on its hardware
-/// reached there, and the plateau of each (collective, dtype, op, placement).
-fn ceilings(keys: &[PointKey], stored: &[&RunResult], fingerprint: &str) -> Vec<(Option<f64>, Option<f64>)> {
+/// reached there (and any run the store kept the ceiling of, `kept`), and the plateau of each
+/// (collective, dtype, op, placement).
+fn ceilings(
+    keys: &[PointKey],
+    stored: &[&RunResult],
+    kept: &[Ceiling],
+    fingerprint: &str,
+) -> Vec<(Option<f64>, Option<f64>)> {
     let best = |k: &PointKey| {
-        stored
+        let runs = stored
             .iter()
             .filter(|r| r.hardware.fingerprint == fingerprint)
             .filter_map(|r| r.sweep.as_ref()?.points.iter().find(|p| p.key == *k))
-            .filter_map(median_busbw)
-            .fold(None, |acc: Option<f64>, b| Some(acc.map_or(b, |a| a.max(b))))
+            .filter_map(SweepPoint::median_busbw);
+        let past = kept.iter().filter(|c| c.fingerprint == fingerprint && c.key == *k).map(|c| c.busbw_gbps);
+        runs.chain(past).fold(None, |acc: Option<f64>, b| Some(acc.map_or(b, |a| a.max(b))))
     };
     let each: Vec<Option<f64>> = keys.iter().map(best).collect();
     let same_curve = |a: &PointKey, b: &PointKey| {
@@ -202,7 +202,7 @@ pub(super) struct SweepStage {
 /// Prepares a sweep's comparison: each point of the first current run against the same point of
 /// the baseline runs, the current runs' same point judged together (`check --runs`, or several
 /// sweeps of one program). Points without a baseline are listed, not judged.
-pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Pending {
+pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions, kept: &[Ceiling]) -> Pending {
     let delta = opts.min_effect;
     let first = &current[0];
     let Some(sweep) = first.sweep.as_ref() else {
@@ -210,7 +210,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
     };
     let stored: Vec<&RunResult> = baseline.runs.iter().filter(|r| r.is_usable() && r.sweep.is_some()).collect();
     let keys: Vec<PointKey> = sweep.points.iter().map(|p| p.key.clone()).collect();
-    let limits = ceilings(&keys, &stored, &first.hardware.fingerprint);
+    let limits = ceilings(&keys, &stored, kept, &first.hardware.fingerprint);
     let mut summary = SweepSummary {
         program: sweep.program.clone(),
         per_iteration: sweep.per_iteration,
@@ -398,7 +398,7 @@ mod tests {
         }
         let keys: Vec<PointKey> = run.sweep.as_ref().expect("sweep").points.iter().map(|p| p.key.clone()).collect();
         let fp = run.hardware.fingerprint.clone();
-        let c = ceilings(&keys, &[&run, &faster, &elsewhere], &fp);
+        let c = ceilings(&keys, &[&run, &faster, &elsewhere], &[], &fp);
         // work = 2 GB/s × 10 µs; at 0.005 ms that is 4 GB/s; the other machine's 20 GB/s is not this runner's.
         assert!(c.iter().all(|(ceiling, plateau)| *ceiling == Some(4.0) && *plateau == Some(4.0)), "{c:?}");
     }

@@ -20,6 +20,17 @@ pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) 
     conclude(prepare(baseline, current, opts).adjust_alone(opts), opts)
 }
 
+/// [`compare`] with the ceilings the store kept for nccl-tests sweeps (`baseline::ceiling`).
+pub fn compare_kept(
+    baseline: &Baseline,
+    current: &RunResult,
+    opts: &CompareOptions,
+    kept: &[crate::baseline::ceiling::Ceiling],
+) -> Comparison {
+    let pending = crate::compare::prepare_runs_kept(baseline, std::slice::from_ref(current), opts, kept);
+    conclude(pending.adjust_alone(opts), opts)
+}
+
 /// [`compare`] with the current side as K runs of one workload (`check --runs K`).
 pub fn compare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Comparison {
     conclude(prepare_runs(baseline, current, opts).adjust_alone(opts), opts)

@@ -93,6 +93,14 @@ impl SweepPoint {
         let work = self.bus_bw * self.time_us * 1e-3;
         (work.is_finite() && work > 0.0).then_some(work)
     }
+
+    /// The bus bandwidth at the point's median time, GB/s.
+    pub fn median_busbw(&self) -> Option<f64> {
+        let mut sorted = self.samples_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = crate::stats::quantile::median(&sorted);
+        self.busbw_work().map(|w| w / median).filter(|b| b.is_finite() && *b > 0.0)
+    }
 }
 
 /// The workload id of a sweep: `nccl-tests-<program>-<n>ranks`, the program without `_perf`.
@@ -212,7 +220,13 @@ pub fn to_result(s: &Sweep, fallback: &str) -> RunResult {
         evidence_level: EvidenceLevel::GpuNccl,
         failure: None,
         rows: Vec::new(),
-        metrics: Metrics { exposed_comm_ms: None, overlap_ratio: None, busbw_gbps: None, matmul_tflops: None },
+        // The bus bandwidth of the largest size out of place: what `baseline show` lists per run.
+        metrics: Metrics {
+            exposed_comm_ms: None,
+            overlap_ratio: None,
+            busbw_gbps: largest_busbw(&points),
+            matmul_tflops: None,
+        },
         comparison: RunComparison {
             saved_ms: None,
             overlap_gain_ratio: None,
@@ -237,6 +251,13 @@ pub fn to_result(s: &Sweep, fallback: &str) -> RunResult {
 /// (`compare::modes`). One pinned alone leaves the other to NCCL, so nothing is recorded.
 fn pinned_choice(env: &std::collections::BTreeMap<String, String>) -> Option<String> {
     Some(format!("{}/{}", env.get("NCCL_ALGO")?, env.get("NCCL_PROTO")?))
+}
+
+/// The median bus bandwidth of the largest size, out of place where it ran so.
+fn largest_busbw(points: &[SweepPoint]) -> Option<f64> {
+    let out = points.iter().filter(|p| p.key.placement == Placement::OutOfPlace.as_str());
+    let largest = out.max_by_key(|p| p.key.size).or_else(|| points.iter().max_by_key(|p| p.key.size))?;
+    largest.median_busbw()
 }
 
 /// Per process, the iterations in which it was the slowest (ties to the first); empty for fewer

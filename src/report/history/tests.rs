@@ -38,6 +38,7 @@ fn shown_with(f: impl Fn(&mut RunResult)) -> Shown {
         runs: runs[2..].to_vec(),
         history,
         traces: BTreeMap::new(),
+        ceilings: Vec::new(),
     };
     Shown {
         path: "baselines/PAR-MOCK/par-overlap-allreduce-matmul.json".into(),
