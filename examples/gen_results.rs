@@ -42,6 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         runs: history.clone(),
         history: Vec::new(),
         traces: Default::default(),
+        ceilings: Vec::new(),
     };
     let path = out.join("baselines").join(&first.environment_profile).join(format!("{}.json", first.workload.id));
     write_store(&path, &store)?;
