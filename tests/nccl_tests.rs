@@ -223,3 +223,87 @@ fn bad_nccl_tests_input_ends_in_one_line_naming_the_file() {
     assert!(err.contains("runs/current-same.json: is nccl-tests output, which names no environment profile"), "{err}");
     assert!(err.contains("--environment-profile NAME"), "{err}");
 }
+
+/// `text` with process 1 slower by `factor` in every iteration of every size: its own times and
+/// the slowest-per-iteration list nccl-tests derives from them.
+fn with_late_process(text: &str, factor: f64) -> String {
+    let mut doc: serde_json::Value = serde_json::from_str(text).expect("json");
+    for r in doc["results"].as_array_mut().expect("results") {
+        for key in ["out_of_place_per_iter", "in_place_per_iter"] {
+            let per = &mut r[key];
+            let mut lists: Vec<Vec<f64>> =
+                serde_json::from_value(per["per_process_max_times_us"].clone()).expect("lists");
+            lists[1].iter_mut().for_each(|t| *t *= factor);
+            let slowest: Vec<f64> =
+                (0..lists[0].len()).map(|k| lists.iter().map(|l| l[k]).fold(0.0, f64::max)).collect();
+            per["per_process_max_times_us"] = serde_json::json!(lists);
+            per["times_us"] = serde_json::json!(slowest);
+        }
+    }
+    doc.to_string()
+}
+
+#[test]
+fn a_process_slowest_in_most_iterations_is_named_with_its_evidence() {
+    let tmp = store();
+    let same = std::fs::read_to_string(tmp.path().join("runs/current-same.json")).expect("read");
+    std::fs::write(tmp.path().join("late.json"), with_late_process(&same, 1.05)).expect("write");
+    let (code, out, err) = check(tmp.path(), "late.json", "text");
+    assert!(code == 0 || code == 1, "{out}{err}");
+    assert!(
+        out.contains(
+            "process 1 (node-1, GPU 0) was the slowest in 800 of 800 iterations (100 %; 50 % if no process stood out)"
+        ),
+        "{out}"
+    );
+    // The unchanged sweep names nobody.
+    let (_, plain, _) = check(tmp.path(), "runs/current-same.json", "text");
+    assert!(!plain.contains("was the slowest in"), "{plain}");
+}
+
+#[test]
+fn names_from_the_output_are_escaped_in_every_report() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let hostile = |text: &str| {
+        text.replace("\"float\"", "\"fl|oat<b>x</b>\"")
+            .replace("node-1", "node-1](javascript:alert(1))<img src=x>")
+            .replace("NVIDIA H200", "H200 <script>alert(1)</script>")
+    };
+    std::fs::create_dir(tmp.path().join("runs")).expect("mkdir");
+    for name in ["baseline-1.json", "baseline-2.json", "baseline-3.json", "current-slower.json"] {
+        let text = std::fs::read_to_string(fixtures().join(name)).expect("read");
+        std::fs::write(tmp.path().join("runs").join(name), hostile(&text)).expect("write");
+    }
+    let out = commgate_in(tmp.path())
+        .args(["baseline", "update", "--baselines", "store", "--environment-profile", "H200", "--from"])
+        .args(["runs/baseline-1.json", "runs/baseline-2.json", "runs/baseline-3.json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, md, err) = check(tmp.path(), "runs/current-slower.json", "markdown");
+    assert!(md.contains("| point |"), "{md}{err}");
+    for raw in ["<b>", "<img", "<script", "](javascript"] {
+        assert!(!md.contains(raw), "{raw} got through:\n{md}");
+    }
+    let (_, text, _) = check(tmp.path(), "runs/current-slower.json", "text");
+    assert!(!text.contains('\u{1b}'), "{text}");
+}
+
+#[test]
+fn a_sweep_of_too_many_sizes_is_one_line() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let one = r#"{"size":8,"count":2,"type":"float","redop":"sum","out_of_place":{"time":1,"alg_bw":0,"bus_bw":0,"nwrong":0}}"#;
+    let many = format!(
+        "{{\"version\":3,\"nccl_version\":22703,\"results\":[{}]}}",
+        std::iter::repeat_n(one, 1_000_000).collect::<Vec<_>>().join(",")
+    );
+    std::fs::write(tmp.path().join("huge.json"), many).expect("write");
+    let out = commgate_in(tmp.path())
+        .args(["check", "--comment", "never", "--environment-profile", "H200", "--result", "huge.json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("huge.json: `results` holds more than 2048 sizes"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

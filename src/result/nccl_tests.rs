@@ -287,8 +287,13 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<SizeR
 
 /// Parses and checks nccl-tests JSON text.
 pub fn parse(text: &str) -> Result<Sweep, SweepError> {
-    let raw: RawFile = serde_json::from_str(text)
-        .map_err(|e| SweepError::Syntax(format!("line {}, column {}: {}", e.line(), e.column(), plain(&e))))?;
+    let raw: RawFile = serde_json::from_str(text).map_err(|e| {
+        if e.to_string().starts_with(TOO_MANY) {
+            field("results", format!("holds more than {MAX_SIZES} sizes"))
+        } else {
+            SweepError::Syntax(format!("line {}, column {}: {}", e.line(), e.column(), plain(&e)))
+        }
+    })?;
     raw.check()
 }
 
@@ -330,11 +335,37 @@ struct RawFile {
     /// The run's settings; its `devices` list the processes' hosts and GPUs.
     #[serde(default)]
     config: Option<RawConfig>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded_results")]
     results: Vec<RawResult>,
     #[serde(default)]
     start_time: Option<String>,
 }
+
+/// `results`, refused as soon as it holds more than [`MAX_SIZES`] sizes: a million sizes must
+/// not be read into memory first.
+fn bounded_results<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<RawResult>, D::Error> {
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = Vec<RawResult>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of sizes")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<RawResult>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(r) = seq.next_element()? {
+                if out.len() == MAX_SIZES {
+                    return Err(serde::de::Error::custom(TOO_MANY));
+                }
+                out.push(r);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Bounded)
+}
+
+/// The message of a `results` list past [`MAX_SIZES`] (told apart from other syntax errors).
+const TOO_MANY: &str = "commgate: too many sizes";
 
 #[derive(Deserialize, Default)]
 struct RawConfig {
@@ -407,9 +438,6 @@ impl RawFile {
     fn check(self) -> Result<Sweep, SweepError> {
         if self.version > MAX_VERSION {
             return Err(SweepError::Version(self.version));
-        }
-        if self.results.len() > MAX_SIZES {
-            return Err(field("results", format!("holds {} sizes, more than {MAX_SIZES}", self.results.len())));
         }
         let config = self.config.unwrap_or_default();
         let raw_devices = config.devices;
@@ -585,7 +613,7 @@ mod tests {
         let one = r#"{"size":8,"out_of_place":{"time":1,"alg_bw":0,"bus_bw":0}}"#;
         let many = format!("{{\"version\":3,\"results\":[{}]}}", vec![one; MAX_SIZES + 1].join(","));
         let e = parse(&many).unwrap_err().to_string();
-        assert!(e.contains("holds 2049 sizes, more than 2048"), "{e}");
+        assert!(e.contains("`results` holds more than 2048 sizes"), "{e}");
     }
 
     /// The same run as [`SWEEP`] (its first size), as the program prints it with `-I 1`.
