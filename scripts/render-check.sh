@@ -11,7 +11,8 @@
 # accept (mock backend against a fresh baseline), accept with --traces examples/traces, a trace
 # regression (the example traces with a late rank at all_to_all), a confirmed regression (the
 # slower fixture result), could-not-evaluate (a mock rank dies), and a
-# report over synthetic traces with 3,000 distinct collectives, and ten workloads judged together. --screenshot writes the first
+# report over synthetic traces with 3,000 distinct collectives, ten workloads judged together, and two
+# nccl-tests sweeps (one size slower; unchanged). --screenshot writes the first
 # report's full page to docs/img/pr-comment.png.
 #
 # Installs its own tools, pinned: Debian's chromium (apt-get, when /usr/bin/chromium is missing)
@@ -125,6 +126,12 @@ if [ "${#reports[@]}" -eq 0 ]; then
     cg baseline update --baselines store-ten --from "$WORK"/ten-"$seed"/*.json >/dev/null 2>&1
   done
   gen ten-workloads 0 --backend mock --baselines store-ten --payload-sizes "$SIZES" --traces "$MANY"
+  # nccl-tests sweeps (the generator's fixtures): a baseline of five, then one size 10 % slower
+  # (the size × busbw table and the busbw-by-size chart) and the same sweep unchanged.
+  NCCL="$ROOT/tests/fixtures/nccl-tests"
+  cg baseline update --baselines store-nccl --environment-profile H200 --from "$NCCL"/baseline-*.json >/dev/null 2>&1
+  gen nccl-tests-slower 1 --baselines store-nccl --environment-profile H200 --result "$NCCL/current-slower.json"
+  gen nccl-tests-same 0 --baselines store-nccl --environment-profile H200 --result "$NCCL/current-same.json"
 fi
 
 # 3. Render.

@@ -281,7 +281,7 @@ fn names_from_the_output_are_escaped_in_every_report() {
         .expect("runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, md, err) = check(tmp.path(), "runs/current-slower.json", "markdown");
-    assert!(md.contains("| point |"), "{md}{err}");
+    assert!(md.contains("| size |"), "{md}{err}");
     for raw in ["<b>", "<img", "<script", "](javascript"] {
         assert!(!md.contains(raw), "{raw} got through:\n{md}");
     }

@@ -91,7 +91,7 @@ pub fn comparison(c: &Comparison) -> String {
 /// The comparison's metric table (shared by the compare report and the check report).
 pub(crate) fn metric_table(c: &Comparison) -> String {
     if super::sweep::is_sweep(c) {
-        return table::markdown(&super::sweep::COLUMNS, &super::sweep::rows(c, Markdown));
+        return super::sweep::markdown_table(c);
     }
     let rows: Vec<Vec<String>> = c
         .metrics

@@ -12,15 +12,16 @@ use crate::result::RunResult;
 use crate::units::interval;
 
 /// The sweep table's columns; [`cells`] fills them in this order.
-pub(crate) const COLUMNS: [Column<'static>; 12] = [
-    ("point", Align::Left),
+pub(crate) const COLUMNS: [Column<'static>; 13] = [
+    ("size", Align::Right),
+    ("place", Align::Left),
     ("base µs", Align::Right),
     ("now µs", Align::Right),
     ("change", Align::Right),
     ("95 % CI", Align::Right),
-    ("busbw base", Align::Right),
-    ("busbw now", Align::Right),
-    ("of ceiling", Align::Right),
+    ("busbw base GB/s", Align::Right),
+    ("busbw now GB/s", Align::Right),
+    ("of peak", Align::Right),
     ("of plateau", Align::Right),
     ("p (Holm)", Align::Right),
     ("n base/cur", Align::Right),
@@ -29,17 +30,38 @@ pub(crate) const COLUMNS: [Column<'static>; 12] = [
 
 /// The order the text table leaves columns out in to fit 100 characters (least important
 /// first): the counts, the p-value, the plateau, the baseline time, the interval.
-pub(crate) const DROP: [usize; 6] = [10, 9, 8, 1, 4, 5];
+pub(crate) const DROP: [usize; 6] = [11, 10, 9, 2, 5, 3];
+
+/// The columns the Markdown table shows (a PR comment is about 900 px wide): the point, the
+/// change and its interval, the bus bandwidth before and now, the share of this runner's peak,
+/// the state. The text report (`--wide`) and the JSON carry the rest.
+pub(crate) const MARKDOWN: [usize; 8] = [0, 1, 4, 5, 6, 7, 8, 12];
 
 /// Whether a comparison is a sweep's (its metrics are points).
 pub(crate) fn is_sweep(c: &Comparison) -> bool {
     c.sweep.is_some() && c.metrics.iter().all(|m| m.point.is_some())
 }
 
-/// A point's name in the table: its size and placement, with its collective, dtype and op when
-/// the sweep holds more than one of them.
-fn name(m: &MetricComparison, full: bool) -> String {
-    m.point.as_ref().map_or_else(|| m.label(), |p| p.key.label(full))
+/// A point's size in the table, with its collective, dtype and op when the sweep holds more than
+/// one of them.
+fn size_cell(m: &MetricComparison, full: bool) -> String {
+    match &m.point {
+        Some(p) if full => {
+            format!("{} {} {} {}", p.key.collective, p.key.dtype, p.key.redop, crate::units::bytes(p.key.size))
+        }
+        Some(p) => crate::units::bytes(p.key.size),
+        None => m.label(),
+    }
+}
+
+/// `out`, `in`: a placement in a narrow cell.
+fn place_cell(m: &MetricComparison) -> String {
+    match m.point.as_ref().map(|p| p.key.placement.as_str()) {
+        Some("out_of_place") => "out".to_string(),
+        Some("in_place") => "in".to_string(),
+        Some(other) => other.to_string(),
+        None => "-".to_string(),
+    }
 }
 
 /// Whether the points span several (collective, dtype, op) curves.
@@ -62,7 +84,7 @@ fn share(v: Option<f64>) -> String {
 
 /// GB/s with two decimals, or `-`.
 fn gbps(v: Option<f64>) -> String {
-    v.filter(|v| v.is_finite() && *v > 0.0).map_or_else(|| "-".to_string(), |v| format!("{} GB/s", two(v)))
+    v.filter(|v| v.is_finite() && *v > 0.0).map_or_else(|| "-".to_string(), two)
 }
 
 /// One point's row (`state` as `ctx` writes a state).
@@ -75,7 +97,8 @@ pub(crate) fn cells(m: &MetricComparison, full: bool, ctx: Context) -> Vec<Strin
         Context::Text => m.judged.state.as_str().to_string(),
     };
     vec![
-        ctx.escape(&name(m, full), super::escape::NAME),
+        ctx.escape(&size_cell(m, full), super::escape::NAME),
+        ctx.escape(&place_cell(m), super::escape::NAME),
         two(m.judged.baseline * 1e3),
         two(m.judged.current * 1e3),
         change_cell(m),
@@ -94,6 +117,14 @@ pub(crate) fn cells(m: &MetricComparison, full: bool, ctx: Context) -> Vec<Strin
 pub(crate) fn rows(c: &Comparison, ctx: Context) -> Vec<Vec<String>> {
     let full = several_curves(c);
     c.metrics.iter().map(|m| cells(m, full, ctx)).collect()
+}
+
+/// The Markdown table: [`MARKDOWN`]'s columns of every row.
+pub(crate) fn markdown_table(c: &Comparison) -> String {
+    let columns: Vec<Column<'static>> = MARKDOWN.iter().map(|&i| COLUMNS[i]).collect();
+    let rows: Vec<Vec<String>> =
+        rows(c, Context::Markdown).into_iter().map(|r| MARKDOWN.iter().map(|&i| r[i].clone()).collect()).collect();
+    super::table::markdown(&columns, &rows)
 }
 
 /// "nccl-tests all_reduce_perf on 2 × NVIDIA H200 (2 nodes), NCCL 2.27.3: 8 sizes × 2
@@ -193,12 +224,15 @@ pub fn busbw_chart(c: &Comparison) -> Option<String> {
         primary.key.redop,
         primary.key.placement.replace('_', "-")
     );
-    let mut palette = vec![CURRENT, BASELINE];
-    let mut lines = format!("    line [{}]\n    line [{}]\n", fmt(&current), fmt(&baseline));
+    // Drawn in this order, the current line last: on top where the three agree.
+    let mut palette = Vec::new();
+    let mut lines = String::new();
     if has_ceiling {
         palette.push(CEILING);
         lines.push_str(&format!("    line [{}]\n", fmt(&ceiling)));
     }
+    palette.extend([BASELINE, CURRENT]);
+    lines.push_str(&format!("    line [{}]\n    line [{}]\n", fmt(&baseline), fmt(&current)));
     let chart = format!(
         "```mermaid\n---\nconfig:\n  xyChart:\n    width: 900\n    height: 250\n    xAxis:\n      labelFontSize: 12\n  themeVariables:\n    xyChart:\n      plotColorPalette: \"{}\"\n---\nxychart-beta\n    title \"Bus bandwidth (GB/s) by size\"\n    x-axis [{}]\n    y-axis \"GB/s\" 0 --> {top}\n{lines}```\n",
         palette.join(", "),
