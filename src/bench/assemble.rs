@@ -194,6 +194,7 @@ pub fn software(h: &HardwareInfo, nccl_env: BTreeMap<String, String>) -> Softwar
         commgate: env!("CARGO_PKG_VERSION").to_string(),
         nccl_env,
         nccl_choice: None,
+        nccl_env_unrecorded: false,
     }
 }
 

@@ -137,6 +137,10 @@ pub struct Software {
     /// like (gate.md, "Run-level modes"). Not a software change: a per-run outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_choice: Option<String>,
+    /// The run's environment was not recorded (nccl-tests' text table prints none): its
+    /// `NCCL_*` variables are unknown, not unset, and no change in them is claimed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nccl_env_unrecorded: bool,
 }
 
 /// One difference between two runs' software.
@@ -171,6 +175,9 @@ impl Software {
         push("NCCL", self.nccl.clone(), new.nccl.clone());
         let known = |s: &str| (!s.is_empty()).then(|| s.to_string());
         push("commgate", known(&self.commgate), known(&new.commgate));
+        if self.nccl_env_unrecorded || new.nccl_env_unrecorded {
+            return out;
+        }
         let names: std::collections::BTreeSet<&String> = self.nccl_env.keys().chain(new.nccl_env.keys()).collect();
         for name in names {
             push(name, self.nccl_env.get(name).cloned(), new.nccl_env.get(name).cloned());
@@ -214,5 +221,9 @@ mod tests {
         let listed: Vec<String> = before.changes_to(&after).iter().map(ToString::to_string).collect();
         assert_eq!(listed, ["NCCL 2.21.5 → 2.23.4", "NCCL_ALGO unset → Ring", "NCCL_PROTO LL → unset"]);
         assert!(before.changes_to(&before).is_empty());
+        // An environment that was not recorded (nccl-tests' text table) claims no change in it.
+        let unknown = Software { nccl_env_unrecorded: true, nccl_env: BTreeMap::new(), ..after.clone() };
+        let listed: Vec<String> = before.changes_to(&unknown).iter().map(ToString::to_string).collect();
+        assert_eq!(listed, ["NCCL 2.21.5 → 2.23.4"]);
     }
 }

@@ -210,6 +210,8 @@ pub fn to_result(s: &Sweep, fallback: &str) -> RunResult {
             nccl: s.nccl_version.map(nccl_version),
             nccl_env: s.nccl_env.clone(),
             nccl_choice: pinned_choice(&s.nccl_env),
+            // The text table prints no environment.
+            nccl_env_unrecorded: s.version == 0,
             ..Software::default()
         },
         // The runner is the hosts the sweep ran on, not the machine that read the file.
