@@ -307,3 +307,32 @@ fn a_sweep_of_too_many_sizes_is_one_line() {
     assert!(err.contains("huge.json: `results` holds more than 2048 sizes"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn the_benchmarks_busbw_is_held_against_a_sweeps_ceiling_on_the_same_gpus() {
+    let tmp = store();
+    let text = std::fs::read_to_string(root().join("tests/fixtures/compare/current-slower.json")).expect("read");
+    let mut run: serde_json::Value = serde_json::from_str(&text).expect("json");
+    run["environment_profile"] = "H200".into();
+    run["hardware"]["gpu_name"] = "NVIDIA H200".into();
+    run["hardware"]["gpu_count"] = 2.into();
+    run["hardware"]["nodes"] = 2.into();
+    run["workload"]["collective"] = "all_reduce".into();
+    run["workload"]["payload_bytes_per_rank"] = 1_048_576.into();
+    run["metrics"]["busbw_gbps"] = 40.0.into();
+    std::fs::write(tmp.path().join("bench.json"), run.to_string()).expect("write");
+    let (_, out, err) = check(tmp.path(), "bench.json", "text");
+    let line = out.lines().find(|l| l.starts_with("Run: ")).unwrap_or_default();
+    // The fixtures' ceiling at 1 MiB is about 50.9 GB/s and their plateau about 93.8 GB/s.
+    assert!(
+        line.starts_with(
+            "Run: busbw 40.00 GB/s (79 % of this runner's nccl-tests peak at 1.0 MiB, 43 % of its plateau)"
+        ),
+        "{out}{err}"
+    );
+    // Another kind of machine, another size, or another collective: no ceiling is claimed.
+    run["hardware"]["gpu_count"] = 8.into();
+    std::fs::write(tmp.path().join("other.json"), run.to_string()).expect("write");
+    let (_, out, _) = check(tmp.path(), "other.json", "text");
+    assert!(out.contains("Run: busbw 40.00 GB/s ·"), "{out}");
+}

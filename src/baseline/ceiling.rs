@@ -16,6 +16,10 @@ pub const MAX_CEILINGS: usize = 4 * crate::result::sweep::MAX_POINTS;
 pub struct Ceiling {
     /// The hardware fingerprint of the run that reached it.
     pub fingerprint: String,
+    /// Its kind of machine ([`crate::result::Hardware::class`]): what a benchmark run on the same
+    /// GPUs is matched by.
+    #[serde(default)]
+    pub machine: String,
     #[serde(flatten)]
     pub key: PointKey,
     pub busbw_gbps: f64,
@@ -38,6 +42,7 @@ pub fn record(ceilings: &mut Vec<Ceiling>, run: &RunResult) {
             }
             None => ceilings.push(Ceiling {
                 fingerprint: fingerprint.clone(),
+                machine: run.hardware.class(),
                 key: p.key.clone(),
                 busbw_gbps: busbw,
                 created_at: run.created_at.clone(),
@@ -62,6 +67,66 @@ pub fn check(ceilings: &[Ceiling]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A benchmark run's bus bandwidth held against the ceiling of an nccl-tests sweep of the same
+/// collective and size on the same kind of machine (a store of the same profile).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchCeiling {
+    /// The store the ceiling comes from (as the user knows it).
+    pub store: String,
+    pub size: u64,
+    /// The best bus bandwidth a sweep reached at this size, and the best at any size.
+    pub ceiling_gbps: f64,
+    pub plateau_gbps: f64,
+}
+
+/// At most this many nccl-tests stores of a profile are read for a benchmark's ceiling.
+const MAX_STORES: usize = 16;
+
+/// The ceiling an nccl-tests store under `dir/<run's profile>/` keeps for `run`'s collective and
+/// payload on its kind of machine, out of place; `None` without one. Stores that cannot be read
+/// are passed over: this is a figure for the reader, the gate judges nothing by it.
+pub fn for_bench(dir: &std::path::Path, run: &RunResult) -> Option<BenchCeiling> {
+    if run.sweep.is_some() || run.environment_profile.is_empty() {
+        return None;
+    }
+    let machine = run.hardware.class();
+    let mut names: Vec<std::path::PathBuf> = std::fs::read_dir(dir.join(&run.environment_profile))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nccl-tests-") && n.ends_with(".json"))
+        })
+        .collect();
+    names.sort();
+    let mut best: Option<BenchCeiling> = None;
+    for path in names.into_iter().take(MAX_STORES) {
+        let Ok(file) = super::load_store(&path) else { continue };
+        let curve: Vec<&Ceiling> = file
+            .ceilings
+            .iter()
+            .filter(|c| {
+                c.machine == machine && c.key.collective == run.workload.collective && c.key.placement == "out_of_place"
+            })
+            .collect();
+        let at = curve
+            .iter()
+            .filter(|c| c.key.size == run.workload.payload_bytes_per_rank)
+            .map(|c| c.busbw_gbps)
+            .fold(0.0, f64::max);
+        let plateau = curve.iter().map(|c| c.busbw_gbps).fold(0.0, f64::max);
+        if at > 0.0 && best.as_ref().is_none_or(|b| at > b.ceiling_gbps) {
+            best = Some(BenchCeiling {
+                store: path.display().to_string(),
+                size: run.workload.payload_bytes_per_rank,
+                ceiling_gbps: at,
+                plateau_gbps: plateau,
+            });
+        }
+    }
+    best
 }
 
 #[cfg(test)]

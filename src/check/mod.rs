@@ -125,6 +125,10 @@ pub struct CheckReport {
     /// outside CI and in reports from before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobRef>,
+    /// The benchmark's bus bandwidth against an nccl-tests sweep's ceiling of the same
+    /// collective and size on the same kind of machine, when the store holds one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench_ceiling: Option<crate::baseline::ceiling::BenchCeiling>,
 }
 
 /// Which commit a report judged and the job run that wrote it, each checked before it is kept:
@@ -270,8 +274,10 @@ pub fn evaluate_runs_with(
     let first = gathered.into_iter().next();
     let baseline = first.as_ref().map_or_else(|| no_store(opts), Gathered::baseline_ref);
     let (bench, comparison) = first.map_or((None, None), |g| (Some(g.result), g.comparison));
+    let bench_ceiling = bench.as_ref().and_then(|b| crate::baseline::ceiling::for_bench(&opts.baselines, b));
     Ok(CheckReport {
         job: None,
+        bench_ceiling,
         schema_version: SCHEMA_VERSION,
         error: errors.into_iter().next(),
         verdict: v.decision,
@@ -316,6 +322,10 @@ impl Gathered {
 
     /// The benchmark's current bus bandwidth for its collective (GB/s), when it measured one.
     fn busbw(&self) -> Option<(String, f64)> {
+        // A sweep's bandwidth is per size, not the benchmark's at its payload.
+        if self.result.sweep.is_some() {
+            return None;
+        }
         let c = self.comparison.as_ref()?;
         let m = c
             .metrics
@@ -496,6 +506,7 @@ pub fn not_started(error: EvaluationError, opts: &CheckOptions) -> CheckReport {
     let [error] = errors;
     CheckReport {
         job: None,
+        bench_ceiling: None,
         schema_version: SCHEMA_VERSION,
         error: Some(error),
         verdict: v.decision,

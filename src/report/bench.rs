@@ -19,7 +19,7 @@ pub fn run_summary(r: &RunResult) -> String {
         .collect();
     let columns = [("schedule", Align::Left), ("median ms", Align::Right), ("P95 ms", Align::Right)];
     let mut out = table::text(&columns, &rows);
-    let figures: Vec<String> = super::check::run_figures(r).iter().map(|(l, v)| format!("{l} {v}")).collect();
+    let figures: Vec<String> = super::check::run_figures(r, None).iter().map(|(l, v)| format!("{l} {v}")).collect();
     out.push_str(&figures.join(" · "));
     out.push('\n');
     out

@@ -46,8 +46,10 @@ pub fn text(r: &CheckReport, width: super::Width) -> String {
         match super::sweep::run_line(b) {
             Some(line) => out.push_str(&format!("Run: {}\n", plain(&line, TEXT))),
             None => {
-                let figures: Vec<String> =
-                    run_figures(b).iter().map(|(label, value)| format!("{label} {value}")).collect();
+                let figures: Vec<String> = run_figures(b, r.bench_ceiling.as_ref())
+                    .iter()
+                    .map(|(label, value)| format!("{label} {value}"))
+                    .collect();
                 out.push_str(&format!("Run: {}\n", figures.join(" · ")));
             }
         }
@@ -382,7 +384,7 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
                 ),
             ],
         ];
-        rows.extend(run_figures(b).map(|(label, value)| [label.to_string(), value]));
+        rows.extend(run_figures(b, r.bench_ceiling.as_ref()).map(|(label, value)| [label.to_string(), value]));
         rows.push([
             "run's own decision".to_string(),
             format!("`{}`: {}", b.decision.verdict.as_str(), md_cell(&b.decision.reason, TEXT)),
@@ -401,9 +403,23 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
 
 /// The benchmark run's own figures as (label, value), the same in the terminal and the PR
 /// comment. An undefined figure reads `-`; with one rank, bus bandwidth does not apply.
-pub(crate) fn run_figures(b: &RunResult) -> [(&'static str, String); 3] {
+pub(crate) fn run_figures(
+    b: &RunResult,
+    ceiling: Option<&crate::baseline::ceiling::BenchCeiling>,
+) -> [(&'static str, String); 3] {
+    // Held against this runner's nccl-tests ceiling at the same size, when a sweep set one.
+    let of_peak = |v: f64| {
+        ceiling.map_or_else(String::new, |c| {
+            format!(
+                " ({:.0} % of this runner's nccl-tests peak at {}, {:.0} % of its plateau)",
+                100.0 * v / c.ceiling_gbps,
+                crate::units::bytes(c.size),
+                100.0 * v / c.plateau_gbps
+            )
+        })
+    };
     let busbw = match b.metrics.busbw_gbps {
-        Some(v) => format!("{} GB/s", two(v)),
+        Some(v) => format!("{} GB/s{}", two(v), of_peak(v)),
         None if b.workload.world_size == 1 => "not applicable (one rank communicates nothing)".to_string(),
         None => "-".to_string(),
     };
@@ -584,6 +600,7 @@ pub(super) mod tests {
             .collect();
         CheckReport {
             job: None,
+            bench_ceiling: None,
             schema_version: 1,
             error: None,
             verdict: Decision::Tune,
@@ -667,6 +684,7 @@ pub(super) mod tests {
         );
         CheckReport {
             job: None,
+            bench_ceiling: None,
             verdict: Decision::CollectMoreEvidence,
             reasons: vec![error.to_string(), "no baseline at b.json".into()],
             error: Some(error),

@@ -56,6 +56,7 @@ fn hostile_report(s: &str, could_not_evaluate: bool) -> CheckReport {
     traces.notes.push(s.to_string());
     let mut r = CheckReport {
         job: None,
+        bench_ceiling: None,
         reasons: vec![format!("first: {s}"), s.to_string(), "third".into()],
         bench: Some(bench),
         comparison: Some(comparison),

@@ -98,6 +98,13 @@ impl Hardware {
         format!("{hash:016x}")
     }
 
+    /// The kind of machine, as nccl-tests and the benchmark both see it: the GPU model, how many,
+    /// on how many nodes (the benchmark's memory and topology, which nccl-tests does not report,
+    /// left out), so that a benchmark run can be held against the ceiling of a sweep.
+    pub fn class(&self) -> String {
+        format!("{}|{}|{}", self.gpu_name.as_deref().unwrap_or(""), self.gpu_count, self.nodes)
+    }
+
     /// The first field in which two machines differ, as `(field, self, other)`, for messages.
     pub fn difference(&self, other: &Hardware) -> Option<(&'static str, String, String)> {
         let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "unknown".to_string());
