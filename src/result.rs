@@ -226,6 +226,17 @@ pub struct RunDecision {
     pub reason: String,
 }
 
+impl RunDecision {
+    /// An nccl-tests sweep's: it has no verdict of its own; its sizes are judged against a
+    /// baseline.
+    pub fn of_sweep() -> RunDecision {
+        RunDecision {
+            verdict: Decision::Accept,
+            reason: "an nccl-tests sweep: each size is judged against the baseline".to_string(),
+        }
+    }
+}
+
 impl RunResult {
     pub fn row(&self, schedule: Schedule) -> Option<&Row> {
         self.rows.iter().find(|r| r.schedule == schedule)

@@ -336,3 +336,18 @@ fn the_benchmarks_busbw_is_held_against_a_sweeps_ceiling_on_the_same_gpus() {
     let (_, out, _) = check(tmp.path(), "other.json", "text");
     assert!(out.contains("Run: busbw 40.00 GB/s ·"), "{out}");
 }
+
+#[test]
+fn baseline_show_lists_the_newest_sweep_against_the_ceiling() {
+    let tmp = store();
+    let out = commgate_in(tmp.path())
+        .args(["baseline", "show", "store/H200/nccl-tests-all_reduce-2ranks.json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("The newest nccl-tests sweep against this runner's ceiling:"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("16.0 MiB") && l.contains("out-of-place")).expect("a row");
+    assert!(row.trim_end().ends_with('%'), "{row}");
+    insta::assert_snapshot!("sweep_store_show", text);
+}

@@ -21,6 +21,21 @@ pub struct Shown {
     pub workload_id: String,
     /// Oldest first.
     pub runs: Vec<Entry>,
+    /// An nccl-tests store: the newest sweep's bus bandwidth per point, with this runner's
+    /// ceiling there. Omitted otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<SweepRow>,
+}
+
+/// One point of the newest sweep in a store.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepRow {
+    #[serde(flatten)]
+    pub key: crate::result::sweep::PointKey,
+    /// The newest sweep's bus bandwidth at its median time, GB/s.
+    pub newest_gbps: Option<f64>,
+    /// The best the store kept for this point on the newest sweep's machine.
+    pub ceiling_gbps: Option<f64>,
 }
 
 /// Loads the store at `path` and lists its runs.
@@ -29,9 +44,29 @@ pub fn show(path: &Path) -> Result<Shown, FileError> {
     Ok(Shown {
         path: path.display().to_string(),
         runs: entries(&file),
+        sweep: sweep_rows(&file),
         environment_profile: file.environment_profile,
         workload_id: file.workload_id,
     })
+}
+
+/// The newest sweep's points with their ceilings (empty for a store of benchmark runs).
+fn sweep_rows(file: &super::BaselineFile) -> Vec<SweepRow> {
+    let Some(newest) = file.runs.last() else { return Vec::new() };
+    let Some(sweep) = &newest.sweep else { return Vec::new() };
+    sweep
+        .points
+        .iter()
+        .map(|p| SweepRow {
+            key: p.key.clone(),
+            newest_gbps: p.median_busbw(),
+            ceiling_gbps: file
+                .ceilings
+                .iter()
+                .find(|c| c.fingerprint == newest.hardware.fingerprint && c.key == p.key)
+                .map(|c| c.busbw_gbps),
+        })
+        .collect()
 }
 
 /// The store file `target` names: a path (it ends in `.json`, holds a path separator, or is an

@@ -229,8 +229,37 @@ pub fn sparkline(values: &[f64]) -> String {
         .collect()
 }
 
+/// The newest sweep's table of an nccl-tests store: each point's bus bandwidth and the ceiling
+/// this runner keeps for it.
+const SWEEP_COLUMNS: [Column<'static>; 5] = left(["size", "place", "newest busbw GB/s", "ceiling GB/s", "of ceiling"]);
+
+fn sweep_rows(s: &Shown, ctx: Context) -> Vec<Vec<String>> {
+    let gbps = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+    s.sweep
+        .iter()
+        .map(|r| {
+            let share = r
+                .newest_gbps
+                .zip(r.ceiling_gbps)
+                .map_or_else(|| "-".to_string(), |(n, c)| format!("{:.0} %", 100.0 * n / c));
+            vec![
+                ctx.escape(&crate::units::bytes(r.key.size), NAME),
+                ctx.escape(&r.key.placement.replace('_', "-"), NAME),
+                gbps(r.newest_gbps),
+                gbps(r.ceiling_gbps),
+                share,
+            ]
+        })
+        .collect()
+}
+
 fn show_text(s: &Shown) -> String {
     let mut out = format!("Store {}\n{}\n\n", plain(&s.path, PATH), heading(s, plain));
+    if !s.sweep.is_empty() {
+        out.push_str("The newest nccl-tests sweep against this runner's ceiling:\n");
+        out.push_str(&table::text_unruled(&SWEEP_COLUMNS, &sweep_rows(s, Context::Text)));
+        out.push('\n');
+    }
     out.push_str(&table::text_unruled(&SHOW_COLUMNS, &show_rows(s, Context::Text)));
     out.push_str(&format!("\nTrend of the medians (ms; the newest {TREND_POINTS} runs at most, oldest first):\n"));
     for sch in SCHEDULES {
@@ -244,6 +273,11 @@ fn show_text(s: &Shown) -> String {
 
 fn show_markdown(s: &Shown) -> String {
     let mut out = format!("### Baseline {}\n\n{}\n\n", md_text(&s.path, PATH), heading(s, md_text));
+    if !s.sweep.is_empty() {
+        out.push_str("The newest nccl-tests sweep against this runner's ceiling:\n\n");
+        out.push_str(&table::markdown(&SWEEP_COLUMNS, &sweep_rows(s, Context::Markdown)));
+        out.push('\n');
+    }
     out.push_str(&table::markdown(&SHOW_COLUMNS, &show_rows(s, Context::Markdown)));
     out.push('\n');
     out.push_str(&chart(s));

@@ -119,12 +119,31 @@ pub(crate) fn rows(c: &Comparison, ctx: Context) -> Vec<Vec<String>> {
     c.metrics.iter().map(|m| cells(m, full, ctx)).collect()
 }
 
-/// The Markdown table: [`MARKDOWN`]'s columns of every row.
+/// At most this many points are rows of the Markdown table (a sweep of every dtype has
+/// hundreds, and a PR comment holds 65,536 characters): every point that is not `unchanged`
+/// first, then unchanged ones, in the sweep's order; a line says how many were left out.
+pub const MARKDOWN_ROWS: usize = 64;
+
+/// The Markdown table: [`MARKDOWN`]'s columns of at most [`MARKDOWN_ROWS`] points.
 pub(crate) fn markdown_table(c: &Comparison) -> String {
     let columns: Vec<Column<'static>> = MARKDOWN.iter().map(|&i| COLUMNS[i]).collect();
-    let rows: Vec<Vec<String>> =
-        rows(c, Context::Markdown).into_iter().map(|r| MARKDOWN.iter().map(|&i| r[i].clone()).collect()).collect();
-    super::table::markdown(&columns, &rows)
+    let all = rows(c, Context::Markdown);
+    let unchanged = |i: usize| c.metrics[i].judged.state == crate::compare::State::Unchanged;
+    let mut keep: Vec<usize> = (0..all.len()).filter(|&i| !unchanged(i)).take(MARKDOWN_ROWS).collect();
+    let room = MARKDOWN_ROWS - keep.len();
+    keep.extend((0..all.len()).filter(|&i| unchanged(i)).take(room));
+    keep.sort_unstable();
+    let rows: Vec<Vec<String>> = keep.iter().map(|&i| MARKDOWN.iter().map(|&k| all[i][k].clone()).collect()).collect();
+    let mut out = super::table::markdown(&columns, &rows);
+    let left_out = all.len() - keep.len();
+    if left_out > 0 {
+        let quiet = (0..all.len()).filter(|&i| unchanged(i) && !keep.contains(&i)).count();
+        out.push_str(&format!(
+            "\n{left_out} more points are not listed ({quiet} of them unchanged); the text report and the JSON list \
+             every point.\n"
+        ));
+    }
+    out
 }
 
 /// "nccl-tests all_reduce_perf on 2 × NVIDIA H200 (2 nodes), NCCL 2.27.3: 8 sizes × 2
@@ -288,5 +307,36 @@ mod tests {
         assert_eq!(nice_top(370.0), "410");
         assert_eq!(nice_top(0.5), "0.55");
         assert_eq!(nice_top(f64::NAN), "1");
+    }
+}
+
+#[cfg(all(test, feature = "testkit"))]
+mod generated {
+    use super::*;
+    use crate::baseline::Baseline;
+    use crate::compare::CompareOptions;
+    use crate::result::nccl_tests::parse;
+    use crate::result::sweep::to_result;
+    use crate::testkit::nccl_tests::{json, NcclTestsSpec};
+
+    #[expect(clippy::expect_used, reason = "a test's helper fails the test by panicking")]
+    fn run(seed: u64) -> RunResult {
+        // 40 sizes × 2 placements: 80 points, more than a comment lists.
+        let sizes = (0..40).map(|i| 1024 + 512 * i).collect();
+        let spec = NcclTestsSpec { iterations: 30, sizes, ..NcclTestsSpec::sweep(seed) };
+        let mut r = to_result(&parse(&json(&spec)).expect("reads"), "2026-12-01T00:00:00Z");
+        r.environment_profile = "H200".into();
+        r
+    }
+
+    #[test]
+    fn a_long_sweep_lists_at_most_64_points_in_markdown_and_says_how_many_it_left_out() {
+        let b = Baseline { path: "b.json".into(), runs: (1..=3).map(run).collect() };
+        let c = crate::decide::comparison::compare(&b, &run(9), &CompareOptions::default());
+        assert_eq!(c.metrics.len(), 80);
+        let md = markdown_table(&c);
+        assert_eq!(md.lines().filter(|l| l.starts_with("| ")).count(), 1 + MARKDOWN_ROWS, "{md}");
+        assert!(md.contains("16 more points are not listed ("), "{md}");
+        assert_eq!(rows(&c, Context::Text).len(), 80, "the text lists every point");
     }
 }

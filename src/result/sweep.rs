@@ -16,7 +16,6 @@ use super::{
     EvidenceLevel, Hardware, Metrics, Provenance, Row, RunComparison, RunDecision, RunResult, Schedule, Software, Tool,
     Workload, SCHEMA_VERSION, STEP_MS_RANGE,
 };
-use crate::decide::vocab::Decision;
 
 /// The backend a converted sweep names: nccl-tests measured it, not commgate.
 pub const BACKEND: &str = "nccl-tests";
@@ -98,7 +97,14 @@ impl SweepPoint {
     pub fn median_busbw(&self) -> Option<f64> {
         let mut sorted = self.samples_ms.clone();
         sorted.sort_by(f64::total_cmp);
-        let median = crate::stats::quantile::median(&sorted);
+        // The middle value, or the mean of the two middle ones (what `stats::quantile::median`
+        // gives; this layer sits below `stats`).
+        let n = sorted.len();
+        let median = match n {
+            0 => return None,
+            _ if n % 2 == 1 => sorted[n / 2],
+            _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+        };
         self.busbw_work().map(|w| w / median).filter(|b| b.is_finite() && *b > 0.0)
     }
 }
@@ -235,10 +241,7 @@ pub fn to_result(s: &Sweep, fallback: &str) -> RunResult {
             overlap_efficiency: None,
             overlap_penalty_ms: None,
         },
-        decision: RunDecision {
-            verdict: Decision::Accept,
-            reason: "an nccl-tests sweep: each size is judged against the baseline".to_string(),
-        },
+        decision: RunDecision::of_sweep(),
         sweep: Some(SweepData {
             program,
             per_iteration,

@@ -43,6 +43,7 @@ fn shown_with(f: impl Fn(&mut RunResult)) -> Shown {
     Shown {
         path: "baselines/PAR-MOCK/par-overlap-allreduce-matmul.json".into(),
         runs: crate::baseline::history::entries(&file),
+        sweep: Vec::new(),
         environment_profile: file.environment_profile,
         workload_id: file.workload_id,
     }
