@@ -46,6 +46,47 @@
 //! - the summary: a row per family with the worst cell of each column and where it was.
 //!
 //! Every section prints its wall time.
+//!
+//! Last, the nccl-tests section (`COMMGATE_GATE_ONLY=nccl-tests`): whole nccl-tests sweeps judged
+//! as `commgate check` judges one (`compare`: every point (size × placement) a workload of its
+//! own, all 16 in one Holm family, one comparison). Each run is
+//! `commgate::testkit::nccl_tests::json` of `NcclTestsSpec::sweep` (all-reduce, 8 sizes 1 KiB to
+//! 16 MiB, 2 processes, the generator's own ±2 % per-process jitter, `NCCL_ALGO`/`NCCL_PROTO`
+//! pinned so the choice is recorded) with the cell's iterations, read back with
+//! `result::nccl_tests::parse` and `sweep::to_result`, and then given a shared runner's noise of
+//! our own ([`SweepNoise::SHARED`]), multiplying every per-iteration time:
+//! - a **run level** `exp(N(0, 0.015))`, drawn once per run and shared by every point (clocks,
+//!   placement, the neighbours of the day);
+//! - **per-iteration** log-normal noise `exp(N(0, σ))`, σ = 2 % + 3 % × the point's latency share
+//!   (`10 µs / (10 µs + bytes / 100 GB/s)`, the generator's time model): 5 % at 1 KiB, 2.2 % at
+//!   16 MiB, since small messages jitter more;
+//! - **slow episodes**: a two-state chain over the run's timeline (the points in the order
+//!   nccl-tests runs them, size by size, out of place then in place; an episode can run on into
+//!   the next point) that enters with probability 0.002 per iteration and stays with 0.95
+//!   (≈ 20 iterations), each episode × U(1.10, 1.25): ≈ 4 % of iterations slow;
+//! - **spikes**: with probability 0.003 per iteration × a Pareto of shape 2 from 1.5 (median
+//!   ×2.1), capped at ×10 (preemption, a page fault, a late rank).
+//!
+//! Every run draws its generator seed and its noise stream from the trial's seeds. The summary
+//! (`time_us`, bandwidths) is set to the noisy iterations' mean, rounded to 0.01 µs as nccl-tests
+//! prints it. Without `-I` each point holds that summary alone (one sample, `per_iteration`
+//! false, no per-process counts), as `parse_text` of a run without the per-iteration columns
+//! gives. The cells, each with the section's targets:
+//! - A/A, baseline of {5, 10} runs × iterations {50, 200}: a false block is any point blocking
+//!   (`comparison.regression`), ≤ 1 %;
+//! - one size slowed +5 % and +10 % (out of place and in place, the generator's `slower`), the
+//!   size rotating over the 8 sizes with the trial, same grid: caught = `regression` with every
+//!   regressed point at that size; +5 % on 10 runs ≥ 95 %, the others informational; "not caught
+//!   but answered accept" ≤ 5 % each; a per-size grid of the caught share;
+//! - without `-I`: A/A on {5, 10} runs × {50, 200} iterations, must be 0 % (one sample cannot
+//!   block), with the share answered `collect_more_evidence`; one size +10 % on 10 runs,
+//!   informational;
+//! - two diagnostics, one size +5 % on 10 runs: without the run level (σ = 0), and with the
+//!   per-iteration noise alone (no run level, episodes or spikes): what each part of the noise
+//!   costs the per-point contrast; and A/A at 50 iterations without the slow episodes;
+//! - what blocked in the A/A cells, by point.
+//!
+//! The measured figures, and what fails and why: `docs/performance.md`, "nccl-tests sweeps".
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a benchmark stops by panicking")]
 
@@ -55,11 +96,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use commgate::baseline::Baseline;
-use commgate::compare::{prepare, Cause, CompareOptions, State};
+use commgate::compare::{prepare, Cause, CompareOptions, MetricComparison, State};
 use commgate::decide::comparison::{compare, compare_runs, judge_together};
 use commgate::decide::Decision;
+use commgate::result::nccl_tests::parse;
+use commgate::result::sweep::to_result;
 use commgate::result::{RunResult, Schedule};
 use commgate::stats::rng::Rng;
+use commgate::testkit::nccl_tests::{json, NcclTestsSpec};
 use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel, SimRun};
 
 #[path = "support/targets.rs"]
@@ -764,6 +808,411 @@ fn families(runner: &mut Runner) {
     print_summary(&figures);
 }
 
+/// A shared runner's noise on an nccl-tests sweep's per-iteration times (the module doc's
+/// nccl-tests section): a run level, per-iteration log-normal noise that is larger for
+/// latency-bound sizes, slow episodes over the run's timeline and heavy-tailed spikes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SweepNoise {
+    /// σ of the run's log-normal level, shared by every point of the run.
+    run_sigma: f64,
+    /// σ of the per-iteration log-normal noise at a bandwidth-bound point, and what a wholly
+    /// latency-bound point adds.
+    iter_sigma: f64,
+    iter_sigma_latency: f64,
+    /// Slow episodes: entered with this probability per iteration, stayed in with `episode_stay`,
+    /// each × U(lo, hi).
+    episode_enter: f64,
+    episode_stay: f64,
+    episode_factor: (f64, f64),
+    /// Spikes: this probability per iteration, × `spike_scale · U^(−1/spike_shape)` capped at
+    /// `spike_cap`.
+    spike: f64,
+    spike_scale: f64,
+    spike_shape: f64,
+    spike_cap: f64,
+}
+
+impl SweepNoise {
+    const SHARED: SweepNoise = SweepNoise {
+        run_sigma: 0.015,
+        iter_sigma: 0.02,
+        iter_sigma_latency: 0.03,
+        episode_enter: 0.002,
+        episode_stay: 0.95,
+        episode_factor: (1.10, 1.25),
+        spike: 0.003,
+        spike_scale: 1.5,
+        spike_shape: 2.0,
+        spike_cap: 10.0,
+    };
+
+    /// The generator's time model (`testkit::nccl_tests`): 10 µs of latency plus the bytes at
+    /// 100 GB/s; a point's latency share sets its per-iteration σ.
+    fn sigma(&self, size: u64) -> f64 {
+        const LATENCY_US: f64 = 10.0;
+        let share = LATENCY_US / (LATENCY_US + size as f64 / 1e5);
+        self.iter_sigma + self.iter_sigma_latency * share
+    }
+
+    /// Multiplies every per-iteration time of `run`'s sweep by this noise, sets each point's
+    /// summary to the noisy mean (rounded as nccl-tests prints it, bandwidths with it), and
+    /// without `-I` (`per_iteration` false) leaves that summary as the point's one sample.
+    fn apply(&self, run: &mut RunResult, rng: &mut Rng, per_iteration: bool) {
+        let sweep = run.sweep.as_mut().expect("a converted sweep");
+        let level = (self.run_sigma * rng.normal()).exp();
+        let mut slow: Option<f64> = None;
+        // The points in the order nccl-tests runs them: size by size, out of place, then in place.
+        for p in &mut sweep.points {
+            let sigma = self.sigma(p.key.size);
+            for s in &mut p.samples_ms {
+                slow = match slow {
+                    Some(f) if rng.next_f64() < self.episode_stay => Some(f),
+                    Some(_) => None,
+                    None if rng.next_f64() < self.episode_enter => {
+                        let (lo, hi) = self.episode_factor;
+                        Some(lo + (hi - lo) * rng.next_f64())
+                    }
+                    None => None,
+                };
+                let spike = if rng.next_f64() < self.spike {
+                    // 1 − u lies in (0, 1], so the power is finite.
+                    (self.spike_scale * (1.0 - rng.next_f64()).powf(-1.0 / self.spike_shape)).min(self.spike_cap)
+                } else {
+                    1.0
+                };
+                *s *= level * (sigma * rng.normal()).exp() * slow.unwrap_or(1.0) * spike;
+            }
+            let mean_us = 1e3 * p.samples_ms.iter().sum::<f64>() / p.samples_ms.len() as f64;
+            let time_us = ((mean_us * 100.0).round() / 100.0).max(0.01);
+            let scale = p.time_us / time_us;
+            p.alg_bw *= scale;
+            p.bus_bw *= scale;
+            p.time_us = time_us;
+            if !per_iteration {
+                p.samples_ms = vec![time_us * 1e-3];
+                p.last.clear();
+            }
+        }
+        sweep.per_iteration = per_iteration;
+    }
+}
+
+/// The nccl-tests section's baseline sizes, iterations per point and one-size slowdowns.
+const SWEEP_BASELINES: [usize; 2] = [5, 10];
+const SWEEP_ITERATIONS: [usize; 2] = [50, 200];
+const SWEEP_SLOWER: [f64; 2] = [1.05, 1.10];
+
+/// One nccl-tests cell: a baseline of `baseline_runs` sweeps and one current sweep.
+#[derive(Debug, Clone, Copy)]
+struct SweepCell {
+    iterations: usize,
+    baseline_runs: usize,
+    /// The current sweep's one slowed size's factor (`NcclTestsSpec::slower`; the size is the
+    /// trial's index modulo the sweep's sizes); `None`: A/A.
+    slower: Option<f64>,
+    /// `-I 1`: per-iteration times; without, each point holds its summary time alone.
+    per_iteration: bool,
+    noise: SweepNoise,
+    /// A diagnostic cell's name: the noise with parts switched off.
+    diagnostic: Option<&'static str>,
+}
+
+impl SweepCell {
+    fn new(iterations: usize, baseline_runs: usize, slower: Option<f64>) -> SweepCell {
+        SweepCell {
+            iterations,
+            baseline_runs,
+            slower,
+            per_iteration: true,
+            noise: SweepNoise::SHARED,
+            diagnostic: None,
+        }
+    }
+
+    fn without_i(self) -> SweepCell {
+        SweepCell { per_iteration: false, ..self }
+    }
+
+    /// A diagnostic: the noise without its run level.
+    fn without_run_level(self) -> SweepCell {
+        let noise = SweepNoise { run_sigma: 0.0, ..self.noise };
+        SweepCell { noise, diagnostic: Some("no run level"), ..self }
+    }
+
+    /// A diagnostic: the noise without its slow episodes.
+    fn without_episodes(self) -> SweepCell {
+        let noise = SweepNoise { episode_enter: 0.0, ..self.noise };
+        SweepCell { noise, diagnostic: Some("no episodes"), ..self }
+    }
+
+    /// A diagnostic: the per-iteration log-normal noise alone (no run level, episodes or spikes).
+    fn iteration_noise_only(self) -> SweepCell {
+        let noise = SweepNoise { run_sigma: 0.0, episode_enter: 0.0, spike: 0.0, ..self.noise };
+        SweepCell { noise, diagnostic: Some("iteration noise only"), ..self }
+    }
+
+    fn label(&self) -> String {
+        let effect = self.slower.map_or("A/A".to_string(), |f| format!("one size +{:.0} %", 100.0 * (f - 1.0)));
+        let form = if self.per_iteration { "" } else { " without -I" };
+        let diagnostic = self.diagnostic.map_or(String::new(), |d| format!(", {d} (diagnostic)"));
+        format!("nccl-tests: {effect}{form}, n = {}, {}-run baseline{diagnostic}", self.iterations, self.baseline_runs)
+    }
+
+    /// The row's short name in the section's tables.
+    fn at(&self) -> String {
+        let form = if self.per_iteration { "" } else { ", no -I" };
+        let diagnostic = self.diagnostic.map_or(String::new(), |d| format!(", {d}"));
+        format!("n = {}, {}-run{form}{diagnostic}", self.iterations, self.baseline_runs)
+    }
+}
+
+/// Counts over an nccl-tests cell's trials.
+#[derive(Debug, Clone, Default)]
+struct SweepTally {
+    trials: usize,
+    /// Any point blocked (`comparison.regression`).
+    regression: usize,
+    /// Blocked with every regressed point at the slowed size.
+    caught: usize,
+    /// Blocked with some regressed point at another size.
+    elsewhere: usize,
+    collect_more: usize,
+    /// Verdict `accept` without `regression`.
+    accept: usize,
+    /// The MDE of the slowed size's out-of-place point (A/A: the comparison's, its primary
+    /// point's), where it had one, and their sum.
+    mde_known: usize,
+    mde_sum: f64,
+    /// Per slowed size: trials and caught.
+    by_size: BTreeMap<u64, (usize, usize)>,
+    /// How often each point (size, placement) was regressed.
+    blocked_at: BTreeMap<(u64, String), usize>,
+}
+
+impl SweepTally {
+    fn add(&mut self, o: SweepTally) {
+        self.trials += o.trials;
+        self.regression += o.regression;
+        self.caught += o.caught;
+        self.elsewhere += o.elsewhere;
+        self.collect_more += o.collect_more;
+        self.accept += o.accept;
+        self.mde_known += o.mde_known;
+        self.mde_sum += o.mde_sum;
+        for (k, (n, c)) in o.by_size {
+            let e = self.by_size.entry(k).or_default();
+            e.0 += n;
+            e.1 += c;
+        }
+        for (k, v) in o.blocked_at {
+            *self.blocked_at.entry(k).or_default() += v;
+        }
+    }
+
+    fn share(&self, k: usize) -> f64 {
+        100.0 * k as f64 / self.trials.max(1) as f64
+    }
+
+    fn note(&self) -> String {
+        if self.trials == 0 {
+            return String::new();
+        }
+        let mde = if self.mde_known > 0 {
+            format!("{:.2} %", 100.0 * self.mde_sum / self.mde_known as f64)
+        } else {
+            "—".to_string()
+        };
+        format!(
+            "blocked {:.1} %, elsewhere {:.1} %, collect_more {:.1} %, accept {:.1} %, mean MDE {mde}, MDE none {:.0} %",
+            self.share(self.regression),
+            self.share(self.elsewhere),
+            self.share(self.collect_more),
+            self.share(self.accept),
+            self.share(self.trials - self.mde_known)
+        )
+    }
+}
+
+/// One nccl-tests trial: deterministic in `(cell_id, trial)`. Each sweep draws its generator
+/// seed and its noise stream from the trial's seeds, the baseline's first.
+fn sweep_trial(cell: &SweepCell, cell_id: u64, trial: u64, opts: &CompareOptions) -> SweepTally {
+    let mut seeds = Rng::new((cell_id << 32) ^ trial ^ 0x5EE9_0000_0000_0000);
+    let sizes = NcclTestsSpec::sweep(0).sizes;
+    let slowed = cell.slower.map(|f| (sizes[trial as usize % sizes.len()], f));
+    let mut sweep = |slower: Option<(u64, f64)>| {
+        let spec = NcclTestsSpec { iterations: cell.iterations, slower, ..NcclTestsSpec::sweep(seeds.next_u64()) };
+        let mut run = to_result(&parse(&json(&spec)).expect("the generator's JSON reads"), "2026-12-01T00:00:00Z");
+        run.environment_profile = "H200".into();
+        cell.noise.apply(&mut run, &mut Rng::new(seeds.next_u64()), cell.per_iteration);
+        run
+    };
+    let runs: Vec<RunResult> = (0..cell.baseline_runs).map(|_| sweep(None)).collect();
+    let current = sweep(slowed);
+    let c = compare(&Baseline { path: "sim".into(), runs }, &current, opts);
+    let regressed: Vec<&MetricComparison> = c.metrics.iter().filter(|m| m.judged.state == State::Regressed).collect();
+    let size_of = |m: &MetricComparison| m.point.as_ref().map(|p| p.key.size);
+    let at_slowed = |m: &&MetricComparison| slowed.is_some_and(|(s, _)| size_of(m) == Some(s));
+    let caught = c.regression && slowed.is_some() && regressed.iter().all(at_slowed);
+    let mde = match slowed {
+        Some((size, _)) => c
+            .metrics
+            .iter()
+            .find(|m| m.point.as_ref().is_some_and(|p| p.key.size == size && p.key.placement == "out_of_place"))
+            .and_then(|m| m.mde),
+        None => c.mde,
+    };
+    SweepTally {
+        trials: 1,
+        regression: usize::from(c.regression),
+        caught: usize::from(caught),
+        elsewhere: usize::from(c.regression && !regressed.iter().all(at_slowed)),
+        collect_more: usize::from(c.verdict == Decision::CollectMoreEvidence),
+        accept: usize::from(c.verdict == Decision::Accept && !c.regression),
+        mde_known: usize::from(mde.is_some()),
+        mde_sum: mde.unwrap_or(0.0),
+        by_size: slowed.map(|(s, _)| (s, (1, usize::from(caught)))).into_iter().collect(),
+        blocked_at: regressed
+            .iter()
+            .filter_map(|m| m.point.as_ref().map(|p| ((p.key.size, p.key.placement.clone()), 1)))
+            .collect(),
+    }
+}
+
+/// The nccl-tests section (every cell's label opens with `nccl-tests`): A/A and one size slowed
+/// on sweeps with and without per-iteration times, the per-size grid and what blocked.
+fn nccl_tests(runner: &mut Runner) {
+    let started = Instant::now();
+    let points = 2 * NcclTestsSpec::sweep(0).sizes.len();
+    let mut lines = Vec::new();
+    let mut aa_cells = Vec::new();
+    for runs in SWEEP_BASELINES {
+        for n in SWEEP_ITERATIONS {
+            let cell = SweepCell::new(n, runs, None);
+            let t = runner.sweep(cell);
+            lines.push(
+                Line::rate(
+                    format!("A/A blocked (any of {points} points)  {}", cell.at()),
+                    Target::AtMost(1.0),
+                    t.regression,
+                    t.trials,
+                )
+                .note(t.note()),
+            );
+            aa_cells.push((cell, t));
+        }
+    }
+    let mut slowed_cells = Vec::new();
+    for factor in SWEEP_SLOWER {
+        for runs in SWEEP_BASELINES {
+            for n in SWEEP_ITERATIONS {
+                let cell = SweepCell::new(n, runs, Some(factor));
+                let t = runner.sweep(cell);
+                let what = format!("+{:.0} %", 100.0 * (factor - 1.0));
+                let caught = format!("{what} one size caught (that size alone)  {}", cell.at());
+                let caught = if factor == 1.05 && runs == BASELINE_RUNS {
+                    Line::rate(caught, Target::AtLeast(95.0), t.caught, t.trials)
+                } else {
+                    Line::info(caught, t.caught, t.trials)
+                };
+                lines.push(caught.note(t.note()));
+                lines.push(Line::rate(
+                    format!("{what} one size not caught but answered accept  {}", cell.at()),
+                    Target::AtMost(5.0),
+                    t.accept,
+                    t.trials,
+                ));
+                slowed_cells.push((cell, t));
+            }
+        }
+    }
+    for runs in SWEEP_BASELINES {
+        for n in SWEEP_ITERATIONS {
+            let cell = SweepCell::new(n, runs, None).without_i();
+            let t = runner.sweep(cell);
+            lines.push(
+                Line::rate(
+                    format!("A/A blocked (any of {points} points)  {}", cell.at()),
+                    Target::AtMost(0.0),
+                    t.regression,
+                    t.trials,
+                )
+                .note(t.note()),
+            );
+            lines.push(Line::info(
+                format!("A/A answered collect_more_evidence  {}", cell.at()),
+                t.collect_more,
+                t.trials,
+            ));
+        }
+    }
+    let cell = SweepCell::new(200, BASELINE_RUNS, Some(1.10)).without_i();
+    let t = runner.sweep(cell);
+    lines.push(Line::info(format!("+10 % one size caught  {}", cell.at()), t.caught, t.trials).note(t.note()));
+    lines.push(Line::rate(
+        format!("+10 % one size not caught but answered accept  {}", cell.at()),
+        Target::AtMost(5.0),
+        t.accept,
+        t.trials,
+    ));
+    for diagnostic in [SweepCell::without_run_level, SweepCell::iteration_noise_only] {
+        for n in SWEEP_ITERATIONS {
+            let cell = diagnostic(SweepCell::new(n, BASELINE_RUNS, Some(1.05)));
+            let t = runner.sweep(cell);
+            lines.push(Line::info(format!("+5 % one size caught  {}", cell.at()), t.caught, t.trials).note(t.note()));
+            slowed_cells.push((cell, t));
+        }
+    }
+    for runs in SWEEP_BASELINES {
+        let cell = SweepCell::new(50, runs, None).without_episodes();
+        let t = runner.sweep(cell);
+        lines.push(
+            Line::info(format!("A/A blocked (any of {points} points)  {}", cell.at()), t.regression, t.trials)
+                .note(t.note()),
+        );
+        aa_cells.push((cell, t));
+    }
+    println!(
+        "\nnccl-tests (`nccl-tests`): all_reduce sweeps of {points} points (8 sizes 1 KiB–16 MiB × 2 placements, \
+         2 processes, NCCL_ALGO/PROTO pinned) under a shared runner's noise (run level σ {:.1} %, per-iteration σ \
+         2–5 %, slow episodes, spikes), one Holm family per sweep; \"blocked\" = any point, \"elsewhere\" = a point \
+         at another size than the slowed one",
+        100.0 * SweepNoise::SHARED.run_sigma
+    );
+    print_table(&lines);
+
+    println!(
+        "\nnccl-tests: one size slowed, caught (that size alone) by the slowed size (each size 1/8 of the trials)"
+    );
+    let sizes = NcclTestsSpec::sweep(0).sizes;
+    let mut header = vec!["cell".to_string()];
+    header.extend(sizes.iter().map(|&s| commgate::units::bytes(s)));
+    let rows: Vec<Vec<String>> = slowed_cells
+        .iter()
+        .map(|(cell, t)| {
+            let mut row = vec![format!("+{:.0} % {}", 100.0 * (cell.slower.unwrap_or(1.0) - 1.0), cell.at())];
+            row.extend(sizes.iter().map(|s| match t.by_size.get(s) {
+                Some(&(n, c)) if n > 0 => format!("{:.0} %", 100.0 * c as f64 / n as f64),
+                _ => "-".to_string(),
+            }));
+            row
+        })
+        .collect();
+    print_grid(&header, &rows);
+
+    println!("\nnccl-tests: what blocked in the A/A cells (point: times regressed)");
+    for (cell, t) in aa_cells.iter().filter(|(_, t)| t.regression > 0) {
+        let at: Vec<String> = t
+            .blocked_at
+            .iter()
+            .map(|((size, placement), k)| {
+                format!("{} {} ×{k}", commgate::units::bytes(*size), placement.replace('_', "-"))
+            })
+            .collect();
+        println!("  {}: {}/{} blocked; {}", cell.label(), t.regression, t.trials, at.join(", "));
+    }
+    section_time("nccl-tests", started);
+}
+
 /// Runs the cells in order, giving each the next id (its seeds) whether or not the
 /// `COMMGATE_GATE_ONLY` filter runs it; a skipped cell tallies no trials.
 struct Runner {
@@ -789,6 +1238,12 @@ impl Runner {
         let t = run_cell(&cell, id, self.trials, self.threads, &self.opts);
         self.named.push((label, t.clone()));
         t
+    }
+
+    fn sweep(&mut self, cell: SweepCell) -> SweepTally {
+        let Some(id) = self.next(&cell.label()) else { return SweepTally::default() };
+        let opts = &self.opts;
+        run_trials(self.trials, self.threads, |i| sweep_trial(&cell, id, i, opts), SweepTally::add)
     }
 
     fn family(&mut self, cell: FamilyCell) -> FamilyTally {
@@ -990,6 +1445,7 @@ fn bench() -> Result<(), Box<dyn Error>> {
     println!("[the first cells: {:.1} s]", started.elapsed().as_secs_f64());
 
     families(&mut runner);
+    nccl_tests(&mut runner);
     println!("\nWhat blocked (cells with any regression; mean ratio and mean CI lower end of the regressed metric)");
     for (name, t) in &runner.named {
         if t.regression == 0 {
