@@ -351,3 +351,26 @@ fn baseline_show_lists_the_newest_sweep_against_the_ceiling() {
     assert!(row.trim_end().ends_with('%'), "{row}");
     insta::assert_snapshot!("sweep_store_show", text);
 }
+
+#[test]
+fn the_comparison_json_carries_each_point_and_the_sweep() {
+    let tmp = store();
+    let out = commgate_in(tmp.path())
+        .args(["compare", "--format", "json", "--baseline", "store/H200/nccl-tests-all_reduce-2ranks.json"])
+        .args(["--current", "runs/current-slower.json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let metrics = json["metrics"].as_array().expect("metrics");
+    assert_eq!(metrics.len(), 16);
+    let slower = metrics
+        .iter()
+        .find(|m| m["point"]["size"] == 65_536 && m["point"]["placement"] == "out_of_place")
+        .expect("64 KiB");
+    assert_eq!(slower["state"], "regressed");
+    assert!(slower["point"]["ceiling_gbps"].as_f64().is_some_and(|c| c > 6.0), "{slower}");
+    assert_eq!(json["sweep"]["program"], "all_reduce_perf");
+    assert_eq!(json["sweep"]["per_iteration"], true);
+    insta::assert_snapshot!("sweep_slower_json", serde_json::to_string_pretty(&json).expect("pretty"));
+}

@@ -69,6 +69,21 @@ impl Pending {
         Pending { summary, delta, stage: Stage::Sweep(Box::new(stage)) }
     }
 
+    /// This comparison with every judged metric unable to block, for `why` (a limit seen only
+    /// from outside it, such as a sweep's episodes); a metric that already cannot keeps its own
+    /// reason. Its minimum detectable effect goes with it.
+    pub(super) fn cannot_block(mut self, why: &str) -> Self {
+        if let Stage::Judging(j) = &mut self.stage {
+            for (_, e) in &mut j.judged {
+                if e.cannot_block.is_none() {
+                    e.cannot_block = Some(why.to_string());
+                    e.mde = None;
+                }
+            }
+        }
+        self
+    }
+
     /// The raw one-sided p-values (regressed, improved) of the judged metrics, in order.
     fn raw(&self) -> (Vec<f64>, Vec<f64>) {
         match &self.stage {

@@ -21,6 +21,7 @@ use crate::baseline::ceiling::Ceiling;
 use crate::baseline::Baseline;
 use crate::result::sweep::{point_run, PointKey, SweepData, SweepPoint};
 use crate::result::RunResult;
+use crate::stats::serial::rank_ljung_box;
 use crate::stats::tail::binomial_greater;
 use crate::trace::attribute::LAST_ARRIVAL_ALPHA;
 
@@ -183,6 +184,52 @@ fn ceilings(
         .collect()
 }
 
+/// Where some baseline sweep's iterations come in episodes, the evidence that one current sweep
+/// of fewer iterations per size than this cannot confirm a slowdown (the benchmark's rule for an
+/// episodic baseline, `one_run.rs`).
+pub const EPISODIC_ITERATIONS: usize = super::one_run::EPISODIC_RUN_STEPS;
+
+/// Whether a stored sweep's iterations come in episodes, and the first that shows it: its points'
+/// per-iteration times, each divided by its point's median and laid end to end in the order
+/// nccl-tests ran them, tested for serial dependence (Ljung–Box on ranks over the last three
+/// quarters, at the benchmark guard's level divided over the runs). One point's 50 iterations
+/// rarely show an episode of 20; a whole sweep's hundreds do, and an episode that ran over into
+/// the next size is seen whole. Measured with `benches/gate_quality.rs` (`nccl-tests`): before
+/// this, 5–6 % of unchanged 50-iteration sweeps blocked on a runner with slow episodes.
+fn episodic(stored: &[&RunResult]) -> Option<(usize, f64)> {
+    let level = super::estimate::DEPENDENCE_ALPHA / stored.len().max(1) as f64;
+    stored
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let points = &r.sweep.as_ref()?.points;
+            let series: Vec<f64> = points
+                .iter()
+                .filter(|p| p.samples_ms.len() > 1)
+                .flat_map(|p| {
+                    let mut sorted = p.samples_ms.clone();
+                    sorted.sort_by(f64::total_cmp);
+                    let m = crate::stats::quantile::median(&sorted);
+                    p.samples_ms.iter().map(move |x| x / m)
+                })
+                .collect();
+            (series.len() >= 2 * EPISODIC_ITERATIONS).then(|| (i, rank_ljung_box(&series[series.len() / 4..]).p_value))
+        })
+        .filter(|(_, p)| *p < level)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// What a sweep that cannot block on its own should do instead: be judged with two more.
+const CONFIRM_WITH_SWEEPS: &str = "judge 3 sweeps together (`check --result` a directory of them)";
+
+/// A benchmark reason in a sweep's words: its steps are iterations, `--repeats` is nccl-tests'
+/// `-n`, and `check --runs` is several sweeps judged together.
+fn in_sweep_words(text: &str) -> String {
+    text.replace("steps per row (`--repeats`)", "iterations per size (nccl-tests `-n`)")
+        .replace("confirm with `commgate check --runs 3`", CONFIRM_WITH_SWEEPS)
+        .replace(" steps ", " iterations ")
+}
+
 /// One point of a sweep prepared: its reference for the report, the work that turns its times
 /// into bus bandwidth, and its comparison before Holm.
 pub(super) struct PreparedPoint {
@@ -222,6 +269,19 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
     stored_keys.sort();
     stored_keys.dedup();
     summary.missing_points = stored_keys.iter().filter(|k| !keys.contains(k)).count();
+    // One current sweep of short points against a baseline whose sweeps show episodes: no point
+    // may block (K sweeps are run-level evidence of their own).
+    let short = sweep.points.iter().map(|p| p.samples_ms.len()).min().unwrap_or(0);
+    let episodes =
+        (current.len() == 1 && short < EPISODIC_ITERATIONS).then(|| episodic(&stored)).flatten().map(|(i, p)| {
+            format!(
+                "the baseline sweeps' iterations come in episodes (baseline run {} of {}: Ljung–Box p = {p:.1e}), and \
+                 one sweep of {short} iterations per size can sit wholly in one: run nccl-tests with `-n \
+                 {EPISODIC_ITERATIONS}` or more, or {CONFIRM_WITH_SWEEPS}",
+                i + 1,
+                stored.len(),
+            )
+        });
     let mut points = Vec::new();
     for (p, (ceiling, plateau)) in sweep.points.iter().zip(limits) {
         let runs: Vec<RunResult> = stored.iter().filter_map(|r| point_run(r, &p.key)).collect();
@@ -231,10 +291,14 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
         }
         let currents: Vec<RunResult> = current.iter().filter_map(|c| point_run(c, &p.key)).collect();
         let b = Baseline { path: baseline.path.clone(), runs };
+        let pending = prepare_runs(&b, &currents, opts);
         points.push(PreparedPoint {
             point: PointRef { key: p.key.clone(), ceiling_gbps: ceiling, plateau_gbps: plateau },
             work: p.busbw_work(),
-            pending: prepare_runs(&b, &currents, opts),
+            pending: match &episodes {
+                Some(why) => pending.cannot_block(why),
+                None => pending,
+            },
         });
     }
     if points.is_empty() {
@@ -290,12 +354,13 @@ pub(super) fn merge(
         if hardware.is_empty() {
             hardware = a.hardware.clone();
         }
-        for n in a.notes {
+        for n in a.notes.iter().map(|n| in_sweep_words(n)) {
             if !notes.contains(&n) {
                 notes.push(n);
             }
         }
         for mut m in a.metrics {
+            m.note = m.note.as_deref().map(in_sweep_words);
             m.primary = i == at;
             m.throughput = work.and_then(|w| busbw(w, &m));
             m.point = Some(point.clone());
@@ -459,5 +524,36 @@ mod generated {
         let same = compare(&store(), &run(9, None), &opts);
         assert_eq!(same.verdict, Decision::Accept, "{:?}", same.reasons);
         assert_eq!(same.headline, "16 of 16 points of all_reduce_perf within ±3 %");
+    }
+
+    /// `run` with a slow episode (×1.2) over the last 20 iterations of point 8 and the first 10
+    /// of point 9: it runs over from one size into the next.
+    fn with_episode(mut r: RunResult) -> RunResult {
+        if let Some(s) = r.sweep.as_mut() {
+            s.points[8].samples_ms.iter_mut().skip(30).for_each(|x| *x *= 1.2);
+            s.points[9].samples_ms.iter_mut().take(10).for_each(|x| *x *= 1.2);
+        }
+        r
+    }
+
+    #[test]
+    fn a_baseline_whose_sweeps_show_episodes_lets_no_short_sweep_block_alone() {
+        let opts = CompareOptions::default();
+        let mut b = store();
+        b.runs[2] = with_episode(b.runs[2].clone());
+        let c = compare(&b, &run(9, Some((65_536, 1.1))), &opts);
+        assert!(!c.regression, "{:?}", c.reasons);
+        assert_eq!(c.verdict, Decision::CollectMoreEvidence);
+        assert!(
+            c.reasons
+                .iter()
+                .any(|r| r.contains("the baseline sweeps' iterations come in episodes (baseline run 3 of 5")),
+            "{:?}",
+            c.reasons
+        );
+        assert!(c.headline.starts_with("cannot confirm yet: all_reduce 64.0 KiB out-of-place"), "{}", c.headline);
+        // Two more sweeps of the same slowdown are run-level evidence: they block.
+        let three: Vec<RunResult> = (9..12).map(|s| run(s, Some((65_536, 1.1)))).collect();
+        assert!(crate::decide::comparison::compare_runs(&b, &three, &opts).regression);
     }
 }
