@@ -189,22 +189,23 @@ fn ceilings(
 /// episodic baseline, `one_run.rs`).
 pub const EPISODIC_ITERATIONS: usize = super::one_run::EPISODIC_RUN_STEPS;
 
-/// Whether a stored sweep's iterations come in episodes, and the first that shows it: its points'
-/// per-iteration times, each divided by its point's median and laid end to end in the order
-/// nccl-tests ran them, tested for serial dependence (Ljung–Box on ranks over the last three
-/// quarters, at the benchmark guard's level divided over the runs). One point's 50 iterations
-/// rarely show an episode of 20; a whole sweep's hundreds do, and an episode that ran over into
-/// the next size is seen whole. Measured with `benches/gate_quality.rs` (`nccl-tests`): before
+/// Whether a sweep's iterations come in episodes, and the first of `runs` that shows it: its
+/// points' per-iteration times, each divided by its point's median and laid end to end in the
+/// order nccl-tests ran them (the first point left out: it follows the warm-up), tested for serial
+/// dependence (Ljung–Box on ranks, at the benchmark guard's level divided over the runs). One
+/// point's 50 iterations rarely show an episode of 20; a whole sweep's hundreds do, and an episode
+/// that ran over into the next size is seen whole. A slower size moves all of its iterations and
+/// divides out: it is no episode. Measured with `benches/gate_quality.rs` (`nccl-tests`): before
 /// this, 5–6 % of unchanged 50-iteration sweeps blocked on a runner with slow episodes.
-fn episodic(stored: &[&RunResult]) -> Option<(usize, f64)> {
-    let level = super::estimate::DEPENDENCE_ALPHA / stored.len().max(1) as f64;
-    stored
-        .iter()
+fn episodic(runs: &[&RunResult]) -> Option<(usize, f64)> {
+    let level = super::estimate::DEPENDENCE_ALPHA / runs.len().max(1) as f64;
+    runs.iter()
         .enumerate()
         .filter_map(|(i, r)| {
             let points = &r.sweep.as_ref()?.points;
             let series: Vec<f64> = points
                 .iter()
+                .skip(1)
                 .filter(|p| p.samples_ms.len() > 1)
                 .flat_map(|p| {
                     let mut sorted = p.samples_ms.clone();
@@ -213,7 +214,7 @@ fn episodic(stored: &[&RunResult]) -> Option<(usize, f64)> {
                     p.samples_ms.iter().map(move |x| x / m)
                 })
                 .collect();
-            (series.len() >= 2 * EPISODIC_ITERATIONS).then(|| (i, rank_ljung_box(&series[series.len() / 4..]).p_value))
+            (series.len() >= 2 * EPISODIC_ITERATIONS).then(|| (i, rank_ljung_box(&series).p_value))
         })
         .filter(|(_, p)| *p < level)
         .min_by(|a, b| a.1.total_cmp(&b.1))
@@ -272,16 +273,23 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
     // One current sweep of short points against a baseline whose sweeps show episodes: no point
     // may block (K sweeps are run-level evidence of their own).
     let short = sweep.points.iter().map(|p| p.samples_ms.len()).min().unwrap_or(0);
-    let episodes =
-        (current.len() == 1 && short < EPISODIC_ITERATIONS).then(|| episodic(&stored)).flatten().map(|(i, p)| {
-            format!(
+    // The same when the current sweep's own iterations come in episodes.
+    let fix = format!("run nccl-tests with `-n {EPISODIC_ITERATIONS}` or more, or {CONFIRM_WITH_SWEEPS}");
+    let episodes = (current.len() == 1 && short < EPISODIC_ITERATIONS)
+        .then(|| match (episodic(&[first]), episodic(&stored)) {
+            (Some((_, p)), _) => Some(format!(
+                "this sweep's iterations come in episodes (Ljung–Box p = {p:.1e}): a size that sat in one looks slower \
+                 than it is; {fix}"
+            )),
+            (None, Some((i, p))) => Some(format!(
                 "the baseline sweeps' iterations come in episodes (baseline run {} of {}: Ljung–Box p = {p:.1e}), and \
-                 one sweep of {short} iterations per size can sit wholly in one: run nccl-tests with `-n \
-                 {EPISODIC_ITERATIONS}` or more, or {CONFIRM_WITH_SWEEPS}",
+                 one sweep of {short} iterations per size can sit wholly in one: {fix}",
                 i + 1,
                 stored.len(),
-            )
-        });
+            )),
+            (None, None) => None,
+        })
+        .flatten();
     let mut points = Vec::new();
     for (p, (ceiling, plateau)) in sweep.points.iter().zip(limits) {
         let runs: Vec<RunResult> = stored.iter().filter_map(|r| point_run(r, &p.key)).collect();
@@ -552,6 +560,17 @@ mod generated {
             c.reasons
         );
         assert!(c.headline.starts_with("cannot confirm yet: all_reduce 64.0 KiB out-of-place"), "{}", c.headline);
+        // A clean baseline, and the current sweep sat in an episode over most of one size: the
+        // size looks 30 % slower, and it does not block.
+        let mut current = run(9, None);
+        if let Some(s) = current.sweep.as_mut() {
+            s.points[8].samples_ms.iter_mut().skip(15).for_each(|x| *x *= 1.3);
+            s.points[9].samples_ms.iter_mut().take(10).for_each(|x| *x *= 1.3);
+        }
+        let c = compare(&store(), &current, &opts);
+        assert!(!c.regression, "{:?}", c.reasons);
+        assert_eq!(c.verdict, Decision::CollectMoreEvidence);
+        assert_eq!(episodic(&[&run(9, None)]), None, "a quiet sweep shows no episode");
         // Two more sweeps of the same slowdown are run-level evidence: they block.
         let three: Vec<RunResult> = (9..12).map(|s| run(s, Some((65_536, 1.1)))).collect();
         assert!(crate::decide::comparison::compare_runs(&b, &three, &opts).regression);
