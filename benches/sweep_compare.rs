@@ -55,7 +55,7 @@ fn case(label: &str, sizes: &[u64], iterations: usize, processes: usize, runs: u
     }
     let (r, j) = (median(read_ms), median(judge_ms));
     println!(
-        "{label}: {} points × {iterations} iterations × {processes} processes, {runs} baseline runs, {:.1} MB per sweep: \
+        "{label}: {} points × {iterations} iterations × {processes} processes, {runs} baseline runs, {:.2} MB per sweep: \
          read {r:.1} ms, judged {j:.0} ms (median of 3)  {} (target < {target_ms} ms)",
         2 * sizes.len(),
         bytes as f64 / 1e6,
