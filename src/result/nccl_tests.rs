@@ -99,6 +99,9 @@ pub enum SweepError {
     Read(String),
     #[error("is not nccl-tests JSON ({0}); pass the file `-J FILE.json` wrote")]
     Syntax(String),
+    /// The text table cannot be read: the message says why and what to pass.
+    #[error("{0}")]
+    Table(String),
     #[error(
         "is nccl-tests JSON of file version {0}, newer than this commgate reads ({MAX_VERSION}); \
          upgrade commgate, or pass the run's text output"
@@ -139,7 +142,12 @@ pub fn looks_like(text: &str) -> bool {
         !head.contains("\"schema_version\"")
             && (head.contains("\"nccl_version\"") || (head.contains("\"version\"") && start.contains("\"results\"")))
     } else {
-        start.starts_with('#')
+        // A job's log may open with the launcher's lines: the program's own header is looked for
+        // in the first lines.
+        start.lines().take(200).any(|l| {
+            let l = l.trim_start();
+            l.starts_with("# nccl-tests version") || l.starts_with("# Collective test starting:")
+        }) || start.starts_with('#')
     }
 }
 
@@ -160,6 +168,13 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
         if let Some(rest) = line.strip_prefix('#') {
             let rest = rest.trim();
             if let Some(p) = rest.strip_prefix("Collective test starting:") {
+                // A job's log of several runs: which one to judge is the user's choice, not ours.
+                if program.is_some() || !results.is_empty() {
+                    return Err(SweepError::Table(format!(
+                        "holds more than one nccl-tests run (a second `# Collective test starting:` at line {line_no}); \
+                         split the log into one file per run"
+                    )));
+                }
                 program = Some(text(p.trim()));
             } else if let Some(v) = rest.split_whitespace().find_map(|w| w.strip_prefix("nccl-library=")) {
                 nccl_version = v.parse().ok();
@@ -177,6 +192,12 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
         if words.is_empty() {
             continue;
         }
+        // What a job's log holds around the table (the launcher's warnings, `NCCL INFO` lines
+        // with NCCL_DEBUG=INFO, the command itself) does not open with a size: passed over. A
+        // line that does is a size line, and is read as one.
+        if words[0].parse::<u64>().is_err() {
+            continue;
+        }
         let Some(per_iter) = per_iter else {
             return Err(field(&format!("line {line_no}"), "comes before the column heads (`#  size  count …`)".into()));
         };
@@ -191,8 +212,10 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
         }
     }
     if results.is_empty() {
-        return Err(SweepError::Syntax(
-            "no size line under `#  size  count  type …` column heads; pass the output of an nccl-tests program".into(),
+        return Err(SweepError::Table(
+            "is not an nccl-tests table: no size line under `#  size  count  type …` column heads; pass the output of \
+             an nccl-tests program"
+                .into(),
         ));
     }
     let collective = program.as_deref().and_then(collective_of);
@@ -662,7 +685,20 @@ mod tests {
         assert!(read_errors(TABLE.replacen("       0    10.00", "       3    10.00", 1))
             .contains("3 wrong elements at size 8"));
         assert!(read_errors(TABLE.replacen("10.50", "nan", 1)).contains("out_of_place time"));
-        assert!(read_errors("not a table\n".to_string()).contains("before the column heads"));
+        assert!(read_errors("8 2 float sum -1 1 1 1 0 1 1 1 0\n".to_string()).contains("before the column heads"));
+        // A job's log around the table: the launcher's warnings before it, NCCL's INFO lines in it.
+        let log = format!(
+            "$ mpirun -n 2 ./build/all_reduce_perf -b 8 -e 8\nTwo mutually-exclusive MCA variables were specified.\n{}",
+            TABLE.replacen("(%)\n", "(%)\nnode-a:11:11 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE\n", 1)
+        );
+        assert!(log.contains("(%)\nnode-a:11:11 [0] NCCL INFO"), "{log}");
+        assert!(looks_like(&log));
+        let from_log = parse_text(&log).expect("a log reads");
+        assert_eq!(from_log.results, table.results);
+        // A log of two runs: which one is judged is not guessed.
+        let two = format!("{TABLE}{TABLE}");
+        assert!(read_errors(two)
+            .contains("holds more than one nccl-tests run (a second `# Collective test starting:` at line"));
         assert!(read_errors("# nothing\n".to_string()).contains("no size line"));
     }
 

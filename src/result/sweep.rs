@@ -109,7 +109,8 @@ impl SweepPoint {
     }
 }
 
-/// The workload id of a sweep: `nccl-tests-<program>-<n>ranks`, the program without `_perf`.
+/// The workload id of a sweep: `nccl-tests-<program>-<n>ranks`, the program without `_perf`
+/// (without the ranks when the output lists no device).
 fn sweep_id(program: &str, ranks: usize) -> String {
     let stem = program.strip_suffix("_perf").unwrap_or(program);
     let clean: String = stem
@@ -117,7 +118,12 @@ fn sweep_id(program: &str, ranks: usize) -> String {
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+') { c } else { '_' })
         .take(32)
         .collect();
-    format!("nccl-tests-{}-{ranks}ranks", if clean.is_empty() { "sweep" } else { &clean })
+    let stem = if clean.is_empty() { "sweep" } else { &clean };
+    if ranks == 0 {
+        format!("nccl-tests-{stem}")
+    } else {
+        format!("nccl-tests-{stem}-{ranks}ranks")
+    }
 }
 
 /// nccl-tests' `nccl_version` code (`22703`) as `2.27.3`; codes before 2.9 as `2.8.4` from `2804`.
@@ -190,7 +196,7 @@ pub fn to_result(s: &Sweep, fallback: &str) -> RunResult {
         environment_profile: String::new(),
         created_at: s.start_time.clone().unwrap_or_else(|| fallback.to_string()),
         workload: Workload {
-            id: sweep_id(&program, ranks),
+            id: sweep_id(&program, s.devices.len()),
             collective,
             world_size: u32::try_from(ranks).unwrap_or(u32::MAX),
             dtype: if dtypes.is_empty() { "unknown".to_string() } else { dtypes.join("+") },
@@ -458,6 +464,7 @@ mod tests {
         assert_eq!(nccl_version(2804), "2.8.4");
         assert_eq!(sweep_id("all_reduce_perf", 8), "nccl-tests-all_reduce-8ranks");
         assert_eq!(sweep_id("../x y", 1), "nccl-tests-.._x_y-1ranks");
+        assert_eq!(sweep_id("all_gather_perf", 0), "nccl-tests-all_gather", "no device listed");
         assert_eq!(gpu_of("[0x1] NVIDIA H200"), "NVIDIA H200");
     }
 }
