@@ -19,7 +19,7 @@ use super::throughput::{Throughput, ThroughputKind};
 use super::{prepare_runs, BaselineSummary, CompareOptions, MetricComparison};
 use crate::baseline::ceiling::Ceiling;
 use crate::baseline::Baseline;
-use crate::result::sweep::{point_run, PointKey, SweepData, SweepPoint};
+use crate::result::sweep::{point_run, point_summary_run, PointKey, SweepData, SweepPoint};
 use crate::result::RunResult;
 use crate::stats::serial::rank_ljung_box;
 use crate::stats::tail::binomial_greater;
@@ -292,7 +292,9 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
         .flatten();
     let mut points = Vec::new();
     for (p, (ceiling, plateau)) in sweep.points.iter().zip(limits) {
-        let runs: Vec<RunResult> = stored.iter().filter_map(|r| point_run(r, &p.key)).collect();
+        // A run without per-iteration times is held against the baseline's summaries (means).
+        let project = if p.samples_ms.len() == 1 { point_summary_run } else { point_run };
+        let runs: Vec<RunResult> = stored.iter().filter_map(|r| project(r, &p.key)).collect();
         if runs.is_empty() {
             summary.new_points.push(p.key.clone());
             continue;

@@ -294,8 +294,19 @@ fn last_counts(per_process: &[Vec<f64>]) -> Vec<u32> {
 /// The point `i` of a sweep result as a workload of its own: its samples in a `comm_only` row,
 /// its size and dtype in the workload. `None` when `run` holds no such point.
 pub fn point_run(run: &RunResult, key: &PointKey) -> Option<RunResult> {
+    project(run, key, false)
+}
+
+/// [`point_run`] with the point's summary time as its one sample: a baseline held against a run
+/// without `-I 1` gives its summary too, so that a mean is compared with means, not medians.
+pub fn point_summary_run(run: &RunResult, key: &PointKey) -> Option<RunResult> {
+    project(run, key, true)
+}
+
+fn project(run: &RunResult, key: &PointKey, summary: bool) -> Option<RunResult> {
     let sweep = run.sweep.as_ref()?;
     let point = sweep.points.iter().find(|p| p.key == *key)?;
+    let samples_ms = if summary { vec![point.time_us * 1e-3] } else { point.samples_ms.clone() };
     Some(RunResult {
         workload: Workload {
             dtype: point.key.dtype.clone(),
@@ -308,7 +319,7 @@ pub fn point_run(run: &RunResult, key: &PointKey) -> Option<RunResult> {
             schedule: Schedule::CommOnly,
             collective: point.key.collective.clone(),
             payload_bytes_per_rank: point.key.size,
-            samples_ms: point.samples_ms.clone(),
+            samples_ms,
             median_max_rank_ms: 0.0,
             p95_max_rank_ms: 0.0,
             rank_mean_ms: Vec::new(),
