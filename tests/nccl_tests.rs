@@ -374,3 +374,23 @@ fn the_comparison_json_carries_each_point_and_the_sweep() {
     assert_eq!(json["sweep"]["per_iteration"], true);
     insta::assert_snapshot!("sweep_slower_json", serde_json::to_string_pretty(&json).expect("pretty"));
 }
+
+#[test]
+fn a_sweep_and_a_benchmark_result_are_judged_in_one_gate() {
+    let tmp = store();
+    copy_dir(&root().join("tests/fixtures/compare/baselines"), &tmp.path().join("store"));
+    std::fs::copy(root().join("tests/fixtures/compare/current-slower.json"), tmp.path().join("bench.json"))
+        .expect("copy");
+    let out = commgate_in(tmp.path())
+        .args(["check", "--comment", "never", "--baselines", "store", "--environment-profile", "H200"])
+        .args(["--format", "json", "--result", "bench.json", "runs/current-same.json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "the benchmark's slowdown blocks: {}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let workloads = report["workloads"].as_array().expect("two workloads");
+    let ids: Vec<&str> = workloads.iter().filter_map(|w| w["id"].as_str()).collect();
+    assert_eq!(ids, ["par-overlap-allreduce-matmul", "nccl-tests-all_reduce-2ranks"]);
+    assert_eq!(workloads[1]["verdict"], "accept", "{}", workloads[1]);
+    assert_eq!(workloads[1]["comparison"]["metrics"].as_array().map(Vec::len), Some(16));
+}
