@@ -564,7 +564,7 @@ fn fold(summary: &str, inner: &str) -> String {
 }
 
 /// "8 × NVIDIA H200 · 143771 MiB · nvlink · 2 nodes": what is known, unescaped.
-fn hardware_line(h: &crate::result::Hardware) -> String {
+pub(crate) fn hardware_line(h: &crate::result::Hardware) -> String {
     let gpus = match (h.gpu_count, h.gpu_name.as_deref()) {
         (0, _) => "no GPU".to_string(),
         (n, Some(name)) => format!("{n} × {name}"),

@@ -146,18 +146,14 @@ pub(crate) fn markdown_table(c: &Comparison) -> String {
     out
 }
 
-/// "nccl-tests all_reduce_perf on 2 × NVIDIA H200 (2 nodes), NCCL 2.27.3: 8 sizes × 2
+/// "nccl-tests all_reduce_perf on 2 × NVIDIA H200 · 2 nodes, NCCL 2.27.3: 8 sizes × 2
 /// placements, 50 iterations each": the run line of a sweep (untrusted names: the caller escapes),
 /// `None` for a benchmark run.
 pub(crate) fn run_line(b: &RunResult) -> Option<String> {
     let s = b.sweep.as_ref()?;
-    let gpus = match (b.hardware.gpu_count, b.hardware.gpu_name.as_deref()) {
-        (n, Some(name)) => format!("{n} × {name}"),
-        (n, None) => format!("{n} GPUs"),
-    };
-    let nodes = if b.hardware.nodes == 1 { "1 node".to_string() } else { format!("{} nodes", b.hardware.nodes) };
+    let machine = super::check::hardware_line(&b.hardware);
     let nccl = b.software.nccl.as_deref().map(|v| format!(", NCCL {v}")).unwrap_or_default();
-    Some(format!("nccl-tests {} on {gpus} ({nodes}){nccl}: {}", s.program, points_line(s)))
+    Some(format!("nccl-tests {} on {machine}{nccl}: {}", s.program, points_line(s)))
 }
 
 /// "8 sizes × 2 placements, 50 iterations each (-I 1)", or "… one summary time each (no -I 1)".
