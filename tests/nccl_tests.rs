@@ -394,3 +394,25 @@ fn a_sweep_and_a_benchmark_result_are_judged_in_one_gate() {
     assert_eq!(workloads[1]["verdict"], "accept", "{}", workloads[1]);
     assert_eq!(workloads[1]["comparison"]["metrics"].as_array().map(Vec::len), Some(16));
 }
+
+#[test]
+fn a_job_log_around_the_table_is_read_and_a_log_of_two_runs_is_refused() {
+    let tmp = store();
+    let table = std::fs::read_to_string(fixtures().join("current-same.txt")).expect("read");
+    // What a launcher writes around the program's output, and NCCL's INFO lines inside it.
+    let log = format!(
+        "$ mpirun -n 2 ./build/all_reduce_perf -b 1K -e 16M -f 4\n--------\nTwo mutually-exclusive MCA variables were \
+         specified.\n[node-0:12569] 1 more process has sent help message\nNCCL version 2.27.3+cuda12.8\n{}",
+        table.replacen("\n#\n", "\n#\nnode-0:11:11 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE\n", 1)
+    );
+    assert!(log.contains("#\nnode-0:11:11 [0] NCCL INFO"), "{log}");
+    std::fs::write(tmp.path().join("job.log"), &log).expect("write");
+    let (code, out, err) = check(tmp.path(), "job.log", "text");
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, from_table, _) = check(tmp.path(), "runs/current-same.txt", "text");
+    assert_eq!(out, from_table, "the log reads as its table does");
+    std::fs::write(tmp.path().join("two.log"), format!("{log}{table}")).expect("write");
+    let (code, _, err) = check(tmp.path(), "two.log", "text");
+    assert_eq!(code, 2);
+    assert!(err.contains("two.log: holds more than one nccl-tests run"), "{err}");
+}
