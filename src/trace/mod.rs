@@ -3,6 +3,7 @@
 pub mod attribute;
 pub mod caveats;
 pub mod classify;
+pub mod critical;
 pub mod events;
 pub mod flat;
 pub mod inspector;

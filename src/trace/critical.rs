@@ -1,0 +1,310 @@
+//! The cross-rank critical path of a step and what-if replay, the core of "what would fix it":
+//! a step as a graph of timed GPU work (each rank's streams in kernel order, the cross-stream
+//! dependencies the trace shows, one join per matched collective instance, which finishes no
+//! earlier than its last participant's arrival plus its transfer). Replaying the graph with
+//! changed durations predicts the step; following each node's binding predecessor back from the
+//! step's end gives the critical path.
+//!
+//! What the replay keeps from the trace, the model's assumptions:
+//! - each kernel's gap after its latest predecessor (launch latency, host-bound time) stays as
+//!   observed, so a replay with no change reproduces the trace exactly;
+//! - a collective's transfer (a rank's end minus the instance's last arrival) does not depend on
+//!   the order of arrival;
+//! - work the graph does not hold (host compute, dependencies the trace does not show) is not
+//!   modelled: a host-bound step is predicted as if the host kept pace.
+//!
+//! The replay processes nodes in observed start order, which is a topological order of a
+//! consistent trace: a predecessor ends before its successor starts, and every participant of a
+//! collective arrives before the collective ends. Pure: no I/O, no decision.
+
+use std::collections::HashMap;
+
+use super::model::Ns;
+
+/// One piece of timed GPU work on one rank's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub rank: u32,
+    pub stream: u32,
+    /// Observed start and duration, ns.
+    pub start: Ns,
+    pub dur: Ns,
+    /// `Some(i)`: a communication kernel of matched collective instance `i`; its start is this
+    /// rank's arrival.
+    pub instance: Option<u32>,
+}
+
+impl Node {
+    pub fn end(&self) -> Ns {
+        self.start + self.dur
+    }
+}
+
+/// A step's work: the nodes, and the cross-stream dependencies the trace shows (`(before,
+/// after)`: `after` starts no earlier than `before` ends; an event record and wait, a
+/// `cuda_sync` flow).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub deps: Vec<(usize, usize)>,
+}
+
+/// What bound a node's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// No predecessor in the graph: its observed start.
+    Start,
+    /// The previous kernel on its stream.
+    Stream(usize),
+    /// A cross-stream dependency's source.
+    Dependency(usize),
+}
+
+/// The changes of a what-if.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Changes {
+    /// A node's new duration; for a communication kernel, its new transfer (after the last arrival).
+    pub durations: Vec<(usize, Ns)>,
+    /// Instances that no longer synchronise: each rank's kernel runs from its own arrival (a
+    /// collective hidden on a side stream, its bytes still moved).
+    pub unjoined: Vec<u32>,
+}
+
+/// A replay: each node's predicted start and end, what bound its start, and for a communication
+/// kernel the participant whose arrival bound its end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    pub start: Vec<Ns>,
+    pub end: Vec<Ns>,
+    pub bound: Vec<Bound>,
+    pub last_arrival: Vec<Option<usize>>,
+}
+
+/// One node on the critical path, and the part of it that lies on the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub node: usize,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Its whole duration.
+    Work,
+    /// A collective's transfer, after its last participant arrived.
+    Transfer,
+    /// The arrival that held a collective: the path runs through this rank's start, not its
+    /// duration.
+    Arrival,
+}
+
+impl Replay {
+    /// The step's predicted end: the latest end of any node.
+    pub fn step_end(&self) -> Ns {
+        self.end.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The critical path, first step first: from the node that ends the step back through what
+    /// bound each end and start.
+    pub fn critical_path(&self, g: &Graph) -> Vec<Step> {
+        let Some(mut at) = (0..self.end.len()).max_by_key(|&i| (self.end[i], std::cmp::Reverse(i))) else {
+            return Vec::new();
+        };
+        let mut path = Vec::new();
+        // Each move goes to a node that started earlier, so the path has at most one step per
+        // node and two per collective.
+        for _ in 0..=2 * self.end.len() {
+            match (g.nodes[at].instance, self.last_arrival[at]) {
+                (Some(_), Some(m)) if m != at => {
+                    path.push(Step { node: at, role: Role::Transfer });
+                    path.push(Step { node: m, role: Role::Arrival });
+                    at = m;
+                }
+                (Some(_), _) => path.push(Step { node: at, role: Role::Transfer }),
+                (None, _) => path.push(Step { node: at, role: Role::Work }),
+            }
+            match self.bound[at] {
+                Bound::Start => break,
+                Bound::Stream(p) | Bound::Dependency(p) => at = p,
+            }
+        }
+        path.reverse();
+        path
+    }
+}
+
+/// Replays `g` with `changes` (see the module documentation). With no change it reproduces the
+/// observed starts and ends.
+pub fn replay(g: &Graph, changes: &Changes) -> Replay {
+    let n = g.nodes.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (g.nodes[i].start, i));
+    let mut stream_prev: Vec<Option<usize>> = vec![None; n];
+    let mut last_on: HashMap<(u32, u32), usize> = HashMap::new();
+    for &i in &order {
+        stream_prev[i] = last_on.insert((g.nodes[i].rank, g.nodes[i].stream), i);
+    }
+    let mut deps_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for &(a, b) in g.deps.iter().filter(|&&(a, b)| a < n && b < n && a != b) {
+        deps_of[b].push(a);
+    }
+    let mut members: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        if let Some(inst) = node.instance {
+            members.entry(inst).or_default().push(i);
+        }
+    }
+    let joined = |i: usize| g.nodes[i].instance.filter(|inst| !changes.unjoined.contains(inst));
+    let preds = |i: usize| {
+        stream_prev[i].map(Bound::Stream).into_iter().chain(deps_of[i].iter().map(|&d| Bound::Dependency(d)))
+    };
+    let source = |b: Bound| match b {
+        Bound::Stream(p) | Bound::Dependency(p) => Some(p),
+        Bound::Start => None,
+    };
+    // Observed: the gap after the latest predecessor, and a collective's transfer.
+    let gap: Vec<Ns> = (0..n)
+        .map(|i| {
+            let ready = preds(i).filter_map(source).map(|p| g.nodes[p].end()).max();
+            ready.map_or(0, |r| (g.nodes[i].start - r).max(0))
+        })
+        .collect();
+    let observed_last = |inst: u32| members[&inst].iter().map(|&m| g.nodes[m].start).max().unwrap_or_default();
+    let mut work: Vec<Ns> = (0..n)
+        .map(|i| match joined(i) {
+            Some(inst) => (g.nodes[i].end() - observed_last(inst)).max(0),
+            None => g.nodes[i].dur,
+        })
+        .collect();
+    for &(i, d) in changes.durations.iter().filter(|(i, _)| *i < n) {
+        work[i] = d.max(0);
+    }
+    let mut r =
+        Replay { start: vec![0; n], end: vec![0; n], bound: vec![Bound::Start; n], last_arrival: vec![None; n] };
+    let mut known = vec![false; n];
+    let mut arrived = vec![false; n];
+    for &i in &order {
+        let mut latest: Option<(Ns, Bound)> = None;
+        for b in preds(i) {
+            let Some(p) = source(b) else { continue };
+            if !known[p] {
+                settle(p, joined(p).and_then(|inst| members.get(&inst)), &work, &arrived, &mut r);
+                known[p] = true;
+            }
+            if latest.is_none_or(|(e, _)| r.end[p] > e) {
+                latest = Some((r.end[p], b));
+            }
+        }
+        r.start[i] = latest.map_or(g.nodes[i].start, |(e, _)| e + gap[i]);
+        r.bound[i] = latest.map_or(Bound::Start, |(_, b)| b);
+        arrived[i] = true;
+        if joined(i).is_none() {
+            r.end[i] = r.start[i] + work[i];
+            known[i] = true;
+        }
+    }
+    for (i, _) in known.iter().enumerate().filter(|(_, k)| !**k) {
+        settle(i, joined(i).and_then(|inst| members.get(&inst)), &work, &arrived, &mut r);
+    }
+    r
+}
+
+/// Sets the end of node `i`, a collective's kernel when `members` are its instance's: its last
+/// participant's arrival (among those arrived: in a consistent trace, all of them) plus its
+/// transfer, and which participant that was.
+fn settle(i: usize, members: Option<&Vec<usize>>, work: &[Ns], arrived: &[bool], r: &mut Replay) {
+    let last = members
+        .into_iter()
+        .flatten()
+        .copied()
+        .filter(|&m| arrived[m])
+        .max_by_key(|&m| (r.start[m], std::cmp::Reverse(m)))
+        .unwrap_or(i);
+    r.end[i] = r.start[last].max(r.start[i]) + work[i];
+    r.last_arrival[i] = members.map(|_| last);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(rank: u32, stream: u32, start: Ns, end: Ns, instance: Option<u32>) -> Node {
+        Node { rank, stream, start, dur: end - start, instance }
+    }
+
+    /// Two ranks: compute, an all-reduce (instance 0), compute. Rank 1's first compute takes
+    /// `late` ns, rank 0's 1,000; the all-reduce's transfer is 500 ns; rank 0 starts its second
+    /// compute 100 ns after the all-reduce (a launch gap). Written as the trace of that job.
+    fn job(late: Ns) -> Graph {
+        let arrive = late.max(1000);
+        Graph {
+            nodes: vec![
+                node(0, 0, 0, 1000, None),
+                node(0, 0, 1000, arrive + 500, Some(0)),
+                node(0, 0, arrive + 600, arrive + 1600, None),
+                node(1, 0, 0, late, None),
+                node(1, 0, late, arrive + 500, Some(0)),
+                node(1, 0, arrive + 500, arrive + 1500, None),
+            ],
+            deps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_replay_without_change_reproduces_the_trace() {
+        for late in [1000, 3000] {
+            let g = job(late);
+            let r = replay(&g, &Changes::default());
+            assert_eq!(r.start, g.nodes.iter().map(|x| x.start).collect::<Vec<_>>(), "late {late}");
+            assert_eq!(r.end, g.nodes.iter().map(Node::end).collect::<Vec<_>>(), "late {late}");
+        }
+    }
+
+    #[test]
+    fn the_late_rank_on_time_predicts_the_job_without_it() {
+        // Rank 1's compute as long as rank 0's: the truth is the trace of the job without the straggler.
+        let predicted = replay(&job(3000), &Changes { durations: vec![(3, 1000)], ..Changes::default() });
+        let truth = job(1000);
+        assert_eq!(predicted.step_end(), truth.nodes.iter().map(Node::end).max().unwrap_or(0));
+        assert_eq!(predicted.step_end(), 2600);
+        assert_eq!(replay(&job(3000), &Changes::default()).step_end(), 4600, "2 ms per step to gain");
+    }
+
+    #[test]
+    fn the_critical_path_runs_through_the_late_arrival() {
+        let g = job(3000);
+        let path = replay(&g, &Changes::default()).critical_path(&g);
+        let roles: Vec<(usize, Role)> = path.iter().map(|s| (s.node, s.role)).collect();
+        // Rank 1's compute, its late arrival at the all-reduce, the transfer on rank 0, rank 0's compute.
+        assert_eq!(roles, [(3, Role::Work), (4, Role::Arrival), (1, Role::Transfer), (2, Role::Work)]);
+        // On time, rank 0's arrival is as late as rank 1's: the tie goes to the first participant.
+        let on_time = job(1000);
+        let path = replay(&on_time, &Changes::default()).critical_path(&on_time);
+        assert_eq!(path.first().map(|s| (s.node, s.role)), Some((0, Role::Work)));
+    }
+
+    #[test]
+    fn a_hidden_collective_no_longer_holds_either_rank() {
+        // Unjoined, with no transfer on the compute stream: each rank runs on from its own arrival.
+        let changes = Changes { durations: vec![(1, 0), (4, 0)], unjoined: vec![0] };
+        let r = replay(&job(3000), &changes);
+        assert_eq!((r.end[2], r.end[5]), (2100, 4000), "rank 0 keeps its launch gap; rank 1 is its own path");
+        assert_eq!(r.step_end(), 4000);
+    }
+
+    #[test]
+    fn a_cross_stream_dependency_binds_a_side_stream() {
+        // Rank 0 records an event after compute (node 0) and a side stream waits on it before an
+        // all-gather (node 1) that overlaps the next compute (node 2).
+        let g = Graph {
+            nodes: vec![node(0, 0, 0, 1000, None), node(0, 1, 1000, 1800, None), node(0, 0, 1000, 2000, None)],
+            deps: vec![(0, 1)],
+        };
+        let r = replay(&g, &Changes { durations: vec![(0, 1500)], ..Changes::default() });
+        assert_eq!((r.start[1], r.end[1]), (1500, 2300));
+        assert_eq!(r.bound[1], Bound::Dependency(0));
+        assert_eq!(r.step_end(), 2500);
+        let path = r.critical_path(&g);
+        assert_eq!(path.iter().map(|s| s.node).collect::<Vec<_>>(), [0, 2]);
+    }
+}
