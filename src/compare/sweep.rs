@@ -395,13 +395,7 @@ pub(super) fn merge(
 /// A point's median shown as bus bandwidth, from nccl-tests' own bytes and factor.
 fn busbw(work: f64, m: &MetricComparison) -> Option<Throughput> {
     let j = &m.judged;
-    let t = Throughput {
-        kind: ThroughputKind::BusbwGbps,
-        baseline: work / j.baseline,
-        current: work / j.current,
-        ratio: 1.0 / j.ratio,
-        ci: [1.0 / j.ci[1], 1.0 / j.ci[0]],
-    };
+    let t = Throughput::of_work(ThroughputKind::BusbwGbps, work, j.baseline, j.current, j.ratio, j.ci);
     [t.baseline, t.current].iter().all(|v| v.is_finite() && *v > 0.0).then_some(t)
 }
 

@@ -60,6 +60,28 @@ pub struct Throughput {
     pub ci: [f64; 2],
 }
 
+impl Throughput {
+    /// A median's test shown as a rate: `work` over each side's median (ms), the ratio and its
+    /// interval inverted (a slower median is a lower rate). The caller says which values it needs
+    /// to be finite.
+    pub(super) fn of_work(
+        kind: ThroughputKind,
+        work: f64,
+        baseline_ms: f64,
+        current_ms: f64,
+        ratio: f64,
+        ci: [f64; 2],
+    ) -> Self {
+        Throughput {
+            kind,
+            baseline: work / baseline_ms,
+            current: work / current_ms,
+            ratio: 1.0 / ratio,
+            ci: [1.0 / ci[1], 1.0 / ci[0]],
+        }
+    }
+}
+
 /// The work one step of `row` does, such that throughput = work / median ms; `None` where no
 /// throughput applies (the step rows; one rank's all-reduce, which moves nothing).
 fn work(row: Schedule, w: &Workload) -> Option<(ThroughputKind, f64)> {
@@ -91,13 +113,7 @@ pub(super) fn of_median(
     ci: [f64; 2],
 ) -> Option<Throughput> {
     let (kind, work) = work(row, w)?;
-    let t = Throughput {
-        kind,
-        baseline: work / baseline_ms,
-        current: work / current_ms,
-        ratio: 1.0 / ratio,
-        ci: [1.0 / ci[1], 1.0 / ci[0]],
-    };
+    let t = Throughput::of_work(kind, work, baseline_ms, current_ms, ratio, ci);
     let finite = [t.baseline, t.current, t.ratio, t.ci[0], t.ci[1]].iter().all(|v| v.is_finite() && *v > 0.0);
     finite.then_some(t)
 }
