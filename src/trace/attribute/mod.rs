@@ -13,6 +13,7 @@
 
 mod combine;
 mod hotspot;
+pub mod picture;
 pub mod series;
 mod sizes;
 mod transfer;
