@@ -199,7 +199,13 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
         output: args.output,
         partial: args.partial,
         width: crate::report::Width::from_flag(args.wide),
-        options: AttributeOptions { compat, steps, comm_patterns, max_events: a.max_events },
+        options: AttributeOptions {
+            compat,
+            steps,
+            comm_patterns,
+            max_events: a.max_events,
+            what_if: Default::default(),
+        },
         thresholds,
     })
 }
@@ -341,6 +347,7 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
         steps: steps(None, file)?,
         comm_patterns: comm_patterns(file.attribute.comm_patterns.as_deref().unwrap_or_default())?,
         max_events: file.attribute.max_events,
+        what_if: Default::default(),
     })
 }
 

@@ -65,6 +65,7 @@ fn in_group(
         samples: 1,
         step_ns: vec![10_000_000],
         no_compute: false,
+        timeline: Vec::new(),
         unlaunched_left_out: 0,
         moe_markers: false,
     }

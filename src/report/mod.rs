@@ -13,6 +13,7 @@ pub mod bench;
 pub mod chart;
 pub mod check;
 pub mod escape;
+pub mod gantt;
 pub mod history;
 #[cfg(test)]
 mod injection_tests;
@@ -21,6 +22,7 @@ pub mod markdown;
 pub mod sweep;
 pub(crate) mod table;
 pub mod text;
+pub(crate) mod whatif;
 
 use crate::compare::Comparison;
 use crate::decide::mitigation::Diagnosis;

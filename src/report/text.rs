@@ -8,7 +8,7 @@
 
 use super::escape::{plain, NAME, PATH, TEXT};
 use super::table::{self, Context::Text};
-use super::{pct, Align};
+use super::{pct, whatif, Align};
 use crate::compare::{Comparison, MetricComparison};
 use crate::decide::mitigation::Diagnosis;
 
@@ -39,6 +39,13 @@ pub fn attribution(a: &Diagnosis, width: super::Width) -> String {
         out.push_str("\nPer rank (ms per step):\n");
         out.push_str(&table::text(&super::rank_columns_without_unit(), &super::rank_rows(a)));
     }
+    if let Some(w) = &a.what_if {
+        out.push_str(&format!("\n{}\n", whatif::title(w)));
+        let (t, dropped) = table::text_fitted(&whatif::COLUMNS, &whatif::rows(w, Text), &[4, 3, 2], width.limit());
+        out.push_str(&t);
+        out.push_str(&table::left_out_line(&dropped));
+        out.push_str(&format!("{}\n", whatif::path_line(w, Text)));
+    }
     out.push('\n');
     for line in decision_lines(a) {
         out.push_str(&line);
@@ -47,16 +54,20 @@ pub fn attribution(a: &Diagnosis, width: super::Width) -> String {
     out
 }
 
-/// Priority, mitigation, next measurements and follow-up, one line each.
-fn decision_lines(a: &Diagnosis) -> [String; 4] {
+/// Priority, mitigation, the fixes ranked by saving (when the steps were replayed), next
+/// measurements and follow-up, one line each.
+fn decision_lines(a: &Diagnosis) -> Vec<String> {
     let d = super::decisions(a, |s| plain(s, NAME), str::to_owned);
     let f = &a.followup;
-    [
-        format!("Priority: {}", d.priority),
-        format!("Mitigation: {}", d.mitigation),
-        format!("Next measurements: {}", d.next),
-        format!("Follow-up: {} — {}", f.decision.as_str(), plain(&f.reason, TEXT)),
-    ]
+    let fixes = a.what_if.as_ref().and_then(|w| whatif::ranked_line(w, Text));
+    [format!("Priority: {}", d.priority), format!("Mitigation: {}", d.mitigation)]
+        .into_iter()
+        .chain(fixes.map(|l| format!("Would save: {l}")))
+        .chain([
+            format!("Next measurements: {}", d.next),
+            format!("Follow-up: {} — {}", f.decision.as_str(), plain(&f.reason, TEXT)),
+        ])
+        .collect()
 }
 
 /// Renders a comparison for a terminal: the baseline, one row per metric, the verdict and the

@@ -65,9 +65,18 @@ pub enum Bound {
 pub struct Changes {
     /// A node's new duration; for a communication kernel, its new transfer (after the last arrival).
     pub durations: Vec<(usize, Ns)>,
-    /// Instances that no longer synchronise: each rank's kernel runs from its own arrival (a
-    /// collective hidden on a side stream, its bytes still moved).
+    /// Instances that no longer synchronise: each rank's kernel runs from its own arrival.
     pub unjoined: Vec<u32>,
+    /// Nodes nothing waits for any more (a collective hidden on a side stream, its bytes still
+    /// moved): they are no node's stream predecessor or dependency, and [`Replay::span`] leaves
+    /// them out.
+    pub detached: Vec<usize>,
+    /// A node's arrival forgiven by this much at its collective's join (a late rank on time: it
+    /// arrives as the median rank did); the node itself still starts when its work allows.
+    pub forgiven: Vec<(usize, Ns)>,
+    /// A node whose cross-stream dependencies release it this much earlier (a bucket that starts
+    /// earlier); its stream order is kept.
+    pub earlier: Vec<(usize, Ns)>,
 }
 
 /// A replay: each node's predicted start and end, what bound its start, and for a communication
@@ -102,6 +111,14 @@ impl Replay {
     /// The step's predicted end: the latest end of any node.
     pub fn step_end(&self) -> Ns {
         self.end.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The step's predicted span: its first start to the latest end of a node something still
+    /// waits for (`detached` nodes left out of the end).
+    pub fn span(&self, detached: &[usize]) -> Ns {
+        let first = self.start.iter().copied().min().unwrap_or(0);
+        let last = (0..self.end.len()).filter(|i| !detached.contains(i)).map(|i| self.end[i]).max().unwrap_or(first);
+        last - first
     }
 
     /// The critical path, first step first: from the node that ends the step back through what
@@ -139,14 +156,36 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
     let n = g.nodes.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (g.nodes[i].start, i));
+    let mut detached = vec![false; n];
+    for &i in changes.detached.iter().filter(|&&i| i < n) {
+        detached[i] = true;
+    }
+    let by_node = |list: &[(usize, Ns)]| {
+        let mut v: Vec<Ns> = vec![0; n];
+        for &(i, d) in list.iter().filter(|(i, _)| *i < n) {
+            v[i] = d.max(0);
+        }
+        v
+    };
+    let (forgiven, earlier) = (by_node(&changes.forgiven), by_node(&changes.earlier));
+    // The observed chain on each stream, and the chain a replay follows (detached nodes are no
+    // longer anyone's predecessor).
     let mut stream_prev: Vec<Option<usize>> = vec![None; n];
+    let mut observed_prev: Vec<Option<usize>> = vec![None; n];
     let mut last_on: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut last_kept: HashMap<(u32, u32), usize> = HashMap::new();
     for &i in &order {
-        stream_prev[i] = last_on.insert((g.nodes[i].rank, g.nodes[i].stream), i);
+        let key = (g.nodes[i].rank, g.nodes[i].stream);
+        observed_prev[i] = last_on.insert(key, i);
+        stream_prev[i] = if detached[i] { observed_prev[i] } else { last_kept.insert(key, i) };
     }
     let mut deps_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut observed_deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     for &(a, b) in g.deps.iter().filter(|&&(a, b)| a < n && b < n && a != b) {
-        deps_of[b].push(a);
+        observed_deps[b].push(a);
+        if !detached[a] {
+            deps_of[b].push(a);
+        }
     }
     let mut members: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, node) in g.nodes.iter().enumerate() {
@@ -165,7 +204,8 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
     // Observed: the gap after the latest predecessor, and a collective's transfer.
     let gap: Vec<Ns> = (0..n)
         .map(|i| {
-            let ready = preds(i).filter_map(source).map(|p| g.nodes[p].end()).max();
+            let ready =
+                observed_prev[i].into_iter().chain(observed_deps[i].iter().copied()).map(|p| g.nodes[p].end()).max();
             ready.map_or(0, |r| (g.nodes[i].start - r).max(0))
         })
         .collect();
@@ -188,11 +228,15 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
         for b in preds(i) {
             let Some(p) = source(b) else { continue };
             if !known[p] {
-                settle(p, joined(p).and_then(|inst| members.get(&inst)), &work, &arrived, &mut r);
+                settle(p, joined(p).and_then(|inst| members.get(&inst)), &work, &arrived, &forgiven, &mut r);
                 known[p] = true;
             }
-            if latest.is_none_or(|(e, _)| r.end[p] > e) {
-                latest = Some((r.end[p], b));
+            let ready = match b {
+                Bound::Dependency(_) => r.end[p] - earlier[i],
+                _ => r.end[p],
+            };
+            if latest.is_none_or(|(e, _)| ready > e) {
+                latest = Some((ready, b));
             }
         }
         r.start[i] = latest.map_or(g.nodes[i].start, |(e, _)| e + gap[i]);
@@ -204,23 +248,25 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
         }
     }
     for (i, _) in known.iter().enumerate().filter(|(_, k)| !**k) {
-        settle(i, joined(i).and_then(|inst| members.get(&inst)), &work, &arrived, &mut r);
+        settle(i, joined(i).and_then(|inst| members.get(&inst)), &work, &arrived, &forgiven, &mut r);
     }
     r
 }
 
 /// Sets the end of node `i`, a collective's kernel when `members` are its instance's: its last
-/// participant's arrival (among those arrived: in a consistent trace, all of them) plus its
-/// transfer, and which participant that was.
-fn settle(i: usize, members: Option<&Vec<usize>>, work: &[Ns], arrived: &[bool], r: &mut Replay) {
+/// participant's arrival (among those arrived: in a consistent trace, all of them; each less
+/// what is `forgiven` it) plus its transfer, and which participant that was.
+fn settle(i: usize, members: Option<&Vec<usize>>, work: &[Ns], arrived: &[bool], forgiven: &[Ns], r: &mut Replay) {
+    let arrival = |m: usize| r.start[m] - forgiven[m];
     let last = members
         .into_iter()
         .flatten()
         .copied()
         .filter(|&m| arrived[m])
-        .max_by_key(|&m| (r.start[m], std::cmp::Reverse(m)))
+        .max_by_key(|&m| (arrival(m), std::cmp::Reverse(m)))
         .unwrap_or(i);
-    r.end[i] = r.start[last].max(r.start[i]) + work[i];
+    let joined_at = if members.is_some() { arrival(last).max(arrival(i)) } else { r.start[i] };
+    r.end[i] = joined_at + work[i];
     r.last_arrival[i] = members.map(|_| last);
 }
 
@@ -286,7 +332,7 @@ mod tests {
     #[test]
     fn a_hidden_collective_no_longer_holds_either_rank() {
         // Unjoined, with no transfer on the compute stream: each rank runs on from its own arrival.
-        let changes = Changes { durations: vec![(1, 0), (4, 0)], unjoined: vec![0] };
+        let changes = Changes { durations: vec![(1, 0), (4, 0)], unjoined: vec![0], ..Changes::default() };
         let r = replay(&job(3000), &changes);
         assert_eq!((r.end[2], r.end[5]), (2100, 4000), "rank 0 keeps its launch gap; rank 1 is its own path");
         assert_eq!(r.step_end(), 4000);

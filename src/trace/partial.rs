@@ -512,6 +512,7 @@ impl WireAnalysis {
             samples: self.samples,
             step_ns: self.step_ns,
             no_compute: self.no_compute,
+            timeline: Vec::new(),
             unlaunched_left_out: self.unlaunched_left_out,
             moe_markers: self.moe_markers,
         })
@@ -632,6 +633,7 @@ mod tests {
             samples: 2,
             step_ns: vec![10, 20],
             no_compute: false,
+            timeline: Vec::new(),
             unlaunched_left_out: 3,
             moe_markers: true,
         }

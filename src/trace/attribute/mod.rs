@@ -16,7 +16,9 @@ mod hotspot;
 pub mod picture;
 pub mod series;
 mod sizes;
+pub mod timeline;
 mod transfer;
+pub mod whatif;
 
 #[cfg(test)]
 pub(crate) use hotspot::seed_events;
@@ -64,6 +66,8 @@ pub struct AttributeOptions {
     pub comm_patterns: Vec<CommPattern>,
     /// Events one trace file may hold (`None`: [`DEFAULT_MAX_EVENTS`]).
     pub max_events: Option<u64>,
+    /// What the what-if replay is asked besides its own scenarios.
+    pub what_if: whatif::WhatIfOptions,
 }
 
 impl AttributeOptions {
@@ -228,6 +232,10 @@ pub struct Attribution {
     pub priority: Option<Hotspot>,
     pub num_events: u64,
     pub ranks: Vec<RankSummary>,
+    /// What would fix it: the replayed steps, the fixes ranked by the time they would save, the
+    /// critical path and the picture of the median step (traces with compute kernels only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<whatif::WhatIf>,
 }
 
 impl Attribution {
@@ -250,7 +258,7 @@ pub fn conclude(
     num_events: u64,
 ) -> Attribution {
     let priority = priority(&by_collective).cloned();
-    Attribution { schema_version: SCHEMA_VERSION, source, by_collective, priority, num_events, ranks }
+    Attribution { schema_version: SCHEMA_VERSION, source, by_collective, priority, num_events, ranks, what_if: None }
 }
 
 /// Attribution of seed-format events (already aggregated by whoever wrote them).
@@ -357,6 +365,9 @@ pub struct RankAnalysis {
     pub step_ns: Vec<Ns>,
     /// The source records communication only ([`RankTrace::no_compute`]).
     pub no_compute: bool,
+    /// The kept steps' GPU work for what-if replay (empty without compute kernels, and in a
+    /// partial file).
+    pub timeline: Vec<timeline::StepTimeline>,
     /// GPU activities left out of a step window because they have no launch event on a rank
     /// whose other activities have one: queued before the capture began (0 under HTA's rules,
     /// which drop them as its own join does).
@@ -414,7 +425,8 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
         moe_markers: ranks.iter().any(|r| r.moe_markers),
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
-    conclude(source, by_collective, summaries, num_events)
+    let what_if = whatif::what_if(&ranks, &by_collective, &opts.what_if);
+    Attribution { what_if, ..conclude(source, by_collective, summaries, num_events) }
 }
 
 /// The note for a step count the markers overrode: the setting differs from the markers' count
@@ -543,8 +555,11 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     // HTA counts CPU events that carry a stream as GPU work, at their own (CPU) time.
     let stream_ops: &[Kernel] = if hta { &t.stream_ops } else { &[] };
     let activities = t.kernels.iter().map(|k| (k, false)).chain(stream_ops.iter().map(|k| (k, true)));
-    for (k, on_cpu) in activities {
-        let anchor = match k.correlation().and_then(|c| t.launches.get(&c)) {
+    let samples = if w.starts.len() >= 2 { w.starts.len() as u64 - 1 } else { 1 };
+    let mut met: Vec<timeline::Met> = Vec::new();
+    for (index, (k, on_cpu)) in activities.enumerate() {
+        let launch = k.correlation().and_then(|c| t.launches.get(&c));
+        let anchor = match launch {
             _ if on_cpu => hta_round(t, k.ts),
             Some(l) if hta => hta_round(t, l.ts),
             Some(l) => l.ts,
@@ -575,13 +590,28 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         };
         let span = if hta { hta_span(t, k) } else { (k.ts, k.end()) };
         gpu_span = Some(gpu_span.map_or(span, |(a, b)| (a.min(span.0), b.max(span.1))));
+        let step = series::step_of(bounds, anchor);
+        if !on_cpu && !t.no_compute && timeline::kept(step, samples) {
+            let comm = (kind == KernelKind::Comm).then_some(comm.len() as u32);
+            met.push(timeline::Met { step, kernel: index as u32, launch: launch.map(|l| l.ts), comm });
+        }
         match kind {
-            KernelKind::Comm => comm.push((span, k, series::step_of(bounds, anchor))),
+            KernelKind::Comm => comm.push((span, k, step)),
             KernelKind::Compute => compute.push(span),
             KernelKind::Other => {}
         }
     }
-    comm.sort_by_key(|&(span, _, _)| span);
+    // Sorted by span (stably, as before), remembering where each kernel went for the timeline.
+    let mut order: Vec<u32> = (0..comm.len() as u32).collect();
+    order.sort_by_key(|&i| comm[i as usize].0);
+    let comm: Vec<(Span, &Kernel, u32)> = order.iter().map(|&i| comm[i as usize]).collect();
+    let mut sorted_at = vec![0u32; order.len()];
+    for (at, &i) in order.iter().enumerate() {
+        sorted_at[i as usize] = at as u32;
+    }
+    for m in &mut met {
+        m.comm = m.comm.map(|c| sorted_at[c as usize]);
+    }
     let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &patterns);
     let comm_spans: Vec<Span> = comm.iter().map(|&(s, _, _)| s).collect();
     // Under HTA's rules a lone negative interval subtracts its length from the totals.
@@ -657,6 +687,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         // Without a clock (synthetic start times) there is no step length to report.
         step_ns: if t.no_compute { Vec::new() } else { series::step_lengths(&w.starts, gpu_span) },
         no_compute: t.no_compute,
+        timeline: timeline::build(t, met),
     }
 }
 

@@ -1,0 +1,98 @@
+//! What would fix it, as every renderer shows it: the fixes ranked by the time they would save
+//! (a table, and one line for the decision lines), and the critical path of the median step in
+//! one line. Collective names come from traces and are escaped for the context.
+
+use super::escape::NAME;
+use super::table::Context;
+use super::{fixed, ms, Align};
+use crate::trace::attribute::whatif::{PathPart, PathRole, Scenario, ScenarioKind, WhatIf};
+
+/// The columns of the fixes table.
+pub(crate) const COLUMNS: [(&str, Align); 5] = [
+    ("fix", Align::Left),
+    ("saves ms/step", Align::Right),
+    ("of step", Align::Right),
+    ("10-90 % of steps", Align::Right),
+    ("step ms", Align::Right),
+];
+
+/// The most fixes the tables and the line show (the JSON has every one).
+pub(crate) const MAX_FIXES: usize = 6;
+
+/// The title above the table: how much was replayed.
+pub(crate) fn title(w: &WhatIf) -> String {
+    let steps = super::counted(w.steps as usize, "step", "steps");
+    format!("What would fix it (replay of {steps}; median step {} ms from first kernel to last):", ms(w.step_ms))
+}
+
+/// What a scenario changes, in a reviewer's words.
+pub(crate) fn fix(s: &Scenario, ctx: Context) -> String {
+    let name = || ctx.escape(s.collective.as_deref().unwrap_or("?"), NAME);
+    match s.kind {
+        ScenarioKind::LateRankOnTime => format!("rank {} on time", s.rank.map_or("?".into(), |r| r.to_string())),
+        ScenarioKind::Hidden => format!("{} hidden", name()),
+        ScenarioKind::TransferAtBusbw => {
+            format!("{} at {} GB/s busbw", name(), s.busbw_gbps.map_or("?".into(), |b| fixed(b, 1)))
+        }
+    }
+}
+
+/// One row per fix, largest saving first, at most [`MAX_FIXES`].
+pub(crate) fn rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
+    w.scenarios
+        .iter()
+        .take(MAX_FIXES)
+        .map(|s| {
+            vec![
+                fix(s, ctx),
+                ms(s.saving_ms),
+                format!("{} %", fixed(s.saving_pct, 1)),
+                format!("{}-{}", ms(s.saving_low_ms), ms(s.saving_high_ms)),
+                ms(s.step_ms),
+            ]
+        })
+        .collect()
+}
+
+/// The fixes that save something, ranked, for the decision lines: `all_to_all hidden saves
+/// ≈1.66 ms per step (−14.2 %); rank 5 on time ≈1.36 ms` (`~` and `-` in a terminal). `None`
+/// when none saves a microsecond.
+pub(crate) fn ranked_line(w: &WhatIf, ctx: Context) -> Option<String> {
+    let saving: Vec<&Scenario> = w.scenarios.iter().filter(|s| s.saving_ms >= 0.001).take(3).collect();
+    let (first, rest) = saving.split_first()?;
+    // The terminal stays ASCII.
+    let (about, minus) = match ctx {
+        Context::Text => ("~", "-"),
+        Context::Markdown => ("≈", "−"),
+    };
+    let mut line = format!(
+        "{} saves {about}{} ms per step ({minus}{} %)",
+        fix(first, ctx),
+        fixed(first.saving_ms, 2),
+        fixed(first.saving_pct, 1)
+    );
+    for s in rest {
+        line.push_str(&format!("; {} {about}{} ms", fix(s, ctx), fixed(s.saving_ms, 2)));
+    }
+    Some(line)
+}
+
+/// The critical path of the median step by part, largest first.
+pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
+    let p = &w.critical_path;
+    let parts: Vec<String> =
+        p.parts.iter().take(6).map(|part| format!("{} {} ms", part_name(part, ctx), ms(part.ms))).collect();
+    let more = p.parts.len().saturating_sub(6);
+    let tail = if more > 0 { format!(", {} more", more) } else { String::new() };
+    format!("Critical path of step {} ({} ms): {}{tail}", p.step, ms(p.step_ms), parts.join(", "))
+}
+
+fn part_name(p: &PathPart, ctx: Context) -> String {
+    let rank = p.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
+    match p.role {
+        PathRole::Work if p.what == "compute" => format!("compute{rank}"),
+        PathRole::Work => format!("{}{rank}", ctx.escape(&p.what, NAME)),
+        PathRole::Transfer => format!("{} transfer", ctx.escape(&p.what, NAME)),
+        PathRole::Gap => format!("idle{rank}"),
+    }
+}

@@ -1,0 +1,193 @@
+//! What one rank keeps of its steps for what-if replay: for a bounded set of steps, the rank's
+//! GPU work per stream as segments (consecutive kernels merged between the points a dependency
+//! touches, each communication kernel alone) and the cross-stream dependencies read from the
+//! trace.
+//!
+//! Which dependencies, since a Kineto trace does not say which event a stream waited on:
+//! - a communication kernel waits for the work its launching thread had launched on another
+//!   stream before it (PyTorch's process groups make the NCCL stream wait on the current stream
+//!   before every collective): the kernel launched last before it, on another stream;
+//! - a kernel that starts after its stream was free and after its launch, within
+//!   [`HELD_WITHIN_NS`] of a communication kernel's end on another stream, was held by that
+//!   collective (a `wait()` on its work).
+//!
+//! Everything else is same-stream order. A dependency the trace shows neither way (an event
+//! recorded and waited on between two compute streams) is not modelled.
+//!
+//! Bounded: at most [`MAX_REPLAYED_STEPS`] steps, spread evenly over the window; the per-kernel
+//! cost while choosing them is one small record per kernel of a kept step.
+
+use super::super::model::{Kernel, Ns, RankTrace};
+
+/// The most steps a rank keeps for replay, spread evenly over its window.
+pub const MAX_REPLAYED_STEPS: u64 = 32;
+
+/// How soon after a collective ends a kernel that waited for nothing else must start to count
+/// as held by it.
+pub const HELD_WITHIN_NS: Ns = 20_000;
+
+/// One step of one rank as the replay takes it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepTimeline {
+    /// The step, 0-based in time order.
+    pub step: u32,
+    /// In stream order, then start.
+    pub segs: Vec<Seg>,
+    /// `(before, after)` indices into `segs`: `after` starts no earlier than `before` ends.
+    pub deps: Vec<(u32, u32)>,
+}
+
+/// Consecutive GPU work on one stream, or one communication kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seg {
+    pub stream: i64,
+    pub start: Ns,
+    pub end: Ns,
+    /// For a communication kernel: its index in the rank's `comm_kernels`.
+    pub comm: Option<u32>,
+}
+
+/// Whether step `s` of `samples` is one of the kept ones: `MAX_REPLAYED_STEPS` evenly spaced.
+pub fn kept(step: u32, samples: u64) -> bool {
+    let s = u64::from(step);
+    if samples <= MAX_REPLAYED_STEPS {
+        return s < samples.max(1);
+    }
+    // The kept steps are ⌊j·samples/K⌋ for j < K: step s is one when the least j with
+    // j·samples ≥ s·K also has j·samples < (s + 1)·K.
+    let k = MAX_REPLAYED_STEPS;
+    let j = (s * k).div_ceil(samples);
+    j < k && j * samples < (s + 1) * k
+}
+
+/// A kernel of a kept step, as attribution's pass over the trace met it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Met {
+    pub step: u32,
+    /// Index into the trace's kernels.
+    pub kernel: u32,
+    /// Its anchor: the launch's start, or its own start without one.
+    pub launch: Option<Ns>,
+    /// For a communication kernel, its index in the rank's `comm_kernels`.
+    pub comm: Option<u32>,
+}
+
+/// The kept steps' timelines from the kernels met in them.
+pub(super) fn build(t: &RankTrace, mut met: Vec<Met>) -> Vec<StepTimeline> {
+    let k = |m: &Met| -> &Kernel { &t.kernels[m.kernel as usize] };
+    met.sort_by_key(|m| (m.step, k(m).stream, k(m).ts, m.kernel));
+    met.chunk_by(|a, b| a.step == b.step).map(|group| step_timeline(t, group)).collect()
+}
+
+/// One step: dependencies read on the kernels, then the kernels merged into segments.
+fn step_timeline(t: &RankTrace, group: &[Met]) -> StepTimeline {
+    let k = |i: usize| -> &Kernel { &t.kernels[group[i].kernel as usize] };
+    let n = group.len();
+    let mut edges: Vec<(usize, usize)> = Vec::new();
+    // Launched before a collective, on another stream.
+    let mut compute_by_launch: Vec<(Ns, usize)> =
+        (0..n).filter(|&i| group[i].comm.is_none()).filter_map(|i| group[i].launch.map(|l| (l, i))).collect();
+    compute_by_launch.sort_unstable();
+    for c in (0..n).filter(|&i| group[i].comm.is_some()) {
+        let Some(at) = group[c].launch else { continue };
+        let before = compute_by_launch.partition_point(|&(l, _)| l < at);
+        if let Some(&(_, p)) = before.checked_sub(1).and_then(|b| compute_by_launch.get(b)) {
+            if k(p).stream != k(c).stream {
+                edges.push((p, c));
+            }
+        }
+    }
+    // Held by a collective: started after the stream was free and the launch, as one ended.
+    let mut comm_by_end: Vec<(Ns, usize)> =
+        (0..n).filter(|&i| group[i].comm.is_some()).map(|i| (k(i).end(), i)).collect();
+    comm_by_end.sort_unstable();
+    for i in (0..n).filter(|&i| group[i].comm.is_none()) {
+        let prev_end = (i > 0 && k(i - 1).stream == k(i).stream).then(|| k(i - 1).end());
+        let free = prev_end.into_iter().chain(group[i].launch).max().unwrap_or(Ns::MIN);
+        let upto = comm_by_end.partition_point(|&(e, _)| e <= k(i).ts);
+        let holder = comm_by_end[..upto]
+            .iter()
+            .rev()
+            .take_while(|&&(e, _)| e > free && e >= k(i).ts - HELD_WITHIN_NS)
+            .find(|&&(_, c)| k(c).stream != k(i).stream);
+        if let Some(&(_, c)) = holder {
+            edges.push((c, i));
+        }
+    }
+    // Segments: a communication kernel alone; other kernels merged on their stream, cut where a
+    // dependency starts or ends.
+    let mut starts_seg = vec![false; n];
+    let mut ends_seg = vec![false; n];
+    for &(a, b) in &edges {
+        ends_seg[a] = true;
+        starts_seg[b] = true;
+    }
+    let mut seg_of = vec![0u32; n];
+    let mut segs: Vec<Seg> = Vec::new();
+    for i in 0..n {
+        let comm = group[i].comm;
+        let joins_previous = i > 0
+            && comm.is_none()
+            && group[i - 1].comm.is_none()
+            && k(i - 1).stream == k(i).stream
+            && !starts_seg[i]
+            && !ends_seg[i - 1];
+        match segs.last_mut() {
+            Some(last) if joins_previous => last.end = last.end.max(k(i).end()),
+            _ => segs.push(Seg { stream: k(i).stream, start: k(i).ts, end: k(i).end(), comm }),
+        }
+        seg_of[i] = (segs.len() - 1) as u32;
+    }
+    let mut deps: Vec<(u32, u32)> =
+        edges.iter().map(|&(a, b)| (seg_of[a], seg_of[b])).filter(|(a, b)| a != b).collect();
+    deps.sort_unstable();
+    deps.dedup();
+    StepTimeline { step: group.first().map_or(0, |m| m.step), segs, deps }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::model::{KernelCat, Launch, Launches};
+
+    #[test]
+    fn kept_steps_are_all_of_a_short_window_and_evenly_spread_over_a_long_one() {
+        assert_eq!((0..5).filter(|&s| kept(s, 5)).count(), 5);
+        assert!(!kept(5, 5));
+        let long: Vec<u32> = (0..1000).filter(|&s| kept(s, 1000)).collect();
+        assert_eq!(long.len(), MAX_REPLAYED_STEPS as usize);
+        assert_eq!((long[0], long[1], long[31]), (0, 31, 968));
+        assert_eq!((0..33).filter(|&s| kept(s, 33)).count(), 32);
+        assert!(kept(0, 0), "a window of one step keeps it");
+    }
+
+    /// Compute stream 7: three kernels, the third launched after the collective and held by it;
+    /// NCCL stream 13: an all-reduce launched after the second kernel.
+    #[test]
+    fn a_collective_waits_for_the_work_launched_before_it_and_holds_the_work_that_waited() {
+        let kernels = vec![
+            Kernel::new(0, 100, 0, KernelCat::Kernel, 7, Some(1)),
+            Kernel::new(100, 200, 0, KernelCat::Kernel, 7, Some(2)),
+            Kernel::new(300, 500, 1, KernelCat::Kernel, 13, Some(3)),
+            Kernel::new(800, 100, 0, KernelCat::Kernel, 7, Some(4)),
+        ];
+        let at = |ts| Launch { ts, pid: 1, tid: 1 };
+        let launches: Launches = [(1, at(-50)), (2, at(-40)), (3, at(-30)), (4, at(-20))].into_iter().collect();
+        let t = RankTrace { kernels, launches, ..RankTrace::default() };
+        let met: Vec<Met> = (0..4u32)
+            .map(|i| Met {
+                step: 0,
+                kernel: i,
+                launch: Some([-50, -40, -30, -20][i as usize]),
+                comm: (i == 2).then_some(0),
+            })
+            .collect();
+        let tl = build(&t, met);
+        assert_eq!(tl.len(), 1);
+        let segs: Vec<(i64, Ns, Ns, Option<u32>)> =
+            tl[0].segs.iter().map(|s| (s.stream, s.start, s.end, s.comm)).collect();
+        // The first two kernels merge: nothing waits between them.
+        assert_eq!(segs, [(7, 0, 300, None), (7, 800, 900, None), (13, 300, 800, Some(0))]);
+        assert_eq!(tl[0].deps, [(0, 2), (2, 1)]);
+    }
+}
