@@ -18,6 +18,7 @@ use crate::compare::CompareOptions;
 use crate::decide::mitigation::Thresholds;
 use crate::github::CommentPolicy;
 use crate::report::Format;
+use crate::trace::attribute::whatif::{Busbw, WhatIfOptions};
 use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
 use crate::trace::classify::CommPattern;
 
@@ -204,7 +205,7 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
             steps,
             comm_patterns,
             max_events: a.max_events,
-            what_if: Default::default(),
+            what_if: what_if(file.setting(&specs.busbw, args.settings.busbw, file.attribute.busbw)?),
         },
         thresholds,
     })
@@ -276,6 +277,7 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
         );
     }
     let runs = if args.result.is_empty() { runs } else { 1 };
+    let savings_arg = args.settings.fail_on_savings_ms;
     let c = args.settings.or(&file.check);
     let fail_on = specs.fail_on.or_default(c.fail_on);
     let comment = specs.comment.or_default(c.comment);
@@ -315,6 +317,9 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
             thresholds: thresholds(ThresholdsSection::default(), file)?,
             compare: compare_options(CompareSection::default(), file)?,
             fail_on,
+            fail_on_savings_ms: file
+                .setting(&specs.fail_on_savings_ms, savings_arg, file.check.fail_on_savings_ms)?
+                .map(|s| s.value),
             base: None,
         },
         comment,
@@ -347,8 +352,14 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
         steps: steps(None, file)?,
         comm_patterns: comm_patterns(file.attribute.comm_patterns.as_deref().unwrap_or_default())?,
         max_events: file.attribute.max_events,
-        what_if: Default::default(),
+        what_if: what_if(file.setting(&AttributeSection::specs().busbw, None, file.attribute.busbw)?),
     })
+}
+
+/// The what-if's options: a bus bandwidth to replay every collective's transfer at, and where
+/// it was set.
+fn what_if(busbw: Option<crate::bench::limits::Setting<f64>>) -> WhatIfOptions {
+    WhatIfOptions { busbw: busbw.map(|s| Busbw { gbps: s.value, set_by: s.written(), collective: None }) }
 }
 
 /// The thresholds in use, `args` over `[thresholds]`, each checked and named where it was set.

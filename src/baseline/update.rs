@@ -250,7 +250,11 @@ fn apply(
     };
     let traces = match change.traces {
         None => None,
-        Some((name, attribution)) => {
+        Some((name, mut attribution)) => {
+            // The store keeps the what-if's figures, not its picture.
+            if let Some(w) = attribution.what_if.as_mut() {
+                w.picture = None;
+            }
             let collectives = attribution.by_collective.len();
             let runs = file.traces.entry(name.clone()).or_default();
             // Traces of another job (world size) are refused, naming the store.

@@ -12,11 +12,13 @@ use serde::{Deserialize, Serialize};
 use crate::baseline::{self, BadStoreName, Baseline, BaselineFile};
 use crate::compare::traces::{self as trace_compare, TraceComparison};
 use crate::compare::{self, CompareOptions, Comparison, Pending, State};
+use crate::decide::balance::{self, Balance};
 use crate::decide::comparison::judge_with_traces;
 use crate::decide::gate::{self, Evidence, WorkloadEvidence};
 use crate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
 use crate::decide::{Decision, ErrorKind, EvaluationError, FailOn, Outcome, Verdict};
 use crate::result::{Failure, FileError, RunResult};
+use crate::trace::attribute::whatif::{Busbw, WhatIfOptions};
 use crate::trace::attribute::AttributeOptions;
 use crate::trace::load::attribute_paths;
 
@@ -37,6 +39,8 @@ pub struct CheckOptions {
     pub thresholds: Thresholds,
     pub compare: CompareOptions,
     pub fail_on: FailOn,
+    /// `--fail-on-savings-ms`: block when the late rank's cost grew by more than this.
+    pub fail_on_savings_ms: Option<f64>,
     /// Set when the baselines and settings are the pull request's base commit's: `baselines`
     /// is then a private copy of that commit's tree.
     pub base: Option<BaseRef>,
@@ -129,6 +133,10 @@ pub struct CheckReport {
     /// collective and size on the same kind of machine, when the store holds one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bench_ceiling: Option<crate::baseline::ceiling::BenchCeiling>,
+    /// The balance rule's figures, when `--fail-on-savings-ms` asked for them and the traces
+    /// gave a what-if.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<Balance>,
 }
 
 /// Which commit a report judged and the job run that wrote it, each checked before it is kept:
@@ -249,6 +257,10 @@ pub fn evaluate_runs_with(
         }
         _ => None,
     };
+    let balance = opts.fail_on_savings_ms.map(|limit| {
+        let stored = stored_traces.map_or(&[][..], |runs| &runs.0[..]);
+        balance::judge(limit, attribution.as_ref().map(|a| &a.attribution), stored)
+    });
     let pending = gathered.iter_mut().filter_map(|g| g.pending.take()).collect();
     let (comparisons, trace_comparison) = judge_with_traces(pending, pending_traces, &opts.compare);
     let mut comparisons = comparisons.into_iter();
@@ -257,6 +269,7 @@ pub fn evaluate_runs_with(
         g.comparison = comparisons.next().map(|c| Comparison { current_runs: g.runs, ..c });
     }
     let bench_busbw: Vec<(String, f64)> = gathered.iter().filter_map(Gathered::busbw).collect();
+    let attribution = attribution.map(|a| with_bench_busbw(a, &bench_busbw, &opts.attribute));
     let evidence: Vec<WorkloadEvidence<'_>> = gathered.iter().map(|g| g.evidence(several)).collect();
     let v = gate::decide(&Evidence {
         workloads: &evidence,
@@ -266,6 +279,7 @@ pub fn evaluate_runs_with(
         bench_busbw: &bench_busbw,
         // Unreadable traces were asked for: their error says so.
         traces_expected,
+        balance: balance.as_ref(),
     });
     let mut reasons = v.reasons;
     reasons.extend(opts.base.as_ref().and_then(BaseRef::edits_reason));
@@ -288,10 +302,28 @@ pub fn evaluate_runs_with(
         comparison,
         attribution,
         trace_comparison,
+        balance: balance.and_then(Result::ok),
         baseline,
         base: opts.base.clone(),
         workloads,
     })
+}
+
+/// The traces' what-if replayed again with the benchmark's measured bus bandwidth for its
+/// collective, unless a `busbw` setting already chose one.
+fn with_bench_busbw(mut a: Diagnosis, bench: &[(String, f64)], opts: &AttributeOptions) -> Diagnosis {
+    if opts.what_if.busbw.is_some() {
+        return a;
+    }
+    if let Some((collective, gbps)) = bench.iter().find(|(_, g)| *g > 0.0) {
+        let busbw = Busbw {
+            gbps: *gbps,
+            set_by: format!("the benchmark's {collective}"),
+            collective: Some(collective.clone()),
+        };
+        a.attribution.replay_what_if(&WhatIfOptions { busbw: Some(busbw) });
+    }
+    a
 }
 
 /// What was gathered for one workload before the family is judged.
@@ -355,6 +387,7 @@ impl Gathered {
             traces: None,
             bench_busbw: &[],
             traces_expected: false,
+            balance: None,
         });
         WorkloadReport {
             id: self.result.workload.id.clone(),
@@ -502,11 +535,13 @@ pub fn not_started(error: EvaluationError, opts: &CheckOptions) -> CheckReport {
         traces: None,
         bench_busbw: &[],
         traces_expected: false,
+        balance: None,
     });
     let [error] = errors;
     CheckReport {
         job: None,
         bench_ceiling: None,
+        balance: None,
         schema_version: SCHEMA_VERSION,
         error: Some(error),
         verdict: v.decision,
@@ -668,6 +703,7 @@ mod tests {
             thresholds: Thresholds::default(),
             compare: CompareOptions::default(),
             fail_on: FailOn::Regression,
+            fail_on_savings_ms: None,
             base: None,
         }
     }

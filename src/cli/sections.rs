@@ -219,6 +219,12 @@ section! {
         #[arg(long, env = "COMMGATE_RUNS", hide_env_values = true, value_name = "K")]
         pub runs: u32 = 1 => limits::runs,
 
+        /// Block when the late rank's cost grew by more than this many ms per step: what the
+        /// traces' what-if says putting it on time would save, against the stored trace runs'
+        /// (or 0 without them). Needs --traces.
+        #[arg(long, env = "COMMGATE_FAIL_ON_SAVINGS_MS", hide_env_values = true, value_name = "MS")]
+        pub fail_on_savings_ms: f64 => milliseconds,
+
         /// Retired: traces are judged statistically against the stored trace runs. Read only to
         /// say so when a settings file still sets it.
         #[arg(skip)]
@@ -353,6 +359,12 @@ section! {
         /// Events one trace file may hold before the read stops (exit 2); default 50 million.
         #[arg(long, env = "COMMGATE_MAX_EVENTS", hide_env_values = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         pub max_events: u64,
+
+        /// Also replay each collective's transfer at this bus bandwidth (GB/s) among the fixes
+        /// of "What would fix it" (`check` uses the benchmark's measured all-reduce bandwidth
+        /// when this is not set).
+        #[arg(long, env = "COMMGATE_BUSBW", hide_env_values = true, value_name = "GBPS")]
+        pub busbw: f64 => gbps,
     }
 }
 
@@ -399,6 +411,10 @@ fn at_least_one_step(steps: &u64) -> Result<(), String> {
 
 fn ratio(value: &f64) -> Result<(), String> {
     unless((0.0..=1.0).contains(value), || "it must be a ratio in 0..=1".to_string())
+}
+
+fn gbps(value: &f64) -> Result<(), String> {
+    unless(value.is_finite() && *value > 0.0, || "it must be a bus bandwidth in GB/s > 0".to_string())
 }
 
 fn milliseconds(value: &f64) -> Result<(), String> {

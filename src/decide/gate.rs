@@ -11,6 +11,7 @@
 //! wrong, the traces asked for cannot be read) is an [`EvaluationError`]: the gate exits 2, so a
 //! change that makes NCCL hang never merges green.
 
+use super::balance::Balance;
 use super::mitigation::Diagnosis;
 use super::vocab::{Decision, EvaluationError, FailOn, Outcome, Verdict};
 use crate::compare::traces::{self, CollectiveComparison, TraceComparison};
@@ -106,6 +107,9 @@ pub struct Evidence<'a> {
     pub bench_busbw: &'a [(String, f64)],
     /// The baseline holds trace runs but no traces were given.
     pub traces_expected: bool,
+    /// The balance rule's answer, when `--fail-on-savings-ms` asked for it (`Err`: why it
+    /// could not judge).
+    pub balance: Option<&'a Result<Balance, String>>,
 }
 
 /// The one decision, over every workload at once. Evidence that could not be gathered → `collect_more_evidence`, not
@@ -137,7 +141,8 @@ fn judge(e: &Evidence<'_>) -> Verdict {
     };
     let regressed: Vec<(&WorkloadEvidence<'_>, &Comparison)> =
         e.workloads.iter().filter_map(|w| w.comparison.filter(|c| c.regression).map(|c| (w, c))).collect();
-    if !regressed.is_empty() || !regressed_collectives.is_empty() {
+    let unbalanced = e.balance.and_then(|b| b.as_ref().ok()).filter(|b| b.blocking);
+    if !regressed.is_empty() || !regressed_collectives.is_empty() || unbalanced.is_some() {
         for (w, c) in &regressed {
             // A regressed comparison's reasons are its regressed metrics alone.
             reasons.extend(c.reasons.iter().map(|r| w.own(r)));
@@ -147,6 +152,7 @@ fn judge(e: &Evidence<'_>) -> Verdict {
                 e.bench_busbw.iter().filter(|(name, _)| *name == c.collective).map(|(_, b)| *b).reduce(f64::max);
             reasons.push(traces::sentence(c, bench));
         }
+        reasons.extend(unbalanced.map(Balance::sentence));
         // The trace evidence says why; without it, the attribution's own mitigation.
         let mitigations: Vec<String> =
             regressed_collectives.iter().filter_map(|c| traces::mitigation_sentence(c)).collect();
@@ -182,6 +188,9 @@ fn judge(e: &Evidence<'_>) -> Verdict {
     if e.traces_expected {
         reasons.push("the baseline holds trace runs but no --traces were given: attach the profiler traces".into());
     }
+    if let Some(Err(why)) = e.balance {
+        reasons.push(why.clone());
+    }
     if !reasons.is_empty() {
         return Verdict::new(Decision::CollectMoreEvidence, reasons);
     }
@@ -197,6 +206,9 @@ fn judge(e: &Evidence<'_>) -> Verdict {
             "no regression against {} baseline run(s): {unchanged} of {total} {what} unchanged",
             c.baseline.runs
         )));
+    }
+    if let Some(Ok(b)) = e.balance {
+        reasons.push(b.sentence());
     }
     match e.attribution {
         Some(a) if a.followup.decision == Decision::Tune => {
@@ -235,6 +247,7 @@ mod tests {
             traces: None,
             bench_busbw: &[],
             traces_expected: false,
+            balance: None,
         }
     }
 

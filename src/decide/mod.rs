@@ -7,11 +7,13 @@
 //! | [`run`](mod@run) | a benchmark run's own verdict on overlap (the result file's `decision`) |
 //! | [`comparison`] | a comparison's verdict against its baseline, and the hardware/software wording |
 //! | [`mitigation`] | the one evidence → strategy table: the seed's rules and the trace causes' |
+//! | [`balance`] | whether the late rank's cost (the what-if's saving) grew past `--fail-on-savings-ms` |
 //! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
 //!
 //! This layer sits above the work (`bench`, `compare`, `trace`): those compute estimates and
 //! states and never call a decision; their callers (`check`, `run.rs`) hand the evidence here.
 
+pub mod balance;
 pub mod comparison;
 pub mod gate;
 pub mod mitigation;

@@ -304,8 +304,9 @@ fn hotspots_section(r: &CheckReport) -> String {
     } else {
         String::new()
     };
+    let what_if = a.what_if.as_ref().map(|w| format!("\n{}", super::whatif::markdown(w))).unwrap_or_default();
     format!(
-        "#### Hotspots ({} ranks, {} steps)\n\n{}{}{more}\n{}",
+        "#### Hotspots ({} ranks, {} steps)\n\n{}{}{more}\n{}{what_if}",
         a.ranks.len(),
         a.source.steps,
         super::markdown::notes(a),
@@ -317,11 +318,13 @@ fn hotspots_section(r: &CheckReport) -> String {
 fn mitigation(a: &Diagnosis) -> String {
     let m = &a.mitigation;
     let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s, NAME)).collect();
+    let fixes = a.what_if.as_ref().and_then(|w| super::whatif::ranked_line(w, table::Context::Markdown));
     format!(
-        "**Mitigation:** `{}`{} — measure next: {}\n",
+        "**Mitigation:** `{}`{} — measure next: {}\n{}",
         m.strategy.as_str(),
         m.target.as_ref().map(|t| format!(" on {}", md_text(t, NAME))).unwrap_or_default(),
-        if next.is_empty() { "-".to_string() } else { next.join(", ") }
+        if next.is_empty() { "-".to_string() } else { next.join(", ") },
+        fixes.map(|l| format!("\n**Would save:** {l}\n")).unwrap_or_default()
     )
 }
 
@@ -601,6 +604,7 @@ pub(super) mod tests {
         CheckReport {
             job: None,
             bench_ceiling: None,
+            balance: None,
             schema_version: 1,
             error: None,
             verdict: Decision::Tune,

@@ -34,6 +34,9 @@ pub fn attribution(a: &Diagnosis) -> String {
         out.push_str(&table::markdown(&super::RANK_COLUMNS, &super::rank_rows(a)));
         out.push_str("\n</details>\n");
     }
+    if let Some(w) = &a.what_if {
+        out.push_str(&format!("\n{}", super::whatif::markdown(w)));
+    }
     out.push('\n');
     out.push_str(&decision_lines(a));
     out
@@ -56,10 +59,18 @@ fn file_list(files: &[String]) -> String {
     names.join(", ")
 }
 
-/// Priority, mitigation and next measurements, as a list.
+/// Priority, mitigation, the fixes ranked by saving (when the steps were replayed) and next
+/// measurements, as a list.
 fn decision_lines(a: &Diagnosis) -> String {
     let d = super::decisions(a, |s| md_text(s, NAME), |strategy| format!("`{strategy}`"));
-    format!("- **Priority:** {}\n- **Mitigation:** {}\n- **Next measurements:** {}\n", d.priority, d.mitigation, d.next)
+    let fixes = a.what_if.as_ref().and_then(|w| super::whatif::ranked_line(w, Markdown));
+    format!(
+        "- **Priority:** {}\n- **Mitigation:** {}\n{}- **Next measurements:** {}\n",
+        d.priority,
+        d.mitigation,
+        fixes.map(|l| format!("- **Would save:** {l}\n")).unwrap_or_default(),
+        d.next
+    )
 }
 
 /// Renders a comparison as Markdown: the verdict and its first reason, the metric table, all

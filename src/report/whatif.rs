@@ -96,3 +96,19 @@ fn part_name(p: &PathPart, ctx: Context) -> String {
         PathRole::Gap => format!("idle{rank}"),
     }
 }
+
+/// The Markdown section: the fixes table, the critical path and the gantt of the median step.
+pub(crate) fn markdown(w: &WhatIf) -> String {
+    let ctx = Context::Markdown;
+    let mut out = format!("**{}**\n\n", title(w).trim_end_matches(':'));
+    if w.scenarios.is_empty() {
+        out.push_str("_No fix to replay: no rank stood out as late and no collective ran._\n");
+    } else {
+        out.push_str(&super::table::markdown(&COLUMNS, &rows(w, ctx)));
+    }
+    out.push_str(&format!("\n{}\n", path_line(w, ctx)));
+    if let Some(chart) = w.picture.as_ref().and_then(super::gantt::gantt) {
+        out.push_str(&format!("\n{chart}\n"));
+    }
+    out
+}

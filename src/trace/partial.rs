@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::attribute::series::MAX_STEP_SAMPLES;
+use super::attribute::timeline::{Seg, StepTimeline, MAX_REPLAYED_STEPS};
 use super::attribute::{AttributeOptions, CommKernel, Compat, MatchKey, RankAnalysis, RankCollective};
 use super::limits::{ReadLimits, MAX_ABS_NS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, TRUNCATION_MARK};
 use super::model::Ns;
@@ -263,6 +264,20 @@ struct WireAnalysis {
     moe_markers: bool,
     collectives: Vec<WireCollective>,
     kernels: WireKernels,
+    /// The kept steps for what-if replay (absent in files written before it existed: their
+    /// combine replays nothing).
+    #[serde(default)]
+    timeline: Vec<WireStep>,
+}
+
+/// One kept step: its segments as (stream, start, end, communication kernel) and its
+/// dependencies as index pairs into them.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireStep {
+    step: u32,
+    segs: Vec<(i64, Ns, Ns, Option<u32>)>,
+    deps: Vec<(u32, u32)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -356,6 +371,15 @@ impl WireAnalysis {
                 })
                 .collect(),
             kernels: WireKernels::of(&a.comm_kernels),
+            timeline: a
+                .timeline
+                .iter()
+                .map(|t| WireStep {
+                    step: t.step,
+                    segs: t.segs.iter().map(|s| (s.stream, s.start, s.end, s.comm)).collect(),
+                    deps: t.deps.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -493,6 +517,7 @@ impl WireAnalysis {
             }
         }
         let comm_kernels = self.kernels.into_kernels(kernels_left)?;
+        let timeline = into_timeline(self.timeline, comm_kernels.len(), kernels_left)?;
         Ok(RankAnalysis {
             rank: self.rank,
             file: self.file,
@@ -512,11 +537,43 @@ impl WireAnalysis {
             samples: self.samples,
             step_ns: self.step_ns,
             no_compute: self.no_compute,
-            timeline: Vec::new(),
+            timeline,
             unlaunched_left_out: self.unlaunched_left_out,
             moe_markers: self.moe_markers,
         })
     }
+}
+
+/// The kept steps, each segment and dependency checked: a start and an end within ±2^61 ns,
+/// end after start, a communication kernel that exists, dependencies between segments of the
+/// step, at most [`MAX_REPLAYED_STEPS`] steps, and the segments counted against the events limit.
+fn into_timeline(steps: Vec<WireStep>, kernels: usize, left: &mut u64) -> Result<Vec<StepTimeline>, String> {
+    if steps.len() as u64 > MAX_REPLAYED_STEPS {
+        return Err(format!("`timeline` holds more than {MAX_REPLAYED_STEPS} steps"));
+    }
+    let mut out = Vec::with_capacity(steps.len());
+    for w in steps {
+        let at = |e: String| format!("timeline step {}: {e}", w.step);
+        *left = left
+            .checked_sub((w.segs.len() + w.deps.len()) as u64)
+            .ok_or_else(|| "it holds more segments than the events limit per file".to_string())?;
+        let mut segs = Vec::with_capacity(w.segs.len());
+        for (i, &(stream, start, end, comm)) in w.segs.iter().enumerate() {
+            let inside = |t: Ns| (-MAX_ABS_NS..=MAX_ABS_NS).contains(&t);
+            if !inside(start) || !inside(end) || end < start {
+                return Err(at(format!("segment {i} does not run forward within ±2^61 ns")));
+            }
+            if comm.is_some_and(|c| c as usize >= kernels) {
+                return Err(at(format!("segment {i} names a communication kernel past `kernels`")));
+            }
+            segs.push(Seg { stream, start, end, comm });
+        }
+        if let Some(&(a, b)) = w.deps.iter().find(|&&(a, b)| a as usize >= segs.len() || b as usize >= segs.len()) {
+            return Err(at(format!("dependency ({a}, {b}) names a segment past `segs`")));
+        }
+        out.push(StepTimeline { step: w.step, segs, deps: w.deps });
+    }
+    Ok(out)
 }
 
 impl WireKernels {

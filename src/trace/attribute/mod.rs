@@ -236,9 +236,38 @@ pub struct Attribution {
     /// critical path and the picture of the median step (traces with compute kernels only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_if: Option<whatif::WhatIf>,
+    /// The analyses the what-if was replayed from, so that `check` can replay them again with
+    /// the benchmark's bus bandwidth. Never written.
+    #[serde(skip)]
+    pub replayable: Replayable,
+}
+
+/// Ranks' analyses kept for another replay. Not a figure: two attributions compare equal
+/// whatever they hold, and it prints as its count.
+#[derive(Clone, Default)]
+pub struct Replayable(pub Option<Arc<Vec<RankAnalysis>>>);
+
+impl PartialEq for Replayable {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Replayable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Replayable({} ranks)", self.0.as_ref().map_or(0, |r| r.len()))
+    }
 }
 
 impl Attribution {
+    /// Replays the what-if again with `opts` (a bus bandwidth known only now); nothing when
+    /// the analyses were not kept.
+    pub fn replay_what_if(&mut self, opts: &whatif::WhatIfOptions) {
+        if let Some(ranks) = &self.replayable.0 {
+            self.what_if = whatif::what_if(ranks, &self.by_collective, opts);
+        }
+    }
+
     /// What the figures do not cover or how to read them, one plain sentence each: the source's
     /// notes, then a lower-bound bus bandwidth's.
     pub fn notes(&self) -> Vec<String> {
@@ -258,7 +287,16 @@ pub fn conclude(
     num_events: u64,
 ) -> Attribution {
     let priority = priority(&by_collective).cloned();
-    Attribution { schema_version: SCHEMA_VERSION, source, by_collective, priority, num_events, ranks, what_if: None }
+    Attribution {
+        schema_version: SCHEMA_VERSION,
+        source,
+        by_collective,
+        priority,
+        num_events,
+        ranks,
+        what_if: None,
+        replayable: Replayable::default(),
+    }
 }
 
 /// Attribution of seed-format events (already aggregated by whoever wrote them).
@@ -426,7 +464,8 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
     };
     let num_events = ranks.iter().map(|r| r.num_events).sum();
     let what_if = whatif::what_if(&ranks, &by_collective, &opts.what_if);
-    Attribution { what_if, ..conclude(source, by_collective, summaries, num_events) }
+    let replayable = Replayable(what_if.is_some().then(|| Arc::new(ranks)));
+    Attribution { what_if, replayable, ..conclude(source, by_collective, summaries, num_events) }
 }
 
 /// The note for a step count the markers overrode: the setting differs from the markers' count
