@@ -11,9 +11,10 @@
 # accept (mock backend against a fresh baseline), accept with --traces examples/traces, a trace
 # regression (the example traces with a late rank at all_to_all), a confirmed regression (the
 # slower fixture result), could-not-evaluate (a mock rank dies), and a
-# report over synthetic traces with 3,000 distinct collectives, ten workloads judged together, and two
-# nccl-tests sweeps (one size slower; unchanged). --screenshot writes the first
-# report's full page to docs/img/pr-comment.png.
+# report over synthetic traces with 3,000 distinct collectives, ten workloads judged together, two
+# nccl-tests sweeps (one size slower; unchanged), and the gantt chart of a replayed step at 2, 8
+# and 64 ranks and with thousands of kernels per rank (examples/gantt_samples.rs). --screenshot
+# writes the first report's full page to docs/img/pr-comment.png.
 #
 # Installs its own tools, pinned: Debian's chromium (apt-get, when /usr/bin/chromium is missing)
 # and the npm packages in scripts/render-check/package-lock.json (npm ci, into
@@ -35,7 +36,7 @@ reports=()
 for arg in "$@"; do
   case "$arg" in
     --screenshot) screenshot=(--screenshot "$ROOT/$SCREENSHOT_PATH") ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "render-check: unknown flag $arg (usage: scripts/render-check.sh [--screenshot] [REPORT.md...])" >&2; exit 2 ;;
     *) reports+=("$(realpath -- "$arg")") ;;
   esac
@@ -132,6 +133,12 @@ if [ "${#reports[@]}" -eq 0 ]; then
   cg baseline update --baselines store-nccl --environment-profile H200 --from "$NCCL"/baseline-*.json >/dev/null 2>&1
   gen nccl-tests-slower 1 --baselines store-nccl --environment-profile H200 --result "$NCCL/current-slower.json"
   gen nccl-tests-same 0 --baselines store-nccl --environment-profile H200 --result "$NCCL/current-same.json"
+  # The gantt chart of a replayed step (src/report/gantt.rs) over synthetic ranks: 2, 8, 64
+  # (folded to three) and 8 of 6,000 kernels each (bars merged to the cap), under a verdict heading.
+  cargo run --locked --quiet --example gantt_samples -- "$WORK/gantt" >/dev/null
+  for name in gantt-2 gantt-8 gantt-64 gantt-dense; do
+    reports+=("$WORK/gantt/$name.md")
+  done
 fi
 
 # 3. Render.
