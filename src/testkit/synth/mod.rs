@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use document::Doc;
 use timeline::run_pass;
 use vocab::Pass;
-use vocab::GPUS_PER_HOST;
+use vocab::{CollKind, GPUS_PER_HOST};
 
 /// What to generate. All ranks of one spec describe the same run.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,7 +70,11 @@ pub struct SynthSpec {
 
 /// What a trace run can be made to change, on top of the timing model: the same buffer sizes in
 /// every step (as a real model has), a straggler that arrives later at every `all_to_all`, and
-/// a slower wire for every `all_reduce`.
+/// a slower wire for every `all_reduce`. The last three fields make the *true* trace of the same
+/// job under a fix (a straggler on time, a collective fully hidden, an `all_reduce` at a given
+/// bus bandwidth), against which a what-if replay's prediction is checked: every random draw is
+/// still made in the same order, so everything the fix does not touch stays as it was. The
+/// default changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Perturb {
     /// Every collective moves the first of its sizes in every step (the random draws are still
@@ -81,6 +85,48 @@ pub struct Perturb {
     pub all_to_all_late_ns: u64,
     /// Multiplies the wire time of every `all_reduce` (1.1: a 10 % slower transfer); 0 means 1.
     pub all_reduce_transfer_factor: f64,
+    /// The truth of "the straggler on time": the straggler rank arrives at every collective when
+    /// it is ready, without its `imbalance × transfer` lateness (nor `all_to_all_late_ns`). Its
+    /// compute durations are unchanged and it still ends each collective for every rank, so the
+    /// other ranks still wait for its slower compute, no longer for its lateness.
+    pub straggler_on_time: bool,
+    /// The truth of "this collective fully hidden": it costs nothing and nothing waits for it.
+    /// On every rank each of its kernels starts when the rank is ready, lasts the shortest
+    /// duration a trace can hold (1 ns, or 1 µs without `fractional_ts`) and does not wait for
+    /// the straggler; neither the next collective nor the compute launched after it waits for
+    /// it. (Two hidden kernels ready at once run back to back, so that the NCCL stream never
+    /// overlaps itself: the second starts one quantum late.) The end-of-step `loss.item()` sync
+    /// still waits for the last collective that is not hidden. Takes precedence over the other
+    /// changes for that collective.
+    pub hidden: Option<SynthCollective>,
+    /// The truth of "`all_reduce` at bus bandwidth B GB/s" (0: off): every `all_reduce` kernel's
+    /// transfer takes exactly `payload bytes × 2(n−1)/n / (B × 10⁹)` seconds for `n` ranks (the
+    /// ring all-reduce's bus bandwidth), rounded to the nearest ns (up to a whole µs without
+    /// `fractional_ts`), with no speed factor, no fixed latency and no
+    /// `all_reduce_transfer_factor`. The straggler's lateness is host-side, so it stays
+    /// `imbalance ×` the transfer it would have without this change.
+    pub all_reduce_busbw_gbps: f64,
+}
+
+/// A collective kind of the synthetic traces, as [`Perturb::hidden`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SynthCollective {
+    /// The per-layer gradient `all_reduce` in the backward pass and the loss `all_reduce`.
+    AllReduce,
+    /// The per-layer MoE-style `all_to_all` in the forward pass (with `SynthSpec::all_to_all`).
+    AllToAll,
+    /// The `_allgather_base` of the parameters at the start of each step.
+    AllGather,
+}
+
+impl SynthCollective {
+    fn kind(self) -> CollKind {
+        match self {
+            SynthCollective::AllReduce => CollKind::AllReduce,
+            SynthCollective::AllToAll => CollKind::AllToAll,
+            SynthCollective::AllGather => CollKind::AllGatherBase,
+        }
+    }
 }
 
 impl SynthSpec {
@@ -425,6 +471,207 @@ mod tests {
             let evs = events(&render(&spec, 0));
             assert!(evs.len() > 10, "{spec:?}");
         }
+    }
+
+    /// FNV-1a (64-bit) of a document: a fingerprint to pin the generator's exact output.
+    fn fnv1a(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xCBF2_9CE4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
+    }
+
+    #[test]
+    fn default_perturb_leaves_the_output_byte_identical() {
+        // Recorded before the what-if truths were added: `Perturb::default()` must keep meaning
+        // "no change", for the benches and tests that compare against earlier output.
+        let whole_us = SynthSpec { fractional_ts: false, ..SynthSpec::small() };
+        let cases = [
+            (SynthSpec::small(), 0, 429_386, 0xF1B5_584B_3F39_51A0),
+            (SynthSpec::small(), 1, 429_315, 0xA46C_63CA_B986_C67E),
+            (whole_us, 2, 419_155, 0x557C_B0C0_E3C1_2A8D),
+            (SynthSpec::gate_job(11, Perturb::default()), 1, 2_353_633, 0x6968_25EA_81E6_8ED4),
+        ];
+        for (spec, rank, len, hash) in cases {
+            let bytes = render(&spec, rank);
+            assert_eq!((bytes.len(), fnv1a(&bytes)), (len, hash), "rank {rank} of {spec:?}");
+        }
+    }
+
+    /// Every GPU activity of a rank in issue order (by correlation id, which the simulation
+    /// hands out in order): `(corr, is_nccl, name, start, end)`.
+    fn gpu_work(evs: &[Value]) -> Vec<(u64, bool, String, u64, u64)> {
+        let mut work: Vec<_> = evs
+            .iter()
+            .filter(|e| ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e["cat"].as_str().unwrap_or("")))
+            .map(|e| {
+                let name = e["name"].as_str().unwrap().to_string();
+                let start = ns(&e["ts"]);
+                (
+                    e["args"]["correlation"].as_u64().unwrap(),
+                    name.starts_with("nccl"),
+                    name,
+                    start,
+                    start + ns(&e["dur"]),
+                )
+            })
+            .collect();
+        work.sort_unstable();
+        work
+    }
+
+    /// Each GPU activity's earliest and latest possible start had it waited for nothing but its
+    /// launch (+3..=6 µs) and the work issued before it on either stream, leaving out kernels
+    /// whose name starts with `ignored` (`"-"`: none).
+    fn ready_bounds(evs: &[Value], ignored: &str) -> Vec<(u64, u64)> {
+        let launch_end: BTreeMap<u64, u64> = evs
+            .iter()
+            .filter(|e| e["cat"] == "cuda_runtime")
+            .map(|e| (e["args"]["correlation"].as_u64().unwrap(), ns(&e["ts"]) + ns(&e["dur"])))
+            .collect();
+        let (mut compute_free, mut nccl_free) = (0, 0);
+        let mut out = Vec::new();
+        for (corr, nccl, name, _, end) in gpu_work(evs) {
+            let before = if nccl { compute_free.max(nccl_free) } else { compute_free };
+            let launched = launch_end[&corr];
+            out.push(((launched + 3_000).max(before), (launched + 6_000).max(before)));
+            if name.starts_with(ignored) {
+                continue;
+            }
+            if nccl {
+                nccl_free = nccl_free.max(end);
+            } else {
+                compute_free = compute_free.max(end);
+            }
+        }
+        out
+    }
+
+    /// The straggler's NCCL kernels: `(start, duration, earliest ready, latest ready)`.
+    fn nccl_starts(evs: &[Value]) -> Vec<(u64, u64, u64, u64)> {
+        let bounds = ready_bounds(evs, "-");
+        gpu_work(evs).iter().zip(bounds).filter(|(w, _)| w.1).map(|(w, (lo, hi))| (w.3, w.4 - w.3, lo, hi)).collect()
+    }
+
+    fn compute_durations(evs: &[Value]) -> Vec<u64> {
+        gpu_work(evs).iter().filter(|w| !w.1).map(|w| w.4 - w.3).collect()
+    }
+
+    fn gpu_end(evs: &[Value]) -> u64 {
+        gpu_work(evs).iter().map(|w| w.4).max().unwrap()
+    }
+
+    #[test]
+    fn straggler_on_time_starts_each_collective_when_ready() {
+        let late = SynthSpec::small();
+        let on_time = SynthSpec { perturb: Perturb { straggler_on_time: true, ..late.perturb }, ..late.clone() };
+        let straggler = late.straggler_rank;
+        let (late_evs, on_time_evs) = (events(&render(&late, straggler)), events(&render(&on_time, straggler)));
+        let (late_nccl, on_time_nccl) = (nccl_starts(&late_evs), nccl_starts(&on_time_evs));
+        assert_eq!(late_nccl.len(), on_time_nccl.len());
+        assert!(!late_nccl.is_empty());
+        for (start, dur, lo, _) in late_nccl {
+            let late_by = (late.imbalance * dur as f64) as u64;
+            assert!(start >= lo + late_by, "{start} < {lo} + {late_by}: arrives late without the change");
+        }
+        for (start, _, _, hi) in on_time_nccl {
+            assert!(start <= hi, "{start} > {hi}: waited for more than its own work");
+        }
+        // The same draws: the straggler's compute is unchanged, and the others wait less.
+        assert_eq!(compute_durations(&late_evs), compute_durations(&on_time_evs));
+        let waits =
+            |spec: &SynthSpec| -> u64 { nccl_kernels(&events(&render(spec, 0))).iter().map(|k| ns(&k["dur"])).sum() };
+        assert!(waits(&on_time) < waits(&late));
+        // On time means on time at `all_to_all` too, whatever lateness was injected there.
+        let injected = Perturb { all_to_all_late_ns: 900_000, ..on_time.perturb };
+        assert_eq!(render(&SynthSpec { perturb: injected, ..on_time.clone() }, 0), render(&on_time, 0));
+    }
+
+    #[test]
+    fn a_hidden_collective_lasts_one_ns_and_nothing_waits_for_it() {
+        let base = SynthSpec::small();
+        let cases = [
+            (SynthCollective::AllToAll, "ncclDevKernel_SendRecv"),
+            (SynthCollective::AllReduce, "ncclDevKernel_AllReduce"),
+            (SynthCollective::AllGather, "ncclDevKernel_AllGather"),
+        ];
+        for (which, kernel) in cases {
+            let spec = SynthSpec { perturb: Perturb { hidden: Some(which), ..base.perturb }, ..base.clone() };
+            // Seq -> ends of the collectives still shown, per rank.
+            let mut ends: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+            let mut hidden_seen = 0;
+            for rank in 0..spec.world_size {
+                let (evs, before) = (events(&render(&spec, rank)), events(&render(&base, rank)));
+                let work = gpu_work(&evs);
+                let bounds = ready_bounds(&evs, kernel);
+                let mut last_hidden_end = 0;
+                for (i, w) in work.iter().enumerate() {
+                    if !w.2.starts_with(kernel) {
+                        continue;
+                    }
+                    hidden_seen += 1;
+                    assert_eq!(w.4 - w.3, 1, "{which:?} on rank {rank}: {w:?}");
+                    // Two hidden kernels ready at once run back to back.
+                    let latest = bounds[i].1.max(last_hidden_end);
+                    assert!(w.3 <= latest, "{which:?} on rank {rank} waited: {w:?}");
+                    last_hidden_end = w.4;
+                    // What is issued next, compute or another collective, does not wait for it
+                    // (a collective on the straggler is late by its own imbalance; a hidden one
+                    // is checked above).
+                    let next = work
+                        .get(i + 1)
+                        .filter(|n| !n.2.starts_with(kernel))
+                        .filter(|n| !n.1 || rank != spec.straggler_rank);
+                    if let Some(next) = next {
+                        assert!(next.3 <= bounds[i + 1].1, "{which:?} on rank {rank}: {next:?} waited for it");
+                    }
+                }
+                for k in nccl_kernels(&evs).iter().filter(|k| !k["name"].as_str().unwrap().starts_with(kernel)) {
+                    ends.entry(k["args"]["Seq"].as_u64().unwrap()).or_default().push(ns(&k["ts"]) + ns(&k["dur"]));
+                }
+                // The same draws in the same order; the step only gets shorter.
+                assert_eq!(compute_durations(&evs), compute_durations(&before), "{which:?} on rank {rank}");
+                assert_eq!(nccl_kernels(&evs).len(), nccl_kernels(&before).len());
+                assert!(gpu_end(&evs) < gpu_end(&before), "{which:?} on rank {rank}");
+                let mut nccl: Vec<_> = work.iter().filter(|w| w.1).map(|w| (w.3, w.4)).collect();
+                nccl.sort_unstable();
+                assert!(nccl.windows(2).all(|p| p[0].1 <= p[1].0), "{which:?} on rank {rank}: NCCL stream overlaps");
+            }
+            assert!(hidden_seen > 0, "{which:?}");
+            for (seq, inst) in &ends {
+                assert_eq!(inst.len() as u32, spec.world_size, "{which:?}: Seq {seq} on every rank");
+                assert!(inst.iter().all(|e| *e == inst[0]), "{which:?}: Seq {seq} ends apart: {inst:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn all_reduce_at_a_bus_bandwidth_lasts_exactly_its_bus_bytes() {
+        let base = SynthSpec::small();
+        let gbps = 100;
+        let spec =
+            SynthSpec { perturb: Perturb { all_reduce_busbw_gbps: gbps as f64, ..base.perturb }, ..base.clone() };
+        let straggler = spec.straggler_rank;
+        let (evs, before) = (events(&render(&spec, straggler)), events(&render(&base, straggler)));
+        let n = u64::from(spec.world_size);
+        let mut seen = 0;
+        for k in nccl_kernels(&evs).iter().filter(|k| k["args"]["Collective name"] == "allreduce") {
+            let bytes =
+                k["args"]["In msg nelems"].as_u64().unwrap() * if k["args"]["dtype"] == "Float" { 4 } else { 2 };
+            // bytes × 2(n−1)/n / (B GB/s) = bytes × 2(n−1) / (n × B) ns, rounded, at least 1 ns.
+            let (num, den) = (bytes * 2 * (n - 1), n * gbps);
+            let expected = ((num + den / 2) / den).max(1);
+            assert_eq!(ns(&k["dur"]), expected, "{bytes} bytes: {k}");
+            seen += 1;
+        }
+        assert_eq!(seen, spec.steps * (spec.layers + 1));
+        // The lateness stays that of the drawn transfer: the first gradient all-reduce starts
+        // when it did (nothing before it changed).
+        let first_grad = |evs: &[Value]| {
+            let k = nccl_kernels(evs)
+                .into_iter()
+                .find(|k| k["args"]["dtype"] == "BFloat16" && k["args"]["Collective name"] == "allreduce");
+            ns(&k.unwrap()["ts"])
+        };
+        assert_eq!(first_grad(&evs), first_grad(&before));
+        assert_eq!(compute_durations(&evs), compute_durations(&before));
     }
 
     #[test]

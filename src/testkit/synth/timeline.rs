@@ -48,6 +48,10 @@ struct Lane<'c> {
     bwd: u64,
     compute_free: u64,
     nccl_free: u64,
+    /// End of the last hidden collective's kernel (see [`Perturb`](super::Perturb)): the next
+    /// hidden one queues behind it, so that the NCCL stream never overlaps itself. Nothing else
+    /// waits for it.
+    hidden_free: u64,
     /// Compute kernels launched from now on wait for this (a collective they depend on).
     compute_dep: u64,
     ext: u64,
@@ -79,6 +83,7 @@ impl<'c> Lane<'c> {
             bwd: t0,
             compute_free: t0,
             nccl_free: t0,
+            hidden_free: t0,
             compute_dep: t0,
             ext: 1 + start.range(0, 64),
             corr: 19_000 + start.range(0, 1_000),
@@ -110,6 +115,11 @@ impl<'c> Lane<'c> {
         } else {
             drawn
         }
+    }
+
+    /// Whether `kind` is the collective [`Perturb::hidden`](super::Perturb::hidden) hides.
+    fn hidden(&self, kind: CollKind) -> bool {
+        self.ctx.spec.perturb.hidden.is_some_and(|h| h.kind() == kind)
     }
 
     fn cursor(&mut self, track: Track) -> &mut u64 {
@@ -170,7 +180,9 @@ impl<'c> Lane<'c> {
         // The main thread blocks in `backward()` until the autograd thread is done.
         self.main = self.main.max(self.bwd) + self.d(10, 30);
         self.collective(Track::Main, CollKind::AllReduce, Dtype::Float, 1, 1);
-        self.compute_dep = self.compute_dep.max(self.nccl_free);
+        if !self.hidden(CollKind::AllReduce) {
+            self.compute_dep = self.compute_dep.max(self.nccl_free);
+        }
         self.optimizer();
         self.sync_loss();
     }
@@ -204,7 +216,9 @@ impl<'c> Lane<'c> {
         if all_to_all {
             let tokens = self.size(&[2_097_152u64, 3_145_728, 4_194_304]);
             self.collective(Track::Main, CollKind::AllToAll, Dtype::BFloat16, tokens, tokens);
-            self.compute_dep = self.compute_dep.max(self.nccl_free);
+            if !self.hidden(CollKind::AllToAll) {
+                self.compute_dep = self.compute_dep.max(self.nccl_free);
+            }
             self.kernel_op(Track::Main, "aten::mm", &GEMM_FWD, 120, 180);
         }
         self.kernel_op(Track::Main, "aten::gelu", &GELU, 12, 30);
@@ -324,7 +338,10 @@ impl<'c> Lane<'c> {
     }
 
     /// The NCCL kernel: it starts when this rank is ready (the straggler: late by its
-    /// imbalance) and ends when the straggler's transfer ends, on every rank.
+    /// imbalance) and ends when the straggler's transfer ends, on every rank. A hidden
+    /// collective's kernel (see [`Perturb`](super::Perturb)) lasts one quantum from the rank's
+    /// own ready (or the previous hidden kernel's end) and moves neither `nccl_free` nor, in the
+    /// callers, `compute_dep`; every draw is made either way.
     fn launch_nccl(&mut self, track: Track, coll: &Coll) {
         let frac = self.ctx.spec.fractional_ts;
         let ts = *self.cursor(track);
@@ -342,10 +359,33 @@ impl<'c> Lane<'c> {
             _ => 1.0,
         };
         let wire = coll.payload_bytes() as f64 * 1e9 / coll.bandwidth() as f64 * speed * slower;
-        let transfer = quantize(wire as u64 + self.g.range(8_000, 15_000), frac);
-        let (start, end) = if self.leader {
-            let extra = if coll.kind == CollKind::AllToAll { perturb.all_to_all_late_ns } else { 0 };
-            let late = self.ctx.spec.imbalance.max(0.0) * transfer as f64 + extra as f64;
+        // Without the bus-bandwidth truth: what the straggler's lateness is a fraction of.
+        let drawn = quantize(wire as u64 + self.g.range(8_000, 15_000), frac);
+        let transfer = match coll.kind {
+            CollKind::AllReduce if perturb.all_reduce_busbw_gbps > 0.0 => {
+                let n = f64::from(self.ctx.spec.world_size);
+                let bus_bytes = coll.payload_bytes() as f64 * 2.0 * (n - 1.0) / n;
+                quantize((bus_bytes / perturb.all_reduce_busbw_gbps).round() as u64, frac)
+            }
+            _ => drawn,
+        };
+        let hidden = self.hidden(coll.kind);
+        let (start, end) = if hidden {
+            let start = ready.max(self.hidden_free);
+            let end = start + quantize(1, frac);
+            self.hidden_free = end;
+            if self.leader {
+                // Keeps `ends` aligned with `coll_idx`; no rank reads it.
+                self.ends.push(end);
+            }
+            (start, end)
+        } else if self.leader {
+            let late = if perturb.straggler_on_time {
+                0.0
+            } else {
+                let extra = if coll.kind == CollKind::AllToAll { perturb.all_to_all_late_ns } else { 0 };
+                self.ctx.spec.imbalance.max(0.0) * drawn as f64 + extra as f64
+            };
             let start = ready + quantize_or_zero(late as u64, frac);
             self.ends.push(start + transfer);
             (start, start + transfer)
@@ -356,7 +396,9 @@ impl<'c> Lane<'c> {
             (ready, end)
         };
         self.coll_idx += 1;
-        self.nccl_free = end;
+        if !hidden {
+            self.nccl_free = end;
+        }
         let ext = self.open_ext;
         if let Some(e) = self.out.as_mut() {
             e.gpu_annotation(Track::Nccl, coll.annotation(), start, end - start, ext);
