@@ -6,7 +6,8 @@
 //! a child so that the child's peak RSS (`VmHWM`) counts attribution only, not generation. The
 //! child calls `commgate::trace::load::attribute_paths` on the directory and reports input
 //! bytes, wall time, MB/s, peak RSS and peak RSS as a share of the input, with PASS/FAIL
-//! against the targets (≥ 400 MB/s, ≤ 25 % of input). It prints, it does not assert: a
+//! against the targets (≥ 400 MB/s, ≤ 25 % of input), then times the what-if replay alone
+//! (≤ 10 % of the attribution's time). It prints, it does not assert: a
 //! benchmark on a shared machine is evidence, not a gate. The directory is removed at the end.
 
 use std::error::Error;
@@ -15,7 +16,8 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use commgate::testkit::synth::{write_all_ranks, SynthSpec};
-use commgate::trace::attribute::AttributeOptions;
+use commgate::trace::attribute::whatif::{what_if, WhatIfOptions};
+use commgate::trace::attribute::{AttributeOptions, Attribution};
 use commgate::trace::load::attribute_paths;
 
 #[path = "support/child.rs"]
@@ -25,6 +27,8 @@ mod child;
 const CHILD_DIR_ENV: &str = "COMMGATE_BENCH_CHILD_DIR";
 const TARGET_MB_PER_S: f64 = 400.0;
 const TARGET_RSS_PCT: f64 = 25.0;
+/// The what-if's time as a share of the whole attribution's.
+const TARGET_WHAT_IF_PCT: f64 = 10.0;
 
 fn main() -> ExitCode {
     child::main("attribute_throughput", CHILD_DIR_ENV, measure, parent)
@@ -84,6 +88,29 @@ fn measure(dir: &Path) -> Result<(), Box<dyn Error>> {
     std::hint::black_box(&attribution);
     let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     report(bytes, files.len(), secs, peak);
+    report_what_if(&attribution, secs)
+}
+
+/// The what-if's share of the attribution: its replay of the kept steps (done once inside the
+/// attribution above) timed again alone, the median of five.
+fn report_what_if(a: &Attribution, attribution_secs: f64) -> Result<(), Box<dyn Error>> {
+    let ranks = a.replayable.0.as_ref().ok_or("the attribution kept no analyses to replay")?;
+    let mut times: Vec<f64> = (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(what_if(ranks, &a.by_collective, &WhatIfOptions::default()));
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let (median, share) = (times[2], 100.0 * times[2] / attribution_secs.max(1e-9));
+    let steps = a.what_if.as_ref().map_or(0, |w| w.steps);
+    let verdict = if share <= TARGET_WHAT_IF_PCT { "PASS" } else { "FAIL" };
+    println!(
+        "what-if          {:.1} ms ({steps} steps x {} ranks replayed), {share:.1} % of the attribution   {verdict} (target <= {TARGET_WHAT_IF_PCT:.0} %)",
+        median * 1e3,
+        ranks.len()
+    );
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 //! | data | `result` | the result file's typed schema |
 //! | reading and statistics | `stats`, `trace` | pure statistics; traces in, the attribution out (no decision) |
 //! | work | `baseline`, `bench`, `compare` | the store, measuring, the comparison's estimates and four states |
-//! | decision | `decide::run`, `decide::comparison`, `decide::mitigation`, `decide::gate` | every rule that turns evidence into a verdict, a mitigation or an exit code |
+//! | decision | `decide::run`, `decide::comparison`, `decide::mitigation`, `decide::balance`, `decide::gate` | every rule that turns evidence into a verdict, a mitigation or an exit code |
 //! | gathering | `check` | the gate's evidence, handed to the decisions |
 //! | rendering | `report` | data in, `String` out |
 //! | the command line | `cli`, `config`, `init`, `run`, `testkit` | what the user typed, settings resolved once (flags > `COMMGATE_*` > `commgate.toml` > defaults, each declared once in `config::sections`), `commgate init`'s scaffolding of them, the command switchboard; the test kit |
