@@ -159,6 +159,12 @@ async function renderInPage() {
     const categories = (text.match(/x-axis\s*\[(.*)\]/) || [null, ""])[1].split(",").filter((s) => s.trim()).length;
     charts.push({ width: Math.round(box.width), height: Math.round(box.height), bars, lines, categories });
     if (!(box.width > 0 && box.height > 0)) problems.push(`mermaid block ${i + 1}: the chart has an empty bounding box`);
+    if (/^\s*gantt/m.test(text)) {
+      // Every task of a gantt draws a bar a reader can see.
+      const tasks = (text.match(/^\s*[^%\s][^:\n]*:\s*(?:(?:crit|done|active),\s*)*b\d+,/gm) || []).length;
+      const drawn = el ? [...el.querySelectorAll("rect")].filter((n) => /-b\d+$/.test(n.id) && sized(n)).length : 0;
+      if (tasks === 0 || drawn !== tasks) problems.push(`mermaid block ${i + 1}: ${drawn} visible bars for ${tasks} gantt tasks`);
+    }
     if (/^\s*xychart/m.test(text)) {
       if (!plot) problems.push(`mermaid block ${i + 1}: no plot group in the rendered chart`);
       if (/^\s*bar\s*\[/m.test(text) && bars !== categories) {
@@ -195,8 +201,10 @@ async function renderInPage() {
       }
     }
   }
+  // The metric table's one chart is its xychart; a gantt of the replayed step may sit elsewhere.
   const metricTable = tables.some((t) => t.querySelector("th")?.textContent === "metric");
-  if (metricTable && sources.length !== 1) problems.push(`a metric table with ${sources.length} charts next to it, not 1`);
+  const xycharts = sources.filter((s) => /^\s*xychart/m.test(s.textContent)).length;
+  if (metricTable && xycharts !== 1) problems.push(`a metric table with ${xycharts} charts next to it, not 1`);
   for (const p of root.querySelectorAll("p, li")) {
     const text = p.textContent;
     if (/^\s*\|.*\|\s*$/m.test(text)) problems.push(`a table left as text: ${JSON.stringify(text.slice(0, 80))}`);

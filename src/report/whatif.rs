@@ -2,7 +2,7 @@
 //! (a table, and one line for the decision lines), and the critical path of the median step in
 //! one line. Collective names come from traces and are escaped for the context.
 
-use super::escape::NAME;
+use super::escape::{md_text, plain, NAME};
 use super::table::Context;
 use super::{fixed, ms, Align};
 use crate::trace::attribute::whatif::{PathPart, PathRole, Scenario, ScenarioKind, WhatIf};
@@ -25,9 +25,18 @@ pub(crate) fn title(w: &WhatIf) -> String {
     format!("What would fix it (replay of {steps}; median step {} ms from first kernel to last):", ms(w.step_ms))
 }
 
-/// What a scenario changes, in a reviewer's words.
-pub(crate) fn fix(s: &Scenario, ctx: Context) -> String {
-    let name = || ctx.escape(s.collective.as_deref().unwrap_or("?"), NAME);
+/// A trace's name made safe in running text of `ctx` (a table cell escapes it as a cell).
+fn in_text(s: &str, ctx: Context) -> String {
+    match ctx {
+        Context::Text => plain(s, NAME),
+        Context::Markdown => md_text(s, NAME),
+    }
+}
+
+/// What a scenario changes, in a reviewer's words, for a cell (`cell`) or running text.
+pub(crate) fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
+    let collective = s.collective.as_deref().unwrap_or("?");
+    let name = || if cell { ctx.escape(collective, NAME) } else { in_text(collective, ctx) };
     match s.kind {
         ScenarioKind::LateRankOnTime => format!("rank {} on time", s.rank.map_or("?".into(), |r| r.to_string())),
         ScenarioKind::Hidden => format!("{} hidden", name()),
@@ -44,7 +53,7 @@ pub(crate) fn rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
         .take(MAX_FIXES)
         .map(|s| {
             vec![
-                fix(s, ctx),
+                fix(s, ctx, true),
                 ms(s.saving_ms),
                 format!("{} %", fixed(s.saving_pct, 1)),
                 format!("{}-{}", ms(s.saving_low_ms), ms(s.saving_high_ms)),
@@ -67,12 +76,12 @@ pub(crate) fn ranked_line(w: &WhatIf, ctx: Context) -> Option<String> {
     };
     let mut line = format!(
         "{} saves {about}{} ms per step ({minus}{} %)",
-        fix(first, ctx),
+        fix(first, ctx, false),
         fixed(first.saving_ms, 2),
         fixed(first.saving_pct, 1)
     );
     for s in rest {
-        line.push_str(&format!("; {} {about}{} ms", fix(s, ctx), fixed(s.saving_ms, 2)));
+        line.push_str(&format!("; {} {about}{} ms", fix(s, ctx, false), fixed(s.saving_ms, 2)));
     }
     Some(line)
 }
@@ -84,15 +93,15 @@ pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
         p.parts.iter().take(6).map(|part| format!("{} {} ms", part_name(part, ctx), ms(part.ms))).collect();
     let more = p.parts.len().saturating_sub(6);
     let tail = if more > 0 { format!(", {} more", more) } else { String::new() };
-    format!("Critical path of step {} ({} ms): {}{tail}", p.step, ms(p.step_ms), parts.join(", "))
+    format!("Critical path of the median step (step {}, {} ms): {}{tail}", p.step, ms(p.step_ms), parts.join(", "))
 }
 
 fn part_name(p: &PathPart, ctx: Context) -> String {
     let rank = p.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
     match p.role {
         PathRole::Work if p.what == "compute" => format!("compute{rank}"),
-        PathRole::Work => format!("{}{rank}", ctx.escape(&p.what, NAME)),
-        PathRole::Transfer => format!("{} transfer", ctx.escape(&p.what, NAME)),
+        PathRole::Work => format!("{}{rank}", in_text(&p.what, ctx)),
+        PathRole::Transfer => format!("{} transfer", in_text(&p.what, ctx)),
         PathRole::Gap => format!("idle{rank}"),
     }
 }

@@ -150,14 +150,15 @@ fn us(ns: Ns) -> f64 {
     ns as f64 / 1e3
 }
 
-/// The ranks drawn, in rank order, with their role: every rank up to [`MAX_RANKS_DRAWN`];
-/// past it the late rank, the fastest (least compute: the union of its compute bars) and the
-/// median by compute, three distinct ranks. Ties go to the lower rank.
+/// The ranks drawn, in rank order, with their role: every rank up to [`MAX_RANKS_DRAWN`] (the
+/// late one, when named, marked `late`); past it the late rank, the fastest (least compute: the
+/// union of its compute bars) and the median by compute, three distinct ranks. Ties go to the
+/// lower rank.
 fn drawn_ranks(ranks: &[RankBars], late: Option<u32>) -> Vec<(&RankBars, Option<&'static str>)> {
     let mut order: Vec<&RankBars> = ranks.iter().collect();
     order.sort_by_key(|r| r.rank);
     if order.len() <= MAX_RANKS_DRAWN {
-        return order.into_iter().map(|r| (r, None)).collect();
+        return order.into_iter().map(|r| (r, (Some(r.rank) == late).then_some("late"))).collect();
     }
     let last_end = |r: &RankBars| r.bars.iter().filter(|b| b.end > b.start).map(|b| b.end).max();
     let late = late
@@ -426,7 +427,10 @@ mod tests {
         ];
         let p = picture(7, &ranks, Some(1));
         assert_eq!((p.step, p.span_us, p.ranks_in_step, p.bars_merged, p.max_bars_per_rank), (7, 400.0, 2, 0, 40));
-        assert_eq!(p.ranks.iter().map(|r| (r.rank, r.role.clone())).collect::<Vec<_>>(), [(0, None), (1, None)]);
+        assert_eq!(
+            p.ranks.iter().map(|r| (r.rank, r.role.clone())).collect::<Vec<_>>(),
+            [(0, None), (1, Some("late".to_string()))]
+        );
         assert_eq!(
             drawn(&p.ranks[0]),
             [
@@ -508,10 +512,10 @@ mod tests {
         assert_eq!(roles(&p), [(12, Some("fastest")), (18, Some("median")), (31, Some("late"))]);
         let p = picture(2, &ranks, Some(18));
         assert_eq!(roles(&p), [(18, Some("late")), (31, Some("fastest")), (63, Some("median"))]);
-        // Eight ranks are all drawn, without roles.
+        // Eight ranks are all drawn, the late one named.
         let p = picture(2, &ranks[..8], Some(60));
         assert_eq!(p.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), (56..64).collect::<Vec<_>>());
-        assert!(p.ranks.iter().all(|r| r.role.is_none()));
+        assert!(p.ranks.iter().all(|r| r.role.is_none() == (r.rank != 60)), "{:?}", p.ranks);
     }
 
     #[test]
