@@ -86,22 +86,57 @@ pub(crate) fn ranked_line(w: &WhatIf, ctx: Context) -> Option<String> {
     Some(line)
 }
 
-/// The critical path of the median step by part, largest first.
-pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
+/// The parts of the critical path the reports show, largest first.
+const PATH_PARTS: usize = 6;
+
+/// What the critical path is of: `Critical path of the median step (step 9, 11.632 ms)`.
+fn path_head(w: &WhatIf) -> String {
     let p = &w.critical_path;
-    let parts: Vec<String> =
-        p.parts.iter().take(6).map(|part| format!("{} {} ms", part_name(part, ctx), ms(part.ms))).collect();
-    let more = p.parts.len().saturating_sub(6);
-    let tail = if more > 0 { format!(", {} more", more) } else { String::new() };
-    format!("Critical path of the median step (step {}, {} ms): {}{tail}", p.step, ms(p.step_ms), parts.join(", "))
+    format!("Critical path of the median step (step {}, {} ms)", p.step, ms(p.step_ms))
 }
 
-fn part_name(p: &PathPart, ctx: Context) -> String {
+/// How many parts past [`PATH_PARTS`] are not shown.
+fn parts_left_out(w: &WhatIf) -> usize {
+    w.critical_path.parts.len().saturating_sub(PATH_PARTS)
+}
+
+/// The critical path of the median step by part, largest first, one line of text.
+pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
+    let parts: Vec<String> = w
+        .critical_path
+        .parts
+        .iter()
+        .take(PATH_PARTS)
+        .map(|part| format!("{} {} ms", part_name(part, ctx, false), ms(part.ms)))
+        .collect();
+    let more = parts_left_out(w);
+    let tail = if more > 0 { format!(", {more} more") } else { String::new() };
+    format!("{}: {}{tail}", path_head(w), parts.join(", "))
+}
+
+/// The same as a Markdown table: a collective's name (from a trace) stays in a cell, where a
+/// hostile one cannot read as a fence or a table in running text.
+fn path_table(w: &WhatIf) -> String {
+    let columns = [("on the critical path", Align::Left), ("ms", Align::Right)];
+    let rows: Vec<Vec<String>> = w
+        .critical_path
+        .parts
+        .iter()
+        .take(PATH_PARTS)
+        .map(|part| vec![part_name(part, Context::Markdown, true), ms(part.ms)])
+        .collect();
+    let more = parts_left_out(w);
+    let more = if more > 0 { format!("\n_{more} more parts in the JSON report._\n") } else { String::new() };
+    format!("{}:\n\n{}{more}", path_head(w), super::table::markdown(&columns, &rows))
+}
+
+fn part_name(p: &PathPart, ctx: Context, cell: bool) -> String {
     let rank = p.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
+    let name = || if cell { ctx.escape(&p.what, NAME) } else { in_text(&p.what, ctx) };
     match p.role {
         PathRole::Work if p.what == "compute" => format!("compute{rank}"),
-        PathRole::Work => format!("{}{rank}", in_text(&p.what, ctx)),
-        PathRole::Transfer => format!("{} transfer", in_text(&p.what, ctx)),
+        PathRole::Work => format!("{}{rank}", name()),
+        PathRole::Transfer => format!("{} transfer", name()),
         PathRole::Gap => format!("idle{rank}"),
     }
 }
@@ -115,7 +150,7 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
     } else {
         out.push_str(&super::table::markdown(&COLUMNS, &rows(w, ctx)));
     }
-    out.push_str(&format!("\n{}\n", path_line(w, ctx)));
+    out.push_str(&format!("\n{}", path_table(w)));
     if let Some(chart) = w.picture.as_ref().and_then(super::gantt::gantt) {
         out.push_str(&format!("\n{chart}\n"));
     }
