@@ -67,7 +67,7 @@ fn attribute_ranks_the_fixes_and_names_the_critical_path() {
     assert!(text.contains("What would fix it (replay of "), "{text}");
     assert!(text.contains("rank 1 on time"), "{text}");
     assert!(text.contains("all_to_all hidden"), "{text}");
-    assert!(text.contains("Critical path of step "), "{text}");
+    assert!(text.contains("Critical path of the median step (step "), "{text}");
     assert!(text.contains("Would save: "), "{text}");
 
     let out =

@@ -45,6 +45,9 @@ pub fn attribution(a: &Diagnosis, width: super::Width) -> String {
         out.push_str(&t);
         out.push_str(&table::left_out_line(&dropped));
         out.push_str(&format!("{}\n", whatif::path_line(w, Text)));
+        if let Some(note) = whatif::host_bound_note(w) {
+            out.push_str(&format!("Note: {note}\n"));
+        }
     }
     out.push('\n');
     for line in decision_lines(a) {

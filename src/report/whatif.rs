@@ -86,6 +86,26 @@ pub(crate) fn ranked_line(w: &WhatIf, ctx: Context) -> Option<String> {
     Some(line)
 }
 
+/// The share of the critical path on no GPU work above which the reports warn that the step is
+/// host-bound.
+const HOST_BOUND_SHARE: f64 = 0.25;
+
+/// The warning of a host-bound step: the path's time on no GPU work, when it is at least
+/// [`HOST_BOUND_SHARE`] of the step.
+pub(crate) fn host_bound_note(w: &WhatIf) -> Option<String> {
+    let p = &w.critical_path;
+    let idle: f64 = p.parts.iter().filter(|part| part.role == PathRole::Gap).map(|part| part.ms).sum();
+    (p.step_ms > 0.0 && idle >= HOST_BOUND_SHARE * p.step_ms).then(|| {
+        format!(
+            "{} ms ({} %) of the critical path is time on no GPU work: kernels the host launched late, or \
+             waits the trace does not explain. The replay keeps it as observed, so where the host was \
+             waiting for the GPU the savings above are too small.",
+            ms(idle),
+            fixed(100.0 * idle / p.step_ms, 0)
+        )
+    })
+}
+
 /// The parts of the critical path the reports show, largest first.
 const PATH_PARTS: usize = 6;
 
@@ -151,6 +171,9 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
         out.push_str(&super::table::markdown(&COLUMNS, &rows(w, ctx)));
     }
     out.push_str(&format!("\n{}", path_table(w)));
+    if let Some(note) = host_bound_note(w) {
+        out.push_str(&format!("\n**Note:** {note}\n"));
+    }
     if let Some(chart) = w.picture.as_ref().and_then(super::gantt::gantt) {
         out.push_str(&format!("\n{chart}\n"));
     }

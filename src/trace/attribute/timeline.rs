@@ -1,15 +1,15 @@
 //! What one rank keeps of its steps for what-if replay: for a bounded set of steps, the rank's
 //! GPU work per stream as segments (consecutive kernels merged between the points a dependency
-//! touches, each communication kernel alone) and the cross-stream dependencies read from the
-//! trace.
+//! touches and across gaps no longer than [`HELD_AFTER_NS`], each communication kernel alone)
+//! and the cross-stream dependencies read from the trace.
 //!
 //! Which dependencies, since a Kineto trace does not say which event a stream waited on:
 //! - a communication kernel waits for the work its launching thread had launched on another
 //!   stream before it (PyTorch's process groups make the NCCL stream wait on the current stream
 //!   before every collective): the kernel launched last before it, on another stream;
-//! - a kernel that starts after its stream was free and after its launch, within
-//!   [`HELD_WITHIN_NS`] of a communication kernel's end on another stream, was held by that
-//!   collective (a `wait()` on its work).
+//! - a kernel that starts more than [`HELD_AFTER_NS`] after its stream was free and after its
+//!   launch waited for another stream: it was held by the rank's kernel on another stream that
+//!   ended last before it started (a `wait()` on a collective's work, an event between streams).
 //!
 //! Everything else is same-stream order. A dependency the trace shows neither way (an event
 //! recorded and waited on between two compute streams) is not modelled.
@@ -22,9 +22,9 @@ use super::super::model::{Kernel, Ns, RankTrace};
 /// The most steps a rank keeps for replay, spread evenly over its window.
 pub const MAX_REPLAYED_STEPS: u64 = 32;
 
-/// How soon after a collective ends a kernel that waited for nothing else must start to count
-/// as held by it.
-pub const HELD_WITHIN_NS: Ns = 20_000;
+/// How long after its stream was free and its launch a kernel may start without having waited
+/// for another stream (well above the launch latency of an idle GPU, a few µs).
+pub const HELD_AFTER_NS: Ns = 20_000;
 
 /// One step of one rank as the replay takes it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -97,23 +97,34 @@ fn step_timeline(t: &RankTrace, group: &[Met]) -> StepTimeline {
             }
         }
     }
-    // Held by a collective: started after the stream was free and the launch, as one ended.
-    let mut comm_by_end: Vec<(Ns, usize)> =
-        (0..n).filter(|&i| group[i].comm.is_some()).map(|i| (k(i).end(), i)).collect();
-    comm_by_end.sort_unstable();
-    for i in (0..n).filter(|&i| group[i].comm.is_none()) {
+    // Held: started after its stream was free and after its launch, so something on another
+    // stream released it: the latest of the rank's kernels to end in between.
+    let mut by_end: Vec<(Ns, usize)> = (0..n).map(|i| (k(i).end(), i)).collect();
+    by_end.sort_unstable();
+    for i in 0..n {
         let prev_end = (i > 0 && k(i - 1).stream == k(i).stream).then(|| k(i - 1).end());
         let free = prev_end.into_iter().chain(group[i].launch).max().unwrap_or(Ns::MIN);
-        let upto = comm_by_end.partition_point(|&(e, _)| e <= k(i).ts);
-        let holder = comm_by_end[..upto]
+        if k(i).ts <= free.saturating_add(HELD_AFTER_NS) {
+            continue;
+        }
+        let upto = by_end.partition_point(|&(e, _)| e <= k(i).ts);
+        // Only work enqueued before it can release it: a stream waits on an event recorded earlier.
+        let before = |h: usize| match (group[h].launch, group[i].launch) {
+            (Some(a), Some(b)) => a < b,
+            _ => true,
+        };
+        let holder = by_end[..upto]
             .iter()
             .rev()
-            .take_while(|&&(e, _)| e > free && e >= k(i).ts - HELD_WITHIN_NS)
-            .find(|&&(_, c)| k(c).stream != k(i).stream);
-        if let Some(&(_, c)) = holder {
-            edges.push((c, i));
+            .take_while(|&&(e, _)| e > free)
+            .find(|&&(_, h)| k(h).stream != k(i).stream && before(h));
+        if let Some(&(_, h)) = holder {
+            edges.push((h, i));
         }
     }
+    // A dependency the trace contradicts (the later kernel started before the earlier ended)
+    // was not one: keeping it would stop a replay without change from reproducing the trace.
+    edges.retain(|&(a, b)| k(a).end() <= k(b).ts);
     // Segments: a communication kernel alone; other kernels merged on their stream, cut where a
     // dependency starts or ends.
     let mut starts_seg = vec![false; n];
@@ -133,7 +144,10 @@ fn step_timeline(t: &RankTrace, group: &[Met]) -> StepTimeline {
             && !starts_seg[i]
             && !ends_seg[i - 1];
         match segs.last_mut() {
-            Some(last) if joins_previous => last.end = last.end.max(k(i).end()),
+            // A stream idle for longer than a launch waited for something: the gap stays a gap.
+            Some(last) if joins_previous && k(i).ts <= last.end.saturating_add(HELD_AFTER_NS) => {
+                last.end = last.end.max(k(i).end())
+            }
             _ => segs.push(Seg { stream: k(i).stream, start: k(i).ts, end: k(i).end(), comm }),
         }
         seg_of[i] = (segs.len() - 1) as u32;
@@ -162,14 +176,14 @@ mod tests {
     }
 
     /// Compute stream 7: three kernels, the third launched after the collective and held by it;
-    /// NCCL stream 13: an all-reduce launched after the second kernel.
+    /// NCCL stream 13: an all-reduce launched after the second kernel (µs).
     #[test]
     fn a_collective_waits_for_the_work_launched_before_it_and_holds_the_work_that_waited() {
         let kernels = vec![
-            Kernel::new(0, 100, 0, KernelCat::Kernel, 7, Some(1)),
-            Kernel::new(100, 200, 0, KernelCat::Kernel, 7, Some(2)),
-            Kernel::new(300, 500, 1, KernelCat::Kernel, 13, Some(3)),
-            Kernel::new(800, 100, 0, KernelCat::Kernel, 7, Some(4)),
+            Kernel::new(0, 100_000, 0, KernelCat::Kernel, 7, Some(1)),
+            Kernel::new(100_000, 200_000, 0, KernelCat::Kernel, 7, Some(2)),
+            Kernel::new(300_000, 500_000, 1, KernelCat::Kernel, 13, Some(3)),
+            Kernel::new(800_000, 100_000, 0, KernelCat::Kernel, 7, Some(4)),
         ];
         let at = |ts| Launch { ts, pid: 1, tid: 1 };
         let launches: Launches = [(1, at(-50)), (2, at(-40)), (3, at(-30)), (4, at(-20))].into_iter().collect();
@@ -187,7 +201,7 @@ mod tests {
         let segs: Vec<(i64, Ns, Ns, Option<u32>)> =
             tl[0].segs.iter().map(|s| (s.stream, s.start, s.end, s.comm)).collect();
         // The first two kernels merge: nothing waits between them.
-        assert_eq!(segs, [(7, 0, 300, None), (7, 800, 900, None), (13, 300, 800, Some(0))]);
+        assert_eq!(segs, [(7, 0, 300_000, None), (7, 800_000, 900_000, None), (13, 300_000, 800_000, Some(0))]);
         assert_eq!(tl[0].deps, [(0, 2), (2, 1)]);
     }
 }
