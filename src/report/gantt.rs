@@ -115,7 +115,8 @@ fn units(b: &PictureBar) -> (u64, u64) {
 /// The key under the chart: what the bars are (their words fit only the wider ones), which ranks
 /// are drawn and what merged.
 fn key(p: &Picture, drawn: usize) -> String {
-    let folded = p.ranks.iter().any(|r| r.role.is_some());
+    // Folded past eight ranks: the fastest and the median are named only then.
+    let folded = p.ranks.iter().any(|r| matches!(r.role.as_deref(), Some("fastest" | "median")));
     let ranks = if folded {
         format!(
             "{drawn} of its {} ranks drawn (the late one, the fastest and the median by compute time)",
