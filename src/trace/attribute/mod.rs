@@ -595,6 +595,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let stream_ops: &[Kernel] = if hta { &t.stream_ops } else { &[] };
     let activities = t.kernels.iter().map(|k| (k, false)).chain(stream_ops.iter().map(|k| (k, true)));
     let samples = if w.starts.len() >= 2 { w.starts.len() as u64 - 1 } else { 1 };
+    let replayed = timeline::replayed_steps(samples, t.kernels.len() as u64);
     let mut met: Vec<timeline::Met> = Vec::new();
     for (index, (k, on_cpu)) in activities.enumerate() {
         let launch = k.correlation().and_then(|c| t.launches.get(&c));
@@ -630,9 +631,9 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         let span = if hta { hta_span(t, k) } else { (k.ts, k.end()) };
         gpu_span = Some(gpu_span.map_or(span, |(a, b)| (a.min(span.0), b.max(span.1))));
         let step = series::step_of(bounds, anchor);
-        if !on_cpu && !t.no_compute && timeline::kept(step, samples) {
-            let comm = (kind == KernelKind::Comm).then_some(comm.len() as u32);
-            met.push(timeline::Met { step, kernel: index as u32, launch: launch.map(|l| l.ts), comm });
+        if !on_cpu && !t.no_compute && timeline::kept(step, samples, replayed) {
+            let comm = if kind == KernelKind::Comm { comm.len() as u32 } else { timeline::NOT_COMM };
+            met.push(timeline::Met { step, kernel: index as u32, comm });
         }
         match kind {
             KernelKind::Comm => comm.push((span, k, step)),
@@ -648,8 +649,8 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     for (at, &i) in order.iter().enumerate() {
         sorted_at[i as usize] = at as u32;
     }
-    for m in &mut met {
-        m.comm = m.comm.map(|c| sorted_at[c as usize]);
+    for m in met.iter_mut().filter(|m| m.comm != timeline::NOT_COMM) {
+        m.comm = sorted_at[m.comm as usize];
     }
     let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &patterns);
     let comm_spans: Vec<Span> = comm.iter().map(|&(s, _, _)| s).collect();

@@ -22,6 +22,10 @@ use super::super::model::{Kernel, Ns, RankTrace};
 /// The most steps a rank keeps for replay, spread evenly over its window.
 pub const MAX_REPLAYED_STEPS: u64 = 32;
 
+/// The most kernels a rank keeps for replay, as a budget over its steps: a kernel-dense trace
+/// keeps fewer steps (at least one), so that replay costs a bounded share of attribution.
+pub const MAX_REPLAYED_KERNELS: u64 = 200_000;
+
 /// How long after its stream was free and its launch a kernel may start without having waited
 /// for another stream (well above the launch latency of an idle GPU, a few µs).
 pub const HELD_AFTER_NS: Ns = 20_000;
@@ -47,42 +51,63 @@ pub struct Seg {
     pub comm: Option<u32>,
 }
 
-/// Whether step `s` of `samples` is one of the kept ones: `MAX_REPLAYED_STEPS` evenly spaced.
-pub fn kept(step: u32, samples: u64) -> bool {
+/// How many of a rank's `samples` steps are replayed when it has `kernels` kernels: at most
+/// [`MAX_REPLAYED_STEPS`], and about [`MAX_REPLAYED_KERNELS`] kernels in all, at least one.
+pub fn replayed_steps(samples: u64, kernels: u64) -> u64 {
+    let samples = samples.max(1);
+    let per_step = kernels.div_ceil(samples).max(1);
+    (MAX_REPLAYED_KERNELS / per_step).clamp(1, MAX_REPLAYED_STEPS).min(samples)
+}
+
+/// Whether step `s` of `samples` is one of the `k` kept ones, evenly spaced.
+pub fn kept(step: u32, samples: u64, k: u64) -> bool {
     let s = u64::from(step);
-    if samples <= MAX_REPLAYED_STEPS {
-        return s < samples.max(1);
+    let (samples, k) = (samples.max(1), k.max(1));
+    if samples <= k {
+        return s < samples;
     }
-    // The kept steps are ⌊j·samples/K⌋ for j < K: step s is one when the least j with
-    // j·samples ≥ s·K also has j·samples < (s + 1)·K.
-    let k = MAX_REPLAYED_STEPS;
+    // The kept steps are ⌊j·samples/k⌋ for j < k: step s is one when the least j with
+    // j·samples ≥ s·k also has j·samples < (s + 1)·k.
     let j = (s * k).div_ceil(samples);
     j < k && j * samples < (s + 1) * k
 }
 
-/// A kernel of a kept step, as attribution's pass over the trace met it.
+/// A kernel of a kept step, as attribution's pass over the trace met it: 12 bytes, since a
+/// kernel-dense trace keeps hundreds of thousands.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Met {
     pub step: u32,
     /// Index into the trace's kernels.
     pub kernel: u32,
-    /// Its anchor: the launch's start, or its own start without one.
-    pub launch: Option<Ns>,
-    /// For a communication kernel, its index in the rank's `comm_kernels`.
-    pub comm: Option<u32>,
+    /// For a communication kernel, its index in the rank's `comm_kernels`; else [`NOT_COMM`].
+    pub comm: u32,
 }
+
+/// [`Met::comm`] of a kernel that is not communication.
+pub(super) const NOT_COMM: u32 = u32::MAX;
 
 /// The kept steps' timelines from the kernels met in them.
 pub(super) fn build(t: &RankTrace, mut met: Vec<Met>) -> Vec<StepTimeline> {
     let k = |m: &Met| -> &Kernel { &t.kernels[m.kernel as usize] };
-    met.sort_by_key(|m| (m.step, k(m).stream, k(m).ts, m.kernel));
+    met.sort_unstable_by_key(|m| (m.step, k(m).stream, k(m).ts, m.kernel));
     met.chunk_by(|a, b| a.step == b.step).map(|group| step_timeline(t, group)).collect()
 }
 
 /// One step: dependencies read on the kernels, then the kernels merged into segments.
-fn step_timeline(t: &RankTrace, group: &[Met]) -> StepTimeline {
-    let k = |i: usize| -> &Kernel { &t.kernels[group[i].kernel as usize] };
-    let n = group.len();
+fn step_timeline(t: &RankTrace, met: &[Met]) -> StepTimeline {
+    let k = |i: usize| -> &Kernel { &t.kernels[met[i].kernel as usize] };
+    let n = met.len();
+    // Each kernel's launch (the CPU call's start) and communication kernel, for this step only.
+    let group: Vec<Kernelled> = met
+        .iter()
+        .map(|m| {
+            let kernel = &t.kernels[m.kernel as usize];
+            Kernelled {
+                launch: kernel.correlation().and_then(|c| t.launches.get(&c)).map(|l| l.ts),
+                comm: (m.comm != NOT_COMM).then_some(m.comm),
+            }
+        })
+        .collect();
     let mut edges: Vec<(usize, usize)> = Vec::new();
     // Launched before a collective, on another stream.
     let mut compute_by_launch: Vec<(Ns, usize)> =
@@ -156,7 +181,13 @@ fn step_timeline(t: &RankTrace, group: &[Met]) -> StepTimeline {
         edges.iter().map(|&(a, b)| (seg_of[a], seg_of[b])).filter(|(a, b)| a != b).collect();
     deps.sort_unstable();
     deps.dedup();
-    StepTimeline { step: group.first().map_or(0, |m| m.step), segs, deps }
+    StepTimeline { step: met.first().map_or(0, |m| m.step), segs, deps }
+}
+
+/// What one step's replay needs of a kernel besides its times.
+struct Kernelled {
+    launch: Option<Ns>,
+    comm: Option<u32>,
 }
 
 #[cfg(test)]
@@ -166,13 +197,47 @@ mod tests {
 
     #[test]
     fn kept_steps_are_all_of_a_short_window_and_evenly_spread_over_a_long_one() {
-        assert_eq!((0..5).filter(|&s| kept(s, 5)).count(), 5);
-        assert!(!kept(5, 5));
-        let long: Vec<u32> = (0..1000).filter(|&s| kept(s, 1000)).collect();
+        let k = MAX_REPLAYED_STEPS;
+        assert_eq!((0..5).filter(|&s| kept(s, 5, k)).count(), 5);
+        assert!(!kept(5, 5, k));
+        let long: Vec<u32> = (0..1000).filter(|&s| kept(s, 1000, k)).collect();
         assert_eq!(long.len(), MAX_REPLAYED_STEPS as usize);
         assert_eq!((long[0], long[1], long[31]), (0, 31, 968));
-        assert_eq!((0..33).filter(|&s| kept(s, 33)).count(), 32);
-        assert!(kept(0, 0), "a window of one step keeps it");
+        assert_eq!((0..33).filter(|&s| kept(s, 33, k)).count(), 32);
+        assert!(kept(0, 0, k), "a window of one step keeps it");
+        assert_eq!((0..10).filter(|&s| kept(s, 10, 2)).collect::<Vec<_>>(), [0, 5]);
+    }
+
+    /// A late collective (a host delay, a straggler's) is not held by compute launched after it,
+    /// though that compute ended just before it started.
+    #[test]
+    fn work_launched_after_a_kernel_never_holds_it() {
+        let kernels = vec![
+            Kernel::new(0, 100_000, 0, KernelCat::Kernel, 7, Some(1)),
+            Kernel::new(500_000, 100_000, 1, KernelCat::Kernel, 13, Some(2)),
+            Kernel::new(100_000, 390_000, 0, KernelCat::Kernel, 7, Some(3)),
+        ];
+        let at = |ts| Launch { ts, pid: 1, tid: 1 };
+        let launches: Launches = [(1, at(-50_000)), (2, at(-30_000)), (3, at(-20_000))].into_iter().collect();
+        let t = RankTrace { kernels, launches, ..RankTrace::default() };
+        let met: Vec<Met> =
+            (0..3u32).map(|i| Met { step: 0, kernel: i, comm: if i == 1 { 0 } else { NOT_COMM } }).collect();
+        let tl = build(&t, met);
+        // Segments: stream 7's two kernels merged, then the collective; the collective waits for
+        // the first kernel (launched before it, by launch order), which ends the merged segment's
+        // first part: it is cut there.
+        let segs: Vec<(i64, Ns, Ns)> = tl[0].segs.iter().map(|s| (s.stream, s.start, s.end)).collect();
+        assert_eq!(segs, [(7, 0, 100_000), (7, 100_000, 490_000), (13, 500_000, 600_000)]);
+        assert_eq!(tl[0].deps, [(0, 2)], "only the kernel launched before the collective");
+    }
+
+    #[test]
+    fn a_kernel_dense_trace_replays_fewer_steps() {
+        assert_eq!(replayed_steps(14, 14 * 2_000), MAX_REPLAYED_STEPS.min(14));
+        assert_eq!(replayed_steps(100, 100 * 2_000), MAX_REPLAYED_STEPS);
+        assert_eq!(replayed_steps(10, 1_000_000), 2, "100,000 kernels a step: two steps");
+        assert_eq!(replayed_steps(10, 100_000_000), 1, "at least one");
+        assert_eq!(replayed_steps(0, 0), 1);
     }
 
     /// Compute stream 7: three kernels, the third launched after the collective and held by it;
@@ -188,14 +253,8 @@ mod tests {
         let at = |ts| Launch { ts, pid: 1, tid: 1 };
         let launches: Launches = [(1, at(-50)), (2, at(-40)), (3, at(-30)), (4, at(-20))].into_iter().collect();
         let t = RankTrace { kernels, launches, ..RankTrace::default() };
-        let met: Vec<Met> = (0..4u32)
-            .map(|i| Met {
-                step: 0,
-                kernel: i,
-                launch: Some([-50, -40, -30, -20][i as usize]),
-                comm: (i == 2).then_some(0),
-            })
-            .collect();
+        let met: Vec<Met> =
+            (0..4u32).map(|i| Met { step: 0, kernel: i, comm: if i == 2 { 0 } else { NOT_COMM } }).collect();
         let tl = build(&t, met);
         assert_eq!(tl.len(), 1);
         let segs: Vec<(i64, Ns, Ns, Option<u32>)> =
