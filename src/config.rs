@@ -205,7 +205,15 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
             steps,
             comm_patterns,
             max_events: a.max_events,
-            what_if: what_if(file.setting(&specs.busbw, args.settings.busbw, file.attribute.busbw)?),
+            what_if: what_if(
+                file.setting(&specs.busbw, args.settings.busbw, file.attribute.busbw)?,
+                file.setting(
+                    &specs.bucket_earlier_us,
+                    args.settings.bucket_earlier_us,
+                    file.attribute.bucket_earlier_us,
+                )?
+                .map(|s| s.value),
+            ),
         },
         thresholds,
     })
@@ -352,14 +360,18 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
         steps: steps(None, file)?,
         comm_patterns: comm_patterns(file.attribute.comm_patterns.as_deref().unwrap_or_default())?,
         max_events: file.attribute.max_events,
-        what_if: what_if(file.setting(&AttributeSection::specs().busbw, None, file.attribute.busbw)?),
+        what_if: what_if(
+            file.setting(&AttributeSection::specs().busbw, None, file.attribute.busbw)?,
+            file.setting(&AttributeSection::specs().bucket_earlier_us, None, file.attribute.bucket_earlier_us)?
+                .map(|s| s.value),
+        ),
     })
 }
 
 /// The what-if's options: a bus bandwidth to replay every collective's transfer at, and where
 /// it was set.
-fn what_if(busbw: Option<crate::bench::limits::Setting<f64>>) -> WhatIfOptions {
-    WhatIfOptions { busbw: busbw.map(|s| Busbw { gbps: s.value, set_by: s.written(), collective: None }) }
+fn what_if(busbw: Option<crate::bench::limits::Setting<f64>>, earlier_us: Option<f64>) -> WhatIfOptions {
+    WhatIfOptions { busbw: busbw.map(|s| Busbw { gbps: s.value, set_by: s.written(), collective: None }), earlier_us }
 }
 
 /// The thresholds in use, `args` over `[thresholds]`, each checked and named where it was set.

@@ -70,8 +70,12 @@ fn attribute_ranks_the_fixes_and_names_the_critical_path() {
     assert!(text.contains("Critical path of the median step (step "), "{text}");
     assert!(text.contains("Would save: "), "{text}");
 
-    let out =
-        commgate().arg("attribute").arg(&traces).args(["--format", "json", "--busbw", "400"]).output().expect("runs");
+    let out = commgate()
+        .arg("attribute")
+        .arg(&traces)
+        .args(["--format", "json", "--busbw", "400", "--bucket-earlier-us", "100"])
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Value = serde_json::from_slice(&out.stdout).expect("json");
     let w = &json["what_if"];
@@ -79,6 +83,7 @@ fn attribute_ranks_the_fixes_and_names_the_critical_path() {
     let kinds: Vec<&str> =
         w["scenarios"].as_array().expect("scenarios").iter().filter_map(|s| s["kind"].as_str()).collect();
     assert!(kinds.contains(&"transfer_at_busbw") && kinds.contains(&"late_rank_on_time"), "{kinds:?}");
+    assert!(kinds.contains(&"earlier"), "{kinds:?}");
     let at =
         w["scenarios"].as_array().expect("scenarios").iter().find(|s| s["kind"] == "transfer_at_busbw").expect("one");
     assert_eq!(at["busbw_set_by"], "--busbw 400");

@@ -1,7 +1,8 @@
 //! What-if predictions held against the truth. The testkit generator writes a job's traces, and
 //! can also write the same job (same seed, same draws) with one thing changed: the straggler on
 //! time, a collective that costs nothing and that nothing waits for, the all-reduce's transfer
-//! at a given bus bandwidth. Each prediction replayed from the first job's traces must be within
+//! at a given bus bandwidth, a collective's buckets released earlier by the compute they wait
+//! for. Each prediction replayed from the first job's traces must be within
 //! 5 % of the step the changed job's traces show.
 //!
 //! The jobs: 8 ranks, rank 5 late at every collective, an all-to-all per layer that the forward
@@ -37,11 +38,15 @@ fn job(seed: u64, imbalance: f64, perturb: Perturb) -> SynthSpec {
     }
 }
 
+/// How much earlier the buckets are released in the `earlier` scenario, µs.
+const EARLIER_US: f64 = 150.0;
+
 fn what_if(dir: &Path, name: &str, spec: &SynthSpec, busbw: Option<f64>) -> WhatIf {
     let out = dir.join(name);
     let paths = write_all_ranks(spec, &out, false).expect("traces");
     let busbw = busbw.map(|gbps| Busbw { gbps, set_by: "test".into(), collective: Some("all_reduce".into()) });
-    let opts = AttributeOptions { what_if: WhatIfOptions { busbw }, ..AttributeOptions::default() };
+    let what_if = WhatIfOptions { busbw, earlier_us: Some(EARLIER_US) };
+    let opts = AttributeOptions { what_if, ..AttributeOptions::default() };
     attribute_paths(&paths, &opts).expect("attributes").what_if.expect("a what-if")
 }
 
@@ -99,6 +104,16 @@ fn every_prediction_is_within_five_percent_of_the_true_step() {
             &truth,
             &observed,
         );
+        for (name, kind) in [("all_reduce", SynthCollective::AllReduce), ("all_to_all", SynthCollective::AllToAll)] {
+            let sooner = Perturb { released_earlier: Some((kind, (EARLIER_US * 1e3) as u64)), ..Perturb::default() };
+            let truth = what_if(tmp.path(), &format!("earlier-{name}-{seed}"), &job(seed, imbalance, sooner), None);
+            within(
+                &format!("{name} 150 µs earlier"),
+                find(&observed, ScenarioKind::Earlier, Some(name)),
+                &truth,
+                &observed,
+            );
+        }
     }
 }
 

@@ -321,7 +321,7 @@ fn with_bench_busbw(mut a: Diagnosis, bench: &[(String, f64)], opts: &AttributeO
             set_by: format!("the benchmark's {collective}"),
             collective: Some(collective.clone()),
         };
-        a.attribution.replay_what_if(&WhatIfOptions { busbw: Some(busbw) });
+        a.attribution.replay_what_if(&WhatIfOptions { busbw: Some(busbw), ..opts.what_if.clone() });
     }
     a
 }

@@ -365,6 +365,11 @@ section! {
         /// when this is not set).
         #[arg(long, env = "COMMGATE_BUSBW", hide_env_values = true, value_name = "GBPS")]
         pub busbw: f64 => gbps,
+
+        /// Also replay each collective's buckets released this many µs earlier by the work they
+        /// wait for (smaller buckets, or gradients ready sooner), among the fixes.
+        #[arg(long, env = "COMMGATE_BUCKET_EARLIER_US", hide_env_values = true, value_name = "US")]
+        pub bucket_earlier_us: f64 => positive_us,
     }
 }
 
@@ -411,6 +416,10 @@ fn at_least_one_step(steps: &u64) -> Result<(), String> {
 
 fn ratio(value: &f64) -> Result<(), String> {
     unless((0.0..=1.0).contains(value), || "it must be a ratio in 0..=1".to_string())
+}
+
+fn positive_us(value: &f64) -> Result<(), String> {
+    unless(value.is_finite() && *value > 0.0 && *value <= 1e9, || "it must be a number of µs > 0".to_string())
 }
 
 fn gbps(value: &f64) -> Result<(), String> {

@@ -43,6 +43,11 @@ pub(crate) fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
         ScenarioKind::TransferAtBusbw => {
             format!("{} at {} GB/s busbw", name(), s.busbw_gbps.map_or("?".into(), |b| fixed(b, 1)))
         }
+        ScenarioKind::Earlier => {
+            // The terminal stays ASCII.
+            let unit = if ctx == Context::Text { "us" } else { "µs" };
+            format!("{} {} {unit} earlier", name(), s.earlier_us.map_or("?".into(), |u| fixed(u, 0)))
+        }
     }
 }
 

@@ -106,6 +106,10 @@ pub struct Perturb {
     /// `all_reduce_transfer_factor`. The straggler's lateness is host-side, so it stays
     /// `imbalance ×` the transfer it would have without this change.
     pub all_reduce_busbw_gbps: f64,
+    /// The truth of "collective X's buckets start N ns earlier": X's kernels wait for the
+    /// compute stream only until N ns before it is free (the data they need ready that much
+    /// sooner); the host's launch and the NCCL stream's order still hold. `None`: no change.
+    pub released_earlier: Option<(SynthCollective, u64)>,
 }
 
 /// A collective kind of the synthetic traces, as [`Perturb::hidden`] names it.

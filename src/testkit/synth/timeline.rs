@@ -350,8 +350,13 @@ impl<'c> Lane<'c> {
         self.runtime_with_flow(track, "cudaLaunchKernelExC", CBID_LAUNCH_EXC, ts, launch, corr);
         *self.cursor(track) = ts + launch;
         let latency = self.d(3, 6);
-        // The NCCL stream waits on an event recorded after the gradients' kernels.
-        let ready = (ts + launch + latency).max(self.nccl_free).max(self.compute_free);
+        // The NCCL stream waits on an event recorded after the gradients' kernels (released
+        // earlier by `Perturb::released_earlier`).
+        let earlier = match self.ctx.spec.perturb.released_earlier {
+            Some((kind, ns)) if kind.kind() == coll.kind => ns,
+            _ => 0,
+        };
+        let ready = (ts + launch + latency).max(self.nccl_free).max(self.compute_free.saturating_sub(earlier));
         let speed = self.g.range(850, 1_150) as f64 / 1_000.0;
         let perturb = self.ctx.spec.perturb;
         let slower = match coll.kind {

@@ -12,7 +12,9 @@
 //!   fits under the compute it would overlap;
 //! - **a collective's transfer at a bus bandwidth** (`--busbw`, or the benchmark's measured one
 //!   in `check`): each instance's transfer (after its last arrival) no longer than its payload ×
-//!   nccl-tests' bus factor ÷ that bandwidth.
+//!   nccl-tests' bus factor ÷ that bandwidth;
+//! - **a collective's buckets earlier** (`--bucket-earlier-us`): its kernels released that much
+//!   sooner by the work on other streams they wait for, their stream order kept.
 //!
 //! Ranks' clocks are aligned first: the ranks of a collective instance leave it together, so the
 //! median difference of their instances' ends is taken as the offset between two ranks' clocks.
@@ -42,6 +44,8 @@ pub const MAX_PATH_STEPS: usize = 128;
 pub struct WhatIfOptions {
     /// Replay each collective's transfer at this bus bandwidth, GB/s, and what set it.
     pub busbw: Option<Busbw>,
+    /// Replay each collective's buckets released this many µs earlier by the work they wait for.
+    pub earlier_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +82,7 @@ pub enum ScenarioKind {
     LateRankOnTime,
     Hidden,
     TransferAtBusbw,
+    Earlier,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +99,9 @@ pub struct Scenario {
     pub busbw_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busbw_set_by: Option<String>,
+    /// How much earlier its buckets start, µs (`earlier` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_us: Option<f64>,
     /// Median predicted step, ms.
     pub step_ms: f64,
     /// Median per-step saving, ms, and its share of the median step.
@@ -199,13 +207,18 @@ pub fn what_if(
                     replay(&g.graph, &c).span(&c.detached)
                 })
                 .collect();
-            scenarios.push(scenario(kind, rank, collective, busbw, &base_span, &spans));
+            let mut s = scenario(kind, rank, collective, busbw, &base_span, &spans);
+            s.earlier_us = opts.earlier_us.filter(|_| kind == ScenarioKind::Earlier);
+            scenarios.push(s);
         };
     if let Some(late) = late_rank {
         run(ScenarioKind::LateRankOnTime, Some(late), None, None, &|g| on_time(g, ranks, late));
     }
     for name in busiest_collectives(&graphs, ranks) {
         run(ScenarioKind::Hidden, None, Some(&name), None, &|g| hidden(g, ranks, &name));
+        if let Some(us) = opts.earlier_us {
+            run(ScenarioKind::Earlier, None, Some(&name), None, &|g| earlier(g, ranks, &name, us));
+        }
         if let Some(b) = opts.busbw.as_ref().filter(|b| b.collective.as_ref().is_none_or(|c| *c == name)) {
             if graphs.iter().any(|g| at_busbw(g, ranks, &name, b.gbps).is_some()) {
                 run(ScenarioKind::TransferAtBusbw, None, Some(&name), Some(b), &|g| {
@@ -394,6 +407,15 @@ fn hidden(g: &StepGraph, ranks: &[RankAnalysis], name: &str) -> Changes {
     Changes { detached, ..Changes::default() }
 }
 
+/// The collective's kernels released `us` µs earlier by the work on other streams they wait
+/// for (buckets that fill sooner); their stream order is kept.
+fn earlier(g: &StepGraph, ranks: &[RankAnalysis], name: &str, us: f64) -> Changes {
+    let ns = (us * 1e3).round() as Ns;
+    let earlier =
+        (0..g.graph.nodes.len()).filter(|&i| collective_of(g, ranks, i) == Some(name)).map(|i| (i, ns)).collect();
+    Changes { earlier, ..Changes::default() }
+}
+
 /// Each instance's transfer no longer than payload × bus factor ÷ `gbps`; `None` when the
 /// collective has no bus factor or no instance a known payload.
 fn at_busbw(g: &StepGraph, ranks: &[RankAnalysis], name: &str, gbps: f64) -> Option<Changes> {
@@ -440,6 +462,7 @@ fn scenario(
         collective: collective.map(str::to_string),
         busbw_gbps: busbw.map(|b| b.gbps),
         busbw_set_by: busbw.map(|b| b.set_by.clone()),
+        earlier_us: None,
         step_ms: ms(median_ns(&sorted_spans)),
         saving_ms: ms(saving),
         saving_pct: if base_ms > 0.0 { 100.0 * ms(saving) / base_ms } else { 0.0 },
