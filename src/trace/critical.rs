@@ -113,10 +113,11 @@ impl Replay {
         self.end.iter().copied().max().unwrap_or(0)
     }
 
-    /// The step's predicted span: its first start to the latest end of a node something still
-    /// waits for (`detached` nodes left out of the end).
-    pub fn span(&self, detached: &[usize]) -> Ns {
-        let first = self.start.iter().copied().min().unwrap_or(0);
+    /// The step's predicted span: its observed first start (a fix does not start the step
+    /// sooner) to the latest end of a node something still waits for (`detached` nodes left out
+    /// of the end).
+    pub fn span(&self, g: &Graph, detached: &[usize]) -> Ns {
+        let first = g.nodes.iter().map(|n| n.start).min().unwrap_or(0);
         let last = (0..self.end.len()).filter(|i| !detached.contains(i)).map(|i| self.end[i]).max().unwrap_or(first);
         last - first
     }

@@ -195,7 +195,7 @@ pub fn what_if(
         return None;
     }
     let base: Vec<Replay> = graphs.iter().map(|g| replay(&g.graph, &Changes::default())).collect();
-    let base_span: Vec<Ns> = base.iter().map(|r| r.span(&[])).collect();
+    let base_span: Vec<Ns> = base.iter().zip(&graphs).map(|(r, g)| r.span(&g.graph, &[])).collect();
     let late_rank = late_rank(by_collective);
     let mut scenarios = Vec::new();
     let mut run =
@@ -204,7 +204,7 @@ pub fn what_if(
                 .iter()
                 .map(|g| {
                     let c = change(g);
-                    replay(&g.graph, &c).span(&c.detached)
+                    replay(&g.graph, &c).span(&g.graph, &c.detached)
                 })
                 .collect();
             let mut s = scenario(kind, rank, collective, busbw, &base_span, &spans);
@@ -522,7 +522,13 @@ fn critical_path(g: &StepGraph, r: &Replay, path: &[critical::Step], ranks: &[Ra
         merged += (steps.len() - MAX_PATH_STEPS) as u64;
         steps.truncate(MAX_PATH_STEPS);
     }
-    CriticalPath { step: g.step, step_ms: ms(r.span(&[]) as f64), parts, path: steps, path_steps_left_out: merged }
+    CriticalPath {
+        step: g.step,
+        step_ms: ms(r.span(&g.graph, &[]) as f64),
+        parts,
+        path: steps,
+        path_steps_left_out: merged,
+    }
 }
 
 fn us(ns: Ns) -> f64 {
@@ -606,7 +612,8 @@ mod tests {
             .map(|a| a.by_collective)
             .unwrap_or_default();
             let busbw = Busbw { gbps: 1e6, set_by: "test".into(), collective: None };
-            let w = what_if(&ranks, &by_collective, &WhatIfOptions { busbw: Some(busbw) }).expect("a what-if");
+            let opts = WhatIfOptions { busbw: Some(busbw), earlier_us: Some(200.0) };
+            let w = what_if(&ranks, &by_collective, &opts).expect("a what-if");
             for s in &w.scenarios {
                 assert!(s.saving_low_ms >= -1e-9, "{dir}: {s:?}");
             }
