@@ -137,21 +137,33 @@ fn cell(
     let mut rng = Rng::new(0x7ACE_0000 ^ k as u64 ^ ((trials as u64) << 20));
     let mut tally = Tally::default();
     for _ in 0..trials {
-        let mut picked: Vec<usize> = Vec::with_capacity(k + 1);
-        while picked.len() < k + usize::from(disjoint) {
-            let i = rng.below(stored.len());
-            if !picked.contains(&i) {
-                picked.push(i);
-            }
-        }
-        let cur = if disjoint { &stored[picked.pop().unwrap_or(0)] } else { &current[rng.below(current.len())] };
-        let runs: Vec<Attribution> = picked.iter().map(|&i| stored[i].clone()).collect();
+        let (runs, cur) = draw(&mut rng, stored, current, k, disjoint);
         let t = prepare("default", &runs, cur, opts).finish_alone(opts);
         tally.trials += 1;
         tally.regressed += usize::from(t.regressed().next().is_some());
         tally.detected += usize::from(expect.found(&t));
     }
     tally
+}
+
+/// One trial's sides: `k` stored runs drawn from `stored` without replacement, and a current
+/// capture from `current` (with `disjoint`, one more from `stored`, never among the runs).
+fn draw<'a>(
+    rng: &mut Rng,
+    stored: &'a [Attribution],
+    current: &'a [Attribution],
+    k: usize,
+    disjoint: bool,
+) -> (Vec<Attribution>, &'a Attribution) {
+    let mut picked: Vec<usize> = Vec::with_capacity(k + 1);
+    while picked.len() < k + usize::from(disjoint) {
+        let i = rng.below(stored.len());
+        if !picked.contains(&i) {
+            picked.push(i);
+        }
+    }
+    let cur = if disjoint { &stored[picked.pop().unwrap_or(0)] } else { &current[rng.below(current.len())] };
+    (picked.iter().map(|&i| stored[i].clone()).collect(), cur)
 }
 
 fn main() -> ExitCode {
@@ -290,15 +302,7 @@ fn balance_cell(
     let mut rng = Rng::new(0xBA1A_0000 ^ k as u64 ^ limit.to_bits());
     let mut blocked = 0;
     for _ in 0..trials {
-        let mut picked: Vec<usize> = Vec::with_capacity(k + 1);
-        while picked.len() < k + usize::from(disjoint) {
-            let i = rng.below(stored.len());
-            if !picked.contains(&i) {
-                picked.push(i);
-            }
-        }
-        let cur = if disjoint { &stored[picked.pop().unwrap_or(0)] } else { &current[rng.below(current.len())] };
-        let runs: Vec<Attribution> = picked.iter().map(|&i| stored[i].clone()).collect();
+        let (runs, cur) = draw(&mut rng, stored, current, k, disjoint);
         blocked += usize::from(balance::judge(limit, Some(cur), &runs).is_ok_and(|b| b.blocking));
     }
     blocked
