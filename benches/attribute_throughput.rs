@@ -2,9 +2,9 @@
 //!
 //! `cargo bench --bench attribute_throughput` (or `scripts/bench-attribute.sh`) writes
 //! `COMMGATE_BENCH_RANKS` ranks (default 8) of about `COMMGATE_BENCH_MB_PER_RANK` MB each
-//! (default 40, uncompressed) with `commgate::testkit::synth`, then runs this same binary again as
+//! (default 40, uncompressed) with `commgate_testkit::synth`, then runs this same binary again as
 //! a child so that the child's peak RSS (`VmHWM`) counts attribution only, not generation. The
-//! child calls `commgate::trace::load::attribute_paths` on the directory and reports input
+//! child calls `commgate_trace::load::attribute_paths` on the directory and reports input
 //! bytes, wall time, MB/s, peak RSS and peak RSS as a share of the input, with PASS/FAIL
 //! against the targets (≥ 400 MB/s, ≤ 25 % of input), then times the what-if replay alone
 //! (≤ 10 % of the attribution's time). It prints, it does not assert: a
@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use commgate::testkit::synth::{write_all_ranks, SynthSpec};
-use commgate::trace::attribute::whatif::{what_if, WhatIfOptions};
-use commgate::trace::attribute::{AttributeOptions, Attribution};
-use commgate::trace::load::attribute_paths;
+use commgate_testkit::synth::{write_all_ranks, SynthSpec};
+use commgate_trace::attribute::whatif::{what_if, WhatIfOptions};
+use commgate_trace::attribute::{AttributeOptions, Attribution};
+use commgate_trace::load::attribute_paths;
 
 #[path = "support/child.rs"]
 mod child;

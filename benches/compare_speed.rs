@@ -12,10 +12,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use commgate::baseline::Baseline;
-use commgate::compare::{CompareOptions, SAMPLE_LIMIT};
-use commgate::decide::comparison::compare;
-use commgate::testkit::simulate::{synthetic_run, Effect, NoiseModel};
+use commgate_gate::baseline::Baseline;
+use commgate_gate::compare::{CompareOptions, SAMPLE_LIMIT};
+use commgate_gate::decide::comparison::compare;
+use commgate_testkit::simulate::{synthetic_run, Effect, NoiseModel};
 
 /// Times `compare` for `runs` baseline runs of `n` samples against one current run of `n`.
 fn case(runs: usize, n: usize, repeats: usize, target_ms: f64) {
@@ -34,7 +34,7 @@ fn case(runs: usize, n: usize, repeats: usize, target_ms: f64) {
         .collect();
     times.sort_by(f64::total_cmp);
     let regime = if runs >= 3 { "history" } else { "pooled" };
-    let median = commgate::stats::median(&times);
+    let median = commgate_stats::median(&times);
     println!(
         "compare: {runs} baseline runs × {n} samples vs {n} ({regime}), {} resamples: median {median:.1} ms, \
          max {:.1} ms  {} (target < {target_ms} ms)",

@@ -1,5 +1,5 @@
-//! Gate quality, measured (`harness = false`): replays `commgate::compare::compare` on simulated
-//! A/A and A/B data from `commgate::testkit::simulate` and prints the targets table of
+//! Gate quality, measured (`harness = false`): replays `commgate_gate::compare::compare` on simulated
+//! A/A and A/B data from `commgate_testkit::simulate` and prints the targets table of
 //! `docs/gate.md` with the measured value, its Wilson 95 % interval and PASS/FAIL next to
 //! each target.
 //!
@@ -50,7 +50,7 @@
 //! Last, the nccl-tests section (`COMMGATE_GATE_ONLY=nccl-tests`): whole nccl-tests sweeps judged
 //! as `commgate check` judges one (`compare`: every point (size × placement) a workload of its
 //! own, all 16 in one Holm family, one comparison). Each run is
-//! `commgate::testkit::nccl_tests::json` of `NcclTestsSpec::sweep` (all-reduce, 8 sizes 1 KiB to
+//! `commgate_testkit::nccl_tests::json` of `NcclTestsSpec::sweep` (all-reduce, 8 sizes 1 KiB to
 //! 16 MiB, 2 processes, the generator's own ±2 % per-process jitter, `NCCL_ALGO`/`NCCL_PROTO`
 //! pinned so the choice is recorded) with the cell's iterations, read back with
 //! `result::nccl_tests::parse` and `sweep::to_result`, and then given a shared runner's noise of
@@ -95,16 +95,16 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use commgate::baseline::Baseline;
-use commgate::compare::{prepare, Cause, CompareOptions, MetricComparison, State};
-use commgate::decide::comparison::{compare, compare_runs, judge_together};
-use commgate::decide::Decision;
-use commgate::result::nccl_tests::parse;
-use commgate::result::sweep::to_result;
-use commgate::result::{RunResult, Schedule};
-use commgate::stats::rng::Rng;
-use commgate::testkit::nccl_tests::{json, NcclTestsSpec};
-use commgate::testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel, SimRun};
+use commgate_gate::baseline::Baseline;
+use commgate_gate::compare::{prepare, Cause, CompareOptions, MetricComparison, State};
+use commgate_gate::decide::comparison::{compare, compare_runs, judge_together};
+use commgate_gate::decide::Decision;
+use commgate_core::result::nccl_tests::parse;
+use commgate_core::result::sweep::to_result;
+use commgate_core::result::{RunResult, Schedule};
+use commgate_stats::rng::Rng;
+use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
+use commgate_testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel, SimRun};
 
 #[path = "support/targets.rs"]
 mod targets;
@@ -1185,7 +1185,7 @@ fn nccl_tests(runner: &mut Runner) {
     );
     let sizes = NcclTestsSpec::sweep(0).sizes;
     let mut header = vec!["cell".to_string()];
-    header.extend(sizes.iter().map(|&s| commgate::units::bytes(s)));
+    header.extend(sizes.iter().map(|&s| commgate_core::units::bytes(s)));
     let rows: Vec<Vec<String>> = slowed_cells
         .iter()
         .map(|(cell, t)| {
@@ -1205,7 +1205,7 @@ fn nccl_tests(runner: &mut Runner) {
             .blocked_at
             .iter()
             .map(|((size, placement), k)| {
-                format!("{} {} ×{k}", commgate::units::bytes(*size), placement.replace('_', "-"))
+                format!("{} {} ×{k}", commgate_core::units::bytes(*size), placement.replace('_', "-"))
             })
             .collect();
         println!("  {}: {}/{} blocked; {}", cell.label(), t.regression, t.trials, at.join(", "));

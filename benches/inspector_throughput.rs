@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use commgate::testkit::inspector::{log_name, write_synthetic_log};
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::load::{attribute_paths, collect_files};
+use commgate_testkit::inspector::{log_name, write_synthetic_log};
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::load::{attribute_paths, collect_files};
 
 #[path = "support/child.rs"]
 mod child;

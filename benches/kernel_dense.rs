@@ -1,7 +1,7 @@
 //! Kernel-dense attribution: wall time and peak RSS per GPU kernel (`harness = false`).
 //!
 //! `cargo bench --features testkit --bench kernel_dense` writes traces with
-//! `commgate::testkit::dense` (each kernel with its `cudaLaunchKernel`, `ac2g` flows and, one in
+//! `commgate_testkit::dense` (each kernel with its `cudaLaunchKernel`, `ac2g` flows and, one in
 //! fifty, an NCCL all-reduce with its `record_param_comms`) and attributes each set in a child
 //! process, so that the child's `VmHWM` counts attribution alone. Rows scale one dimension at a
 //! time by 1×, 4× and 16× from a base of `COMMGATE_DENSE_KERNELS` kernels (default 250,000) in
@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use commgate::testkit::dense::{write_dense, DenseSpec};
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::load::attribute_paths;
+use commgate_testkit::dense::{write_dense, DenseSpec};
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::load::attribute_paths;
 
 #[path = "support/child.rs"]
 mod child;

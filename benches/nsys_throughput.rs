@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use commgate::testkit::load::{load_files, Inputs};
-use commgate::testkit::nsys::write_all_ranks_sqlite;
-use commgate::testkit::synth::{write_all_ranks, SynthSpec};
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::kineto::Document;
-use commgate::trace::load::{attribute_paths, collect_files, read_input};
+use commgate_testkit::load::{load_files, Inputs};
+use commgate_testkit::nsys::write_all_ranks_sqlite;
+use commgate_testkit::synth::{write_all_ranks, SynthSpec};
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::kineto::Document;
+use commgate_trace::load::{attribute_paths, collect_files, read_input};
 
 #[path = "support/child.rs"]
 mod child;

@@ -2,7 +2,7 @@
 //! partial files, against attributing every rank on one machine (`harness = false`).
 //!
 //! `cargo bench --features testkit --bench partial_combine` writes a job of
-//! `COMMGATE_PARTIAL_RANKS` ranks (default 1,024) with `commgate::testkit::synth` (3 steps of
+//! `COMMGATE_PARTIAL_RANKS` ranks (default 1,024) with `commgate_testkit::synth` (3 steps of
 //! 8 layers, every collective kind, a straggler; about 0.3 MB per rank), in nodes of
 //! `COMMGATE_PARTIAL_PER_NODE` ranks (default 8). Each phase runs in a child process so that
 //! its `VmHWM` counts that phase alone:
@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use commgate::testkit::synth::{write_all_ranks, SynthSpec};
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::load::{attribute_paths, partial_paths};
-use commgate::trace::partial::encode;
+use commgate_testkit::synth::{write_all_ranks, SynthSpec};
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::load::{attribute_paths, partial_paths};
+use commgate_trace::partial::encode;
 
 #[path = "support/child.rs"]
 mod child;
@@ -151,7 +151,7 @@ fn measure(dir: &Path) -> Result<(), Box<dyn Error>> {
 }
 
 /// The attribution's debug text, hashed: equal figures give equal digests.
-fn digest(a: &commgate::trace::attribute::Attribution) -> String {
+fn digest(a: &commgate_trace::attribute::Attribution) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     format!("{a:?}").hash(&mut h);

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::load::attribute_paths;
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::load::attribute_paths;
 
 #[path = "support/child.rs"]
 mod child;

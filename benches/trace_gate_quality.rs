@@ -1,5 +1,5 @@
 //! Trace gate quality, measured (`harness = false`): replays the trace comparison of
-//! `commgate check --traces` (`commgate::compare::traces`) on synthetic multi-rank traces from the
+//! `commgate check --traces` (`commgate_gate::compare::traces`) on synthetic multi-rank traces from the
 //! testkit generator and prints each target with the measured rate, its Wilson 95 % interval and
 //! PASS/FAIL.
 //!
@@ -33,14 +33,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use commgate::compare::traces::{prepare, Cause, TraceComparison};
-use commgate::compare::{CompareOptions, State};
-use commgate::decide::balance;
-use commgate::stats::rng::Rng;
-use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};
-use commgate::trace::attribute::whatif::ScenarioKind;
-use commgate::trace::attribute::Attribution;
-use commgate::trace::load::attribute_paths;
+use commgate_gate::compare::traces::{prepare, Cause, TraceComparison};
+use commgate_gate::compare::{CompareOptions, State};
+use commgate_gate::decide::balance;
+use commgate_stats::rng::Rng;
+use commgate_testkit::synth::{write_all_ranks, Perturb, SynthSpec};
+use commgate_trace::attribute::whatif::ScenarioKind;
+use commgate_trace::attribute::Attribution;
+use commgate_trace::load::attribute_paths;
 
 #[path = "support/targets.rs"]
 mod targets;

@@ -13,9 +13,9 @@
 
 use std::path::PathBuf;
 
-use commgate::report::gantt::gantt;
-use commgate::trace::attribute::picture::{picture, Bar, BarKind, RankBars};
-use commgate::trace::model::Ns;
+use commgate_report::gantt::gantt;
+use commgate_trace::attribute::picture::{picture, Bar, BarKind, RankBars};
+use commgate_trace::model::Ns;
 
 const US: Ns = 1_000;
 

@@ -8,8 +8,8 @@
 
 use std::path::PathBuf;
 
-use commgate::baseline::{write_store, BaselineFile};
-use commgate::testkit::simulate::{synthetic_run, Effect, NoiseModel};
+use commgate_gate::baseline::{write_store, BaselineFile};
+use commgate_testkit::simulate::{synthetic_run, Effect, NoiseModel};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = None;
@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let history: Vec<_> = (0..runs).map(|i| synthetic_run(model, samples, &Effect::NONE, 1000 + i as u64)).collect();
     let first = history.first().ok_or("--runs must be at least 1")?;
     let store = BaselineFile {
-        schema_version: commgate::result::SCHEMA_VERSION,
+        schema_version: commgate_core::result::SCHEMA_VERSION,
         environment_profile: first.environment_profile.clone(),
         workload_id: first.workload.id.clone(),
         runs: history.clone(),

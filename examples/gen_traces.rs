@@ -1,11 +1,11 @@
-//! Writes synthetic multi-rank Kineto traces (see `commgate::testkit::synth`) for benchmarks,
+//! Writes synthetic multi-rank Kineto traces (see `commgate_testkit::synth`) for benchmarks,
 //! demos and by-hand checks of `commgate attribute`.
 //!
 //! ```text
 //! cargo run --release --example gen_traces -- --out DIR [--ranks N] [--mb-per-rank X]
 //!     [--gzip] [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K]
 //! ```
-//! With `--dense-kernels K` it writes kernel-dense ranks instead (`commgate::testkit::dense`):
+//! With `--dense-kernels K` it writes kernel-dense ranks instead (`commgate_testkit::dense`):
 //! K kernels each over 10 steps, 100 distinct names.
 //! Without `--mb-per-rank` it writes the small spec (a few hundred KB per rank).
 
@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use commgate::testkit::dense::{write_dense, DenseSpec};
-use commgate::testkit::synth::{write_all_ranks, SynthSpec};
+use commgate_testkit::dense::{write_dense, DenseSpec};
+use commgate_testkit::synth::{write_all_ranks, SynthSpec};
 
 const USAGE: &str = "usage: gen_traces --out DIR [--ranks N] [--mb-per-rank X] [--gzip] \
                      [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K]";

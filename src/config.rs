@@ -9,18 +9,18 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
-use crate::bench::limits::{self, LimitError, Setting};
-use crate::bench::settings::{BenchRequest, RunOptions};
-use crate::bench::workload::{Declared, IdChoice};
-use crate::check::CheckOptions;
+use commgate_bench::limits::{self, LimitError, Setting};
+use commgate_bench::settings::{BenchRequest, RunOptions};
+use commgate_bench::workload::{Declared, IdChoice};
+use commgate_gate::check::CheckOptions;
 use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
-use crate::compare::CompareOptions;
-use crate::decide::mitigation::Thresholds;
-use crate::github::CommentPolicy;
-use crate::report::Format;
-use crate::trace::attribute::whatif::{Busbw, WhatIfOptions};
-use crate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
-use crate::trace::classify::CommPattern;
+use commgate_gate::compare::CompareOptions;
+use commgate_gate::decide::mitigation::Thresholds;
+use commgate_github::CommentPolicy;
+use commgate_report::Format;
+use commgate_trace::attribute::whatif::{Busbw, WhatIfOptions};
+use commgate_trace::attribute::{AttributeOptions, Compat, StepsSetting};
+use commgate_trace::classify::CommPattern;
 
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
@@ -84,7 +84,7 @@ pub fn load_file(cli: &Cli) -> Result<FileConfig> {
     };
     // Through `input`: a regular file only, read once and bounded (a committed `commgate.toml`
     // link to /dev/zero or a pipe must not hang or fill memory).
-    let text = crate::input::read_text(&path, MAX_SETTINGS_BYTES)
+    let text = commgate_core::input::read_text(&path, MAX_SETTINGS_BYTES)
         .map_err(|e| anyhow::anyhow!("{named}: cannot read the settings file: it {e}"))?;
     let mut file = parse_file_at(&text, Some(&path))?;
     if let Some(dir) = found_above {
@@ -156,7 +156,7 @@ pub fn parse_file(text: &str) -> Result<FileConfig> {
 fn parse_file_at(text: &str, path: Option<&Path>) -> Result<FileConfig> {
     toml::from_str(text).map_err(|e| {
         let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-        let message = crate::input::plain_message(&message);
+        let message = commgate_core::input::plain_message(&message);
         let place = match e.span() {
             Some(span) => {
                 let (line, column) = origin::line_column(text, span.start);
@@ -178,7 +178,7 @@ pub struct AttributeConfig {
     /// Write a partial file there instead of a report.
     pub partial: Option<PathBuf>,
     /// Text tables with every column.
-    pub width: crate::report::Width,
+    pub width: commgate_report::Width,
     pub options: AttributeOptions,
     /// The seed rules' thresholds, for the mitigation and the follow-up.
     pub thresholds: Thresholds,
@@ -199,7 +199,7 @@ pub fn attribute(args: AttributeArgs, file: &FileConfig) -> Result<AttributeConf
         format,
         output: args.output,
         partial: args.partial,
-        width: crate::report::Width::from_flag(args.wide),
+        width: commgate_report::Width::from_flag(args.wide),
         options: AttributeOptions {
             compat,
             steps,
@@ -226,7 +226,7 @@ pub struct CompareConfig {
     pub current: PathBuf,
     pub format: Format,
     /// Text tables with every column.
-    pub width: crate::report::Width,
+    pub width: commgate_report::Width,
     pub output: Option<PathBuf>,
     pub options: CompareOptions,
 }
@@ -236,7 +236,7 @@ pub fn compare(args: CompareArgs, file: &FileConfig) -> Result<CompareConfig> {
     Ok(CompareConfig {
         baseline: args.baseline,
         current: args.current,
-        width: crate::report::Width::from_flag(args.wide),
+        width: commgate_report::Width::from_flag(args.wide),
         format,
         output: args.output,
         options: compare_options(args.settings, file)?,
@@ -268,7 +268,7 @@ pub struct CheckConfig {
     pub comment: CommentPolicy,
     pub format: Format,
     /// Text tables with every column.
-    pub width: crate::report::Width,
+    pub width: commgate_report::Width,
     pub output: Option<PathBuf>,
 }
 
@@ -304,7 +304,7 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     }
     Ok(CheckConfig {
         runs,
-        width: crate::report::Width::from_flag(args.wide),
+        width: commgate_report::Width::from_flag(args.wide),
         result: args.result,
         workloads: workloads::declare(
             BenchArgs {
@@ -370,7 +370,7 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
 
 /// The what-if's options: a bus bandwidth to replay every collective's transfer at, and where
 /// it was set.
-fn what_if(busbw: Option<crate::bench::limits::Setting<f64>>, earlier_us: Option<f64>) -> WhatIfOptions {
+fn what_if(busbw: Option<commgate_bench::limits::Setting<f64>>, earlier_us: Option<f64>) -> WhatIfOptions {
     WhatIfOptions { busbw: busbw.map(|s| Busbw { gbps: s.value, set_by: s.written(), collective: None }), earlier_us }
 }
 
@@ -468,7 +468,7 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
 
 /// Settings for `commgate bench`: the workloads to run, in order, each flags > env >
 /// `[workloads.<name>]` > `[bench]`; what depends on the backend that will run (its default
-/// sizes, the world size, a derived id) is left for [`crate::bench::workload::resolve_all`].
+/// sizes, the world size, a derived id) is left for [`commgate_bench::workload::resolve_all`].
 pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Declared>> {
     workloads::declare(args, file, env)
 }
@@ -503,7 +503,7 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
             results_dir: specs.results_dir.or_default(s.results_dir.or_else(|| f.results_dir.clone())),
             progress: !args.quiet && !ci && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             dry_run: false,
-            nccl: crate::bench::nccl::Tuning {
+            nccl: commgate_bench::nccl::Tuning {
                 algo: s.nccl_algo.or(f.nccl_algo),
                 proto: s.nccl_proto.or(f.nccl_proto),
             },
@@ -640,8 +640,8 @@ mod compare_tests {
 #[cfg(test)]
 mod bench_tests {
     use super::*;
-    use crate::bench::settings::{BackendKind, BenchSettings};
-    use crate::bench::Dtype;
+    use commgate_bench::settings::{BackendKind, BenchSettings};
+    use commgate_bench::Dtype;
     use bench_args as args;
 
     fn no_env(_: &str) -> Option<String> {

@@ -1,46 +1,28 @@
-//! commgate: gate merges on communication performance.
+//! commgate: gate merges on communication performance. This crate is the binary's own layer, the
+//! top of the workspace (docs/layout.md): what the user typed ([`cli`]), the settings resolved once
+//! ([`config`]: flags > `COMMGATE_*` > `commgate.toml` > defaults), `commgate init`'s scaffolding
+//! ([`init`]) and the command switchboard ([`run`](mod@run)). Everything below lives in its own
+//! crate, each using only the crates under it:
 //!
-//! Data flows one way through these layers, bottom to top. A module imports only from its own
-//! layer or those above it in this table, and the modules form no import circle; `tests/layers.rs`
-//! reads this table and every `crate::` path of the shipped code (test modules aside) and fails
-//! when either stops being true.
-//!
-//! | layer | modules | owns |
+//! | crate | owns | uses |
 //! |---|---|---|
-//! | vocabulary and edges | `units`, `diag`, `input`, `output`, `base_commit`, `github`, `decide::vocab` | units and wording, stderr lines, bounded reads of untrusted files, atomic writes and stdout, the base commit's tree, the GitHub API; the gate's words (no rules) |
-//! | data | `result` | the result file's typed schema |
-//! | reading and statistics | `stats`, `trace` | pure statistics; traces in, the attribution out (no decision) |
-//! | work | `baseline`, `bench`, `compare` | the store, measuring, the comparison's estimates and four states |
-//! | decision | `decide::run`, `decide::comparison`, `decide::mitigation`, `decide::balance`, `decide::gate` | every rule that turns evidence into a verdict, a mitigation or an exit code |
-//! | gathering | `check` | the gate's evidence, handed to the decisions |
-//! | rendering | `report` | data in, `String` out |
-//! | the command line | `cli`, `config`, `init`, `run`, `testkit` | what the user typed, settings resolved once (flags > `COMMGATE_*` > `commgate.toml` > defaults, each declared once in `config::sections`), `commgate init`'s scaffolding of them, the command switchboard; the test kit |
+//! | `commgate-core` | units, diagnostics, bounded input, atomic output, the verdict words, the result schema | — |
+//! | `commgate-stats` | pure statistics | — |
+//! | `commgate-trace` | trace readers, the trace model, attribution, critical path, what-if | core, stats |
+//! | `commgate-bench` | the backends (CUDA, CPU, mock) and the launcher: measures, never decides | core, stats |
+//! | `commgate-gate` | the baseline store, compare, every decision rule, check's evidence | core, stats, trace |
+//! | `commgate-report` | data in, `String` out | core, stats, trace, bench, gate |
+//! | `commgate-github` | the only crate that talks HTTP | core |
+//! | `commgate-testkit` | generators and simulated runs (a dev-dependency only) | all but report and github |
 //!
-//! [`run`](mod@run) is the top: it resolves the benchmark against the machine once
-//! ([`bench::settings::BenchRequest::resolve`]), calls the layers in order, hands each stage's
-//! evidence to [`decide`], and returns the [`Outcome`] that `main` maps to an exit code (0
-//! passed, 1 blocked, 2 could not evaluate).
+//! [`run`](mod@run) resolves the benchmark against the machine once
+//! ([`commgate_bench::settings::BenchRequest::resolve`]), calls the layers in order, hands each
+//! stage's evidence to [`commgate_gate::decide`], and returns the [`Outcome`] that `main` maps to an
+//! exit code (0 passed, 1 blocked, 2 could not evaluate).
 
-pub mod base_commit;
-pub mod baseline;
-pub mod bench;
-pub mod check;
 pub mod cli;
-pub mod compare;
 pub mod config;
-pub mod decide;
-pub mod diag;
-pub mod github;
 pub mod init;
-pub mod input;
-pub mod output;
-pub mod report;
-pub mod result;
 pub mod run;
-pub mod stats;
-#[cfg(feature = "testkit")]
-pub mod testkit;
-pub mod trace;
-pub mod units;
 
 pub use run::{run, Outcome};

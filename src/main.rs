@@ -1,11 +1,11 @@
 //! The switchboard: parse, run, map the outcome to an exit code (0 passed, 1 blocked, 2 could
-//! not evaluate), print an error once, on one line (through [`commgate::diag`], so that nothing
+//! not evaluate), print an error once, on one line (through [`commgate_core::diag`], so that nothing
 //! quoted in it can start a line of its own).
 
 use std::process::ExitCode;
 
 use commgate::config::{parse_args, ArgsError};
-use commgate::diag;
+use commgate_core::diag;
 
 fn main() -> ExitCode {
     let cli = match parse_args(std::env::args_os(), |k| std::env::var(k).ok()) {
@@ -28,10 +28,10 @@ fn main() -> ExitCode {
             2
         }
     };
-    if commgate::bench::runner::benchmark_thread_abandoned() {
+    if commgate_bench::runner::benchmark_thread_abandoned() {
         // A benchmark thread is still running, perhaps inside the driver: nothing may run at
         // exit (CUDA's and NCCL's static destructors would meet it there).
-        commgate::bench::cuda::exit_without_destructors(code);
+        commgate_bench::cuda::exit_without_destructors(code);
     }
     ExitCode::from(code)
 }

@@ -12,29 +12,30 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::base_commit::BaseCommit;
-use crate::bench;
-use crate::bench::launch::{self, Launch};
-use crate::bench::nccl::{self, TuningLog};
-use crate::bench::runner::{self, BenchOutcome};
-use crate::bench::settings::{BackendChoice, BenchSettings};
-use crate::bench::workload;
-use crate::bench::BenchError;
-use crate::check;
+use commgate_core::base_commit::BaseCommit;
+use commgate_bench as bench;
+use commgate_bench::launch::{self, Launch};
+use commgate_bench::nccl::{self, TuningLog};
+use commgate_bench::runner::{self, BenchOutcome};
+use commgate_bench::settings::{BackendChoice, BenchSettings};
+use commgate_bench::workload;
+use commgate_bench::BenchError;
+use commgate_gate::check;
 use crate::cli::{BaseFlags, BaselineCommand, Cli, Command, InitArgs};
 use crate::config;
-use crate::decide::mitigation::diagnose;
-pub use crate::decide::Outcome;
-use crate::decide::{self, gate, ErrorKind, EvaluationError, FailOn};
-use crate::diag;
-use crate::github::{self, CommentOutcome, CommentPolicy, GithubEnv};
+use commgate_gate::decide::mitigation::diagnose;
+pub use commgate_gate::decide::Outcome;
+use commgate_gate::decide::{self, gate, ErrorKind, EvaluationError, FailOn};
+use commgate_core::diag;
+use commgate_github::{self as github, CommentOutcome, CommentPolicy, GithubEnv};
 use crate::init;
-use crate::output::emit;
-use crate::report;
-use crate::report::Format;
-use crate::trace::load::{attribute_paths, partial_paths};
-use crate::trace::partial;
-use crate::{baseline, result};
+use commgate_core::output::emit;
+use commgate_report as report;
+use commgate_report::Format;
+use commgate_trace::load::{attribute_paths, partial_paths};
+use commgate_trace::partial;
+use commgate_core::result;
+use commgate_gate::baseline;
 
 pub fn run(cli: Cli) -> Result<Outcome> {
     if may_run_cuda(&cli.command) {
@@ -438,7 +439,7 @@ fn result_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 enum Measured {
     /// Each workload's runs (`--runs`), in order (a failed run's too: its failure is judged),
     /// and the traces' attribution, made before the runs.
-    Results(Vec<Vec<result::RunResult>>, Option<Box<crate::decide::mitigation::Diagnosis>>),
+    Results(Vec<Vec<result::RunResult>>, Option<Box<commgate_gate::decide::mitigation::Diagnosis>>),
     /// The benchmark could not start: the report says so.
     Report(Box<check::CheckReport>),
     /// Nothing to judge here (a dry run's plan, or a rank other than 0): the command's end.
@@ -540,7 +541,7 @@ fn run_settings(settings: &BenchSettings, first: &Path, k: u32) -> BenchSettings
 /// A rendered report to stdout or `output`; text on a terminal gets its verdicts in colour.
 fn emit_report(text: &str, format: Format, output: Option<&Path>) -> Result<()> {
     if format == Format::Text {
-        crate::output::emit_text(text, output)
+        commgate_core::output::emit_text(text, output)
     } else {
         emit(text, output)
     }
@@ -550,7 +551,7 @@ fn emit_report(text: &str, format: Format, output: Option<&Path>) -> Result<()> 
 fn write_partial(cfg: &config::AttributeConfig, out: &Path) -> Result<Outcome> {
     let reduced = partial_paths(&cfg.paths, &cfg.options)?;
     let gzip = out.extension().is_some_and(|e| e == "gz");
-    crate::output::write_atomic(out, &partial::encode(&reduced, gzip))
+    commgate_core::output::write_atomic(out, &partial::encode(&reduced, gzip))
         .with_context(|| format!("{}: cannot write the partial file (does the directory exist?)", out.display()))?;
     diag::info(format_args!(
         "wrote {} ({}); combine the partial files of every node with `commgate attribute PARTIAL...`",
@@ -562,7 +563,7 @@ fn write_partial(cfg: &config::AttributeConfig, out: &Path) -> Result<Outcome> {
 
 /// What an attribution does not cover (missing ranks, an ignored steps setting), on stderr too,
 /// where a reader of the exit code looks.
-fn print_notes(a: &crate::trace::attribute::Attribution) {
+fn print_notes(a: &commgate_trace::attribute::Attribution) {
     for note in a.notes() {
         diag::note(report::escape::plain(&note, report::escape::TEXT));
     }

@@ -18,11 +18,11 @@
 use std::path::PathBuf;
 
 use approx::assert_relative_eq;
-use commgate::decide::mitigation::{diagnose, Thresholds};
-use commgate::decide::{Decision, Strategy};
-use commgate::trace::attribute::{AttributeOptions, Compat, StepsSetting};
-use commgate::trace::classify::CommPattern;
-use commgate::trace::load::attribute_paths;
+use commgate_gate::decide::mitigation::{diagnose, Thresholds};
+use commgate_gate::decide::{Decision, Strategy};
+use commgate_trace::attribute::{AttributeOptions, Compat, StepsSetting};
+use commgate_trace::classify::CommPattern;
+use commgate_trace::load::attribute_paths;
 
 fn fixture() -> Vec<PathBuf> {
     vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hand_checked")]

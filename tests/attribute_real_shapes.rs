@@ -8,11 +8,11 @@
 use std::path::PathBuf;
 
 use approx::assert_relative_eq;
-use commgate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
-use commgate::decide::{Decision, Strategy};
-use commgate::report::{render_attribution, render_attribution_in, Format, Width};
-use commgate::trace::attribute::{AttributeOptions, BUSBW_LOWER_BOUND_NOTE, ONE_RANK_NOTE};
-use commgate::trace::load::attribute_paths;
+use commgate_gate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
+use commgate_gate::decide::{Decision, Strategy};
+use commgate_report::{render_attribution, render_attribution_in, Format, Width};
+use commgate_trace::attribute::{AttributeOptions, BUSBW_LOWER_BOUND_NOTE, ONE_RANK_NOTE};
+use commgate_trace::load::attribute_paths;
 use serde_json::{json, Value};
 
 /// One rank's trace document.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use approx::assert_relative_eq;
-use commgate::trace::attribute::{
+use commgate_trace::attribute::{
     attribute_analyses, AttributeOptions, CommKernel, MatchKey, RankAnalysis, RankCollective,
 };
 

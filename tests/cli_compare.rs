@@ -223,7 +223,7 @@ fn a_row_over_the_sample_cap_is_refused_naming_file_and_row() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let marked = edited(tmp.path(), "marked.json", SAME, |v| v["rows"][3]["samples_ms"] = "CAP".into());
     // Written as text: 10 000 001 samples as a serde_json::Value would take gigabytes.
-    let samples = vec!["1"; commgate::result::MAX_SAMPLES_PER_ROW + 1].join(",");
+    let samples = vec!["1"; commgate_core::result::MAX_SAMPLES_PER_ROW + 1].join(",");
     let text = std::fs::read_to_string(&marked).expect("read").replace("\"CAP\"", &format!("[{samples}]"));
     let huge = tmp.path().join("huge.json");
     std::fs::write(&huge, text).expect("write");

@@ -1,4 +1,4 @@
-//! `commgate::github` against a real HTTP server on 127.0.0.1 (wiremock): the sticky comment's
+//! `commgate_github` against a real HTTP server on 127.0.0.1 (wiremock): the sticky comment's
 //! find-update-create logic, pagination, GitHub Enterprise's `/api/v3` prefix, failures and retries,
 //! the sticky comment's author (only the token's own identity's comment is ever edited),
 //! the token never showing, and the Actions files (`GITHUB_STEP_SUMMARY`, `GITHUB_OUTPUT`).
@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use commgate::github::{
+use commgate_github::{
     upsert_comment_with, write_outputs, write_step_summary, CommentOutcome, GithubEnv, RetryPolicy, Token, MARKER,
 };
 use serde_json::{json, Value};

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use commgate::testkit::load::{load_files, Inputs};
-use commgate::trace::attribute::{analyze_rank, AttributeOptions, Compat};
+use commgate_testkit::load::{load_files, Inputs};
+use commgate_trace::attribute::{analyze_rank, AttributeOptions, Compat};
 use serde_json::Value;
 
 /// `tests/fixtures/hta`, which must hold `reference.json` and the traces it lists.
@@ -129,7 +129,7 @@ fn hta_parity_holds_through_the_streaming_entry_point() {
     let opts = AttributeOptions { compat: Compat::Hta, ..AttributeOptions::default() };
     for (name, dataset) in reference["datasets"].as_object().expect("datasets") {
         let files = dataset_files(&dir, dataset);
-        let a = commgate::trace::load::attribute_paths(&files, &opts).expect("attributes");
+        let a = commgate_trace::load::attribute_paths(&files, &opts).expect("attributes");
         for r in &a.ranks {
             let want = num(&dataset["per_rank"][r.rank.to_string()]["hta"], "comp_comm_overlap_pctg");
             assert!((r.overlap_pct - want).abs() <= 0.01, "{name} rank {}: {} vs {want}", r.rank, r.overlap_pct);

@@ -6,10 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-use commgate::testkit::inspector::{write_all_ranks_logs, FORMAT_VERSION};
-use commgate::testkit::synth::{write_all_ranks, SynthSpec};
-use commgate::trace::attribute::{AttributeOptions, Attribution, StepsSetting};
-use commgate::trace::load::attribute_paths;
+use commgate_testkit::inspector::{write_all_ranks_logs, FORMAT_VERSION};
+use commgate_testkit::synth::{write_all_ranks, SynthSpec};
+use commgate_trace::attribute::{AttributeOptions, Attribution, StepsSetting};
+use commgate_trace::load::attribute_paths;
 
 mod common;
 use common::commgate_in as commgate;

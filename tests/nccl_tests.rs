@@ -5,15 +5,15 @@
 //! failed data check and damaged files each end in one clear line or an honest verdict.
 //!
 //! The fixtures under `tests/fixtures/nccl-tests/` are this crate's generator's output
-//! (`commgate::testkit::nccl_tests`), checked here to be exactly that: regenerate them with
+//! (`commgate_testkit::nccl_tests`), checked here to be exactly that: regenerate them with
 //! `COMMGATE_REGEN_FIXTURES=1 cargo test --test nccl_tests`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 
 use std::path::{Path, PathBuf};
 
-use commgate::result::nccl_tests::{read, SizeResult, Sweep};
-use commgate::testkit::nccl_tests::{json, text, NcclTestsSpec};
+use commgate_core::result::nccl_tests::{read, SizeResult, Sweep};
+use commgate_testkit::nccl_tests::{json, text, NcclTestsSpec};
 
 mod common;
 use common::{commgate_in, copy_dir, root};
@@ -158,7 +158,7 @@ fn the_store_keeps_this_runners_ceiling_past_eviction() {
     let best = (1..=5)
         .map(|i| {
             let s = read(&fixtures().join(format!("baseline-{i}.json"))).expect("sweep");
-            let r = commgate::result::sweep::to_result(&s, "2026-12-01T00:00:00Z");
+            let r = commgate_core::result::sweep::to_result(&s, "2026-12-01T00:00:00Z");
             r.metrics.busbw_gbps.expect("busbw")
         })
         .fold(0.0, f64::max);

@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use commgate::testkit::nsys::{write_all_ranks_sqlite, write_one_process_sqlite, write_rank_sqlite, SCHEMA_VERSION};
-use commgate::testkit::synth::{write_all_ranks, SynthSpec};
-use commgate::trace::attribute::{AttributeOptions, Attribution, Compat};
-use commgate::trace::load::attribute_paths;
+use commgate_testkit::nsys::{write_all_ranks_sqlite, write_one_process_sqlite, write_rank_sqlite, SCHEMA_VERSION};
+use commgate_testkit::synth::{write_all_ranks, SynthSpec};
+use commgate_trace::attribute::{AttributeOptions, Attribution, Compat};
+use commgate_trace::load::attribute_paths;
 use rusqlite::Connection;
 
 mod common;

@@ -9,11 +9,11 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use commgate::testkit::dense::{write_dense, DenseSpec};
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::kineto::{parse_document, parse_document_without_fast_path, Document};
-use commgate::trace::limits::ReadLimits;
-use commgate::trace::load::{attribute_paths, read_file};
+use commgate_testkit::dense::{write_dense, DenseSpec};
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::kineto::{parse_document, parse_document_without_fast_path, Document};
+use commgate_trace::limits::ReadLimits;
+use commgate_trace::load::{attribute_paths, read_file};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use proptest::prelude::*;
@@ -304,7 +304,7 @@ proptest! {
     /// offset included, is the same with and without it.
     #[test]
     fn the_fast_path_reads_exactly_as_serde_does(doc in damaged_or_dense()) {
-        let full = |r: Result<Document, commgate::trace::reader::ReadError>| match r {
+        let full = |r: Result<Document, commgate_trace::reader::ReadError>| match r {
             Ok(d) => format!("{d:?}"),
             Err(e) => format!("error {e}"),
         };
@@ -373,7 +373,7 @@ proptest! {
         for m in &mutations {
             apply(&mut doc, m);
         }
-        let full = |r: Result<Document, commgate::trace::reader::ReadError>| match r {
+        let full = |r: Result<Document, commgate_trace::reader::ReadError>| match r {
             Ok(d) => format!("{d:?}"),
             Err(e) => format!("error {e}"),
         };

@@ -8,11 +8,11 @@
 
 use std::path::{Path, PathBuf};
 
-use commgate::testkit::synth::{write_all_ranks, write_rank, SynthSpec};
-use commgate::testkit::{inspector::write_all_ranks_logs, nsys::write_all_ranks_sqlite};
-use commgate::trace::attribute::{AttributeOptions, Attribution, Compat, StepsSetting};
-use commgate::trace::load::{attribute_paths, partial_paths};
-use commgate::trace::partial::encode;
+use commgate_testkit::synth::{write_all_ranks, write_rank, SynthSpec};
+use commgate_testkit::{inspector::write_all_ranks_logs, nsys::write_all_ranks_sqlite};
+use commgate_trace::attribute::{AttributeOptions, Attribution, Compat, StepsSetting};
+use commgate_trace::load::{attribute_paths, partial_paths};
+use commgate_trace::partial::encode;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

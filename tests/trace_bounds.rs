@@ -7,13 +7,13 @@
 use std::io::Write;
 use std::path::Path;
 
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::kineto::{parse_document_with, Document};
-use commgate::trace::limits::{
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::kineto::{parse_document_with, Document};
+use commgate_trace::limits::{
     ReadLimits, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, OTHER_COLLECTIVES, TRUNCATION_MARK,
 };
-use commgate::trace::load::attribute_paths;
-use commgate::trace::model::RankTrace;
+use commgate_trace::load::attribute_paths;
+use commgate_trace::model::RankTrace;
 
 mod common;
 use common::commgate;
@@ -172,7 +172,7 @@ fn collective_names_past_the_limit_are_folded_into_one_row_with_a_note() {
 
 #[test]
 fn aggregated_events_get_the_same_name_bounds() {
-    use commgate::trace::attribute::{attribute_events, CommEvent};
+    use commgate_trace::attribute::{attribute_events, CommEvent};
     let extra = 3usize;
     let mut events: Vec<CommEvent> =
         (0..MAX_DISTINCT_COLLECTIVES + extra).map(|i| CommEvent::new(&format!("c{i}"), 1.0, 8.0, 0.5)).collect();

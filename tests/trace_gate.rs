@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};
+use commgate_testkit::synth::{write_all_ranks, Perturb, SynthSpec};
 use serde_json::Value;
 
 mod common;
@@ -177,7 +177,7 @@ fn two_stored_trace_runs_compare_steps_directly() {
 
 #[test]
 fn inspector_logs_are_judged_on_transfer_and_wait_only() {
-    use commgate::testkit::inspector::write_all_ranks_logs;
+    use commgate_testkit::inspector::write_all_ranks_logs;
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = tmp.path().join("baselines");
     std::fs::create_dir_all(store.join("SIM-MOCK")).expect("dir");

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use commgate::testkit::synth::{write_all_ranks, Perturb, SynthSpec};
+use commgate_testkit::synth::{write_all_ranks, Perturb, SynthSpec};
 use serde_json::Value;
 
 mod common;

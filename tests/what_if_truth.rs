@@ -13,10 +13,10 @@
 
 use std::path::Path;
 
-use commgate::testkit::synth::{write_all_ranks, Perturb, SynthCollective, SynthSpec};
-use commgate::trace::attribute::whatif::{Busbw, Scenario, ScenarioKind, WhatIf, WhatIfOptions};
-use commgate::trace::attribute::AttributeOptions;
-use commgate::trace::load::attribute_paths;
+use commgate_testkit::synth::{write_all_ranks, Perturb, SynthCollective, SynthSpec};
+use commgate_trace::attribute::whatif::{Busbw, Scenario, ScenarioKind, WhatIf, WhatIfOptions};
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::load::attribute_paths;
 
 /// The tolerance the predictions are held to: 5 % of the true step.
 const TOLERANCE: f64 = 0.05;

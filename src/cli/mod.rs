@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 pub mod sections;
 pub mod shell;
 
-use crate::github::MAX_PULL_REQUEST;
-use crate::report::Format;
+use commgate_github::MAX_PULL_REQUEST;
+use commgate_report::Format;
 use sections::{
     AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,
 };

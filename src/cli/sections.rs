@@ -22,18 +22,18 @@
 use std::fmt::Display;
 use std::path::PathBuf;
 
-use crate::baseline::history::MAX_HISTORY;
-use crate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
-use crate::bench::limits;
-use crate::bench::nccl::{Algo, Proto};
-use crate::bench::settings::BackendChoice;
-use crate::bench::Dtype;
-use crate::compare::CompareOptions;
-use crate::decide::mitigation::Thresholds;
-use crate::decide::FailOn;
-use crate::github::CommentPolicy;
-use crate::report::Format;
-use crate::trace::attribute::Compat;
+use commgate_gate::baseline::history::MAX_HISTORY;
+use commgate_gate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
+use commgate_bench::limits;
+use commgate_bench::nccl::{Algo, Proto};
+use commgate_bench::settings::BackendChoice;
+use commgate_bench::Dtype;
+use commgate_gate::compare::CompareOptions;
+use commgate_gate::decide::mitigation::Thresholds;
+use commgate_gate::decide::FailOn;
+use commgate_github::CommentPolicy;
+use commgate_report::Format;
+use commgate_trace::attribute::Compat;
 
 /// One setting's names: `[section] name` in the file, its flag and its variable (`None` for a
 /// key only the file sets). Built by [`Key::of`] from the clap definition of the setting, in

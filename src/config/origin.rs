@@ -15,7 +15,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
 use super::FileConfig;
-use crate::bench::limits::{LimitError, Origin, Setting};
+use commgate_bench::limits::{LimitError, Origin, Setting};
 use crate::cli::sections::{Key, Spec};
 use crate::cli::Cli;
 

@@ -30,7 +30,7 @@ pub use crate::cli::GateBackend;
 /// `PAR-CPU-MECHANISM`): `init`'s profile when `--profile` is not given, so that the baselines
 /// the workflow records land under a profile that says what they are.
 pub fn default_profile(backend: GateBackend) -> String {
-    crate::bench::runner::default_profile(backend.name())
+    commgate_bench::runner::default_profile(backend.name())
 }
 
 /// The workflow's comment on its `backend:` line.
@@ -140,7 +140,7 @@ fn is_sha(s: &str) -> bool {
 pub fn check_profile(name: &str) -> Result<String, InitError> {
     let ok = (1..=MAX_PROFILE).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && crate::baseline::store_path_for(Path::new(""), name, "w").is_ok();
+        && commgate_gate::baseline::store_path_for(Path::new(""), name, "w").is_ok();
     if ok {
         Ok(name.to_string())
     } else {
@@ -279,7 +279,7 @@ impl Staged {
             std::fs::create_dir(&d)?;
             self.made.push(d);
         }
-        let (tmp, mut file) = crate::output::create_temp(&parent)?;
+        let (tmp, mut file) = commgate_core::output::create_temp(&parent)?;
         self.files.push((tmp.clone(), path.to_path_buf()));
         file.write_all(bytes)?;
         file.sync_all()
@@ -309,7 +309,7 @@ impl Staged {
                 });
             }
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                let _ = crate::output::sync_dir(parent);
+                let _ = commgate_core::output::sync_dir(parent);
             }
             written.push(path.clone());
         }
@@ -428,8 +428,8 @@ mod tests {
             .collect();
         assert!(uncommented.matches(" = ").count() >= 30, "{uncommented}");
         let file = crate::config::parse_file(&uncommented).expect("every key accepted");
-        assert_eq!(file.baseline.keep, Some(crate::baseline::DEFAULT_KEEP));
-        assert_eq!(file.compare.seed, Some(crate::compare::CompareOptions::default().seed));
+        assert_eq!(file.baseline.keep, Some(commgate_gate::baseline::DEFAULT_KEEP));
+        assert_eq!(file.compare.seed, Some(commgate_gate::compare::CompareOptions::default().seed));
     }
 
     #[test]

@@ -1,0 +1,20 @@
+//! commgate's vocabulary and edges: the bottom layer every other crate may use, and which uses no
+//! other crate of the workspace.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`units`] | units and their wording (bytes, durations, rates) |
+//! | [`diag`] | the one-line stderr contract (`commgate: …`, workflow-command safe) |
+//! | [`input`] | bounded reads of untrusted files |
+//! | [`output`] | atomic writes, stdout, the PR comment's marker |
+//! | [`base_commit`] | the base and head commits, and the base commit's tree |
+//! | [`vocab`] | the gate's words: decisions, verdicts, outcomes, evaluation errors, `--fail-on`, mitigations (no rules) |
+//! | [`result`] | the result file's typed, versioned schema |
+
+pub mod base_commit;
+pub mod diag;
+pub mod input;
+pub mod output;
+pub mod result;
+pub mod units;
+pub mod vocab;

@@ -1,0 +1,24 @@
+//! Every rule that turns evidence into a verdict, a state of the gate or a mitigation, one file per
+//! decision, so that "where is this decided?" has one answer:
+//!
+//! | file | decides |
+//! |---|---|
+//! | [`vocab`] | nothing: the words every decision returns (decisions, verdicts, outcomes, evaluation errors, `--fail-on`, mitigations) |
+//! | [`run`](mod@run) | a benchmark run's own verdict on overlap (the result file's `decision`) |
+//! | [`comparison`] | a comparison's verdict against its baseline, and the hardware/software wording |
+//! | [`mitigation`] | the one evidence → strategy table: the seed's rules and the trace causes' |
+//! | [`balance`] | whether the late rank's cost (the what-if's saving) grew past `--fail-on-savings-ms` |
+//! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
+//!
+//! This layer sits above the work (`bench`, `compare`, `trace`): those compute estimates and
+//! states and never call a decision; their callers (`check`, `run.rs`) hand the evidence here.
+
+pub mod balance;
+pub mod comparison;
+pub mod gate;
+pub mod mitigation;
+pub mod run;
+pub use commgate_core::vocab;
+
+pub use gate::FailOn;
+pub use vocab::{Decision, ErrorKind, EvaluationError, Followup, Mitigation, Outcome, Strategy, Verdict};

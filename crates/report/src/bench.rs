@@ -1,0 +1,64 @@
+//! What `commgate bench` says about the runs it wrote: each run's schedules (median and P95 of
+//! the slowest rank's step) with its bus bandwidth, matmul rate and overlap figure, and for a
+//! payload sweep one nccl-tests-style line per size. Plain text for stderr (stdout keeps the
+//! result files' paths, one per line, for scripts).
+
+use super::table;
+use super::{ms, two, Align};
+use commgate_core::result::{RunResult, Schedule};
+
+/// The order the schedules are listed in: what a reader compares first.
+const ORDER: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule::CommOnly, Schedule::ComputeOnly];
+
+/// One run: its schedules' median and P95 (ms), then its figures on one line.
+pub fn run_summary(r: &RunResult) -> String {
+    let rows: Vec<Vec<String>> = ORDER
+        .iter()
+        .filter_map(|s| r.rows.iter().find(|row| row.schedule == *s))
+        .map(|row| vec![row.schedule.as_str().to_string(), ms(row.median_max_rank_ms), ms(row.p95_max_rank_ms)])
+        .collect();
+    let columns = [("schedule", Align::Left), ("median ms", Align::Right), ("P95 ms", Align::Right)];
+    let mut out = table::text(&columns, &rows);
+    let figures: Vec<String> = super::check::run_figures(r, None).iter().map(|(l, v)| format!("{l} {v}")).collect();
+    out.push_str(&figures.join(" · "));
+    out.push('\n');
+    out
+}
+
+/// A payload sweep as nccl-tests prints one: per size (bytes per rank), the communication's
+/// median time, algorithm bandwidth (bytes / time) and bus bandwidth, ascending by size.
+/// `None` for fewer than two runs.
+pub fn sweep_table(runs: &[&RunResult]) -> Option<String> {
+    if runs.len() < 2 {
+        return None;
+    }
+    let mut rows: Vec<(u64, Vec<String>)> = runs
+        .iter()
+        .filter_map(|r| {
+            let comm = r.rows.iter().find(|row| row.schedule == Schedule::CommOnly)?;
+            let bytes = comm.payload_bytes_per_rank;
+            let secs = comm.median_max_rank_ms / 1e3;
+            let algbw = (secs > 0.0).then(|| bytes as f64 / secs / 1e9);
+            let dash = || "-".to_string();
+            Some((
+                bytes,
+                vec![
+                    bytes.to_string(),
+                    comm.collective.clone(),
+                    two(comm.median_max_rank_ms * 1e3),
+                    algbw.map_or_else(dash, two),
+                    r.metrics.busbw_gbps.map_or_else(dash, two),
+                ],
+            ))
+        })
+        .collect();
+    rows.sort_by_key(|(bytes, _)| *bytes);
+    let columns = [
+        ("size (B)", Align::Right),
+        ("collective", Align::Left),
+        ("time (us)", Align::Right),
+        ("algbw (GB/s)", Align::Right),
+        ("busbw (GB/s)", Align::Right),
+    ];
+    Some(table::text(&columns, &rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>()))
+}

@@ -1,0 +1,186 @@
+//! What would fix it, as every renderer shows it: the fixes ranked by the time they would save
+//! (a table, and one line for the decision lines), and the critical path of the median step in
+//! one line. Collective names come from traces and are escaped for the context.
+
+use super::escape::{md_text, plain, NAME};
+use super::table::Context;
+use super::{fixed, ms, Align};
+use commgate_trace::attribute::whatif::{PathPart, PathRole, Scenario, ScenarioKind, WhatIf};
+
+/// The columns of the fixes table.
+pub(crate) const COLUMNS: [(&str, Align); 5] = [
+    ("fix", Align::Left),
+    ("saves ms/step", Align::Right),
+    ("of step", Align::Right),
+    ("10-90 % of steps", Align::Right),
+    ("step ms", Align::Right),
+];
+
+/// The most fixes the tables and the line show (the JSON has every one).
+pub(crate) const MAX_FIXES: usize = 6;
+
+/// The title above the table: how much was replayed.
+pub(crate) fn title(w: &WhatIf) -> String {
+    let steps = super::counted(w.steps as usize, "step", "steps");
+    format!("What would fix it (replay of {steps}; median step {} ms from first kernel to last):", ms(w.step_ms))
+}
+
+/// A trace's name made safe in running text of `ctx` (a table cell escapes it as a cell).
+fn in_text(s: &str, ctx: Context) -> String {
+    match ctx {
+        Context::Text => plain(s, NAME),
+        Context::Markdown => md_text(s, NAME),
+    }
+}
+
+/// What a scenario changes, in a reviewer's words, for a cell (`cell`) or running text.
+pub(crate) fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
+    let collective = s.collective.as_deref().unwrap_or("?");
+    let name = || if cell { ctx.escape(collective, NAME) } else { in_text(collective, ctx) };
+    match s.kind {
+        ScenarioKind::LateRankOnTime => format!("rank {} on time", s.rank.map_or("?".into(), |r| r.to_string())),
+        ScenarioKind::Hidden => format!("{} hidden", name()),
+        ScenarioKind::TransferAtBusbw => {
+            format!("{} at {} GB/s busbw", name(), s.busbw_gbps.map_or("?".into(), |b| fixed(b, 1)))
+        }
+        ScenarioKind::Earlier => {
+            // The terminal stays ASCII.
+            let unit = if ctx == Context::Text { "us" } else { "µs" };
+            format!("{} {} {unit} earlier", name(), s.earlier_us.map_or("?".into(), |u| fixed(u, 0)))
+        }
+    }
+}
+
+/// One row per fix, largest saving first, at most [`MAX_FIXES`].
+pub(crate) fn rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
+    w.scenarios
+        .iter()
+        .take(MAX_FIXES)
+        .map(|s| {
+            vec![
+                fix(s, ctx, true),
+                ms(s.saving_ms),
+                format!("{} %", fixed(s.saving_pct, 1)),
+                format!("{}-{}", ms(s.saving_low_ms), ms(s.saving_high_ms)),
+                ms(s.step_ms),
+            ]
+        })
+        .collect()
+}
+
+/// The fixes that save something, ranked, for the decision lines: `all_to_all hidden saves
+/// ≈1.66 ms per step (−14.2 %); rank 5 on time ≈1.36 ms` (`~` and `-` in a terminal). `None`
+/// when none saves a microsecond.
+pub(crate) fn ranked_line(w: &WhatIf, ctx: Context) -> Option<String> {
+    let saving: Vec<&Scenario> = w.scenarios.iter().filter(|s| s.saving_ms >= 0.001).take(3).collect();
+    let (first, rest) = saving.split_first()?;
+    // The terminal stays ASCII.
+    let (about, minus) = match ctx {
+        Context::Text => ("~", "-"),
+        Context::Markdown => ("≈", "−"),
+    };
+    let mut line = format!(
+        "{} saves {about}{} ms per step ({minus}{} %)",
+        fix(first, ctx, false),
+        fixed(first.saving_ms, 2),
+        fixed(first.saving_pct, 1)
+    );
+    for s in rest {
+        line.push_str(&format!("; {} {about}{} ms", fix(s, ctx, false), fixed(s.saving_ms, 2)));
+    }
+    Some(line)
+}
+
+/// The share of the critical path on no GPU work above which the reports warn that the step is
+/// host-bound.
+const HOST_BOUND_SHARE: f64 = 0.25;
+
+/// The warning of a host-bound step: the path's time on no GPU work, when it is at least
+/// [`HOST_BOUND_SHARE`] of the step.
+pub(crate) fn host_bound_note(w: &WhatIf) -> Option<String> {
+    let p = &w.critical_path;
+    let idle: f64 = p.parts.iter().filter(|part| part.role == PathRole::Gap).map(|part| part.ms).sum();
+    (p.step_ms > 0.0 && idle >= HOST_BOUND_SHARE * p.step_ms).then(|| {
+        format!(
+            "{} ms ({} %) of the critical path is time on no GPU work: kernels the host launched late, or \
+             waits the trace does not explain. The replay keeps it as observed, so where the host was \
+             waiting for the GPU the savings above are too small.",
+            ms(idle),
+            fixed(100.0 * idle / p.step_ms, 0)
+        )
+    })
+}
+
+/// The parts of the critical path the reports show, largest first.
+const PATH_PARTS: usize = 6;
+
+/// What the critical path is of: `Critical path of the median step (step 9, 11.632 ms)`.
+fn path_head(w: &WhatIf) -> String {
+    let p = &w.critical_path;
+    format!("Critical path of the median step (step {}, {} ms)", p.step, ms(p.step_ms))
+}
+
+/// How many parts past [`PATH_PARTS`] are not shown.
+fn parts_left_out(w: &WhatIf) -> usize {
+    w.critical_path.parts.len().saturating_sub(PATH_PARTS)
+}
+
+/// The critical path of the median step by part, largest first, one line of text.
+pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
+    let parts: Vec<String> = w
+        .critical_path
+        .parts
+        .iter()
+        .take(PATH_PARTS)
+        .map(|part| format!("{} {} ms", part_name(part, ctx, false), ms(part.ms)))
+        .collect();
+    let more = parts_left_out(w);
+    let tail = if more > 0 { format!(", {more} more") } else { String::new() };
+    format!("{}: {}{tail}", path_head(w), parts.join(", "))
+}
+
+/// The same as a Markdown table: a collective's name (from a trace) stays in a cell, where a
+/// hostile one cannot read as a fence or a table in running text.
+fn path_table(w: &WhatIf) -> String {
+    let columns = [("on the critical path", Align::Left), ("ms", Align::Right)];
+    let rows: Vec<Vec<String>> = w
+        .critical_path
+        .parts
+        .iter()
+        .take(PATH_PARTS)
+        .map(|part| vec![part_name(part, Context::Markdown, true), ms(part.ms)])
+        .collect();
+    let more = parts_left_out(w);
+    let more = if more > 0 { format!("\n_{more} more parts in the JSON report._\n") } else { String::new() };
+    format!("{}:\n\n{}{more}", path_head(w), super::table::markdown(&columns, &rows))
+}
+
+fn part_name(p: &PathPart, ctx: Context, cell: bool) -> String {
+    let rank = p.rank.map(|r| format!(" on rank {r}")).unwrap_or_default();
+    let name = || if cell { ctx.escape(&p.what, NAME) } else { in_text(&p.what, ctx) };
+    match p.role {
+        PathRole::Work if p.what == "compute" => format!("compute{rank}"),
+        PathRole::Work => format!("{}{rank}", name()),
+        PathRole::Transfer => format!("{} transfer", name()),
+        PathRole::Gap => format!("idle{rank}"),
+    }
+}
+
+/// The Markdown section: the fixes table, the critical path and the gantt of the median step.
+pub(crate) fn markdown(w: &WhatIf) -> String {
+    let ctx = Context::Markdown;
+    let mut out = format!("**{}**\n\n", title(w).trim_end_matches(':'));
+    if w.scenarios.is_empty() {
+        out.push_str("_No fix to replay: no rank stood out as late and no collective ran._\n");
+    } else {
+        out.push_str(&super::table::markdown(&COLUMNS, &rows(w, ctx)));
+    }
+    out.push_str(&format!("\n{}", path_table(w)));
+    if let Some(note) = host_bound_note(w) {
+        out.push_str(&format!("\n**Note:** {note}\n"));
+    }
+    if let Some(chart) = w.picture.as_ref().and_then(super::gantt::gantt) {
+        out.push_str(&format!("\n{chart}\n"));
+    }
+    out
+}

@@ -1,0 +1,223 @@
+//! Instances of a collective matched across ranks, and everything read from them without
+//! comparing clocks: the imbalance ratio and straggler, the transfer and wait split, the bus
+//! bandwidth and the last-arriving rank. The one instance matcher lives here.
+//!
+//! Ranks leave a collective together, so the rank that arrived last has the shortest kernel: its
+//! duration is the time the data moved (the *transfer*), and every other rank's excess is time it
+//! waited. Only durations are compared, never start times of different hosts.
+
+use std::collections::HashMap;
+
+use super::combine::ms;
+use super::{CommKernel, MatchKey, RankAnalysis};
+use super::{Hotspot, StepSeries};
+use commgate_stats::binomial_greater;
+use crate::model::Ns;
+
+/// One instance on one rank: its kernels with that key taken together.
+struct Part {
+    /// Index into the ranks.
+    idx: usize,
+    /// Summed duration of the rank's kernels with this key.
+    dur: Ns,
+    /// The earliest start (for the start skew).
+    start: Ns,
+    /// The step of the rank's first kernel with this key.
+    step: u32,
+    /// Summed known payload of those kernels; `None` when none said.
+    payload: Option<u64>,
+}
+
+/// Instances by key, each with one part per rank that has it (in rank order), and the
+/// participants (ranks with at least one of the collective's kernels), ascending.
+fn match_instances<'a>(kernels: &[(usize, &'a CommKernel)]) -> (HashMap<&'a MatchKey, Vec<Part>>, Vec<usize>) {
+    // Hashed, not ordered: everything summed over instances is an integer, so the order does not
+    // matter.
+    let mut instances: HashMap<&MatchKey, Vec<Part>> = HashMap::with_capacity(kernels.len());
+    let mut participants: Vec<usize> = Vec::new();
+    for &(i, c) in kernels {
+        let entry = instances.entry(&c.key).or_default();
+        match entry.iter_mut().find(|p| p.idx == i) {
+            Some(p) => {
+                p.dur += c.end - c.ts;
+                p.start = p.start.min(c.ts);
+                p.payload = match (p.payload, c.payload) {
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => entry.push(Part { idx: i, dur: c.end - c.ts, start: c.ts, step: c.step, payload: c.payload }),
+        }
+        if participants.last() != Some(&i) {
+            participants.push(i);
+        }
+    }
+    (instances, participants)
+}
+
+/// nccl-tests' bus factor for `n` ranks: busbw = algbw × factor. `None` for collectives it does
+/// not define (custom and unknown names).
+pub fn bus_factor(collective: &str, n: usize) -> Option<f64> {
+    let n = n as f64;
+    match collective {
+        "all_reduce" => Some(2.0 * (n - 1.0) / n),
+        "all_gather" | "reduce_scatter" | "all_to_all" => Some((n - 1.0) / n),
+        "broadcast" | "reduce" | "send_recv" => Some(1.0),
+        _ => None,
+    }
+}
+
+/// The level at which a last-arriving rank (and so a straggler) is claimed: its count of last
+/// arrivals is tested against chance (each of the k participants equally likely, 1/k) with a
+/// one-sided binomial test, Bonferroni-corrected for the k ranks that could have stood out.
+pub const LAST_ARRIVAL_ALPHA: f64 = 0.05;
+
+/// The bus factor's n: the process group's size when the metadata says (`Group size`), else
+/// the `seen` ranks that ran the collective.
+pub(super) fn group_size(kernels: &[(usize, &CommKernel)], seen: usize) -> usize {
+    kernels.iter().filter_map(|(_, c)| c.group_size).max().map_or(seen, |g| (g as usize).max(seen))
+}
+
+/// Sums over the matched instances.
+#[derive(Default)]
+struct Totals {
+    matched: u64,
+    wait: i128,
+    span: i128,
+    transfer: i128,
+    skew: i128,
+    /// Σ payload × bus factor, and Σ transfer, over instances with a known payload.
+    bus_bytes: f64,
+    bus_transfer: i128,
+    bus_known: bool,
+    /// Instances with one rank alone at the shortest duration (a tie names no last arrival).
+    decided: u64,
+}
+
+/// The Bonferroni-corrected binomial p-value of a rank arriving last in `count` of `decided`
+/// instances among `k` participants.
+fn last_arrival_p(count: u64, decided: u64, k: usize) -> f64 {
+    (binomial_greater(count, decided, 1.0 / k as f64) * k as f64).min(1.0)
+}
+
+/// Fills the cross-rank fields of `h` (imbalance, straggler, skew, unmatched, transfer, wait,
+/// busbw, last arrival) and the transfer and wait samples of `series`, from this collective's
+/// kernels as (index into `ranks`, kernel), in rank order.
+///
+/// From one participant nothing is compared: transfer, wait, imbalance and last arrival stay
+/// `None`, and the bus bandwidth (with the process group's size from `Group size`) is computed
+/// from whole kernel times, a lower bound, as it is when some of the group's ranks are missing.
+pub(super) fn cross_rank(
+    ranks: &[RankAnalysis],
+    kernels: &[(usize, &CommKernel)],
+    h: &mut Hotspot,
+    series: &mut StepSeries,
+) {
+    let (instances, participants) = match_instances(kernels);
+    let k = participants.len();
+    if k == 0 {
+        return;
+    }
+    let steps = participants.iter().map(|&i| ranks[i].steps).min().unwrap_or(1).max(1) as f64;
+    let samples = participants.iter().map(|&i| ranks[i].samples).max().unwrap_or(1).max(1) as f64;
+    let sample_divisor = (steps / samples).max(1.0);
+    let group = group_size(kernels, k);
+    let factor = bus_factor(&h.collective, group).filter(|_| group >= 2);
+    // Start times compare only when every rank says where its clock starts.
+    let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some());
+    let len = series.exposed_ms.len();
+    let (mut transfer_by_step, mut wait_by_step) = (vec![0i128; len], vec![0i128; len]);
+    let mut caused: Vec<i128> = vec![0; ranks.len()];
+    let mut arrived_last: Vec<u64> = vec![0; ranks.len()];
+    let mut t = Totals::default();
+    for parts in instances.values() {
+        if parts.len() != k {
+            h.unmatched += 1;
+            continue;
+        }
+        t.matched += 1;
+        let transfer = parts.iter().map(|p| p.dur).min().unwrap_or(0);
+        let wait: i128 = parts.iter().map(|p| i128::from(p.dur - transfer)).sum();
+        t.wait += wait;
+        t.span += parts.iter().map(|p| i128::from(p.dur)).sum::<i128>();
+        t.transfer += i128::from(transfer);
+        // The last arrival: the one rank with the shortest kernel; a tie names none.
+        let mut shortest = parts.iter().filter(|p| p.dur == transfer);
+        if let (Some(last), None) = (shortest.next(), shortest.next()) {
+            t.decided += 1;
+            caused[last.idx] += wait;
+            arrived_last[last.idx] += 1;
+        }
+        if let (Some(f), Some(bytes)) = (factor, parts.iter().filter_map(|p| p.payload).max()) {
+            t.bus_known = true;
+            t.bus_bytes += bytes as f64 * f;
+            t.bus_transfer += i128::from(transfer);
+        }
+        // The instance's step is the one its lowest rank counts it in.
+        if let Some(step) = parts.first().map(|p| p.step as usize).filter(|&s| s < len) {
+            transfer_by_step[step] += i128::from(transfer);
+            wait_by_step[step] += wait;
+        }
+        let starts = parts.iter().map(|p| i128::from(p.start) + i128::from(ranks[p.idx].base_time_ns.unwrap_or(0)));
+        let (lo, hi) = starts.fold((i128::MAX, i128::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
+        t.skew += hi - lo;
+    }
+    if t.matched == 0 {
+        return;
+    }
+    if t.bus_known && t.bus_transfer > 0 {
+        h.busbw_gbps = Some(t.bus_bytes / (t.bus_transfer as f64 / 1e9) / 1e9);
+        h.busbw_lower_bound = k < group;
+    }
+    if k < 2 {
+        return;
+    }
+    let per_rank = k as f64;
+    h.transfer_ms = Some(ms(t.transfer as f64) / steps);
+    h.wait_ms = Some(ms(t.wait as f64) / per_rank / steps);
+    series.transfer_ms = transfer_by_step.iter().map(|&ns| ms(ns as f64) / sample_divisor).collect();
+    series.wait_ms = wait_by_step.iter().map(|&ns| ms(ns as f64) / per_rank / sample_divisor).collect();
+    // Most instances arrived last; ties to the lowest rank. Named only when chance is ruled out.
+    if let Some((i, &count)) = arrived_last.iter().enumerate().max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i))) {
+        if t.decided > 0 {
+            let p = last_arrival_p(count, t.decided, k);
+            h.last_arrival_share = Some(count as f64 / t.decided as f64);
+            h.last_arrival_instances = t.decided;
+            h.last_arrival_p_value = Some(p);
+            h.last_arrival_rank = (p <= LAST_ARRIVAL_ALPHA).then_some(ranks[i].rank);
+        }
+    }
+    if t.span == 0 {
+        return;
+    }
+    h.rank_imbalance_observed = true;
+    h.rank_imbalance_ratio = Some(t.wait as f64 / t.span as f64);
+    if t.wait > 0 {
+        // The rank charged the most wait, claimed only when its last arrivals are not chance.
+        h.straggler_rank = caused
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))
+            .filter(|&(i, &c)| c > 0 && last_arrival_p(arrived_last[i], t.decided, k) <= LAST_ARRIVAL_ALPHA)
+            .map(|(i, _)| ranks[i].rank);
+    }
+    if clocks_comparable {
+        h.start_skew_ms = Some(t.skew as f64 / t.matched as f64 / 1e6);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_factors_follow_nccl_tests() {
+        assert_eq!(bus_factor("all_reduce", 4), Some(1.5));
+        assert_eq!(bus_factor("all_gather", 4), Some(0.75));
+        assert_eq!(bus_factor("reduce_scatter", 2), Some(0.5));
+        assert_eq!(bus_factor("all_to_all", 8), Some(0.875));
+        assert_eq!(bus_factor("broadcast", 8), Some(1.0));
+        assert_eq!(bus_factor("reduce", 2), Some(1.0));
+        assert_eq!(bus_factor("cross_device_reduce", 2), None);
+    }
+}
