@@ -479,7 +479,7 @@ fn apply_rank_tail(samples: &mut [f64], tail: RankTail) {
 /// Build one with [`SimRun::new`] and the setters, then [`SimRun::build`] it:
 ///
 /// ```
-/// # use commgate::testkit::simulate::{Effect, NoiseModel, SimRun};
+/// # use commgate_testkit::simulate::{Effect, NoiseModel, SimRun};
 /// let trial_fleet = 17; // fresh runner levels for this trial
 /// let baseline: Vec<_> = (0..3)
 ///     .map(|i| SimRun::new(NoiseModel::RunnerClusters, 50, 100 + i).fleet(trial_fleet).on_runner(i as usize).build())
