@@ -95,13 +95,13 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use commgate_core::result::nccl_tests::parse;
+use commgate_core::result::sweep::to_result;
+use commgate_core::result::{RunResult, Schedule};
 use commgate_gate::baseline::Baseline;
 use commgate_gate::compare::{prepare, Cause, CompareOptions, MetricComparison, State};
 use commgate_gate::decide::comparison::{compare, compare_runs, judge_together};
 use commgate_gate::decide::Decision;
-use commgate_core::result::nccl_tests::parse;
-use commgate_core::result::sweep::to_result;
-use commgate_core::result::{RunResult, Schedule};
 use commgate_stats::rng::Rng;
 use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
 use commgate_testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel, SimRun};

@@ -13,12 +13,12 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use commgate_gate::baseline::Baseline;
-use commgate_gate::compare::CompareOptions;
-use commgate_gate::decide::comparison::compare;
 use commgate_core::result::nccl_tests::parse;
 use commgate_core::result::sweep::to_result;
 use commgate_core::result::RunResult;
+use commgate_gate::baseline::Baseline;
+use commgate_gate::compare::CompareOptions;
+use commgate_gate::decide::comparison::compare;
 use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
 
 fn spec(seed: u64, sizes: &[u64], iterations: usize, processes: usize) -> NcclTestsSpec {

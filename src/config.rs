@@ -9,11 +9,11 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
+use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
 use commgate_bench::limits::{self, LimitError, Setting};
 use commgate_bench::settings::{BenchRequest, RunOptions};
 use commgate_bench::workload::{Declared, IdChoice};
 use commgate_gate::check::CheckOptions;
-use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
 use commgate_gate::compare::CompareOptions;
 use commgate_gate::decide::mitigation::Thresholds;
 use commgate_github::CommentPolicy;
@@ -640,9 +640,9 @@ mod compare_tests {
 #[cfg(test)]
 mod bench_tests {
     use super::*;
+    use bench_args as args;
     use commgate_bench::settings::{BackendKind, BenchSettings};
     use commgate_bench::Dtype;
-    use bench_args as args;
 
     fn no_env(_: &str) -> Option<String> {
         None

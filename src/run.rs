@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use commgate_core::base_commit::BaseCommit;
+use crate::cli::{BaseFlags, BaselineCommand, Cli, Command, InitArgs};
+use crate::config;
+use crate::init;
 use commgate_bench as bench;
 use commgate_bench::launch::{self, Launch};
 use commgate_bench::nccl::{self, TuningLog};
@@ -20,22 +22,20 @@ use commgate_bench::runner::{self, BenchOutcome};
 use commgate_bench::settings::{BackendChoice, BenchSettings};
 use commgate_bench::workload;
 use commgate_bench::BenchError;
+use commgate_core::base_commit::BaseCommit;
+use commgate_core::diag;
+use commgate_core::output::emit;
+use commgate_core::result;
+use commgate_gate::baseline;
 use commgate_gate::check;
-use crate::cli::{BaseFlags, BaselineCommand, Cli, Command, InitArgs};
-use crate::config;
 use commgate_gate::decide::mitigation::diagnose;
 pub use commgate_gate::decide::Outcome;
 use commgate_gate::decide::{self, gate, ErrorKind, EvaluationError, FailOn};
-use commgate_core::diag;
 use commgate_github::{self as github, CommentOutcome, CommentPolicy, GithubEnv};
-use crate::init;
-use commgate_core::output::emit;
 use commgate_report as report;
 use commgate_report::Format;
 use commgate_trace::load::{attribute_paths, partial_paths};
 use commgate_trace::partial;
-use commgate_core::result;
-use commgate_gate::baseline;
 
 pub fn run(cli: Cli) -> Result<Outcome> {
     if may_run_cuda(&cli.command) {

@@ -38,14 +38,14 @@ mod result_nccl_tests {
 }
 
 mod compare_sweep {
+    use commgate_core::result::nccl_tests::parse;
+    use commgate_core::result::sweep::to_result;
     use commgate_core::result::RunResult;
     use commgate_gate::baseline::Baseline;
     use commgate_gate::compare::sweep::episodic;
     use commgate_gate::compare::{CompareOptions, MetricComparison, State};
     use commgate_gate::decide::comparison::compare;
     use commgate_gate::decide::Decision;
-    use commgate_core::result::nccl_tests::parse;
-    use commgate_core::result::sweep::to_result;
     use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
     use std::path::PathBuf;
 
@@ -128,13 +128,13 @@ mod compare_sweep {
 }
 
 mod report_sweep {
-    use commgate_core::result::RunResult;
-    use commgate_report::sweep::{markdown_table, rows, MARKDOWN_ROWS};
-    use commgate_report::table::Context;
-    use commgate_gate::baseline::Baseline;
-    use commgate_gate::compare::CompareOptions;
     use commgate_core::result::nccl_tests::parse;
     use commgate_core::result::sweep::to_result;
+    use commgate_core::result::RunResult;
+    use commgate_gate::baseline::Baseline;
+    use commgate_gate::compare::CompareOptions;
+    use commgate_report::sweep::{markdown_table, rows, MARKDOWN_ROWS};
+    use commgate_report::table::Context;
     use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
 
     #[expect(clippy::expect_used, reason = "a test's helper fails the test by panicking")]

@@ -22,12 +22,12 @@
 use std::fmt::Display;
 use std::path::PathBuf;
 
-use commgate_gate::baseline::history::MAX_HISTORY;
-use commgate_gate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
 use commgate_bench::limits;
 use commgate_bench::nccl::{Algo, Proto};
 use commgate_bench::settings::BackendChoice;
 use commgate_bench::Dtype;
+use commgate_gate::baseline::history::MAX_HISTORY;
+use commgate_gate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
 use commgate_gate::compare::CompareOptions;
 use commgate_gate::decide::mitigation::Thresholds;
 use commgate_gate::decide::FailOn;

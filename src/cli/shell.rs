@@ -15,8 +15,8 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use super::{Cli, CompletionsArgs, ManArgs};
-use commgate_gate::decide::Outcome;
 use commgate_core::output::{emit, write_atomic};
+use commgate_gate::decide::Outcome;
 
 /// The commit this binary was built from (12 hex digits) and its date, from `build.rs`; each
 /// empty when unknown.

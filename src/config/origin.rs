@@ -15,9 +15,9 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
 use super::FileConfig;
-use commgate_bench::limits::{LimitError, Origin, Setting};
 use crate::cli::sections::{Key, Spec};
 use crate::cli::Cli;
+use commgate_bench::limits::{LimitError, Origin, Setting};
 
 /// The settings file read (its path and text) and the `COMMGATE_*` variables clap took values
 /// from (name, value as written).

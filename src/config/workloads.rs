@@ -11,11 +11,11 @@ use anyhow::{anyhow, bail, Result};
 use serde::Deserialize;
 
 use super::{bench_flags, check_request, FileConfig};
+use crate::cli::BenchArgs;
 use commgate_bench::limits::{Origin, Setting};
 use commgate_bench::settings::BenchRequest;
 use commgate_bench::workload::{check_id, elements_of, parse_size, Declared, IdChoice};
 use commgate_bench::Dtype;
-use crate::cli::BenchArgs;
 
 /// A `[workloads.<name>]` table: the benchmark parameters of one workload.
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{HardwareInfo, Plan};
-use commgate_core::vocab::{Decision, Verdict};
 use commgate_core::result::{
     EvidenceLevel, Failure, Hardware, Metrics, Provenance, Row, RunComparison, RunDecision, RunResult, Schedule,
     Software, Tool, Workload, SCHEMA_VERSION,
 };
+use commgate_core::vocab::{Decision, Verdict};
 use commgate_stats::quantile::type7_quantile;
 
 /// The default workload's id (see [`super::workload`]); [`build`] writes it, the caller sets

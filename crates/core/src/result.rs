@@ -577,7 +577,10 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
 /// workload id): letters, digits, `-`, `_`, `.` and `+`, and not `.` or `..`. The store applies it
 /// to every path it builds; `bench` checks `--environment-profile` with it before a run.
 pub fn is_store_name(s: &str) -> bool {
-    !s.is_empty() && s != "." && s != ".." && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
 }
 
 impl From<Verdict> for RunDecision {
@@ -586,4 +589,3 @@ impl From<Verdict> for RunDecision {
         RunDecision { verdict: v.decision, reason: v.reasons.join("; ") }
     }
 }
-

@@ -6,7 +6,6 @@
 use commgate_core::result::*;
 use commgate_testkit::results as fixtures;
 
-
 #[test]
 fn round_trips_and_validates() {
     let r = fixtures::run(&[1.0, 2.0, 3.0]);
@@ -76,8 +75,7 @@ fn created_at_must_be_an_rfc3339_time() {
     for good in ["2026-11-30T00:00:00Z", "2026-11-30T00:00:00.123456Z", "2026-11-30T01:02:03+02:00"] {
         assert!(is_rfc3339(good), "{good}");
     }
-    for bad in ["", "yesterday", "2026-11-30", "2026-11-30T00:00:00", "2026-11-30T00:00:00.Z", &"9".repeat(200_000)]
-    {
+    for bad in ["", "yesterday", "2026-11-30", "2026-11-30T00:00:00", "2026-11-30T00:00:00.Z", &"9".repeat(200_000)] {
         assert!(!is_rfc3339(bad), "{bad:.40}");
     }
     let mut r = fixtures::run(&[1.0, 2.0]);

@@ -141,9 +141,11 @@ fn read_payload(path: &Path) -> Option<serde_json::Value> {
 /// blocking), at most [`MAX_PAYLOAD_BYTES`], one JSON value nested at most 128 deep
 /// (serde_json's limit). `Err` says which of these failed.
 fn read_event_payload(path: &Path) -> Result<serde_json::Value, String> {
-    let text = commgate_core::input::read_text(path, MAX_PAYLOAD_BYTES).map_err(|e| format!("{} {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not JSON ({})", path.display(), commgate_core::input::plain_message(&e.to_string())))
+    let text =
+        commgate_core::input::read_text(path, MAX_PAYLOAD_BYTES).map_err(|e| format!("{} {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!("{} is not JSON ({})", path.display(), commgate_core::input::plain_message(&e.to_string()))
+    })
 }
 
 /// The events that are about a pull request and carry its base commit in `pull_request.base`.

@@ -11,13 +11,13 @@ use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, T
 use super::markdown::metric_table;
 use super::table;
 use super::{ms, payload, two, Align};
+use commgate_core::output::MARKER;
+use commgate_core::result::{RunComparison, RunResult};
 use commgate_gate::check::CheckReport;
 use commgate_gate::compare::traces::{CollectiveComparison, TraceComparison};
 use commgate_gate::compare::Comparison;
 use commgate_gate::decide::mitigation::Diagnosis;
 use commgate_gate::decide::{Decision, EvaluationError, Outcome};
-use commgate_core::output::MARKER;
-use commgate_core::result::{RunComparison, RunResult};
 use commgate_trace::attribute::Attribution;
 
 /// GitHub rejects issue comments longer than this many characters.
@@ -519,7 +519,11 @@ fn trace_markdown(t: &TraceComparison) -> String {
                 m.quantity.as_str().to_string(),
                 if m.judged.baseline.is_finite() { ms(m.judged.baseline) } else { "-".into() },
                 if m.judged.current.is_finite() { ms(m.judged.current) } else { "-".into() },
-                format!("{} ({})", commgate_core::units::change(m.judged.ratio), commgate_core::units::interval(m.judged.ci)),
+                format!(
+                    "{} ({})",
+                    commgate_core::units::change(m.judged.ratio),
+                    commgate_core::units::interval(m.judged.ci)
+                ),
                 super::pct(m.judged.against.delta),
                 m.judged.state.as_str().to_string(),
                 m.note.as_ref().or(c.note.as_ref()).map_or_else(String::new, |n| md_cell(n, TEXT)),
@@ -597,7 +601,7 @@ pub(super) mod tests {
     use commgate_trace::attribute::attribute_events;
     use commgate_trace::attribute::CommEvent;
 
-    pub(in crate) fn report(collectives: usize, name_len: usize) -> CheckReport {
+    pub(crate) fn report(collectives: usize, name_len: usize) -> CheckReport {
         let events: Vec<CommEvent> = (0..collectives)
             .map(|i| CommEvent::new(&format!("{i}_{}", "x".repeat(name_len)), 1.0 + i as f64, 1024.0, 0.5))
             .collect();
@@ -700,7 +704,7 @@ pub(super) mod tests {
 
     /// A finished run's result: `base` ms for comm_only, compute_only, serial, overlap, 120
     /// repeats with a small ramp, on `world` ranks.
-    pub(in crate) fn run(world: u32, base: [f64; 4], failure: Option<commgate_core::result::Failure>) -> RunResult {
+    pub(crate) fn run(world: u32, base: [f64; 4], failure: Option<commgate_core::result::Failure>) -> RunResult {
         use commgate_bench::assemble::{build, RunContext};
         let ctx = RunContext {
             plan: commgate_bench::Plan {

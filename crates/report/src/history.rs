@@ -6,10 +6,10 @@
 use super::escape::{md_text, plain, NAME, PATH, TEXT};
 use super::table::{self, Align, Column, Context};
 use super::Format;
+use commgate_core::result::Schedule;
 use commgate_gate::baseline::history::{distinct_labels, Entry};
 use commgate_gate::baseline::list::Listing;
 use commgate_gate::baseline::show::Shown;
-use commgate_core::result::Schedule;
 
 /// How many of the newest runs a sparkline or the chart draws.
 pub const TREND_POINTS: usize = 60;

@@ -11,12 +11,12 @@ use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 use super::check::markdown;
 use super::check::tests::{report, run};
 use super::escape::is_invisible;
+use commgate_core::output::MARKER;
 use commgate_gate::check::CheckReport;
 use commgate_gate::compare::CompareOptions;
 use commgate_gate::decide::comparison::compare;
 use commgate_gate::decide::mitigation::{diagnose, Thresholds};
 use commgate_gate::decide::{ErrorKind, EvaluationError};
-use commgate_core::output::MARKER;
 use commgate_trace::attribute::attribute_events;
 use commgate_trace::attribute::CommEvent;
 use commgate_trace::caveats::StepsIgnored;
@@ -52,7 +52,8 @@ fn hostile_report(s: &str, could_not_evaluate: bool) -> CheckReport {
     attribution.mitigation.next_measurements.push(s.to_string());
     let opts = CompareOptions { resamples: 50, ..CompareOptions::default() };
     let mut traces =
-        commgate_gate::compare::traces::prepare(s, std::slice::from_ref(&attribution), &attribution, &opts).finish_alone(&opts);
+        commgate_gate::compare::traces::prepare(s, std::slice::from_ref(&attribution), &attribution, &opts)
+            .finish_alone(&opts);
     traces.notes.push(s.to_string());
     let mut r = CheckReport {
         job: None,

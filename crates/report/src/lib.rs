@@ -833,9 +833,6 @@ mod tests {
         assert_eq!(v["source"]["steps_ignored"]["marker_steps"], 4);
         let text = text::attribution(&a, crate::Width::Fit);
         assert!(text.contains("Note: partial rank set: ranks 0-1 of 8: 6 missing (2-7)\n"), "{text}");
-        assert!(
-            !text::attribution(&multi_rank(), crate::Width::Fit).contains("Note:"),
-            "a full rank set says nothing"
-        );
+        assert!(!text::attribution(&multi_rank(), crate::Width::Fit).contains("Note:"), "a full rank set says nothing");
     }
 }

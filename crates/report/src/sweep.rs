@@ -6,10 +6,10 @@
 use super::escape::md_text;
 use super::table::{Align, Column, Context};
 use super::{change_cell, p_value, two};
-use commgate_gate::compare::{Comparison, MetricComparison};
 use commgate_core::result::sweep::SweepData;
 use commgate_core::result::RunResult;
 use commgate_core::units::interval;
+use commgate_gate::compare::{Comparison, MetricComparison};
 
 /// The sweep table's columns; [`cells`] fills them in this order.
 pub(crate) const COLUMNS: [Column<'static>; 13] = [

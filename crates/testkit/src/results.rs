@@ -3,7 +3,6 @@
 use commgate_core::result::*;
 use commgate_core::vocab::Decision;
 
-
 /// A finished mock run whose rows hold `samples` (overlap), scaled for the other schedules.
 pub fn run(samples: &[f64]) -> RunResult {
     let row = |schedule: Schedule, scale: f64| Row {

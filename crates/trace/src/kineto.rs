@@ -22,8 +22,8 @@ pub use super::model::Document;
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
 use super::reader::Keep;
 use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError, MAX_INLINE_VALUE};
-use commgate_core::input;
 use crate::attribute::CommEvent;
+use commgate_core::input;
 
 #[derive(Deserialize, Default)]
 struct RawEvent<'a> {

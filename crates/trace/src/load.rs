@@ -16,8 +16,8 @@ use super::model::RankTrace;
 use super::partial::{self, Partial, PartialError, ReducedRank};
 use super::reader::ReadError;
 use super::{inspector, nsys};
-use commgate_core::input;
 use crate::attribute::CommEvent;
+use commgate_core::input;
 
 /// A problem with one input path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use super::{check_store, run_id, store_path, store_path_for, write_store, BaselineFile, RunId, Runs, StoreLock};
 use commgate_core::result::{load_result, read_versioned, FileError, RunResult, SCHEMA_VERSION};
-use commgate_trace::attribute::Attribution;
 use commgate_core::units::plural;
+use commgate_trace::attribute::Attribution;
 
 /// Which store file an update changes.
 #[derive(Debug, Clone, PartialEq)]
@@ -420,8 +420,11 @@ mod tests {
         assert!(e.message.contains("workload.payload_elements"), "{e}");
 
         let mut failed = run(9);
-        failed.failure =
-            Some(commgate_core::result::Failure { kind: "timeout".into(), message: "rank 1 hung".into(), rank: Some(1) });
+        failed.failure = Some(commgate_core::result::Failure {
+            kind: "timeout".into(),
+            message: "rank 1 hung".into(),
+            rank: Some(1),
+        });
         let from = write_result(tmp.path(), "failed.json", &failed);
         assert!(add(&store, &from, 3).unwrap_err().message.contains("failed run"));
         assert!(add(&store, &from, 0).unwrap_err().message.contains("--keep 0"));

@@ -359,10 +359,9 @@ impl Gathered {
             return None;
         }
         let c = self.comparison.as_ref()?;
-        let m = c
-            .metrics
-            .iter()
-            .find(|m| m.row == commgate_core::result::Schedule::CommOnly && m.statistic == compare::Statistic::Median)?;
+        let m = c.metrics.iter().find(|m| {
+            m.row == commgate_core::result::Schedule::CommOnly && m.statistic == compare::Statistic::Median
+        })?;
         let t = m.throughput.as_ref().filter(|t| t.kind == compare::ThroughputKind::BusbwGbps)?;
         Some((commgate_trace::classify::normalize_collective(&self.result.workload.collective)?, t.current))
     }

@@ -240,8 +240,8 @@ mod tests {
     use crate::baseline::Baseline;
     use crate::decide::comparison::{compare, judge_together};
     use crate::decide::Decision;
-    use commgate_testkit::results as fixtures;
     use commgate_stats::rng::Rng;
+    use commgate_testkit::results as fixtures;
     use std::path::PathBuf;
 
     fn samples(n: usize, level: f64, seed: u64) -> Vec<f64> {

@@ -45,14 +45,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
 use crate::decide::vocab::Decision;
-use commgate_core::result::{EvidenceLevel, RunResult, Schedule, SoftwareChange, Workload};
-use commgate_stats::interval::robust_spread;
-use commgate_stats::rng::Rng;
-use commgate_stats::runlevel::group_ids;
-use commgate_core::units::{change, interval, plural};
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
+use commgate_core::result::{EvidenceLevel, RunResult, Schedule, SoftwareChange, Workload};
+use commgate_core::units::{change, interval, plural};
+use commgate_stats::interval::robust_spread;
+use commgate_stats::rng::Rng;
+use commgate_stats::runlevel::group_ids;
 use estimate::{bootstrap_run, history, pooled, Estimate, History, Metric, RunRows, Weights, METRICS};
 pub use family::{adjust_together, adjust_with_traces, Adjusted, Pending};
 pub use judged::{Judged, OwnDelta, SharedDelta};
@@ -718,7 +718,8 @@ mod tests {
     #[test]
     fn failed_runs_and_few_samples_ask_for_more_evidence() {
         let mut cur = fixtures::run(&samples(200, 1.0, 7));
-        cur.failure = Some(commgate_core::result::Failure { kind: "timeout".into(), message: "rank 1".into(), rank: Some(1) });
+        cur.failure =
+            Some(commgate_core::result::Failure { kind: "timeout".into(), message: "rank 1".into(), rank: Some(1) });
         let c = compare(&baseline(10, 200), &cur, &CompareOptions::default());
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
         assert!(c.metrics.is_empty());

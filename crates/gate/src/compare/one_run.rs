@@ -82,8 +82,8 @@ pub(super) fn limits<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use commgate_testkit::results as fixtures;
     use commgate_stats::rng::Rng;
+    use commgate_testkit::results as fixtures;
 
     fn quiet(n: usize, seed: u64) -> Vec<f64> {
         let mut rng = Rng::new(seed);

@@ -68,8 +68,8 @@ impl Trimmed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use commgate_testkit::results as fixtures;
     use commgate_stats::rng::Rng;
+    use commgate_testkit::results as fixtures;
 
     #[test]
     fn a_ramp_is_cut_and_a_steady_run_is_borrowed() {

@@ -14,9 +14,9 @@
 use super::balance::Balance;
 use super::mitigation::Diagnosis;
 use super::vocab::{Decision, EvaluationError, Outcome, Verdict};
-use serde::{Deserialize, Serialize};
 use crate::compare::traces::{self, CollectiveComparison, TraceComparison};
 use crate::compare::{Comparison, State};
+use serde::{Deserialize, Serialize};
 
 /// `commgate compare`'s exit: 1 for a confirmed regression, else 0 (it has no `--fail-on`).
 pub fn compare_outcome(c: &Comparison) -> Outcome {

@@ -105,4 +105,3 @@ fn rank_tail(overlap: &Row) -> Option<(u32, f64)> {
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     (ratio > RANK_TAIL_FACTOR).then_some((i as u32, ratio))
 }
-

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use pulldown_cmark::{Event, Options, Parser, Tag};
 
 use super::*;
+use commgate_core::result::{RunResult, SCHEMA_VERSION};
 use commgate_gate::baseline::history::{summarise, RunSummary};
 use commgate_gate::baseline::list::{StoreRow, StoreStats};
 use commgate_gate::baseline::BaselineFile;
-use commgate_core::result::{RunResult, SCHEMA_VERSION};
 use commgate_testkit::results as fixtures;
 
 fn run(i: usize) -> RunResult {

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use super::combine::ms;
 use super::{CommKernel, MatchKey, RankAnalysis};
 use super::{Hotspot, StepSeries};
-use commgate_stats::binomial_greater;
 use crate::model::Ns;
+use commgate_stats::binomial_greater;
 
 /// One instance on one rank: its kernels with that key taken together.
 struct Part {

@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{CollectiveComparison, Quantity, TraceMetric};
-use commgate_trace::attribute::Hotspot;
 use commgate_core::units::{change, interval, signed_pct};
+use commgate_trace::attribute::Hotspot;
 
 /// A late rank is named when it arrived last in at least this share of the instances.
 pub const LATE_RANK_SHARE: f64 = 0.5;
