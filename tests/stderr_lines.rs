@@ -94,3 +94,23 @@ fn help_never_prints_a_variables_value() {
         assert_no_command_lines(&stdout);
     }
 }
+
+/// A panic is a bug, and it keeps the stderr contract: exit 2 and one `commgate: internal error:`
+/// line that says what panicked, where, and where to report it (not Rust's default lines and 101).
+#[test]
+fn a_panic_exits_2_with_one_internal_error_line() {
+    let dir = TempDir::new().expect("tempdir");
+    std::fs::write(dir.path().join("rank-0.json"), RANK_0).expect("write");
+    let out = commgate(dir.path(), &["attribute", "rank-0.json"], &[("COMMGATE_TEST_PANIC", "1")]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "more than one stderr line: {stderr:?}");
+    assert!(
+        stderr.starts_with(
+            r"commgate: internal error: the test trigger COMMGATE_TEST_PANIC=1\nsecond line at src/main.rs:"
+        ),
+        "{stderr:?}"
+    );
+    assert!(stderr.contains("please report it at https://github.com/commgate/commgate/issues"), "{stderr:?}");
+    assert!(out.stdout.is_empty(), "nothing half-written: {:?}", String::from_utf8_lossy(&out.stdout));
+}

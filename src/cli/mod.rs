@@ -3,6 +3,10 @@
 //! here), with its `COMMGATE_*` variable; the flags declared here have no key. These types
 //! never travel past `config.rs`.
 
+// The doc comments here are clap's help text, where `<name>` is a placeholder the user reads,
+// not an HTML tag: written for `--help`, not for rustdoc.
+#![allow(rustdoc::invalid_html_tags)]
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};

@@ -3,7 +3,7 @@
 //! (plus, with `--fork-prs`, the measure + comment pair for pull requests from forks).
 //!
 //! The files are templates under `src/init/templates/`, filled by one pure function
-//! ([`fill`]). Every value put into them is checked first ([`profile`], [`action`]): they end up
+//! ([`fill`]). Every value put into them is checked first ([`check_profile`], [`check_action`]): they end up
 //! in YAML and in `run:` blocks, so only characters that can mean nothing there are accepted.
 //! Nothing is written when any target exists (unless `--force`), and each file is written
 //! through a temporary file and a rename, so a scaffold is never half-written.
@@ -135,7 +135,7 @@ fn is_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// A profile name: what the store layout accepts as a directory, at most [`MAX_PROFILE`]
+/// A profile name: what the store layout accepts as a directory, at most `MAX_PROFILE`
 /// characters, starting with a letter or digit (never `.`, `..`, a hidden directory or a flag).
 pub fn check_profile(name: &str) -> Result<String, InitError> {
     let ok = (1..=MAX_PROFILE).contains(&name.len())

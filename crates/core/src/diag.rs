@@ -62,6 +62,12 @@ pub fn warn(message: impl Display) {
     labelled(Paint::Yellow, "warning", message);
 }
 
+/// `commgate: LABEL: …` in red on a terminal, for an error of another kind than the user's
+/// (`internal error`: a panic, which `main` turns into exit 2).
+pub fn line_labelled(label: &str, message: impl Display) {
+    labelled(Paint::Red, label, message);
+}
+
 /// `commgate: LABEL: message`, the label painted on a terminal, the message on one line.
 fn labelled(paint: Paint, label: &str, message: impl Display) {
     let label = paint.label(label, stderr_coloured());

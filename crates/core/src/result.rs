@@ -19,7 +19,7 @@ pub mod sweep;
 pub use machine::{Hardware, Provenance, Software, SoftwareChange};
 
 /// Version 2 split `hardware` into `hardware` and `software` and added `provenance`; version 1
-/// files are upgraded as they are read ([`upgrade_v1`]).
+/// files are upgraded as they are read (`migrate::upgrade_v1`).
 pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! The JSON rendering: the [`Attribution`] exactly as its serde derives shape it (the schema of
+//! The JSON rendering: the [`Attribution`](commgate_trace::attribute::Attribution) exactly as its serde derives shape it (the schema of
 //! `docs/formats.md`, "Attribution JSON"), pretty-printed, with a trailing newline.
 //! Field names live on the types; nothing is renamed here.
 

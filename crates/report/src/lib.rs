@@ -47,7 +47,7 @@ pub fn render_attribution(a: &Diagnosis, format: Format) -> String {
     render_attribution_in(a, format, Width::Fit)
 }
 
-/// How wide a text report's tables may be: [`table::TEXT_WIDTH`] by default (columns are left out,
+/// How wide a text report's tables may be: `table::TEXT_WIDTH` by default (columns are left out,
 /// least important first, and named under the table), every column with `--wide`. Markdown and
 /// JSON always hold everything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -124,7 +124,7 @@ pub fn rows(c: &Comparison, ctx: Context) -> Vec<Vec<String>> {
 /// first, then unchanged ones, in the sweep's order; a line says how many were left out.
 pub const MARKDOWN_ROWS: usize = 64;
 
-/// The Markdown table: [`MARKDOWN`]'s columns of at most [`MARKDOWN_ROWS`] points.
+/// The Markdown table: `MARKDOWN`'s columns of at most [`MARKDOWN_ROWS`] points.
 pub fn markdown_table(c: &Comparison) -> String {
     let columns: Vec<Column<'static>> = MARKDOWN.iter().map(|&i| COLUMNS[i]).collect();
     let all = rows(c, Context::Markdown);

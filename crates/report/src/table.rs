@@ -1,12 +1,12 @@
 //! The one table writer of the text and Markdown reports. It owns how a table is drawn in each
 //! output [`Context`] (alignment, the rule under the heads, cell separators) and how a string
-//! from a file is made safe for a cell there ([`Context::escape`]: [`plain`] in a terminal,
+//! from a file is made safe for a cell there (`Context::escape`: [`plain`] in a terminal,
 //! [`md_cell`] in Markdown). A renderer says only which columns and which rows.
 //!
 //! - **Text**: columns padded to their widest cell (counted in characters, so non-ASCII names stay
 //!   aligned), two spaces apart, names left and numbers right, no trailing whitespace.
 //! - **Markdown**: a GFM table, `---` under a left column and `---:` under a right one; the cells
-//!   arrive escaped (through [`Context::escape`] or, for a cell built of several parts, the
+//!   arrive escaped (through `Context::escape` or, for a cell built of several parts, the
 //!   [`super::escape`] function of each part), so a `|` in a name never splits a row.
 
 use super::escape::{md_cell, plain};

@@ -36,7 +36,7 @@ impl LoadError {
 /// Loads `paths` and attributes them: the whole `commgate attribute` computation. Partial files
 /// among the inputs ([`partial`]) bring their ranks' analyses, read as they were written.
 ///
-/// Each worker parses a rank and reduces it to its [`RankAnalysis`] at once, so only one raw
+/// Each worker parses a rank and reduces it to its [`RankAnalysis`](crate::attribute::RankAnalysis) at once, so only one raw
 /// trace per core is alive at a time: peak memory is a few MB per core plus the small analyses.
 pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Attribution, LoadError> {
     let (ranks, format) = match gather(paths, opts, false)? {

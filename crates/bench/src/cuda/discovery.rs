@@ -21,7 +21,7 @@
 //! and glibc reads that variable once, when the process starts: setting it later changes nothing,
 //! and loading the `.so.2` ourselves first does not help either (glibc matches an already-loaded
 //! library by the name it was opened with or its soname, `libnccl.so.2`, never `libnccl.so`). So
-//! [`ensure_nccl_loadable`] makes a private directory holding a `libnccl.so` link to the `.so.2`
+//! `ensure_nccl_loadable` makes a private directory holding a `libnccl.so` link to the `.so.2`
 //! it finds (under `LD_LIBRARY_PATH`, Python's `nvidia/nccl/lib` in the site-packages of the usual
 //! prefixes, the usual system directories — listed, never asked of Python, which would run code)
 //! and re-executes this program (same pid, same arguments, same environment: it is this program,

@@ -80,7 +80,7 @@ impl Secret {
     /// `none`); else, only when every rank is on this host (a loopback `MASTER_ADDR`), derived
     /// from the launcher's per-job variables, the master address, port and world size. Across
     /// hosts those can be computed by anyone who sees the job's command line, so that is an
-    /// error saying what to set. Every proof also covers the job's identity ([`Secret::job`]).
+    /// error saying what to set. Every proof also covers the job's identity (`Secret::job`).
     pub fn from_env(
         launcher: &str,
         world_size: u32,

@@ -1,8 +1,8 @@
 //! The baseline store: `baselines/<environment_profile>/<workload_id>.json`, committed in the
 //! user's repository, holding up to `keep` earlier runs (newest last) and optional trace
 //! summaries. This module owns the store's shape and what a valid store is (every run a valid
-//! result of the file's profile and one workload, each run once); [`update`] owns changing it,
-//! under the store's lock ([`lock`]), with each run known by its identity ([`identity`]).
+//! result of the file's profile and one workload, each run once); [`update()`] owns changing it,
+//! under the store's lock (`lock`), with each run known by its identity (`identity`).
 //! Writes are atomic (temporary file + rename); every error names the file.
 
 pub mod ceiling;
@@ -40,7 +40,7 @@ pub struct BaselineFile {
     /// Optional, so stores written before it existed read as they are.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<history::RunSummary>,
-    /// Trace runs by name (`--name`), each list oldest first ([`traces`]).
+    /// Trace runs by name (`--name`), each list oldest first (`traces`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub traces: BTreeMap<String, TraceRuns>,
     /// nccl-tests sweeps: the best bus bandwidth per machine and point any added run reached,
@@ -79,7 +79,7 @@ impl Baseline {
 }
 
 /// Loads a baseline store file (runs and trace runs), checking every run and that the runs
-/// can be compared with each other ([`check_store`]).
+/// can be compared with each other (`check_store`).
 pub fn load_store(path: &Path) -> Result<BaselineFile, FileError> {
     let file: BaselineFile = read_versioned(path, "baseline file")?;
     check_store(&file, Runs::Required).map_err(|m| FileError::new(path, m))?;
@@ -233,7 +233,7 @@ pub fn store_path_for(dir: &Path, profile: &str, workload_id: &str) -> Result<Pa
     Ok(dir.join(profile).join(format!("{workload}.json")))
 }
 
-/// Writes a store file atomically, creating its directory. Within commgate only [`update`]
+/// Writes a store file atomically, creating its directory. Within commgate only [`update()`]
 /// calls it, holding the store's lock; a generator that owns a fresh directory may call it alone.
 pub fn write_store(path: &Path, file: &BaselineFile) -> Result<(), FileError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {

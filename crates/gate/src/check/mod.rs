@@ -218,7 +218,7 @@ pub fn evaluate(result: RunResult, opts: &CheckOptions) -> Result<CheckReport, B
 
 /// Judges every result against its own store under `opts.baselines`
 /// (`<profile>/<workload id>.json`), all their metrics as one Holm family
-/// ([`compare::judge_together`]), the traces once, and makes one verdict. What cannot be
+/// ([`crate::decide::comparison::judge_together`]), the traces once, and makes one verdict. What cannot be
 /// gathered (a run failed, a store directory or file is unusable, the traces cannot be read)
 /// becomes the report's [`EvaluationError`], naming the workload when there are several; the
 /// only `Err` is a result whose profile or workload id cannot name a baseline file (bad input,

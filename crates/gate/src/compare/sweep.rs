@@ -117,7 +117,7 @@ fn stands_out(share: f64, processes: usize) -> bool {
 }
 
 /// The process slowest in most iterations over every point of `sweep`, when the binomial test
-/// (at [`LAST_ARRIVAL_ALPHA`] over the processes) and [`stands_out`] both say so.
+/// (at [`LAST_ARRIVAL_ALPHA`] over the processes) and `stands_out` both say so.
 pub fn slowest_process(sweep: &SweepData) -> Option<SlowestProcess> {
     let processes = sweep.points.iter().map(|p| p.last.len()).max()?;
     if processes < 2 {

@@ -87,7 +87,7 @@ pub struct WorkloadEvidence<'a> {
 }
 
 impl WorkloadEvidence<'_> {
-    /// `reason` as this workload's: "<id>: reason" when the gate judges several.
+    /// `reason` as this workload's: `"<id>: reason"` when the gate judges several.
     fn own(&self, reason: &str) -> String {
         match self.id {
             Some(id) => format!("{id}: {reason}"),

@@ -6,9 +6,9 @@
 //! sweep, cross-rank matching and the clock-free imbalance ratio, and HTA's parity rules under
 //! [`Compat::Hta`].
 //!
-//! Submodules: [`hotspot`] (the data: seed events, hotspots, and their aggregation), [`combine`] (per collective over ranks), [`transfer`] (instances matched across
+//! Submodules: `hotspot` (the data: seed events, hotspots, and their aggregation), `combine` (per collective over ranks), `transfer` (instances matched across
 //! ranks: imbalance, transfer, wait, bus bandwidth, last arrival) and [`series`] (which step a
-//! kernel belongs to, and the per-step samples) and [`sizes`] (per-call distributions by message
+//! kernel belongs to, and the per-step samples) and `sizes` (per-call distributions by message
 //! size, for sources without compute).
 
 mod combine;

@@ -112,7 +112,7 @@ fn bind_listener(launch: &Launch) -> Result<TcpListener, BenchError> {
 }
 
 impl Rendezvous {
-    /// Forms the job. Rank 0 listens on `MASTER_ADDR:MASTER_PORT` (see [`listen_addrs`]) and
+    /// Forms the job. Rank 0 listens on `MASTER_ADDR:MASTER_PORT` (see `listen_addrs`) and
     /// lets in `world_size − 1` peers that prove they hold `launch.secret`, dropping any other
     /// connection; the other ranks connect to `master_addr:master_port`, retrying until
     /// `timeout` has passed. `timeout` also bounds every later read and write.
