@@ -11,8 +11,9 @@ use serde::Deserialize;
 
 use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
 use commgate_bench::limits::{self, LimitError, Setting};
+use commgate_bench::settings::Declared;
 use commgate_bench::settings::{BenchRequest, RunOptions};
-use commgate_bench::workload::{Declared, IdChoice};
+use commgate_bench::workload::IdChoice;
 use commgate_gate::check::CheckOptions;
 use commgate_gate::compare::CompareOptions;
 use commgate_gate::decide::mitigation::Thresholds;
@@ -468,7 +469,7 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
 
 /// Settings for `commgate bench`: the workloads to run, in order, each flags > env >
 /// `[workloads.<name>]` > `[bench]`; what depends on the backend that will run (its default
-/// sizes, the world size, a derived id) is left for [`commgate_bench::workload::resolve_all`].
+/// sizes, the world size, a derived id) is left for [`commgate_bench::settings::resolve_all`].
 pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<Vec<Declared>> {
     workloads::declare(args, file, env)
 }

@@ -20,7 +20,6 @@ use commgate_bench::launch::{self, Launch};
 use commgate_bench::nccl::{self, TuningLog};
 use commgate_bench::runner::{self, BenchOutcome};
 use commgate_bench::settings::{BackendChoice, BenchSettings};
-use commgate_bench::workload;
 use commgate_bench::BenchError;
 use commgate_core::base_commit::BaseCommit;
 use commgate_core::diag;
@@ -89,7 +88,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             // Before anything is probed or started: see `nccl_setup`.
             let log = nccl_setup(&declared);
             let launch = launch::from_env(|k| std::env::var(k).ok())?;
-            let (all, notes) = workload::resolve_all(declared, launch.as_ref(), bench::cuda::probe)?;
+            let (all, notes) = bench::settings::resolve_all(declared, launch.as_ref(), bench::cuda::probe)?;
             for note in notes {
                 diag::info(note);
             }
@@ -225,7 +224,7 @@ fn run_environment(launch: Option<&Launch>, log: Option<&TuningLog>) -> runner::
 /// thread started, for NCCL to read when the CUDA backend initialises it ([`nccl::apply`]).
 /// Only for a backend that may be CUDA; cpu and mock only record the pinned values. The log's
 /// directory lives as long as what this returns.
-fn nccl_setup(declared: &[workload::Declared]) -> Option<TuningLog> {
+fn nccl_setup(declared: &[bench::settings::Declared]) -> Option<TuningLog> {
     let request = &declared.first()?.request;
     if !matches!(request.backend, BackendChoice::Cuda | BackendChoice::Auto) || request.run.dry_run {
         return None;
@@ -452,7 +451,7 @@ fn measure_all(cfg: &config::CheckConfig, log: Option<&TuningLog>) -> Result<Mea
     let launch = launch::from_env(|k| std::env::var(k).ok())?;
     let rank = launch.as_ref().map_or(0, |l| l.rank);
     // Settings the machine refuses are bad input, before anything runs (as for `bench`).
-    let (all, notes) = workload::resolve_all(cfg.workloads.clone(), launch.as_ref(), bench::cuda::probe)?;
+    let (all, notes) = bench::settings::resolve_all(cfg.workloads.clone(), launch.as_ref(), bench::cuda::probe)?;
     for note in notes {
         diag::info(note);
     }

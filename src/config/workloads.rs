@@ -14,7 +14,8 @@ use super::{bench_flags, check_request, FileConfig};
 use crate::cli::BenchArgs;
 use commgate_bench::limits::{Origin, Setting};
 use commgate_bench::settings::BenchRequest;
-use commgate_bench::workload::{check_id, elements_of, parse_size, Declared, IdChoice};
+use commgate_bench::settings::Declared;
+use commgate_bench::workload::{check_id, elements_of, parse_size, IdChoice};
 use commgate_bench::Dtype;
 
 /// A `[workloads.<name>]` table: the benchmark parameters of one workload.

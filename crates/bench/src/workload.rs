@@ -9,9 +9,6 @@
 
 use std::fmt;
 
-use super::launch::Launch;
-use super::limits::LimitError;
-use super::settings::{BenchRequest, BenchSettings};
 use super::{Dtype, Plan};
 
 /// The id of the default workload, and the name of every store file written before workloads
@@ -152,54 +149,6 @@ pub fn check_unique<'a>(workloads: impl IntoIterator<Item = (&'a str, &'a str)>)
         seen.push((label, id));
     }
     Ok(())
-}
-
-/// A workload as declared: where (`[workloads.big]`, `--payload-sizes entry 64Mi`, the command
-/// line) and what it asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Declared {
-    pub label: String,
-    pub request: BenchRequest,
-}
-
-/// Why the workloads of a run cannot all run.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ResolveError {
-    #[error(transparent)]
-    Limit(#[from] LimitError),
-    #[error(transparent)]
-    Duplicate(#[from] DuplicateId),
-}
-
-/// Resolves every declared workload ([`BenchRequest::resolve`]) and refuses two with one id,
-/// before any of them runs. `probe` is called at most once for them all; the notes (why `auto`
-/// chose the CPU) are returned once each.
-pub fn resolve_all<E: fmt::Display>(
-    declared: Vec<Declared>,
-    launch: Option<&Launch>,
-    probe: impl FnOnce() -> Result<u32, E>,
-) -> Result<(Vec<BenchSettings>, Vec<String>), ResolveError> {
-    let mut probe = Some(probe);
-    let mut counted: Option<Result<u32, String>> = None;
-    let mut resolved = Vec::with_capacity(declared.len());
-    let mut notes: Vec<String> = Vec::new();
-    for d in &declared {
-        let count = || {
-            counted
-                .get_or_insert_with(|| match probe.take() {
-                    Some(p) => p().map_err(|e| e.to_string()),
-                    None => Err("the GPUs could not be counted".to_string()),
-                })
-                .clone()
-        };
-        let (settings, note) = d.request.clone().resolve(launch, count)?;
-        if let Some(note) = note.filter(|n| !notes.contains(n)) {
-            notes.push(note);
-        }
-        resolved.push(settings);
-    }
-    check_unique(declared.iter().zip(&resolved).map(|(d, s)| (d.label.as_str(), s.workload_id.as_str())))?;
-    Ok((resolved, notes))
 }
 
 #[cfg(test)]

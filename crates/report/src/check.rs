@@ -10,7 +10,7 @@ mod workloads;
 use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, TEXT};
 use super::markdown::metric_table;
 use super::table;
-use super::{ms, payload, two, Align};
+use super::{hardware_line, ms, payload, two, Align};
 use commgate_core::output::MARKER;
 use commgate_core::result::{RunComparison, RunResult};
 use commgate_gate::check::CheckReport;
@@ -568,20 +568,6 @@ fn ranks(a: &Attribution) -> String {
 
 fn fold(summary: &str, inner: &str) -> String {
     format!("<details><summary>{summary}</summary>\n\n{inner}\n</details>\n")
-}
-
-/// "8 × NVIDIA H200 · 143771 MiB · nvlink · 2 nodes": what is known, unescaped.
-pub(crate) fn hardware_line(h: &commgate_core::result::Hardware) -> String {
-    let gpus = match (h.gpu_count, h.gpu_name.as_deref()) {
-        (0, _) => "no GPU".to_string(),
-        (n, Some(name)) => format!("{n} × {name}"),
-        (n, None) => format!("{n} GPU{}", if n == 1 { "" } else { "s" }),
-    };
-    let mut parts = vec![gpus];
-    parts.extend(h.gpu_memory_mib.map(|m| format!("{m} MiB")));
-    parts.extend(h.topology.clone());
-    parts.push(if h.nodes == 1 { "1 node".to_string() } else { format!("{} nodes", h.nodes) });
-    parts.join(" · ")
 }
 
 /// `NCCL_ALGO=Ring, NCCL_PROTO=LL` (escaped), or `-` when the run set none.

@@ -716,6 +716,20 @@ pub(crate) mod fixtures {
     }
 }
 
+/// "8 × NVIDIA H200 · 143771 MiB · nvlink · 2 nodes": what is known, unescaped.
+pub fn hardware_line(h: &commgate_core::result::Hardware) -> String {
+    let gpus = match (h.gpu_count, h.gpu_name.as_deref()) {
+        (0, _) => "no GPU".to_string(),
+        (n, Some(name)) => format!("{n} × {name}"),
+        (n, None) => format!("{n} GPU{}", if n == 1 { "" } else { "s" }),
+    };
+    let mut parts = vec![gpus];
+    parts.extend(h.gpu_memory_mib.map(|m| format!("{m} MiB")));
+    parts.extend(h.topology.clone());
+    parts.push(if h.nodes == 1 { "1 node".to_string() } else { format!("{} nodes", h.nodes) });
+    parts.join(" · ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::fixtures::{empty, multi_rank, partial, seed};

@@ -151,7 +151,7 @@ pub fn markdown_table(c: &Comparison) -> String {
 /// `None` for a benchmark run.
 pub(crate) fn run_line(b: &RunResult) -> Option<String> {
     let s = b.sweep.as_ref()?;
-    let machine = super::check::hardware_line(&b.hardware);
+    let machine = super::hardware_line(&b.hardware);
     let nccl = b.software.nccl.as_deref().map(|v| format!(", NCCL {v}")).unwrap_or_default();
     Some(format!("nccl-tests {} on {machine}{nccl}: {}", s.program, points_line(s)))
 }

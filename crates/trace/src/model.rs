@@ -5,8 +5,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::attribute::CommEvent;
-
 /// Integer nanoseconds.
 pub type Ns = i64;
 
@@ -17,6 +15,44 @@ pub type Ns = i64;
 pub enum Document {
     Timeline(Box<RankTrace>),
     Events(Vec<CommEvent>),
+}
+
+/// One communication observation in the seed's aggregated shape (a whole trace already reduced
+/// to one record per collective call, or per collective and rank).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommEvent {
+    pub collective: String,
+    pub exposed_comm_ms: f64,
+    pub total_comm_ms: f64,
+    pub payload_bytes: f64,
+    pub overlap_ratio: f64,
+    pub rank_imbalance_ratio: f64,
+    pub rank_imbalance_observed: bool,
+    pub sync_count: f64,
+}
+
+impl CommEvent {
+    /// An event with the seed's defaults: one sync, total time equal to the exposed time, no
+    /// imbalance observed.
+    pub fn new(collective: &str, exposed_comm_ms: f64, payload_bytes: f64, overlap_ratio: f64) -> Self {
+        CommEvent {
+            collective: collective.to_string(),
+            exposed_comm_ms,
+            total_comm_ms: exposed_comm_ms,
+            payload_bytes,
+            overlap_ratio,
+            rank_imbalance_ratio: 0.0,
+            rank_imbalance_observed: false,
+            sync_count: 1.0,
+        }
+    }
+
+    /// Sets an observed rank imbalance ratio.
+    pub fn with_imbalance(mut self, ratio: f64) -> Self {
+        self.rank_imbalance_ratio = ratio;
+        self.rank_imbalance_observed = true;
+        self
+    }
 }
 
 /// Metadata PyTorch attaches to communication (on kernels since 2.2, on `record_param_comms`).

@@ -8,9 +8,11 @@
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
 
 use super::estimate::{row_note, runs_needed, Estimate, Metric};
-use super::sweep::{merge, SweepStage, SweepSummary};
 use super::traces::{PendingTraces, TraceComparison};
-use super::{cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison, RunsNeeded};
+use super::{
+    cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison, RunsNeeded,
+    SweepSummary,
+};
 use commgate_core::result::Workload;
 use commgate_stats::holm::holm_adjust;
 
@@ -25,8 +27,17 @@ enum Stage {
     /// The comparison could not start (a failed or dry current run, no usable baseline run).
     Unusable(String),
     Judging(Box<Judging>),
-    /// An nccl-tests sweep: one comparison per point, merged after Holm (`sweep.rs`).
-    Sweep(Box<SweepStage>),
+    /// Several comparisons adjusted with the family and merged into one after Holm (an
+    /// nccl-tests sweep: one comparison per point).
+    Parts(Box<Parts>),
+}
+
+/// Turns the adjusted parts, in their order, into the one comparison they make.
+pub(super) type Merge = Box<dyn FnOnce(Vec<Adjusted>) -> Adjusted>;
+
+struct Parts {
+    parts: Vec<Pending>,
+    merge: Merge,
 }
 
 struct Judging {
@@ -64,9 +75,11 @@ impl Pending {
         }
     }
 
-    pub(super) fn sweep(stage: SweepStage, delta: f64) -> Self {
-        let summary = stage.points.first().map_or_else(|| stage.fallback.clone(), |p| p.pending.summary.clone());
-        Pending { summary, delta, stage: Stage::Sweep(Box::new(stage)) }
+    /// A comparison made of `parts`, each adjusted in the family, then merged by `merge`;
+    /// `fallback` is its baseline summary when it has no part.
+    pub(super) fn parts(parts: Vec<Pending>, fallback: BaselineSummary, delta: f64, merge: Merge) -> Self {
+        let summary = parts.first().map_or(fallback, |p| p.summary.clone());
+        Pending { summary, delta, stage: Stage::Parts(Box::new(Parts { parts, merge })) }
     }
 
     /// This comparison with every judged metric unable to block, for `why` (a limit seen only
@@ -89,10 +102,10 @@ impl Pending {
         match &self.stage {
             Stage::Unusable(_) => (Vec::new(), Vec::new()),
             Stage::Judging(j) => j.judged.iter().map(|(_, e)| (e.p_regressed, e.p_improved)).unzip(),
-            Stage::Sweep(s) => {
+            Stage::Parts(s) => {
                 let (mut reg, mut imp) = (Vec::new(), Vec::new());
-                for p in &s.points {
-                    let (r, i) = p.pending.raw();
+                for p in &s.parts {
+                    let (r, i) = p.raw();
                     reg.extend(r);
                     imp.extend(i);
                 }
@@ -125,19 +138,19 @@ impl Pending {
                     sweep: None,
                 }
             }
-            Stage::Sweep(s) => {
-                let SweepStage { points, summary, fallback } = *s;
+            Stage::Parts(s) => {
+                let Parts { parts, merge } = *s;
                 let mut at = 0;
-                let parts = points
+                let adjusted = parts
                     .into_iter()
                     .map(|p| {
-                        let n = p.pending.raw().0.len();
-                        let adjusted = p.pending.adjust(&p_reg[at..at + n], &p_imp[at..at + n], opts);
+                        let n = p.raw().0.len();
+                        let adjusted = p.adjust(&p_reg[at..at + n], &p_imp[at..at + n], opts);
                         at += n;
-                        (p.point, p.work, adjusted)
+                        adjusted
                     })
                     .collect();
-                return merge(delta, fallback, parts, summary);
+                return merge(adjusted);
             }
             Stage::Judging(j) => *j,
         };

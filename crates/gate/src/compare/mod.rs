@@ -44,12 +44,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
-use crate::decide::vocab::Decision;
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Cause, Moves};
 use commgate_core::result::{EvidenceLevel, RunResult, Schedule, SoftwareChange, Workload};
 use commgate_core::units::{change, interval, plural};
+use commgate_core::vocab::Decision;
 use commgate_stats::interval::robust_spread;
 use commgate_stats::rng::Rng;
 use commgate_stats::runlevel::group_ids;
@@ -624,6 +624,42 @@ pub fn describe(m: &MetricComparison) -> String {
         .map(|t| format!(", {} {} (95 % CI {})", t.kind.label(), change(t.ratio), interval(t.ci)))
         .unwrap_or_default();
     format!("{name} {} (95 % CI {}){throughput}", change(m.judged.ratio), interval(m.judged.ci))
+}
+
+/// What the comparison of a sweep says beyond its points' metrics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepSummary {
+    /// The program (`all_reduce_perf`).
+    pub program: String,
+    /// Whether the current run had per-iteration times (`-I 1`).
+    pub per_iteration: bool,
+    /// Points of the current sweep that no baseline run holds: shown, not judged.
+    #[serde(default)]
+    pub new_points: Vec<commgate_core::result::sweep::PointKey>,
+    /// Points the baseline holds that the current sweep did not run.
+    #[serde(default)]
+    pub missing_points: usize,
+    /// The process that was the slowest in most iterations, when it stands out.
+    #[serde(default)]
+    pub slowest: Option<SlowestProcess>,
+}
+
+/// A process nccl-tests timed slowest far more often than chance would have it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowestProcess {
+    /// Its index in the run's device report (its rank with one GPU per process).
+    pub process: usize,
+    /// Its host and device, when the run reported them (untrusted text).
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub device: Option<u64>,
+    /// In how many of the counted iterations it was the slowest, and how many were counted.
+    pub last: u64,
+    pub iterations: u64,
+    pub processes: usize,
+    /// The one-sided binomial p-value against every process being equally likely.
+    pub p_value: f64,
 }
 
 #[cfg(test)]

@@ -52,41 +52,7 @@ impl PointRef {
     }
 }
 
-/// What the comparison of a sweep says beyond its points' metrics.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SweepSummary {
-    /// The program (`all_reduce_perf`).
-    pub program: String,
-    /// Whether the current run had per-iteration times (`-I 1`).
-    pub per_iteration: bool,
-    /// Points of the current sweep that no baseline run holds: shown, not judged.
-    #[serde(default)]
-    pub new_points: Vec<PointKey>,
-    /// Points the baseline holds that the current sweep did not run.
-    #[serde(default)]
-    pub missing_points: usize,
-    /// The process that was the slowest in most iterations, when it stands out.
-    #[serde(default)]
-    pub slowest: Option<SlowestProcess>,
-}
-
-/// A process nccl-tests timed slowest far more often than chance would have it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SlowestProcess {
-    /// Its index in the run's device report (its rank with one GPU per process).
-    pub process: usize,
-    /// Its host and device, when the run reported them (untrusted text).
-    #[serde(default)]
-    pub host: Option<String>,
-    #[serde(default)]
-    pub device: Option<u64>,
-    /// In how many of the counted iterations it was the slowest, and how many were counted.
-    pub last: u64,
-    pub iterations: u64,
-    pub processes: usize,
-    /// The one-sided binomial p-value against every process being equally likely.
-    pub p_value: f64,
-}
+pub use super::{SlowestProcess, SweepSummary};
 
 impl SlowestProcess {
     /// "process 3 (node-d, GPU 0) was the slowest in 412 of 800 iterations (52 %; 12 % if none
@@ -239,14 +205,6 @@ pub(super) struct PreparedPoint {
     pub(super) pending: Pending,
 }
 
-/// Everything of a sweep's comparison before Holm's correction.
-pub(super) struct SweepStage {
-    pub(super) points: Vec<PreparedPoint>,
-    pub(super) summary: SweepSummary,
-    /// The store's summary before any point was compared (what an empty stage shows).
-    pub(super) fallback: BaselineSummary,
-}
-
 /// Prepares a sweep's comparison: each point of the first current run against the same point of
 /// the baseline runs, the current runs' same point judged together (`check --runs`, or several
 /// sweeps of one program). Points without a baseline are listed, not judged.
@@ -324,7 +282,21 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
             ),
         );
     }
-    Pending::sweep(SweepStage { points, summary, fallback: super::empty_summary(baseline) }, delta)
+    // The family adjusts the points' comparisons with every other metric, then hands them back
+    // here to be merged into the sweep's.
+    let fallback = super::empty_summary(baseline);
+    let (refs, pendings): (Vec<(PointRef, Option<f64>)>, Vec<Pending>) =
+        points.into_iter().map(|p| ((p.point, p.work), p.pending)).unzip();
+    let merge_back = fallback.clone();
+    Pending::parts(
+        pendings,
+        fallback,
+        delta,
+        Box::new(move |adjusted: Vec<Adjusted>| {
+            let parts = refs.into_iter().zip(adjusted).map(|((point, work), a)| (point, work, a)).collect();
+            merge(delta, merge_back, parts, summary)
+        }),
+    )
 }
 
 /// The index of the primary point: the largest size judged out of place (the bandwidth plateau,

@@ -4,14 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::series::MAX_STEP_SAMPLES;
-use super::{sizes, transfer};
+use super::{ms, sizes, transfer};
 use super::{CommKernel, RankAnalysis, RankSummary};
 use super::{Hotspot, StepSeries};
 use crate::model::Ns;
-
-pub(super) fn ms(ns: f64) -> f64 {
-    ns / 1e6
-}
 
 pub(super) fn rank_summary(r: &RankAnalysis) -> RankSummary {
     let per_step = |ns: Ns| ms(ns as f64) / r.steps as f64;

@@ -20,9 +20,10 @@ pub mod timeline;
 mod transfer;
 pub mod whatif;
 
+pub use crate::model::CommEvent;
 #[doc(hidden)]
 pub use hotspot::seed_events;
-pub use hotspot::{priority, summarize_comm_hotspots, CommEvent, Hotspot, SizeBucket, StepSeries};
+pub use hotspot::{priority, summarize_comm_hotspots, Hotspot, SizeBucket, StepSeries};
 pub use transfer::{bus_factor, LAST_ARRIVAL_ALPHA};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -892,4 +893,9 @@ impl<'a> GpuAnnotationIndex<'a> {
             .min_by_key(|&&(_, _, i, _)| i)
             .map(|&(_, _, _, a)| a.op.as_str())
     }
+}
+
+/// Nanoseconds as milliseconds.
+pub(super) fn ms(ns: f64) -> f64 {
+    ns / 1e6
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::combine::ms;
+use super::ms;
 use super::{CommKernel, MatchKey, RankAnalysis};
 use super::{Hotspot, StepSeries};
 use crate::model::Ns;

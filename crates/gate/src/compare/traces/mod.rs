@@ -30,10 +30,10 @@ use serde::{Deserialize, Serialize};
 
 use super::estimate::Estimate;
 use super::{four_states, CompareOptions, Judged, Method, OwnDelta, State};
-use crate::decide::vocab::Mitigation;
 #[cfg(test)]
 pub(crate) use cause::explain;
 pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, Cause, LATE_RANK_SHARE};
+use commgate_core::vocab::Mitigation;
 use commgate_stats::rng::Rng;
 use commgate_trace::attribute::{Attribution, Hotspot};
 use estimate::{estimate, Samples, Setting, WithDelta};
