@@ -1,6 +1,6 @@
 //! Kernel-dense attribution: wall time and peak RSS per GPU kernel (`harness = false`).
 //!
-//! `cargo bench --features testkit --bench kernel_dense` writes traces with
+//! `cargo bench --bench kernel_dense` writes traces with
 //! `commgate_testkit::dense` (each kernel with its `cudaLaunchKernel`, `ac2g` flows and, one in
 //! fifty, an NCCL all-reduce with its `record_param_comms`) and attributes each set in a child
 //! process, so that the child's `VmHWM` counts attribution alone. Rows scale one dimension at a

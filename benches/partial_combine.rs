@@ -1,7 +1,7 @@
 //! Scale-out attribution: reducing each node's ranks to a partial file, then combining the
 //! partial files, against attributing every rank on one machine (`harness = false`).
 //!
-//! `cargo bench --features testkit --bench partial_combine` writes a job of
+//! `cargo bench --bench partial_combine` writes a job of
 //! `COMMGATE_PARTIAL_RANKS` ranks (default 1,024) with `commgate_testkit::synth` (3 steps of
 //! 8 layers, every collective kind, a straggler; about 0.3 MB per rank), in nodes of
 //! `COMMGATE_PARTIAL_PER_NODE` ranks (default 8). Each phase runs in a child process so that

@@ -1,4 +1,4 @@
-//! How long judging an nccl-tests sweep takes (`cargo bench --features testkit --bench
+//! How long judging an nccl-tests sweep takes (`cargo bench --bench
 //! sweep_compare`; harness = false). It prints, it does not assert.
 //!
 //! Each point of a sweep is a comparison of its own (a benchmark metric's estimate, with its

@@ -3,7 +3,7 @@
 //! testkit generator and prints each target with the measured rate, its Wilson 95 % interval and
 //! PASS/FAIL.
 //!
-//! `cargo bench --features testkit --bench trace_gate_quality`. The job is 4 ranks, 30 profiled
+//! `cargo bench --bench trace_gate_quality`. The job is 4 ranks, 30 profiled
 //! steps of 4 layers (one all-gather, four all-to-alls, five all-reduces per step), the same
 //! buffer sizes every step, rank 1 the usual straggler (10 % of each transfer late). Generating
 //! and attributing a capture costs ~0.1 s, so the trials draw from pools of captures, each with

@@ -8,4 +8,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The bench uses the test kit (synthetic inputs), which release builds leave out.
-exec cargo bench --features testkit --bench attribute_throughput "$@"
+exec cargo bench --bench attribute_throughput "$@"

@@ -9,4 +9,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The bench uses the test kit (synthetic inputs), which release builds leave out.
-exec cargo bench --features testkit --bench gate_quality "$@"
+exec cargo bench --bench gate_quality "$@"

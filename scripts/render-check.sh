@@ -133,7 +133,7 @@ if [ "${#reports[@]}" -eq 0 ]; then
   cg baseline update --baselines store-nccl --environment-profile H200 --from "$NCCL"/baseline-*.json >/dev/null 2>&1
   gen nccl-tests-slower 1 --baselines store-nccl --environment-profile H200 --result "$NCCL/current-slower.json"
   gen nccl-tests-same 0 --baselines store-nccl --environment-profile H200 --result "$NCCL/current-same.json"
-  # The gantt chart of a replayed step (src/report/gantt.rs) over synthetic ranks: 2, 8, 64
+  # The gantt chart of a replayed step (crates/report/src/gantt.rs) over synthetic ranks: 2, 8, 64
   # (folded to three) and 8 of 6,000 kernels each (bars merged to the cap), under a verdict heading.
   cargo run --locked --quiet --example gantt_samples -- "$WORK/gantt" >/dev/null
   for name in gantt-2 gantt-8 gantt-64 gantt-dense; do

@@ -1,7 +1,7 @@
 //! commgate: gate merges on communication performance. This crate is the binary's own layer, the
 //! top of the workspace (docs/layout.md): what the user typed ([`cli`]), the settings resolved once
 //! ([`config`]: flags > `COMMGATE_*` > `commgate.toml` > defaults), `commgate init`'s scaffolding
-//! ([`init`]) and the command switchboard ([`run`](mod@run)). Everything below lives in its own
+//! ([`init`]) and the command switchboard ([`commands`], one file per command). Everything below lives in its own
 //! crate, each using only the crates under it:
 //!
 //! | crate | owns | uses |
@@ -15,14 +15,14 @@
 //! | `commgate-github` | the only crate that talks HTTP | core |
 //! | `commgate-testkit` | generators and simulated runs (a dev-dependency only) | all but report and github |
 //!
-//! [`run`](mod@run) resolves the benchmark against the machine once
+//! [`run`] resolves the benchmark against the machine once
 //! ([`commgate_bench::settings::BenchRequest::resolve`]), calls the layers in order, hands each
 //! stage's evidence to [`commgate_gate::decide`], and returns the [`Outcome`] that `main` maps to an
 //! exit code (0 passed, 1 blocked, 2 could not evaluate).
 
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod init;
-pub mod run;
 
-pub use run::{run, Outcome};
+pub use commands::{run, Outcome};

@@ -41,7 +41,7 @@ fn backend_note(backend: GateBackend) -> &'static str {
     }
 }
 
-/// What `init` was asked for (resolved from the command line by `run.rs`).
+/// What `init` was asked for (resolved from the command line by `commands/init.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InitRequest {
     pub dir: PathBuf,

@@ -248,7 +248,7 @@ fn is_ours(dir: &Path) -> bool {
 /// Puts `vars` into this process's environment, for NCCL to read when it initialises.
 ///
 /// Call it on the main thread before any other thread exists and before CUDA or NCCL is loaded
-/// (`run.rs` does, right after the settings are resolved): setting a variable while another
+/// (the binary's `commands/` do, right after the settings are resolved): setting a variable while another
 /// thread reads the environment is a data race in libc.
 pub fn apply(vars: &[(String, String)]) {
     for (k, v) in vars {

@@ -10,7 +10,7 @@
 //! - [`upsert_comment`] keeps exactly one sticky report comment per pull request, found by its
 //!   marker and its author (the token's own identity: a marked comment anybody else wrote is
 //!   never edited nor adopted), and returns what happened, never an error: `check` turns not posting into a warning, `comment` into exit 2
-//!   (`comment.rs` says how, `run.rs` why).
+//!   (`comment.rs` says how, the binary's `commands/` why).
 //! - The token is a [`Token`], whose `Debug` and `Display` print `***`; every message leaving this
 //!   module is scrubbed of the token as well, in case an error text ever echoed it.
 //! - Callers are synchronous. Each call builds its own current-thread Tokio runtime on a scoped

@@ -5,7 +5,7 @@
 //! complete, valid [`RunResult`].
 //!
 //! This module owns only the simulation; it decides nothing, and it is test and benchmark
-//! support (the `testkit` feature), never part of a gate's decision path. Every draw comes from
+//! support (`commgate-testkit`, a dev-dependency), never part of a gate's decision path. Every draw comes from
 //! [`commgate_stats::rng::Rng`] seeded by the caller, so a run is a pure function of
 //! `(model, n, effect, run spread, seed)`, and for [`NoiseModel::RunnerClusters`] of the runner
 //! and the fleet's seed too ([`SimRun`]).

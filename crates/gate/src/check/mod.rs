@@ -3,7 +3,7 @@
 //! [`EvaluationError`] in the report (never as a Rust error: a report saying what failed must
 //! still be written and posted); [`crate::decide::gate::decide`] decides and [`CheckReport::outcome`]
 //! turns the report into the exit code; the report renderers display. GitHub I/O happens in
-//! `run.rs` after the report is on disk.
+//! the binary's `commands/check.rs` after the report is on disk.
 
 use std::path::{Path, PathBuf};
 

@@ -11,7 +11,7 @@
 //! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
 //!
 //! This layer sits above the work (`bench`, `compare`, `trace`): those compute estimates and
-//! states and never call a decision; their callers (`check`, `run.rs`) hand the evidence here.
+//! states and never call a decision; their callers (`check`, the binary's `commands`) hand the evidence here.
 
 pub mod balance;
 pub mod comparison;
