@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate what the docs show after a deliberate change of output:
+#   0. the flag, variable and key tables of docs/formats.md, from the declarations (tests/reference.rs);
 #   1. every ```console example in README.md and docs/*.md, rewritten with what the binary prints
 #      now (tests/docs.rs under TRYCMD=overwrite; `[..]` and `...` redactions that still match are
 #      kept, so review the diff for any that a change pushed out);
@@ -20,6 +21,7 @@ for arg in "$@"; do
   esac
 done
 
+COMMGATE_REGENERATE_DOCS=1 cargo test --locked --test reference
 TRYCMD=overwrite cargo test --locked --test docs
 if [ "$screenshot" -eq 1 ]; then
   scripts/render-check.sh --screenshot

@@ -26,7 +26,7 @@ use commgate_trace::classify::CommPattern;
 pub const DEFAULT_FILE: &str = "commgate.toml";
 
 mod origin;
-mod workloads;
+pub(crate) mod workloads;
 use crate::cli::sections::Spec;
 pub use crate::cli::sections::{
     AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,

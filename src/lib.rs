@@ -24,5 +24,6 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod init;
+pub mod reference;
 
 pub use commands::{run, Outcome};

@@ -26,3 +26,41 @@ fn every_direct_dependency_has_a_row_in_crates_md() {
         .collect();
     assert!(missing.is_empty(), "dependencies with no row in docs/crates.md: {missing:?}");
 }
+
+/// The blocks of `docs/formats.md` that `<!-- generated: NAME … -->` and `<!-- end generated:
+/// NAME -->` enclose, replaced by what the declarations give now.
+fn regenerated(page: &str) -> String {
+    let mut out = page.to_string();
+    for (name, text) in commgate::reference::blocks() {
+        let open = format!("<!-- generated: {name} ");
+        let close = format!("<!-- end generated: {name} -->");
+        let start = out.find(&open).unwrap_or_else(|| panic!("docs/formats.md has no generated `{name}` block"));
+        let body = start + out[start..].find("-->\n").expect("the marker closes") + "-->\n".len();
+        let end = out[body..].find(&close).map(|i| body + i).expect("the block ends");
+        out.replace_range(body..end, &format!("{}\n", text.trim_matches('\n')));
+    }
+    out
+}
+
+/// A flag, key or variable added, renamed or removed fails here until the page is regenerated
+/// (`COMMGATE_REGENERATE_DOCS=1 cargo test --test reference`, which `scripts/regen-docs.sh` runs).
+#[test]
+fn formats_md_tables_are_what_the_declarations_say() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/formats.md");
+    let page = std::fs::read_to_string(&path).expect("docs/formats.md");
+    let now = regenerated(&page);
+    if std::env::var_os("COMMGATE_REGENERATE_DOCS").is_some() {
+        std::fs::write(&path, &now).expect("write docs/formats.md");
+        return;
+    }
+    if now != page {
+        let first = page.lines().zip(now.lines()).position(|(a, b)| a != b).unwrap_or(0);
+        panic!(
+            "docs/formats.md's generated tables differ from the declarations from line {} on:\n  page: {:?}\n  now:  {:?}\n\
+             regenerate with scripts/regen-docs.sh",
+            first + 1,
+            page.lines().nth(first).unwrap_or(""),
+            now.lines().nth(first).unwrap_or("")
+        );
+    }
+}

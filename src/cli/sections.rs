@@ -147,6 +147,9 @@ macro_rules! section {
             /// The section's name in `commgate.toml`.
             pub const SECTION: &'static str = $section;
 
+            /// The section's keys in `commgate.toml`, in declaration order (the reference's rows).
+            pub const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+
             /// Each setting's names (its flag and variable as clap defines them), default and limit.
             pub fn specs() -> &'static $specs {
                 static SPECS: std::sync::OnceLock<$specs> = std::sync::OnceLock::new();

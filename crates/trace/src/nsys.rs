@@ -63,12 +63,23 @@ fn err(message: impl Into<String>) -> NsysError {
     NsysError(message.into())
 }
 
+/// SQLite's own message, which may quote the file's schema (untrusted text, over several lines):
+/// one line of at most 160 characters. Found by `tests/fuzz_readers.rs`.
+fn one_line(detail: &str) -> String {
+    let line = detail.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(160) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
+}
+
 /// A failed query in the user's words: a damaged file reads as one, never as a driver code.
 fn db_error(place: &str, e: &rusqlite::Error) -> NsysError {
     let detail = match e {
         rusqlite::Error::SqliteFailure(f, msg) => msg.clone().unwrap_or_else(|| f.to_string()),
         other => other.to_string(),
     };
+    let detail = one_line(&detail);
     let lower = detail.to_ascii_lowercase();
     if lower.contains("malformed") || lower.contains("not a database") || lower.contains("corrupt") {
         return err(format!(

@@ -35,3 +35,22 @@ fn the_format_names_the_version_when_known() {
     assert_eq!(format_name(Some("3.11.1")), "nsys-sqlite 3.11.1");
     assert_eq!(format_name(None), "nsys-sqlite");
 }
+
+/// SQLite quotes a damaged file's schema in its message, over several lines: the error keeps one
+/// line and a bounded length (found by the raw-bytes fuzz test of the readers).
+#[test]
+fn a_damaged_schema_quoted_by_sqlite_stays_one_short_line() {
+    let schema = format!(
+        "malformed database schema (T) - unrecognized token: \"`T (a INTEGER,\n  b TEXT{})\"",
+        ",\n c".repeat(200)
+    );
+    let e =
+        super::db_error("the table list", &rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(11), Some(schema)));
+    assert!(!e.0.contains('\n'), "{}", e.0);
+    assert!(
+        e.0.starts_with("the table list: the SQLite database is damaged or truncated (malformed database schema"),
+        "{}",
+        e.0
+    );
+    assert!(e.0.chars().count() < 320, "{}", e.0.chars().count());
+}
