@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::{self, BadStoreName, Baseline, BaselineFile};
 use crate::compare::traces::{self as trace_compare, TraceComparison};
-use crate::compare::{self, CompareOptions, Comparison, Pending, State};
+use crate::compare::{self, CompareOptions, Comparison, Pending};
 use crate::decide::balance::{self, Balance};
 use crate::decide::comparison::judge_with_traces;
 use crate::decide::gate::{self, Evidence, WorkloadEvidence};
@@ -649,43 +649,15 @@ pub fn load_report(path: &Path) -> Result<CheckReport, FileError> {
     Ok(report)
 }
 
-/// Whether a report's verdict follows from its own evidence. The report comes from the job that
-/// ran the pull request's code (untrusted); the job that posts it must not post an `accept`
-/// whose own tables show a regression, an error or an undecided comparison. `Err` names the
-/// first contradiction.
+/// Whether a report's verdict follows from its own evidence ([`gate::contradiction`], the rule):
+/// `Err` names the first contradiction.
 pub fn consistent(r: &CheckReport) -> Result<(), String> {
-    let verdict = r.verdict.as_str();
     let comparisons = r.comparison.iter().chain(r.workloads.iter().filter_map(|w| w.comparison.as_ref()));
     let errors = r.error.iter().chain(r.workloads.iter().filter_map(|w| w.error.as_ref()));
-    if let Some(e) = errors.clone().next() {
-        if r.verdict == Decision::Accept {
-            return Err(format!("its verdict is `accept` but it could not evaluate ({})", e.kind.as_str()));
-        }
+    match gate::contradiction(r.verdict, r.blocking, errors, comparisons, r.trace_comparison.as_ref()) {
+        Some(why) => Err(why),
+        None => Ok(()),
     }
-    for c in comparisons {
-        if c.regression && !(r.verdict == Decision::Tune && r.blocking) {
-            return Err(format!(
-                "a comparison confirms a regression but the verdict is `{verdict}`, not a blocking `tune`"
-            ));
-        }
-        if r.verdict == Decision::Accept {
-            if c.verdict != Decision::Accept {
-                return Err(format!("its verdict is `accept` but a comparison's is `{}`", c.verdict.as_str()));
-            }
-            if let Some(m) = c.metrics.iter().find(|m| m.judged.state == State::Regressed) {
-                return Err(format!("its verdict is `accept` but its {} is regressed", m.label()));
-            }
-        }
-    }
-    if let Some(t) = r.trace_comparison.as_ref().filter(|_| r.verdict == Decision::Accept) {
-        if let Some(c) = t.regressed().next() {
-            return Err(format!("its verdict is `accept` but its trace comparison shows {} regressed", c.collective));
-        }
-    }
-    if r.blocking && r.verdict != Decision::Tune {
-        return Err(format!("it blocks with the verdict `{verdict}`; only a `tune` blocks"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -96,6 +96,40 @@ impl WorkloadEvidence<'_> {
     }
 }
 
+/// Whether a verdict contradicts its own evidence: the rule `commgate comment` applies to a
+/// report written by the job that ran the pull request's code (untrusted), so that it never posts
+/// an `accept` whose own tables show a regression, an error or an undecided comparison, nor a
+/// block that is not a `tune`. The first contradiction, in words; `None` when there is none.
+pub fn contradiction<'a>(
+    verdict: Decision,
+    blocking: bool,
+    mut errors: impl Iterator<Item = &'a EvaluationError>,
+    comparisons: impl Iterator<Item = &'a Comparison>,
+    traces: Option<&TraceComparison>,
+) -> Option<String> {
+    let v = verdict.as_str();
+    if let Some(e) = errors.next().filter(|_| verdict == Decision::Accept) {
+        return Some(format!("its verdict is `accept` but it could not evaluate ({})", e.kind.as_str()));
+    }
+    for c in comparisons {
+        if c.regression && !(verdict == Decision::Tune && blocking) {
+            return Some(format!("a comparison confirms a regression but the verdict is `{v}`, not a blocking `tune`"));
+        }
+        if verdict == Decision::Accept {
+            if c.verdict != Decision::Accept {
+                return Some(format!("its verdict is `accept` but a comparison's is `{}`", c.verdict.as_str()));
+            }
+            if let Some(m) = c.metrics.iter().find(|m| m.judged.state == State::Regressed) {
+                return Some(format!("its verdict is `accept` but its {} is regressed", m.label()));
+            }
+        }
+    }
+    if let Some(c) = traces.filter(|_| verdict == Decision::Accept).and_then(|t| t.regressed().next()) {
+        return Some(format!("its verdict is `accept` but its trace comparison shows {} regressed", c.collective));
+    }
+    (blocking && verdict != Decision::Tune).then(|| format!("it blocks with the verdict `{v}`; only a `tune` blocks"))
+}
+
 /// What the decision looks at.
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
@@ -286,6 +320,7 @@ mod tests {
             cause: None,
             late_rank: None,
             late_share: None,
+            last_arrival: None,
             busbw_baseline_gbps: Some(100.0),
             busbw_current_gbps: Some(91.0),
             mitigation: None,

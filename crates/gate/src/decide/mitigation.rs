@@ -232,11 +232,12 @@ pub fn for_cause(cause: Cause, collective: &str, late_rank: Option<u32>, job: Jo
     m
 }
 
-/// Sets the mitigation of every collective of a trace comparison that has a cause (the
-/// regressed ones).
+/// Names the late rank ([`super::late_rank`]) and sets the mitigation of every collective of a
+/// trace comparison that has a cause (the regressed ones).
 pub fn for_trace_causes(t: &mut TraceComparison) {
     let job = if t.moe_markers { Job::Moe } else { Job::Dense };
     for c in &mut t.collectives {
+        super::late_rank::name(c);
         c.mitigation = c.cause.map(|cause| for_cause(cause, &c.collective, c.late_rank, job));
     }
 }

@@ -7,6 +7,7 @@
 //! | [`run`](mod@run) | a benchmark run's own verdict on overlap (the result file's `decision`) |
 //! | [`comparison`] | a comparison's verdict against its baseline, and the hardware/software wording |
 //! | [`mitigation`] | the one evidence → strategy table: the seed's rules and the trace causes' |
+//! | [`late_rank`] | whether a regressed collective's late rank is named (`LATE_RANK_SHARE`) |
 //! | [`balance`] | whether the late rank's cost (the what-if's saving) grew past `--fail-on-savings-ms` |
 //! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
 //!
@@ -16,6 +17,7 @@
 pub mod balance;
 pub mod comparison;
 pub mod gate;
+pub mod late_rank;
 pub mod mitigation;
 pub mod run;
 pub use commgate_core::vocab;

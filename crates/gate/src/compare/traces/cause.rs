@@ -10,9 +10,6 @@ use super::{CollectiveComparison, Quantity, TraceMetric};
 use commgate_core::units::{change, interval, signed_pct};
 use commgate_trace::attribute::Hotspot;
 
-/// A late rank is named when it arrived last in at least this share of the instances.
-pub const LATE_RANK_SHARE: f64 = 0.5;
-
 /// What a regressed collective's time went to (`trace_comparison.collectives[].cause`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -57,21 +54,12 @@ pub fn cause_of(c: &CollectiveComparison) -> Cause {
     }
 }
 
-/// Sets a regressed collective's cause and late rank (its mitigation is the decision layer's:
-/// `decide::mitigation::for_cause`). The late rank is the current
-/// traces' last-arriving rank (clock-free: the shortest kernel of each instance) when the cause
-/// involves wait and it arrived last in at least [`LATE_RANK_SHARE`] of the instances.
+/// Sets a regressed collective's cause, and keeps the current traces' last-arriving rank and its
+/// share of the instances (clock-free: the shortest kernel of each instance) for the decision
+/// whether to name it (`decide::late_rank`); its mitigation is `decide::mitigation::for_cause`'s.
 pub(crate) fn explain(c: &mut CollectiveComparison, current: Option<&Hotspot>) {
-    let cause = cause_of(c);
-    c.cause = Some(cause);
-    if matches!(cause, Cause::Wait | Cause::Mixed) {
-        if let Some((rank, share)) = current.and_then(|h| h.last_arrival_rank.zip(h.last_arrival_share)) {
-            if share >= LATE_RANK_SHARE {
-                c.late_rank = Some(rank);
-                c.late_share = Some(share);
-            }
-        }
-    }
+    c.cause = Some(cause_of(c));
+    c.last_arrival = current.and_then(|h| h.last_arrival_rank.zip(h.last_arrival_share));
 }
 
 /// "wait +5.400 ms per step (+45.0 % of the step, 95 % CI +40.1…+50.2 %)"; without step times,

@@ -32,7 +32,7 @@ use super::estimate::Estimate;
 use super::{four_states, CompareOptions, Judged, Method, OwnDelta, State};
 #[cfg(test)]
 pub(crate) use cause::explain;
-pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, Cause, LATE_RANK_SHARE};
+pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, Cause};
 use commgate_core::vocab::Mitigation;
 use commgate_stats::rng::Rng;
 use commgate_trace::attribute::{Attribution, Hotspot};
@@ -116,6 +116,11 @@ pub struct CollectiveComparison {
     /// The share of instances in which `late_rank` arrived last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_share: Option<f64>,
+    /// The current traces' last-arriving rank and its share of the instances, whether or not it
+    /// is named (`late_rank` is `decide::late_rank`'s choice). Not saved: a report names only
+    /// what the rule chose.
+    #[serde(skip)]
+    pub last_arrival: Option<(u32, f64)>,
     /// Bus bandwidth, GB/s, of the newest stored run and of the current traces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busbw_baseline_gbps: Option<f64>,
@@ -378,6 +383,7 @@ impl PendingTraces {
                     cause: None,
                     late_rank: None,
                     late_share: None,
+                    last_arrival: None,
                     busbw_baseline_gbps: c.baseline.as_ref().and_then(|h| h.busbw_gbps),
                     busbw_current_gbps: c.current.as_ref().and_then(|h| h.busbw_gbps),
                     mitigation: None,

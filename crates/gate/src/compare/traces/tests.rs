@@ -62,9 +62,12 @@ fn the_cause_follows_which_of_transfer_and_wait_grew() {
     ];
     for ((exposed, transfer, wait), cause) in cases {
         let t = judged(&base, &run(&[("all_to_all", exposed, transfer, wait)], 40, 7));
-        let c = state(&t, "all_to_all");
+        let mut c = state(&t, "all_to_all").clone();
         assert_eq!((c.state, c.cause), (State::Regressed, Some(cause)), "{c:#?}");
-        // The late rank is named only when wait is part of the cause.
+        // The comparison keeps the last-arriving rank; the decision names it only when wait is
+        // part of the cause.
+        assert_eq!(c.last_arrival, Some((3, 0.9)), "{cause:?}");
+        crate::decide::late_rank::name(&mut c);
         let late = matches!(cause, Cause::Wait | Cause::Mixed);
         assert_eq!(c.late_rank, late.then_some(3), "{cause:?}");
         assert_eq!(c.late_share, late.then_some(0.9), "{cause:?}");
