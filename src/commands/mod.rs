@@ -1,5 +1,5 @@
 //! Runs a parsed command line: resolve settings, do the work, write the output. Returns the
-//! [`Outcome`] (decided for `check` by [`check::CheckReport::outcome`]); errors travel up to
+//! [`Outcome`] (decided for `check` by [`commgate_gate::check::CheckReport::outcome`]); errors travel up to
 //! `main`, which prints them once.
 //!
 //! GitHub is treated differently by the two commands that talk to it. For `check`, the verdict
