@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use commgate_gate::baseline::Baseline;
 use commgate_gate::compare::{CompareOptions, SAMPLE_LIMIT};
-use commgate_gate::decide::comparison::compare;
+use commgate_gate::decide::comparison::judge;
 use commgate_testkit::simulate::{synthetic_run, Effect, NoiseModel};
 
 /// Times `compare` for `runs` baseline runs of `n` samples against one current run of `n`.
@@ -27,7 +27,7 @@ fn case(runs: usize, n: usize, repeats: usize, target_ms: f64) {
     let mut times: Vec<f64> = (0..repeats)
         .map(|_| {
             let start = Instant::now();
-            let c = compare(&baseline, &current, &opts);
+            let c = judge(&baseline, &current, &opts);
             std::hint::black_box(&c);
             start.elapsed().as_secs_f64() * 1e3
         })

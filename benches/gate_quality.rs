@@ -41,7 +41,7 @@
 //!   MDE over the trials that had one and the share without.
 //! - `families-tail`: every step above the run's own P90 ×1.15 (`Effect::tail_rank`), 10-run
 //!   baseline, 200 steps: caught ≥ 80 %, and the same further columns.
-//! - `families-k3`: K = 3 current runs (`compare_runs`) on 5- and 10-run baselines, n = 100, for
+//! - `families-k3`: K = 3 current runs (`judge_runs`) on 5- and 10-run baselines, n = 100, for
 //!   the noisiest families: A/A ≤ 1 %, +5 % informational.
 //! - the summary: a row per family with the worst cell of each column and where it was.
 //!
@@ -99,8 +99,8 @@ use commgate_core::result::nccl_tests::parse;
 use commgate_core::result::sweep::to_result;
 use commgate_core::result::{RunResult, Schedule};
 use commgate_gate::baseline::Baseline;
-use commgate_gate::compare::{prepare, Cause, CompareOptions, MetricComparison, State};
-use commgate_gate::decide::comparison::{compare, compare_runs, judge_together};
+use commgate_gate::compare::{prepare, CompareOptions, MetricComparison, State, StepCause};
+use commgate_gate::decide::comparison::{judge, judge_runs, judge_together};
 use commgate_gate::decide::Decision;
 use commgate_stats::rng::Rng;
 use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
@@ -126,7 +126,7 @@ struct Cell {
     phase: Option<(Schedule, f64)>,
     /// Which runner each run was on ([`Placement::Unplaced`] in every cell before the families).
     placement: Placement,
-    /// Current runs judged together (`compare_runs`); 1: `compare`, as every cell before the
+    /// Current runs judged together (`judge_runs`); 1: `compare`, as every cell before the
     /// families.
     current_runs: usize,
     /// The section's tag, first in the label (`COMMGATE_GATE_ONLY=families-aa` runs that
@@ -351,8 +351,8 @@ fn trial(cell: &Cell, cell_id: u64, trial: u64, opts: &CompareOptions) -> Tally 
     }
     let baseline = Baseline { path: "sim".into(), runs };
     let c = match current.as_slice() {
-        [one] => compare(&baseline, one, opts),
-        many => compare_runs(&baseline, many, opts),
+        [one] => judge(&baseline, one, opts),
+        many => judge_runs(&baseline, many, opts),
     };
     Tally {
         trials: 1,
@@ -387,7 +387,7 @@ fn slow_down(run: &mut RunResult, row: Schedule, factor: f64) {
 }
 
 /// How often the blocked trials named `cause`.
-fn times_named(t: &Tally, cause: Cause) -> usize {
+fn times_named(t: &Tally, cause: StepCause) -> usize {
     t.causes.get(cause.as_str()).copied().unwrap_or(0)
 }
 
@@ -800,7 +800,7 @@ fn families(runner: &mut Runner) {
             lines.push(Line::info(format!("+5 % not caught but answered accept  {at}"), shift.accept, shift.trials));
         }
     }
-    println!("\nFamilies (`families-k3`): K = {K_RUNS} current runs judged together (compare_runs), n = 100");
+    println!("\nFamilies (`families-k3`): K = {K_RUNS} current runs judged together (judge_runs), n = 100");
     print_table(&lines);
     section_time("families-k3", started);
 
@@ -1048,7 +1048,7 @@ fn sweep_trial(cell: &SweepCell, cell_id: u64, trial: u64, opts: &CompareOptions
     };
     let runs: Vec<RunResult> = (0..cell.baseline_runs).map(|_| sweep(None)).collect();
     let current = sweep(slowed);
-    let c = compare(&Baseline { path: "sim".into(), runs }, &current, opts);
+    let c = judge(&Baseline { path: "sim".into(), runs }, &current, opts);
     let regressed: Vec<&MetricComparison> = c.metrics.iter().filter(|m| m.judged.state == State::Regressed).collect();
     let size_of = |m: &MetricComparison| m.point.as_ref().map(|p| p.key.size);
     let at_slowed = |m: &&MetricComparison| slowed.is_some_and(|(s, _)| size_of(m) == Some(s));
@@ -1360,19 +1360,19 @@ fn bench() -> Result<(), Box<dyn Error>> {
         ),
         Line::info(
             "+5 % step shift, both phases unchanged: named `overlap`, n = 100, quiet",
-            times_named(&power_quiet, Cause::Overlap),
+            times_named(&power_quiet, StepCause::Overlap),
             power_quiet.trials,
         ),
         Line::info("comm_only alone +8 % detected, n = 100, quiet", comm8.regression, comm8.trials),
         Line::info(
             "comm_only alone +8 %: named `communication`, n = 100, quiet",
-            times_named(&comm8, Cause::Communication),
+            times_named(&comm8, StepCause::Communication),
             comm8.trials,
         ),
         Line::info("compute_only alone +8 % detected, n = 100, quiet", compute8.regression, compute8.trials),
         Line::info(
             "compute_only alone +8 %: named `compute`, n = 100, quiet",
-            times_named(&compute8, Cause::Compute),
+            times_named(&compute8, StepCause::Compute),
             compute8.trials,
         ),
         Line::rate(

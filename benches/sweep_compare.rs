@@ -18,7 +18,7 @@ use commgate_core::result::sweep::to_result;
 use commgate_core::result::RunResult;
 use commgate_gate::baseline::Baseline;
 use commgate_gate::compare::CompareOptions;
-use commgate_gate::decide::comparison::compare;
+use commgate_gate::decide::comparison::judge;
 use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
 
 fn spec(seed: u64, sizes: &[u64], iterations: usize, processes: usize) -> NcclTestsSpec {
@@ -48,7 +48,7 @@ fn case(label: &str, sizes: &[u64], iterations: usize, processes: usize, runs: u
         let baseline =
             Baseline { path: PathBuf::from("bench"), runs: texts[..runs as usize].iter().map(|t| read(t)).collect() };
         let start = Instant::now();
-        let c = compare(&baseline, &current, &CompareOptions::default());
+        let c = judge(&baseline, &current, &CompareOptions::default());
         judge_ms.push(start.elapsed().as_secs_f64() * 1e3);
         assert_eq!(c.metrics.len(), 2 * sizes.len());
         std::hint::black_box(&c);

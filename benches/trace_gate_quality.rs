@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use commgate_gate::compare::traces::{prepare, Cause, TraceComparison};
+use commgate_gate::compare::traces::{prepare, CollectiveCause, TraceComparison};
 use commgate_gate::compare::{CompareOptions, State};
 use commgate_gate::decide::balance;
 use commgate_stats::rng::Rng;
@@ -116,9 +116,11 @@ impl Expect {
         match self {
             Expect::Nothing => false,
             Expect::Wait { collective, rank } => {
-                hit(collective).is_some_and(|c| c.cause == Some(Cause::Wait) && c.late_rank == Some(rank))
+                hit(collective).is_some_and(|c| c.cause == Some(CollectiveCause::Wait) && c.late_rank == Some(rank))
             }
-            Expect::Transfer { collective } => hit(collective).is_some_and(|c| c.cause == Some(Cause::Transfer)),
+            Expect::Transfer { collective } => {
+                hit(collective).is_some_and(|c| c.cause == Some(CollectiveCause::Transfer))
+            }
         }
     }
 }

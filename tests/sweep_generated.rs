@@ -44,7 +44,7 @@ mod compare_sweep {
     use commgate_gate::baseline::Baseline;
     use commgate_gate::compare::sweep::episodic;
     use commgate_gate::compare::{CompareOptions, MetricComparison, State};
-    use commgate_gate::decide::comparison::compare;
+    use commgate_gate::decide::comparison::judge;
     use commgate_gate::decide::Decision;
     use commgate_testkit::nccl_tests::{json, NcclTestsSpec};
     use std::path::PathBuf;
@@ -64,7 +64,7 @@ mod compare_sweep {
     #[test]
     fn one_size_ten_percent_slower_blocks_naming_it_and_an_unchanged_sweep_is_accepted() {
         let opts = CompareOptions::default();
-        let c = compare(&store(), &run(9, Some((65_536, 1.1))), &opts);
+        let c = judge(&store(), &run(9, Some((65_536, 1.1))), &opts);
         assert!(c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::Tune);
         assert!(
@@ -79,7 +79,7 @@ mod compare_sweep {
         let busbw = c.metrics[0].throughput.as_ref().expect("busbw");
         assert!(busbw.baseline > 0.0 && c.metrics[0].point.as_ref().and_then(|p| p.ceiling_gbps).is_some());
 
-        let same = compare(&store(), &run(9, None), &opts);
+        let same = judge(&store(), &run(9, None), &opts);
         assert_eq!(same.verdict, Decision::Accept, "{:?}", same.reasons);
         assert_eq!(same.headline, "16 of 16 points of all_reduce_perf within ±3 %");
     }
@@ -99,7 +99,7 @@ mod compare_sweep {
         let opts = CompareOptions::default();
         let mut b = store();
         b.runs[2] = with_episode(b.runs[2].clone());
-        let c = compare(&b, &run(9, Some((65_536, 1.1))), &opts);
+        let c = judge(&b, &run(9, Some((65_536, 1.1))), &opts);
         assert!(!c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
         assert!(
@@ -117,13 +117,13 @@ mod compare_sweep {
             s.points[8].samples_ms.iter_mut().skip(15).for_each(|x| *x *= 1.3);
             s.points[9].samples_ms.iter_mut().take(10).for_each(|x| *x *= 1.3);
         }
-        let c = compare(&store(), &current, &opts);
+        let c = judge(&store(), &current, &opts);
         assert!(!c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
         assert_eq!(episodic(&[&run(9, None)]), None, "a quiet sweep shows no episode");
         // Two more sweeps of the same slowdown are run-level evidence: they block.
         let three: Vec<RunResult> = (9..12).map(|s| run(s, Some((65_536, 1.1)))).collect();
-        assert!(commgate_gate::decide::comparison::compare_runs(&b, &three, &opts).regression);
+        assert!(commgate_gate::decide::comparison::judge_runs(&b, &three, &opts).regression);
     }
 }
 
@@ -150,7 +150,7 @@ mod report_sweep {
     #[test]
     fn a_long_sweep_lists_at_most_64_points_in_markdown_and_says_how_many_it_left_out() {
         let b = Baseline { path: "b.json".into(), runs: (1..=3).map(run).collect() };
-        let c = commgate_gate::decide::comparison::compare(&b, &run(9), &CompareOptions::default());
+        let c = commgate_gate::decide::comparison::judge(&b, &run(9), &CompareOptions::default());
         assert_eq!(c.metrics.len(), 80);
         let md = markdown_table(&c);
         assert_eq!(md.lines().filter(|l| l.starts_with("| ")).count(), 1 + MARKDOWN_ROWS, "{md}");

@@ -14,7 +14,7 @@ use super::escape::is_invisible;
 use commgate_core::output::MARKER;
 use commgate_gate::check::CheckReport;
 use commgate_gate::compare::CompareOptions;
-use commgate_gate::decide::comparison::compare;
+use commgate_gate::decide::comparison::judge;
 use commgate_gate::decide::mitigation::{diagnose, Thresholds};
 use commgate_gate::decide::{ErrorKind, EvaluationError};
 use commgate_trace::attribute::attribute_events;
@@ -37,7 +37,7 @@ fn hostile_report(s: &str, could_not_evaluate: bool) -> CheckReport {
         path: "b.json".into(),
         runs: (0..3).map(|_| run(2, [1.0, 2.0, 3.0, 2.0], None)).collect(),
     };
-    let mut comparison = compare(&baseline, &bench, &CompareOptions { resamples: 50, ..CompareOptions::default() });
+    let mut comparison = judge(&baseline, &bench, &CompareOptions { resamples: 50, ..CompareOptions::default() });
     comparison.baseline.path = s.to_string();
     comparison.reasons.push(format!("compared: {s}"));
     // The hostile collective exposes less than the others, so the decisions do not depend on it.

@@ -91,7 +91,7 @@ pub struct Replay {
 
 /// One node on the critical path, and the part of it that lies on the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Step {
+pub struct PathNode {
     pub node: usize,
     pub role: Role,
 }
@@ -124,7 +124,7 @@ impl Replay {
 
     /// The critical path, first step first: from the node that ends the step back through what
     /// bound each end and start.
-    pub fn critical_path(&self, g: &Graph) -> Vec<Step> {
+    pub fn critical_path(&self, g: &Graph) -> Vec<PathNode> {
         let Some(mut at) = (0..self.end.len()).max_by_key(|&i| (self.end[i], std::cmp::Reverse(i))) else {
             return Vec::new();
         };
@@ -134,12 +134,12 @@ impl Replay {
         for _ in 0..=2 * self.end.len() {
             match (g.nodes[at].instance, self.last_arrival[at]) {
                 (Some(_), Some(m)) if m != at => {
-                    path.push(Step { node: at, role: Role::Transfer });
-                    path.push(Step { node: m, role: Role::Arrival });
+                    path.push(PathNode { node: at, role: Role::Transfer });
+                    path.push(PathNode { node: m, role: Role::Arrival });
                     at = m;
                 }
-                (Some(_), _) => path.push(Step { node: at, role: Role::Transfer }),
-                (None, _) => path.push(Step { node: at, role: Role::Work }),
+                (Some(_), _) => path.push(PathNode { node: at, role: Role::Transfer }),
+                (None, _) => path.push(PathNode { node: at, role: Role::Work }),
             }
             match self.bound[at] {
                 Bound::Start => break,

@@ -60,12 +60,12 @@ pub fn attribute_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Att
         }
         let rank = r.analysis.rank;
         analyses.push(match origin {
-            Origin::Trace(path) => {
+            AnalysisSource::Trace(path) => {
                 let mut t = reread_rank(&path, rank, limits)?;
                 t.rank = Some(rank);
                 attribute::analyze_rank(&t, opts, global)
             }
-            Origin::Partial(path) => r.other.ok_or_else(|| {
+            AnalysisSource::Partial(path) => r.other.ok_or_else(|| {
                 LoadError::new(
                     &path,
                     format!(
@@ -100,7 +100,7 @@ pub fn partial_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Parti
 }
 
 /// Whether the job has two or more distinct step names over all its ranks (HTA's window).
-fn job_has_step_names(ranks: &[(ReducedRank, Origin)]) -> bool {
+fn job_has_step_names(ranks: &[(ReducedRank, AnalysisSource)]) -> bool {
     let mut names: Vec<&str> = ranks.iter().flat_map(|(r, _)| r.step_names.iter().map(String::as_str)).collect();
     names.sort_unstable();
     names.dedup();
@@ -108,17 +108,17 @@ fn job_has_step_names(ranks: &[(ReducedRank, Origin)]) -> bool {
 }
 
 /// Where a rank's analysis came from.
-enum Origin {
+enum AnalysisSource {
     /// Its trace, which can be read again.
     Trace(PathBuf),
     /// A partial file.
     Partial(PathBuf),
 }
 
-impl Origin {
+impl AnalysisSource {
     fn path(&self) -> &Path {
         match self {
-            Origin::Trace(p) | Origin::Partial(p) => p,
+            AnalysisSource::Trace(p) | AnalysisSource::Partial(p) => p,
         }
     }
 }
@@ -128,7 +128,7 @@ enum Gathered {
     /// Seed events (from these files).
     Events { files: Vec<PathBuf>, events: Vec<CommEvent> },
     /// Ranks, sorted and each once, of one trace format (`None`: Kineto).
-    Ranks { ranks: Vec<(ReducedRank, Origin)>, format: Option<String> },
+    Ranks { ranks: Vec<(ReducedRank, AnalysisSource)>, format: Option<String> },
 }
 
 /// Reads every input in parallel and reduces each rank: traces to their analyses, partial files
@@ -174,8 +174,8 @@ fn gather(paths: &[PathBuf], opts: &AttributeOptions, keep_other: bool) -> Resul
     for (path, ls) in files.iter().zip(loaded) {
         for l in ls {
             match l {
-                Loaded::Rank(r, false) => ranks.push((*r, Origin::Trace(path.clone()))),
-                Loaded::Rank(r, true) => ranks.push((*r, Origin::Partial(path.clone()))),
+                Loaded::Rank(r, false) => ranks.push((*r, AnalysisSource::Trace(path.clone()))),
+                Loaded::Rank(r, true) => ranks.push((*r, AnalysisSource::Partial(path.clone()))),
                 Loaded::Events(e) => {
                     events.extend(e);
                     event_files.push(path.clone());
@@ -203,11 +203,11 @@ fn reduce(t: &RankTrace, opts: &AttributeOptions, keep_other: bool) -> ReducedRa
 
 /// Two inputs that hold one rank are an error naming both; where a partial file is one of them,
 /// the advice says how partial files go together.
-fn check_each_rank_once(ranks: &[(ReducedRank, Origin)]) -> Result<(), LoadError> {
-    if ranks.iter().all(|(_, o)| matches!(o, Origin::Trace(_))) {
+fn check_each_rank_once(ranks: &[(ReducedRank, AnalysisSource)]) -> Result<(), LoadError> {
+    if ranks.iter().all(|(_, o)| matches!(o, AnalysisSource::Trace(_))) {
         return check_unique_ranks(ranks.iter().map(|(r, o)| (r.analysis.rank, o.path())));
     }
-    let mut seen: HashMap<u32, &Origin> = HashMap::with_capacity(ranks.len());
+    let mut seen: HashMap<u32, &AnalysisSource> = HashMap::with_capacity(ranks.len());
     for (r, origin) in ranks {
         let rank = r.analysis.rank;
         if let Some(other) = seen.insert(rank, origin) {

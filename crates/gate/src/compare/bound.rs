@@ -94,7 +94,7 @@ mod tests {
     use super::*;
     use crate::baseline::Baseline;
     use crate::compare::CompareOptions;
-    use crate::decide::comparison::compare;
+    use crate::decide::comparison::judge;
     use crate::decide::Decision;
     use commgate_testkit::results as fixtures;
     use std::path::PathBuf;
@@ -130,8 +130,8 @@ mod tests {
         for runs in [3, 5] {
             let (huge_base, small_base) = (baseline(runs, huge_n), baseline(runs, 2000));
             for (level, verdict) in [(1.08, Decision::Tune), (1.0, Decision::Accept)] {
-                let huge = compare(&huge_base, &fixtures::run(&samples(huge_n, level, 7)), &opts);
-                let small = compare(&small_base, &fixtures::run(&samples(2000, level, 7)), &opts);
+                let huge = judge(&huge_base, &fixtures::run(&samples(huge_n, level, 7)), &opts);
+                let small = judge(&small_base, &fixtures::run(&samples(2000, level, 7)), &opts);
                 let case = format!("{runs} runs, level {level}: {:?}", huge.reasons);
                 assert_eq!(huge.verdict, verdict, "{case}");
                 assert_eq!(small.verdict, verdict, "{case}");

@@ -11,7 +11,7 @@ use commgate_core::units::change;
 /// The phase a regression traces to (`comparison.cause`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Cause {
+pub enum StepCause {
     /// `comm_only` slower, `compute_only` not.
     Communication,
     /// `compute_only` slower, `comm_only` not.
@@ -25,27 +25,27 @@ pub enum Cause {
     Unclear,
 }
 
-impl Cause {
+impl StepCause {
     pub fn as_str(self) -> &'static str {
         match self {
-            Cause::Communication => "communication",
-            Cause::Compute => "compute",
-            Cause::CommunicationAndCompute => "communication_and_compute",
-            Cause::Overlap => "overlap",
-            Cause::Unclear => "unclear",
+            StepCause::Communication => "communication",
+            StepCause::Compute => "compute",
+            StepCause::CommunicationAndCompute => "communication_and_compute",
+            StepCause::Overlap => "overlap",
+            StepCause::Unclear => "unclear",
         }
     }
 
     /// What it means and where to look.
     pub fn explanation(self) -> &'static str {
         match self {
-            Cause::Communication => "the collective got slower (NCCL, network, topology)",
-            Cause::Compute => "the GEMM got slower (cuBLAS, clocks, power)",
-            Cause::CommunicationAndCompute => {
+            StepCause::Communication => "the collective got slower (NCCL, network, topology)",
+            StepCause::Compute => "the GEMM got slower (cuBLAS, clocks, power)",
+            StepCause::CommunicationAndCompute => {
                 "both the collective (NCCL, network, topology) and the GEMM (cuBLAS, clocks, power) got slower"
             }
-            Cause::Overlap => "the two streams overlap less (scheduling, stream priorities, SM contention)",
-            Cause::Unclear => "neither phase alone is confirmed as the mover; re-run to tell which",
+            StepCause::Overlap => "the two streams overlap less (scheduling, stream priorities, SM contention)",
+            StepCause::Unclear => "neither phase alone is confirmed as the mover; re-run to tell which",
         }
     }
 }
@@ -62,22 +62,22 @@ pub struct Moves {
 }
 
 /// THE mover decision; `None` when nothing regressed.
-pub fn mover(m: Moves) -> Option<Cause> {
+pub fn mover(m: Moves) -> Option<StepCause> {
     let slower = |s: Option<State>| s == Some(State::Regressed);
     let unchanged = |s: Option<State>| s == Some(State::Unchanged);
     match (slower(m.comm), slower(m.compute)) {
-        (true, true) => Some(Cause::CommunicationAndCompute),
-        (true, false) => Some(Cause::Communication),
-        (false, true) => Some(Cause::Compute),
-        (false, false) if m.overlap_regressed && unchanged(m.comm) && unchanged(m.compute) => Some(Cause::Overlap),
-        (false, false) if m.overlap_regressed || m.serial_regressed => Some(Cause::Unclear),
+        (true, true) => Some(StepCause::CommunicationAndCompute),
+        (true, false) => Some(StepCause::Communication),
+        (false, true) => Some(StepCause::Compute),
+        (false, false) if m.overlap_regressed && unchanged(m.comm) && unchanged(m.compute) => Some(StepCause::Overlap),
+        (false, false) if m.overlap_regressed || m.serial_regressed => Some(StepCause::Unclear),
         (false, false) => None,
     }
 }
 
 /// The phases' figures then the cause: "comm_only median +8.0 %, busbw −7.4 %,
 /// compute_only median unchanged → the collective got slower (NCCL, network, topology)".
-pub fn sentence(cause: Cause, phases: &[&MetricComparison]) -> String {
+pub fn sentence(cause: StepCause, phases: &[&MetricComparison]) -> String {
     let figures: Vec<String> = phases.iter().map(|m| phase(m)).collect();
     if figures.is_empty() {
         return cause.explanation().to_string();
@@ -102,13 +102,13 @@ mod tests {
     use super::*;
     use State::{Improved, Inconclusive, Regressed, Unchanged};
 
-    fn moves(comm: Option<State>, compute: Option<State>, overlap: bool, serial: bool) -> Option<Cause> {
+    fn moves(comm: Option<State>, compute: Option<State>, overlap: bool, serial: bool) -> Option<StepCause> {
         mover(Moves { comm, compute, overlap_regressed: overlap, serial_regressed: serial })
     }
 
     #[test]
     fn the_truth_table() {
-        use Cause::*;
+        use StepCause::*;
         let rows = [
             (Some(Regressed), Some(Unchanged), false, false, Some(Communication)),
             (Some(Regressed), Some(Unchanged), true, true, Some(Communication)),
@@ -134,8 +134,13 @@ mod tests {
 
     #[test]
     fn values_are_stable_snake_case() {
-        for c in [Cause::Communication, Cause::Compute, Cause::CommunicationAndCompute, Cause::Overlap, Cause::Unclear]
-        {
+        for c in [
+            StepCause::Communication,
+            StepCause::Compute,
+            StepCause::CommunicationAndCompute,
+            StepCause::Overlap,
+            StepCause::Unclear,
+        ] {
             assert_eq!(serde_json::to_value(c).expect("json"), c.as_str());
         }
     }

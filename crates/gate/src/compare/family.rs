@@ -10,7 +10,7 @@
 use super::estimate::{row_note, runs_needed, Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
 use super::{
-    cause, metric_state, moves, phases, BaselineSummary, Cause, CompareOptions, MetricComparison, RunsNeeded,
+    cause, metric_state, moves, phases, BaselineSummary, CompareOptions, MetricComparison, RunsNeeded, StepCause,
     SweepSummary,
 };
 use commgate_core::result::Workload;
@@ -196,7 +196,7 @@ pub struct Adjusted {
     /// Why the hardware differs; a reason only when no baseline run shares the fingerprint.
     pub hardware: String,
     /// The phase a regression traces to, with its sentence (a reason only if the verdict blocks).
-    pub cause: Option<(Cause, String)>,
+    pub cause: Option<(StepCause, String)>,
     /// Reasons that go last: a subsampled row, a trimmed warm-up, the runs NCCL's choice kept.
     pub notes: Vec<String>,
     /// How many current runs were judged.
@@ -251,7 +251,7 @@ mod tests {
     use super::super::{prepare, State};
     use super::*;
     use crate::baseline::Baseline;
-    use crate::decide::comparison::{compare, judge_together};
+    use crate::decide::comparison::{judge, judge_together};
     use crate::decide::Decision;
     use commgate_stats::rng::Rng;
     use commgate_testkit::results as fixtures;
@@ -273,7 +273,7 @@ mod tests {
         for (runs, level) in [(10, 1.0), (10, 1.2), (2, 1.1), (1, 0.9)] {
             let (b, cur) = (baseline(runs, 100), fixtures::run(&samples(200, level, 7)));
             let together = judge_together(vec![prepare(&b, &cur, &opts)], &opts);
-            assert_eq!(together, vec![compare(&b, &cur, &opts)], "{runs} runs at {level}");
+            assert_eq!(together, vec![judge(&b, &cur, &opts)], "{runs} runs at {level}");
         }
     }
 
@@ -281,7 +281,7 @@ mod tests {
     fn the_family_adjusts_across_comparisons() {
         let opts = CompareOptions::default();
         let (b, cur) = (baseline(10, 100), fixtures::run(&samples(200, 1.2, 7)));
-        let alone = compare(&b, &cur, &opts);
+        let alone = judge(&b, &cur, &opts);
         let pending = (0..5).map(|_| prepare(&b, &cur, &opts)).collect();
         let five = judge_together(pending, &opts);
         assert_eq!(five.len(), 5);
@@ -308,6 +308,6 @@ mod tests {
         let cur = fixtures::run(&samples(200, 1.2, 7));
         let out = judge_together(vec![prepare(&dry, &cur, &opts), prepare(&b, &cur, &opts)], &opts);
         assert!(out[0].metrics.is_empty() && out[0].verdict == Decision::CollectMoreEvidence);
-        assert_eq!(out[1], compare(&b, &cur, &opts));
+        assert_eq!(out[1], judge(&b, &cur, &opts));
     }
 }

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use crate::baseline::Baseline;
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
-pub use cause::{mover, Cause, Moves};
+pub use cause::{mover, Moves, StepCause};
 use commgate_core::result::{EvidenceLevel, RunResult, Schedule, SoftwareChange, Workload};
 use commgate_core::units::{change, interval, plural};
 use commgate_core::vocab::Decision;
@@ -220,7 +220,7 @@ pub struct Comparison {
     /// Which phase a regression traces to (`null` when nothing regressed); the reasons open with
     /// it in words.
     #[serde(default)]
-    pub cause: Option<Cause>,
+    pub cause: Option<StepCause>,
     /// What a reviewer reads first, in words: "overlap step 8.1 % slower (95 % CI 7.5–8.8 %) —
     /// blocking" (decided with the verdict, `decide::comparison`).
     #[serde(default)]
@@ -665,7 +665,7 @@ pub struct SlowestProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::comparison::compare;
+    use crate::decide::comparison::judge;
     use commgate_testkit::results as fixtures;
     use std::path::PathBuf;
 
@@ -690,7 +690,7 @@ mod tests {
 
     #[test]
     fn same_distribution_is_accepted_and_unchanged() {
-        let c = compare(&baseline(10, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
+        let c = judge(&baseline(10, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
         assert!(!c.regression, "{c:#?}");
         assert_eq!(c.verdict, Decision::Accept, "{:?}", c.reasons);
         assert_eq!(state(&c, "overlap", "median"), State::Unchanged);
@@ -702,23 +702,23 @@ mod tests {
 
     #[test]
     fn a_large_shift_is_a_confirmed_regression_with_a_reason() {
-        let c = compare(&baseline(10, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
+        let c = judge(&baseline(10, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
         assert!(c.regression);
         assert_eq!(c.verdict, Decision::Tune);
         assert_eq!(state(&c, "overlap", "median"), State::Regressed);
         // Every row of the fixture is 20 % slower: both phases moved, and the reasons say so first.
-        assert_eq!(c.cause, Some(Cause::CommunicationAndCompute));
+        assert_eq!(c.cause, Some(StepCause::CommunicationAndCompute));
         assert!(c.reasons[0].contains("→ both the collective"), "{:?}", c.reasons);
         assert!(c.reasons[1].starts_with("overlap median +"), "{:?}", c.reasons);
         assert!(c.reasons[1].contains("above the 3 % floor"), "{:?}", c.reasons);
-        let faster = compare(&baseline(10, 200), &fixtures::run(&samples(200, 0.8, 7)), &CompareOptions::default());
+        let faster = judge(&baseline(10, 200), &fixtures::run(&samples(200, 0.8, 7)), &CompareOptions::default());
         assert_eq!(state(&faster, "overlap", "median"), State::Improved);
         assert!(!faster.regression);
     }
 
     #[test]
     fn a_one_run_baseline_never_blocks_alone_and_a_confirming_rerun_can() {
-        let c = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
+        let c = judge(&baseline(1, 200), &fixtures::run(&samples(200, 1.2, 7)), &CompareOptions::default());
         assert!(c.metrics.iter().all(|m| m.judged.method == Method::Pooled));
         assert!(!c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
@@ -732,11 +732,11 @@ mod tests {
         assert_eq!(c.baseline.spread, None);
         // Two more current runs of the same slowdown: run-level evidence, and it blocks.
         let three: Vec<RunResult> = (0..3).map(|i| fixtures::run(&samples(200, 1.2, 7 + i))).collect();
-        let confirmed = crate::decide::comparison::compare_runs(&baseline(1, 200), &three, &CompareOptions::default());
+        let confirmed = crate::decide::comparison::judge_runs(&baseline(1, 200), &three, &CompareOptions::default());
         assert!(confirmed.regression, "{:?}", confirmed.reasons);
         assert_eq!(confirmed.current_runs, 3);
         assert!(confirmed.headline.ends_with("— blocking"), "{}", confirmed.headline);
-        let same = compare(&baseline(1, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
+        let same = judge(&baseline(1, 200), &fixtures::run(&samples(200, 1.0, 7)), &CompareOptions::default());
         assert!(!same.regression, "{:?}", same.reasons);
     }
 
@@ -744,7 +744,7 @@ mod tests {
     fn hardware_mismatch_is_never_a_regression() {
         let mut cur = fixtures::run(&samples(200, 1.5, 7));
         cur.hardware.fingerprint = "another-gpu".into();
-        let c = compare(&baseline(10, 200), &cur, &CompareOptions::default());
+        let c = judge(&baseline(10, 200), &cur, &CompareOptions::default());
         assert!(!c.regression);
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
         assert!(c.reasons[0].contains("hardware differs"), "{:?}", c.reasons);
@@ -756,10 +756,10 @@ mod tests {
         let mut cur = fixtures::run(&samples(200, 1.0, 7));
         cur.failure =
             Some(commgate_core::result::Failure { kind: "timeout".into(), message: "rank 1".into(), rank: Some(1) });
-        let c = compare(&baseline(10, 200), &cur, &CompareOptions::default());
+        let c = judge(&baseline(10, 200), &cur, &CompareOptions::default());
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
         assert!(c.metrics.is_empty());
-        let c = compare(&baseline(10, 200), &fixtures::run(&samples(10, 1.0, 7)), &CompareOptions::default());
+        let c = judge(&baseline(10, 200), &fixtures::run(&samples(10, 1.0, 7)), &CompareOptions::default());
         assert_eq!(c.verdict, Decision::CollectMoreEvidence, "{:?}", c.reasons);
         assert!(c.reasons[0].contains("only 10 samples"), "{:?}", c.reasons);
     }
@@ -771,7 +771,7 @@ mod tests {
         for x in tail.iter_mut().step_by(5) {
             *x *= 1.6;
         }
-        let c = compare(&baseline(10, 60), &fixtures::run(&tail), &CompareOptions::default());
+        let c = judge(&baseline(10, 60), &fixtures::run(&tail), &CompareOptions::default());
         let p95 = c.metrics.iter().find(|m| m.row == Schedule::Overlap && m.statistic == Statistic::P95).expect("p95");
         assert!(!p95.can_block);
         assert_ne!(p95.judged.state, State::Regressed);
@@ -782,14 +782,14 @@ mod tests {
         let b = baseline(2, 150);
         let cur = fixtures::run(&samples(150, 1.04, 9));
         let opts = CompareOptions::default();
-        assert_eq!(compare(&b, &cur, &opts), compare(&b, &cur, &opts));
+        assert_eq!(judge(&b, &cur, &opts), judge(&b, &cur, &opts));
     }
 }
 
 #[cfg(test)]
 mod mover_tests {
     use super::*;
-    use crate::decide::comparison::compare;
+    use crate::decide::comparison::judge;
     use commgate_testkit::results as fixtures;
     use std::path::PathBuf;
 
@@ -806,7 +806,7 @@ mod mover_tests {
 
     fn verdict(factors: &[(Schedule, f64)], base_runs: u64) -> Comparison {
         let runs = (0..base_runs).map(|i| run(100 + i, &[])).collect();
-        compare(&Baseline { path: PathBuf::from("b.json"), runs }, &run(7, factors), &CompareOptions::default())
+        judge(&Baseline { path: PathBuf::from("b.json"), runs }, &run(7, factors), &CompareOptions::default())
     }
 
     fn metric(c: &Comparison, row: Schedule) -> &MetricComparison {
@@ -818,7 +818,7 @@ mod mover_tests {
         for base_runs in [10, 5] {
             let c = verdict(&[(Schedule::CommOnly, 1.08)], base_runs);
             assert!(c.regression, "{base_runs}: {:?}", c.reasons);
-            assert_eq!(c.cause, Some(Cause::Communication), "{:?}", c.reasons);
+            assert_eq!(c.cause, Some(StepCause::Communication), "{:?}", c.reasons);
             assert!(c.reasons[0].starts_with("comm_only median +8"), "{:?}", c.reasons);
             assert!(c.reasons[0].contains(", busbw −7"), "{:?}", c.reasons);
             assert!(
@@ -836,7 +836,7 @@ mod mover_tests {
     fn a_slower_gemm_is_named_and_shown_as_tflops() {
         let c = verdict(&[(Schedule::ComputeOnly, 1.08)], 10);
         assert!(c.regression, "{:?}", c.reasons);
-        assert_eq!(c.cause, Some(Cause::Compute));
+        assert_eq!(c.cause, Some(StepCause::Compute));
         assert!(c.reasons[0].contains("matmul TFLOPS −7"), "{:?}", c.reasons);
         assert!(c.reasons[0].ends_with("→ the GEMM got slower (cuBLAS, clocks, power)"), "{:?}", c.reasons);
     }
@@ -845,7 +845,7 @@ mod mover_tests {
     fn a_slower_overlapped_step_with_both_phases_unchanged_names_the_overlap() {
         let c = verdict(&[(Schedule::Overlap, 1.08)], 10);
         assert!(c.regression, "{:?}", c.reasons);
-        assert_eq!(c.cause, Some(Cause::Overlap));
+        assert_eq!(c.cause, Some(StepCause::Overlap));
         assert!(
             c.reasons[0].starts_with(
                 "comm_only median unchanged, compute_only median unchanged → the two streams overlap less"
@@ -866,7 +866,7 @@ mod mover_tests {
                 r
             })
             .collect();
-        let c = compare(&Baseline { path: PathBuf::from("b.json"), runs }, &cur, &CompareOptions::default());
+        let c = judge(&Baseline { path: PathBuf::from("b.json"), runs }, &cur, &CompareOptions::default());
         assert_eq!(c.metrics.len(), 6, "Holm's family is what is judged");
         assert!(c.metrics.iter().all(|m| m.row != Schedule::CommOnly));
         assert!(metric(&c, Schedule::ComputeOnly).throughput.is_some());
@@ -876,7 +876,7 @@ mod mover_tests {
 #[cfg(test)]
 mod episode_tests {
     use super::*;
-    use crate::decide::comparison::compare;
+    use crate::decide::comparison::judge;
     use commgate_testkit::results as fixtures;
     use std::path::PathBuf;
 
@@ -888,13 +888,13 @@ mod episode_tests {
         let baseline = Baseline { path: PathBuf::from("b.json"), runs };
         // Steps 20..80 run throttled: +20 %, one long episode.
         let episodic: Vec<f64> = (0..100).map(|i| noise(if (20..80).contains(&i) { 1.2 } else { 1.0 })).collect();
-        let c = compare(&baseline, &fixtures::run(&episodic), &CompareOptions::default());
+        let c = judge(&baseline, &fixtures::run(&episodic), &CompareOptions::default());
         assert!(!c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
         assert!(c.reasons.iter().any(|r| r.contains("overlap steps come in episodes")), "{:?}", c.reasons);
         // The same slowdown spread evenly is a regression.
         let even: Vec<f64> = (0..100).map(|_| noise(1.2)).collect();
-        assert!(compare(&baseline, &fixtures::run(&even), &CompareOptions::default()).regression);
+        assert!(judge(&baseline, &fixtures::run(&even), &CompareOptions::default()).regression);
     }
 }
 
@@ -903,7 +903,7 @@ mod episode_tests {
 #[cfg(test)]
 mod crafted_tests {
     use super::*;
-    use crate::decide::comparison::compare;
+    use crate::decide::comparison::judge;
     use commgate_testkit::results as fixtures;
     use std::path::PathBuf;
 
@@ -924,7 +924,7 @@ mod crafted_tests {
         let mut order: Vec<usize> = (0..200).collect();
         order.sort_by(|&a, &b| steps[b].total_cmp(&steps[a]));
         order.iter().take(12).for_each(|&i| steps[i] *= 1.25);
-        let c = compare(&store(&[1.0; 10]), &fixtures::run(&steps), &CompareOptions::default());
+        let c = judge(&store(&[1.0; 10]), &fixtures::run(&steps), &CompareOptions::default());
         assert_ne!(c.verdict, Decision::Accept, "{:?}", c.reasons);
         assert!(c.regression, "{:?}", c.reasons);
         assert!(c.headline.starts_with("overlap step P95 "), "{}", c.headline);
@@ -939,7 +939,7 @@ mod crafted_tests {
             row.samples_ms = quiet(200, 1.0, 9);
             row.samples_ms.sort_by(f64::total_cmp);
         }
-        let c = compare(&base, &r, &CompareOptions::default());
+        let c = judge(&base, &r, &CompareOptions::default());
         assert!(c.regression, "{:?}", c.reasons);
     }
 
@@ -947,7 +947,7 @@ mod crafted_tests {
     fn one_wild_baseline_run_does_not_let_a_slowdown_pass() {
         let mut levels = [1.0; 10];
         levels[3] = 3.0;
-        let c = compare(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
+        let c = judge(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
         assert_ne!(c.verdict, Decision::Accept, "{:?}", c.reasons);
     }
 
@@ -955,7 +955,7 @@ mod crafted_tests {
     fn a_noisy_store_says_what_it_can_see_and_how_many_runs_would_decide() {
         // Runs alternating ±5 %: a 20 % slowdown is beyond δ but not beyond what one run can show.
         let levels: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { 1.05 } else { 0.95 }).collect();
-        let c = compare(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
+        let c = judge(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
         assert_eq!(c.verdict, Decision::CollectMoreEvidence, "{:?}", c.reasons);
         let mde = c.mde.expect("a run-level comparison has an MDE");
         assert!(mde > 0.2, "{mde}");
@@ -968,7 +968,7 @@ mod crafted_tests {
     fn a_store_too_noisy_for_any_number_of_runs_says_so() {
         // Runs alternating ±15 %: no number of runs the advice searches would confirm +20 %.
         let levels: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { 1.15 } else { 0.85 }).collect();
-        let c = compare(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
+        let c = judge(&store(&levels), &fixtures::run(&quiet(200, 1.2, 7)), &CompareOptions::default());
         assert_eq!(c.verdict, Decision::CollectMoreEvidence, "{:?}", c.reasons);
         assert_eq!(c.runs_needed, Some(RunsNeeded { more_baseline_runs: None, current_runs: None }));
         assert!(
@@ -984,19 +984,19 @@ mod crafted_tests {
     #[test]
     fn a_short_run_says_in_its_headline_why_it_cannot_confirm_and_three_runs_can() {
         let slower = |seed| fixtures::run(&quiet(40, 1.2, seed));
-        let c = compare(&store(&[1.0; 10]), &slower(7), &CompareOptions::default());
+        let c = judge(&store(&[1.0; 10]), &slower(7), &CompareOptions::default());
         assert!(!c.regression, "{:?}", c.reasons);
         assert_eq!(c.verdict, Decision::CollectMoreEvidence);
         assert_eq!(c.mde, None);
         insta::assert_snapshot!("short_run_headline", c.headline);
         let three = [slower(7), slower(8), slower(9)];
-        let confirmed = crate::decide::comparison::compare_runs(&store(&[1.0; 10]), &three, &CompareOptions::default());
+        let confirmed = crate::decide::comparison::judge_runs(&store(&[1.0; 10]), &three, &CompareOptions::default());
         assert!(confirmed.regression, "{:?}", confirmed.reasons);
     }
 
     #[test]
     fn the_blocking_headline() {
-        let c = compare(&store(&[1.0; 10]), &fixtures::run(&quiet(200, 1.08, 7)), &CompareOptions::default());
+        let c = judge(&store(&[1.0; 10]), &fixtures::run(&quiet(200, 1.08, 7)), &CompareOptions::default());
         assert!(c.regression);
         insta::assert_snapshot!("blocking_headline", c.headline);
     }

@@ -1,6 +1,6 @@
 //! A comparison's verdict against its baseline (gate.md, "Verdict from a comparison"): the
 //! metrics' states in, `accept`, `tune` (blocking) or `collect_more_evidence` out, with the
-//! reasons in the order a reviewer reads them. [`compare`], [`judge_together`] and
+//! reasons in the order a reviewer reads them. [`judge`], [`judge_together`] and
 //! [`judge_with_traces`] are the whole comparison: `compare` estimates and adjusts, this decides.
 
 use super::mitigation::for_trace_causes;
@@ -16,12 +16,12 @@ use commgate_core::result::{RunResult, Schedule, SoftwareChange};
 use commgate_core::units::{change, in_words, interval, pct, plural};
 
 /// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
-pub fn compare(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
+pub fn judge(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
     conclude(prepare(baseline, current, opts).adjust_alone(opts), opts)
 }
 
-/// [`compare`] with the ceilings the store kept for nccl-tests sweeps (`baseline::ceiling`).
-pub fn compare_kept(
+/// [`judge`] with the ceilings the store kept for nccl-tests sweeps (`baseline::ceiling`).
+pub fn judge_kept(
     baseline: &Baseline,
     current: &RunResult,
     opts: &CompareOptions,
@@ -31,8 +31,8 @@ pub fn compare_kept(
     conclude(pending.adjust_alone(opts), opts)
 }
 
-/// [`compare`] with the current side as K runs of one workload (`check --runs K`).
-pub fn compare_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Comparison {
+/// [`judge`] with the current side as K runs of one workload (`check --runs K`).
+pub fn judge_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Comparison {
     conclude(prepare_runs(baseline, current, opts).adjust_alone(opts), opts)
 }
 

@@ -290,7 +290,7 @@ mod tests {
     }
 
     /// A trace comparison whose one collective regressed by `cause`, rank 5 last in 93 %.
-    fn regressed_traces(cause: traces::Cause) -> TraceComparison {
+    fn regressed_traces(cause: traces::CollectiveCause) -> TraceComparison {
         use crate::compare::traces::TraceMetric;
         use crate::compare::{Judged, Method, OwnDelta};
         let metric = |quantity, ratio: f64| TraceMetric {
@@ -311,7 +311,7 @@ mod tests {
             note: None,
         };
         let (transfer, wait) = match cause {
-            traces::Cause::Transfer => (1.10, 1.0),
+            traces::CollectiveCause::Transfer => (1.10, 1.0),
             _ => (1.0, 1.45),
         };
         let mut c = CollectiveComparison {
@@ -426,7 +426,7 @@ mod tests {
     #[test]
     fn a_regressed_collective_blocks_and_says_why() {
         let cur = attribution(5.0);
-        let t = regressed_traces(traces::Cause::Wait);
+        let t = regressed_traces(traces::CollectiveCause::Wait);
         let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&t), ..evidence() });
         assert_eq!((v.decision, v.blocking), (Decision::Tune, true));
         assert_eq!(
@@ -438,7 +438,7 @@ mod tests {
                  (rank_elapsed_ms), expert_load_skew, cross_rank_token_ratio",
             ]
         );
-        let t = regressed_traces(traces::Cause::Transfer);
+        let t = regressed_traces(traces::CollectiveCause::Transfer);
         let bench = [("all_to_all".to_string(), 120.0)];
         let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&t), bench_busbw: &bench, ..evidence() });
         assert_eq!(
@@ -450,7 +450,7 @@ mod tests {
                  nccl_algo_protocol, bucket_size_bytes",
             ]
         );
-        let mut unusable = regressed_traces(traces::Cause::Wait);
+        let mut unusable = regressed_traces(traces::CollectiveCause::Wait);
         unusable.collectives.clear();
         unusable.unusable = Some("the trace baseline \"default\" was recorded with 8 ranks".into());
         let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&unusable), ..evidence() });
@@ -465,7 +465,7 @@ mod tests {
             a
         };
         let cur = partial(5.0);
-        let t = regressed_traces(traces::Cause::Wait);
+        let t = regressed_traces(traces::CollectiveCause::Wait);
         let v = decide(&Evidence { attribution: Some(&cur), traces: Some(&t), ..evidence() });
         assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false), "{:?}", v.reasons);
         assert!(v.reasons[0].contains("ranks 0-3 of 8: 4 missing (4-7)"), "{:?}", v.reasons);

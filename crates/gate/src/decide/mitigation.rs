@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::vocab::{Decision, Followup, Job, Mitigation, Strategy};
-use crate::compare::traces::{Cause, TraceComparison};
+use crate::compare::traces::{CollectiveCause, TraceComparison};
 use commgate_trace::attribute::{priority, Attribution, Hotspot};
 
 /// Thresholds of the seed's rules; configurable through `commgate.toml` and flags.
@@ -218,11 +218,11 @@ fn imbalance_note(h: &Hotspot, strategy: Strategy, ctx: Context) -> String {
 /// The trace gate's table: the mitigation for a regressed collective's cause, with the
 /// measurements of the job's kind. A late rank (set by the comparison) is what to measure
 /// first, in place of every rank's elapsed time.
-pub fn for_cause(cause: Cause, collective: &str, late_rank: Option<u32>, job: Job) -> Mitigation {
+pub fn for_cause(cause: CollectiveCause, collective: &str, late_rank: Option<u32>, job: Job) -> Mitigation {
     let strategy = match cause {
-        Cause::Wait | Cause::Mixed => Strategy::RebalanceRanksOrExperts,
-        Cause::Transfer => Strategy::TuneCollectiveTransport,
-        Cause::Overlap => Strategy::IncreaseOverlapOrDelaySync,
+        CollectiveCause::Wait | CollectiveCause::Mixed => Strategy::RebalanceRanksOrExperts,
+        CollectiveCause::Transfer => Strategy::TuneCollectiveTransport,
+        CollectiveCause::Overlap => Strategy::IncreaseOverlapOrDelaySync,
     };
     let mut m = mitigation(strategy, Some(collective.to_string()), job);
     if let Some(rank) = late_rank {

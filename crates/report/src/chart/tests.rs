@@ -165,12 +165,12 @@ fn hostile_workload_and_metric_names_stay_inside_their_strings() {
 #[test]
 fn series_from_a_comparison_reads_ratios_as_percent() {
     use commgate_gate::compare::CompareOptions;
-    use commgate_gate::decide::comparison::compare;
+    use commgate_gate::decide::comparison::judge;
     use commgate_testkit::results as fixtures;
     let samples = |level: f64| (0..60).map(|j| level * (1.0 + 0.002 * (j % 7) as f64)).collect::<Vec<f64>>();
     let runs = (0..5).map(|i| fixtures::run(&samples(1.0 + 0.001 * i as f64))).collect();
     let baseline = commgate_gate::baseline::Baseline { path: "b.json".into(), runs };
-    let c = compare(&baseline, &fixtures::run(&samples(1.1)), &CompareOptions::default());
+    let c = judge(&baseline, &fixtures::run(&samples(1.1)), &CompareOptions::default());
     let s = series_from("w", &c);
     assert_eq!(s.points.len(), c.metrics.len());
     let m = &c.metrics[0];

@@ -167,7 +167,7 @@ pub struct PathStep {
 
 /// A node's origin: which analysis, and which of its communication kernels.
 #[derive(Debug, Clone, Copy)]
-struct Origin {
+struct NodeSource {
     rank_idx: usize,
     comm: Option<u32>,
 }
@@ -176,7 +176,7 @@ struct Origin {
 struct StepGraph {
     step: u32,
     graph: Graph,
-    origin: Vec<Origin>,
+    origin: Vec<NodeSource>,
     members: BTreeMap<u32, Vec<usize>>,
 }
 
@@ -341,7 +341,7 @@ fn step_graph(ranks: &[RankAnalysis], offsets: &[Ns], step: u32) -> StepGraph {
     g
 }
 
-fn distinct_ranks(origin: &[Origin], members: &[usize]) -> usize {
+fn distinct_ranks(origin: &[NodeSource], members: &[usize]) -> usize {
     let mut r: Vec<usize> = members.iter().map(|&m| origin[m].rank_idx).collect();
     r.sort_unstable();
     r.dedup();
@@ -357,7 +357,7 @@ fn add_rank(g: &mut StepGraph, ri: usize, r: &RankAnalysis, tl: &StepTimeline, o
         let stream = streams.binary_search(&seg.stream).unwrap_or(0) as u32;
         let start = seg.start - offset;
         g.graph.nodes.push(Node { rank: r.rank, stream, start, dur: (seg.end - seg.start).max(0), instance: None });
-        g.origin.push(Origin { rank_idx: ri, comm: seg.comm });
+        g.origin.push(NodeSource { rank_idx: ri, comm: seg.comm });
     }
     g.graph.deps.extend(tl.deps.iter().map(|&(a, b)| (base + a as usize, base + b as usize)));
 }
@@ -473,7 +473,7 @@ fn scenario(
 
 /// The path as the JSON and the reports show it: gaps between its steps made explicit,
 /// consecutive steps of one rank and part merged, the time on it summed by part.
-fn critical_path(g: &StepGraph, r: &Replay, path: &[critical::Step], ranks: &[RankAnalysis]) -> CriticalPath {
+fn critical_path(g: &StepGraph, r: &Replay, path: &[critical::PathNode], ranks: &[RankAnalysis]) -> CriticalPath {
     let first = r.start.iter().copied().min().unwrap_or(0);
     let mut steps: Vec<PathStep> = Vec::new();
     let mut merged = 0u64;
@@ -546,7 +546,7 @@ fn push_step(steps: &mut Vec<PathStep>, merged: &mut u64, s: PathStep) {
 }
 
 /// The step's bars per rank, the path's nodes marked.
-fn picture_of(g: &StepGraph, path: &[critical::Step], ranks: &[RankAnalysis], late: Option<u32>) -> Picture {
+fn picture_of(g: &StepGraph, path: &[critical::PathNode], ranks: &[RankAnalysis], late: Option<u32>) -> Picture {
     let on_path: std::collections::HashSet<usize> = path.iter().map(|s| s.node).collect();
     let mut by_rank: BTreeMap<u32, Vec<Bar>> = BTreeMap::new();
     for (i, n) in g.graph.nodes.iter().enumerate() {

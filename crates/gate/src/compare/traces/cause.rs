@@ -13,7 +13,7 @@ use commgate_trace::attribute::Hotspot;
 /// What a regressed collective's time went to (`trace_comparison.collectives[].cause`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Cause {
+pub enum CollectiveCause {
     /// Wait grew beyond δ, transfer did not: a rank arrives later.
     Wait,
     /// Transfer grew beyond δ, wait did not: the data moves more slowly.
@@ -24,13 +24,13 @@ pub enum Cause {
     Overlap,
 }
 
-impl Cause {
+impl CollectiveCause {
     pub fn as_str(self) -> &'static str {
         match self {
-            Cause::Wait => "wait",
-            Cause::Transfer => "transfer",
-            Cause::Mixed => "mixed",
-            Cause::Overlap => "overlap",
+            CollectiveCause::Wait => "wait",
+            CollectiveCause::Transfer => "transfer",
+            CollectiveCause::Mixed => "mixed",
+            CollectiveCause::Overlap => "overlap",
         }
     }
 }
@@ -45,12 +45,12 @@ fn grew(m: Option<&TraceMetric>) -> bool {
 }
 
 /// The cause of a regressed collective, from which of transfer and wait grew beyond δ.
-pub fn cause_of(c: &CollectiveComparison) -> Cause {
+pub fn cause_of(c: &CollectiveComparison) -> CollectiveCause {
     match (grew(quantity(c, Quantity::Transfer)), grew(quantity(c, Quantity::Wait))) {
-        (true, true) => Cause::Mixed,
-        (false, true) => Cause::Wait,
-        (true, false) => Cause::Transfer,
-        (false, false) => Cause::Overlap,
+        (true, true) => CollectiveCause::Mixed,
+        (false, true) => CollectiveCause::Wait,
+        (true, false) => CollectiveCause::Transfer,
+        (false, false) => CollectiveCause::Overlap,
     }
 }
 
@@ -106,21 +106,21 @@ pub fn sentence(c: &CollectiveComparison, bench_busbw: Option<f64>) -> String {
         _ => String::new(),
     };
     match c.cause {
-        Some(Cause::Wait) => {
+        Some(CollectiveCause::Wait) => {
             format!(
                 "{name} waits longer for the last rank: {}{late}",
                 wait.map(|m| share_clause(c, m)).unwrap_or_default()
             )
         }
-        Some(Cause::Transfer) => {
+        Some(CollectiveCause::Transfer) => {
             format!("{name} moves its data more slowly: {}{busbw}", transfer.map(ratio_clause).unwrap_or_default())
         }
-        Some(Cause::Mixed) => format!(
+        Some(CollectiveCause::Mixed) => format!(
             "{name} moves its data more slowly and waits longer: {}{busbw}, {}{late}",
             transfer.map(ratio_clause).unwrap_or_default(),
             wait.map(|m| share_clause(c, m)).unwrap_or_default()
         ),
-        Some(Cause::Overlap) | None => format!(
+        Some(CollectiveCause::Overlap) | None => format!(
             "{name} is hidden less by compute: {} with its transfer and wait unchanged",
             quantity(c, Quantity::Exposed).map(|m| share_clause(c, m)).unwrap_or_default()
         ),

@@ -14,7 +14,7 @@
 //!   communication. So "+10 %" on transfer means 10 % slower, on wait 10 % of a step.
 //! - **A collective's state** is `regressed` when any of its quantities is, else `inconclusive`
 //!   when any is, else `improved` when any is, else `unchanged`. A regression carries its
-//!   [`Cause`] (which of transfer and wait grew beyond δ) and, when wait is involved and one rank
+//!   [`CollectiveCause`] (which of transfer and wait grew beyond δ) and, when wait is involved and one rank
 //!   arrived last in most instances, that rank.
 //!
 //! Collectives new in the current traces are judged against zero exposed time and wait (the
@@ -32,7 +32,7 @@ use super::estimate::Estimate;
 use super::{four_states, CompareOptions, Judged, Method, OwnDelta, State};
 #[cfg(test)]
 pub(crate) use cause::explain;
-pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, Cause};
+pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, CollectiveCause};
 use commgate_core::vocab::Mitigation;
 use commgate_stats::rng::Rng;
 use commgate_trace::attribute::{Attribution, Hotspot};
@@ -109,7 +109,7 @@ pub struct CollectiveComparison {
     pub state: State,
     /// Set for a regression: which of transfer and wait grew beyond δ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<Cause>,
+    pub cause: Option<CollectiveCause>,
     /// Set when the cause involves wait and one rank arrived last in most instances.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_rank: Option<u32>,

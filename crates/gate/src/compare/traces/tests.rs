@@ -55,10 +55,10 @@ fn the_cause_follows_which_of_transfer_and_wait_grew() {
     let base = history(&[("all_to_all", 1.0, 2.0, 0.2)]);
     // (exposed, transfer, wait) now → cause.
     let cases = [
-        ((2.5, 2.0, 1.7), Cause::Wait),
-        ((1.5, 2.4, 0.2), Cause::Transfer),
-        ((3.0, 2.4, 1.7), Cause::Mixed),
-        ((2.0, 2.0, 0.2), Cause::Overlap),
+        ((2.5, 2.0, 1.7), CollectiveCause::Wait),
+        ((1.5, 2.4, 0.2), CollectiveCause::Transfer),
+        ((3.0, 2.4, 1.7), CollectiveCause::Mixed),
+        ((2.0, 2.0, 0.2), CollectiveCause::Overlap),
     ];
     for ((exposed, transfer, wait), cause) in cases {
         let t = judged(&base, &run(&[("all_to_all", exposed, transfer, wait)], 40, 7));
@@ -68,7 +68,7 @@ fn the_cause_follows_which_of_transfer_and_wait_grew() {
         // part of the cause.
         assert_eq!(c.last_arrival, Some((3, 0.9)), "{cause:?}");
         crate::decide::late_rank::name(&mut c);
-        let late = matches!(cause, Cause::Wait | Cause::Mixed);
+        let late = matches!(cause, CollectiveCause::Wait | CollectiveCause::Mixed);
         assert_eq!(c.late_rank, late.then_some(3), "{cause:?}");
         assert_eq!(c.late_share, late.then_some(0.9), "{cause:?}");
     }
