@@ -76,7 +76,8 @@ fn run_benches(all: &[BenchSettings], launch: Option<Launch>, log: Option<&Tunin
     let mut results: Vec<Box<result::RunResult>> = Vec::new();
     for settings in all {
         let id = &settings.workload_id;
-        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref(), log), decide::run::decide)? {
+        match runner::run(settings, launch.clone(), &run_environment(launch.as_ref(), log), decide::bench_run::decide)?
+        {
             BenchOutcome::Planned(text) if several => emit(&format!("workload {id}\n{text}"), None)?,
             BenchOutcome::Planned(text) => emit(&text, None)?,
             BenchOutcome::Contributed { rank } => {

@@ -211,7 +211,12 @@ fn measure_all(cfg: &config::CheckConfig, log: Option<&TuningLog>) -> Result<Mea
                 Some(first) => &run_settings(settings, first, k),
                 None => settings,
             };
-            match runner::run(settings, launch.clone(), &run_environment(launch.as_ref(), log), decide::run::decide) {
+            match runner::run(
+                settings,
+                launch.clone(),
+                &run_environment(launch.as_ref(), log),
+                decide::bench_run::decide,
+            ) {
                 Ok(BenchOutcome::Written { path, result } | BenchOutcome::Failed { path, result }) => {
                     let run = if cfg.runs > 1 { format!(", run {k} of {}", cfg.runs) } else { String::new() };
                     diag::info(format_args!(

@@ -1,7 +1,7 @@
 //! From per-rank timings to the result file (formats.md, "Result file"): rows with every
 //! sample, the derived metrics and comparison, the hardware fingerprint, and where the file
 //! goes. Pure except for the clock in [`now_rfc3339`]. The run's own decision is not made here:
-//! the caller hands in the rule ([`Judge`], `decide::run::decide`).
+//! the caller hands in the rule ([`Judge`], `decide::bench_run::decide`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -263,7 +263,7 @@ mod tests {
 
     /// [`build`] with the run rule `bench` uses.
     fn built(ctx: &RunContext, timings: Option<&Timings>, failure: Option<Failure>) -> RunResult {
-        build(ctx, timings, failure, commgate_gate::decide::run::decide)
+        build(ctx, timings, failure, commgate_gate::decide::bench_run::decide)
     }
 
     fn ctx(world: u32) -> RunContext {

@@ -719,7 +719,7 @@ pub(super) mod tests {
                 (s, (0..world).map(|r| (r, (0..120).map(|i| b * (1.0 + 0.001 * f64::from(i))).collect())).collect())
             })
             .collect();
-        build(&ctx, failure.is_none().then_some(&timings), failure, commgate_gate::decide::run::decide)
+        build(&ctx, failure.is_none().then_some(&timings), failure, commgate_gate::decide::bench_run::decide)
     }
 
     #[test]

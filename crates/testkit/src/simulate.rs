@@ -592,7 +592,7 @@ impl SimRun {
             environment_profile: "SIM-MOCK".into(),
             created_at: "2026-11-30T00:00:00Z".into(),
         };
-        let mut result = assemble::build(&ctx, Some(&timings), None, commgate_gate::decide::run::decide);
+        let mut result = assemble::build(&ctx, Some(&timings), None, commgate_gate::decide::bench_run::decide);
         // NCCL ran in both NCCL families (a two-rank run with its version recorded), whether or
         // not its choice was.
         if matches!(model, NoiseModel::NcclModes | NoiseModel::NcclModesUnrecorded) {

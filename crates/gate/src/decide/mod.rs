@@ -4,7 +4,7 @@
 //! | file | decides |
 //! |---|---|
 //! | [`vocab`] | nothing: the words every decision returns (decisions, verdicts, outcomes, evaluation errors, `--fail-on`, mitigations) |
-//! | [`run`](mod@run) | a benchmark run's own verdict on overlap (the result file's `decision`) |
+//! | [`bench_run`] | a benchmark run's own verdict on overlap (the result file's `decision`) |
 //! | [`comparison`] | a comparison's verdict against its baseline, and the hardware/software wording |
 //! | [`mitigation`] | the one evidence → strategy table: the seed's rules and the trace causes' |
 //! | [`late_rank`] | whether a regressed collective's late rank is named (`LATE_RANK_SHARE`) |
@@ -15,11 +15,11 @@
 //! states and never call a decision; their callers (`check`, the binary's `commands`) hand the evidence here.
 
 pub mod balance;
+pub mod bench_run;
 pub mod comparison;
 pub mod gate;
 pub mod late_rank;
 pub mod mitigation;
-pub mod run;
 pub use commgate_core::vocab;
 
 pub use gate::FailOn;
