@@ -25,18 +25,30 @@ pub(super) fn run(args: crate::cli::BenchArgs, file: &config::FileConfig) -> Res
     // Before anything is probed or started: see `nccl_setup`.
     let log = nccl_setup(&declared);
     let launch = launch::from_env(|k| std::env::var(k).ok())?;
-    let (all, notes) = bench::settings::resolve_all(declared, launch.as_ref(), bench::cuda::probe)?;
+    let all = resolve_workloads(declared, launch.as_ref(), "run")?;
+    run_benches(&all, launch, log.as_ref())
+}
+
+/// The declared workloads resolved against this machine (its notes said once each), refused
+/// before anything runs when there are several under a multi-process launcher, which runs one
+/// workload per job; `verb` says what the command does with each (`run`, `judge`).
+pub(super) fn resolve_workloads(
+    declared: Vec<bench::settings::Declared>,
+    launch: Option<&Launch>,
+    verb: &str,
+) -> Result<Vec<BenchSettings>> {
+    let (all, notes) = bench::settings::resolve_all(declared, launch, bench::cuda::probe)?;
     for note in notes {
         diag::info(note);
     }
     if all.len() > 1 && launch.is_some() {
         anyhow::bail!(
-            "{} workloads under a multi-process launcher: run one per job (--workload NAME, or one \
+            "{} workloads under a multi-process launcher: {verb} one per job (--workload NAME, or one \
              --payload-sizes entry)",
             all.len()
         );
     }
-    run_benches(&all, launch, log.as_ref())
+    Ok(all)
 }
 
 /// What the run records from the process environment, read here so the run reads none, and

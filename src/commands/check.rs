@@ -1,8 +1,7 @@
 //! `commgate check`: the gate. Measure (or read `--result`), compare with the baselines, attribute
 //! the traces, decide, and publish the report everywhere it goes.
 
-use super::bench::{nccl_setup, rank_failed, run_environment};
-use commgate_bench as bench;
+use super::bench::{nccl_setup, rank_failed, resolve_workloads, run_environment};
 use commgate_gate::check;
 use std::path::{Path, PathBuf};
 
@@ -179,17 +178,7 @@ fn measure_all(cfg: &config::CheckConfig, log: Option<&TuningLog>) -> Result<Mea
     let launch = launch::from_env(|k| std::env::var(k).ok())?;
     let rank = launch.as_ref().map_or(0, |l| l.rank);
     // Settings the machine refuses are bad input, before anything runs (as for `bench`).
-    let (all, notes) = bench::settings::resolve_all(cfg.workloads.clone(), launch.as_ref(), bench::cuda::probe)?;
-    for note in notes {
-        diag::info(note);
-    }
-    if all.len() > 1 && launch.is_some() {
-        anyhow::bail!(
-            "{} workloads under a multi-process launcher: judge one per job (--workload NAME, or one \
-             --payload-sizes entry)",
-            all.len()
-        );
-    }
+    let all = resolve_workloads(cfg.workloads.clone(), launch.as_ref(), "judge")?;
     // Every input is checked before the benchmark, which can take minutes: a misspelled
     // `--baselines`, a corrupt store or unreadable traces end the gate now, in its report.
     let profiles: Vec<(String, &str)> = all.iter().map(|s| (runner::profile_of(s), s.workload_id.as_str())).collect();
