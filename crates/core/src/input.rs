@@ -173,8 +173,8 @@ fn from_file(mut file: File, size: u64) -> io::Result<Opened> {
 
 fn read_prefix(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
-    while n < buf.len() {
-        match file.read(&mut buf[n..]) {
+    while let Some(rest) = buf.get_mut(n..).filter(|r| !r.is_empty()) {
+        match file.read(rest) {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -11,6 +11,10 @@
 //! | [`vocab`] | the gate's words: decisions, verdicts, outcomes, evaluation errors, `--fail-on`, mitigations (no rules) |
 //! | [`result`] | the result file's typed, versioned schema |
 
+// This crate reads untrusted files: no index or slice that could panic on their contents
+// (`get`, iterators and patterns instead); tests are exempt through clippy.toml.
+#![deny(clippy::indexing_slicing)]
+
 pub mod base_commit;
 pub mod diag;
 pub mod input;

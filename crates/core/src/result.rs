@@ -460,29 +460,29 @@ pub fn check_id(id: &str) -> Result<(), IdError> {
 pub fn is_rfc3339(s: &str) -> bool {
     let b = s.as_bytes();
     let digits = |range: std::ops::Range<usize>| b.get(range).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let byte = |i: usize, ok: fn(u8) -> bool| b.get(i).copied().is_some_and(ok);
     let fixed = b.len() >= 20
         && b.len() <= 40
         && digits(0..4)
-        && b[4] == b'-'
+        && byte(4, |c| c == b'-')
         && digits(5..7)
-        && b[7] == b'-'
+        && byte(7, |c| c == b'-')
         && digits(8..10)
-        && matches!(b[10], b'T' | b't')
+        && byte(10, |c| matches!(c, b'T' | b't'))
         && digits(11..13)
-        && b[13] == b':'
+        && byte(13, |c| c == b':')
         && digits(14..16)
-        && b[16] == b':'
+        && byte(16, |c| c == b':')
         && digits(17..19);
-    if !fixed {
+    let Some(mut rest) = b.get(19..).filter(|_| fixed) else {
         return false;
-    }
-    let mut rest = &b[19..];
+    };
     if let Some(fraction) = rest.strip_prefix(b".") {
         let n = fraction.iter().take_while(|d| d.is_ascii_digit()).count();
-        if n == 0 {
-            return false;
+        match fraction.get(n..).filter(|_| n > 0) {
+            Some(after) => rest = after,
+            None => return false,
         }
-        rest = &fraction[n..];
     }
     match rest {
         [b'Z' | b'z'] => true,
@@ -518,7 +518,7 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
         return sweep::validate(r, s);
     }
     for (i, row) in r.rows.iter().enumerate() {
-        if let Some(first) = r.rows[..i].iter().position(|earlier| earlier.schedule == row.schedule) {
+        if let Some(first) = r.rows.iter().take(i).position(|earlier| earlier.schedule == row.schedule) {
             return Err(format!(
                 "`rows[{i}]` repeats the `{}` row of `rows[{first}]`; a result holds one row per schedule \
                  (was the file edited by hand?)",
@@ -543,7 +543,7 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
                 ));
             }
         }
-        let constant = row.samples_ms.len() >= 2 && row.samples_ms.iter().all(|x| *x == row.samples_ms[0]);
+        let constant = row.samples_ms.len() >= 2 && row.samples_ms.windows(2).all(|w| w.first() == w.last());
         if constant && r.workload.backend != "mock" {
             return Err(format!(
                 "`rows[{i}].samples_ms` ({}) holds {} identical step times; a real clock always varies, \

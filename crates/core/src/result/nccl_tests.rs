@@ -189,13 +189,10 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
             continue;
         }
         let words: Vec<&str> = line.split_whitespace().collect();
-        if words.is_empty() {
-            continue;
-        }
         // What a job's log holds around the table (the launcher's warnings, `NCCL INFO` lines
         // with NCCL_DEBUG=INFO, the command itself) does not open with a size: passed over. A
         // line that does is a size line, and is read as one.
-        if words[0].parse::<u64>().is_err() {
+        if words.first().is_none_or(|w| w.parse::<u64>().is_err()) {
             continue;
         }
         let Some(per_iter) = per_iter else {
@@ -207,8 +204,8 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
         results.extend(size_line(&words, per_iter, line_no)?);
         // A timestamp after the columns (`2026-12-01 10:00:00`): the first is the run's start.
         let width = if per_iter { 8 } else { 4 };
-        if start_time.is_none() && words.len() >= 7 + 2 * width {
-            start_time = rfc3339_of(&format!("{} {}", words[5 + 2 * width], words[6 + 2 * width]));
+        if let (None, Some(date), Some(time)) = (&start_time, words.get(5 + 2 * width), words.get(6 + 2 * width)) {
+            start_time = rfc3339_of(&format!("{date} {time}"));
         }
     }
     if results.is_empty() {
@@ -245,9 +242,12 @@ pub fn rfc3339_of(stamp: &str) -> Option<String> {
     let (date, time) = stamp.trim().split_once(' ')?;
     let candidate = format!("{date}T{time}Z");
     let b = candidate.as_bytes();
-    let shape = b.len() == 20 && b[4] == b'-' && b[7] == b'-' && b[13] == b':' && b[16] == b':';
-    let digits =
-        shape && [0..4, 5..7, 8..10, 11..13, 14..16, 17..19].into_iter().all(|r| b[r].iter().all(u8::is_ascii_digit));
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    let shape = b.len() == 20 && at(4, b'-') && at(7, b'-') && at(13, b':') && at(16, b':');
+    let digits = shape
+        && [0..4, 5..7, 8..10, 11..13, 14..16, 17..19]
+            .into_iter()
+            .all(|r| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit)));
     digits.then_some(candidate)
 }
 
@@ -259,7 +259,8 @@ fn device_line(rest: &str) -> Option<Device> {
     let hostname = text(after("on")?);
     let device = after("device")?.parse().ok()?;
     let info_at = words.iter().position(|w| w.starts_with('[')).map_or(words.len(), |i| i + 1);
-    Some(Device { rank, hostname, device, device_info: text(&words[info_at.min(words.len())..].join(" ")) })
+    let info = words.get(info_at..).unwrap_or_default().join(" ");
+    Some(Device { rank, hostname, device, device_info: text(&info) })
 }
 
 /// One size line: `size count type redop root`, then each placement's columns.
@@ -272,22 +273,24 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<SizeR
             format!("has {} columns, not the {} of the heads", words.len(), 5 + 2 * width),
         ));
     }
+    // Every column read below is within the length just checked; `word` answers "" past it.
+    let word = |i: usize| words.get(i).copied().unwrap_or_default();
     let whole = |i: usize, name: &str| {
-        words[i].parse::<u64>().map_err(|_| field(&at(name), format!("is `{}`, not a whole number", text(words[i]))))
+        word(i).parse::<u64>().map_err(|_| field(&at(name), format!("is `{}`, not a whole number", text(word(i)))))
     };
     let size = whole(0, "size")?;
     let count = whole(1, "count")?;
     let mut out = Vec::new();
     for (k, placement) in [Placement::OutOfPlace, Placement::InPlace].into_iter().enumerate() {
         let base = 5 + k * width;
-        let number = |i: usize, name: &str| match words[base + i].parse::<f64>() {
+        let number = |i: usize, name: &str| match word(base + i).parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
             _ => Err(field(
                 &at(&format!("{} {name}", placement.as_str())),
-                format!("is `{}`, not a time or bandwidth", text(words[base + i])),
+                format!("is `{}`, not a time or bandwidth", text(word(base + i))),
             )),
         };
-        let nwrong = words[base + 3];
+        let nwrong = word(base + 3);
         if nwrong != "N/A" && !nwrong.parse::<f64>().is_ok_and(|w| w == 0.0) {
             let nwrong = nwrong.parse::<f64>().unwrap_or(f64::NAN);
             return Err(SweepError::Wrong { size, placement: placement.as_str(), nwrong });
@@ -295,8 +298,8 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<SizeR
         out.push(SizeResult {
             size,
             count,
-            dtype: text(words[2]),
-            redop: text(words[3]),
+            dtype: text(word(2)),
+            redop: text(word(3)),
             placement,
             time_us: number(0, "time")?,
             alg_bw: number(1, "algbw")?,

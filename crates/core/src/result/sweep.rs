@@ -100,10 +100,10 @@ impl SweepPoint {
         // The middle value, or the mean of the two middle ones (what `stats::quantile::median`
         // gives; this layer sits below `stats`).
         let n = sorted.len();
-        let median = match n {
-            0 => return None,
-            _ if n % 2 == 1 => sorted[n / 2],
-            _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+        let median = match (sorted.get(n.saturating_sub(1) / 2), sorted.get(n / 2)) {
+            (Some(&lower), Some(&upper)) if n.is_multiple_of(2) => (lower + upper) / 2.0,
+            (_, Some(&middle)) => middle,
+            _ => return None,
         };
         self.busbw_work().map(|w| w / median).filter(|b| b.is_finite() && *b > 0.0)
     }
@@ -278,15 +278,17 @@ fn last_counts(per_process: &[Vec<f64>]) -> Vec<u32> {
         return Vec::new();
     }
     let mut counts = vec![0u32; per_process.len()];
-    let iterations = per_process[0].len();
+    let iterations = per_process.iter().map(Vec::len).min().unwrap_or(0);
     for k in 0..iterations {
-        let mut best = 0;
-        for (p, times) in per_process.iter().enumerate() {
-            if times[k] > per_process[best][k] {
-                best = p;
+        let mut slowest: Option<(usize, f64)> = None;
+        for (p, t) in per_process.iter().enumerate().filter_map(|(p, times)| times.get(k).map(|&t| (p, t))) {
+            if slowest.is_none_or(|(_, worst)| t > worst) {
+                slowest = Some((p, t));
             }
         }
-        counts[best] += 1;
+        if let Some(count) = slowest.and_then(|(p, _)| counts.get_mut(p)) {
+            *count += 1;
+        }
     }
     counts
 }
@@ -409,8 +411,11 @@ pub fn validate(r: &RunResult, s: &SweepData) -> Result<(), String> {
         keys.push(&p.key);
     }
     keys.sort();
-    if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
-        return Err(format!("`sweep.points` holds {} twice; was the file edited by hand?", w[0].label(true)));
+    if let Some(twice) = keys.windows(2).find_map(|w| match w {
+        [a, b] if a == b => Some(*a),
+        _ => None,
+    }) {
+        return Err(format!("`sweep.points` holds {} twice; was the file edited by hand?", twice.label(true)));
     }
     Ok(())
 }
