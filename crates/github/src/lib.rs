@@ -16,6 +16,9 @@
 //! - Callers are synchronous. Each call builds its own current-thread Tokio runtime on a scoped
 //!   thread, which works whether or not the caller already runs inside a runtime.
 
+// This crate reads event payloads and API answers: no index or slice that could panic on them.
+#![deny(clippy::indexing_slicing)]
+
 mod actions;
 mod comment;
 
