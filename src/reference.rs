@@ -170,28 +170,13 @@ fn section_rows(section: &str, keys: &[&str], args: Command, out: &mut String) {
 pub fn keys() -> String {
     use clap::Args;
     let mut out = String::from("| key | flag | variable | value | meaning |\n|---|---|---|---|---|\n");
-    let section = |name: &'static str| Command::new(name);
-    section_rows(
-        AttributeSection::SECTION,
-        AttributeSection::KEYS,
-        AttributeSection::augment_args(section("a")),
-        &mut out,
-    );
-    section_rows(
-        ThresholdsSection::SECTION,
-        ThresholdsSection::KEYS,
-        ThresholdsSection::augment_args(section("t")),
-        &mut out,
-    );
-    section_rows(CompareSection::SECTION, CompareSection::KEYS, CompareSection::augment_args(section("c")), &mut out);
-    section_rows(
-        BaselineSection::SECTION,
-        BaselineSection::KEYS,
-        BaselineSection::augment_args(section("b")),
-        &mut out,
-    );
-    section_rows(CheckSection::SECTION, CheckSection::KEYS, CheckSection::augment_args(section("k")), &mut out);
-    section_rows(BenchSection::SECTION, BenchSection::KEYS, BenchSection::augment_args(section("n")), &mut out);
+    // Each section in the order the page lists them: its name, keys and clap arguments.
+    macro_rules! sections {
+        ($($section:ty),*) => {$(
+            section_rows(<$section>::SECTION, <$section>::KEYS, <$section>::augment_args(Command::new(<$section>::SECTION)), &mut out);
+        )*};
+    }
+    sections!(AttributeSection, ThresholdsSection, CompareSection, BaselineSection, CheckSection, BenchSection);
     let workload_keys = serde_fields::<crate::config::workloads::WorkloadTable>().join("`, `");
     out.push_str(&format!(
         "| `workloads.<name>.*` |  |  | table: `{workload_keys}` | one workload `bench` and `check` run (see `bench`, \"Workloads\") |\n"
