@@ -1,6 +1,7 @@
 //! The reference tables of `docs/formats.md`, generated from the declarations they describe: every
 //! command's flags (with their `COMMGATE_*` variables) from [`Cli`]'s clap definition, and every
-//! `commgate.toml` key from the [`sections`](crate::cli::sections) and the `[workloads.<name>]` table.
+//! `commgate.toml` key from the [`sections`](crate::cli::sections) and the `[workloads.<name>]` table,
+//! and the variables without a flag from [`commgate_core::environment`].
 //! `tests/reference.rs` compares each generated block of the page with what this module renders
 //! now, so a flag, key or variable that is added, renamed or removed fails the tests until the page
 //! is regenerated (`scripts/regen-docs.sh`); nothing in these tables is written by hand.
@@ -16,7 +17,7 @@ use crate::cli::Cli;
 /// text now.
 pub fn blocks() -> Vec<(&'static str, String)> {
     let cli = built(Cli::command());
-    vec![("flags", flags(&cli)), ("variables", variables(&cli)), ("keys", keys())]
+    vec![("flags", flags(&cli)), ("variables", variables(&cli)), ("env-only", env_only()), ("keys", keys())]
 }
 
 /// The command as clap completes it before parsing (each argument's number of values, the
@@ -143,6 +144,31 @@ pub fn variables(cli: &Command) -> String {
     let mut out = String::from("| variable | flag it stands for | read by |\n|---|---|---|\n");
     for (env, flag, commands) in rows {
         out.push_str(&format!("| `{env}` | {flag} | {} |\n", commands.join(", ")));
+    }
+    out
+}
+
+/// Every `COMMGATE_*` variable commgate reads at run time: the flags' (from [`Cli`]) and those
+/// without a flag ([`commgate_core::environment`]).
+pub fn declared_variables() -> Vec<String> {
+    let cli = built(Cli::command());
+    let mut names: Vec<String> = commands(&cli)
+        .into_iter()
+        .flat_map(|(_, c)| user_flags(c).filter_map(env_of).collect::<Vec<_>>())
+        .chain(user_flags(&cli).filter_map(env_of))
+        .chain(commgate_core::environment::ENV_ONLY.iter().map(|v| v.name.to_string()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Every `COMMGATE_*` variable without a flag ([`commgate_core::environment`]): what it does and
+/// the commands that read it.
+pub fn env_only() -> String {
+    let mut out = String::from("| variable | read by | meaning |\n|---|---|---|\n");
+    for v in commgate_core::environment::ENV_ONLY {
+        out.push_str(&format!("| `{}` | {} | {} |\n", v.name, v.read_by, cell(v.meaning)));
     }
     out
 }

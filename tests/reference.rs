@@ -27,6 +27,64 @@ fn every_direct_dependency_has_a_row_in_crates_md() {
     assert!(missing.is_empty(), "dependencies with no row in docs/crates.md: {missing:?}");
 }
 
+/// Every `COMMGATE_*` name in the shipped sources (`src/`, `crates/*/src`) and the files that
+/// mention it.
+fn variables_in_sources(root: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("a source directory").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&root.join("src"), &mut files);
+    for krate in std::fs::read_dir(root.join("crates")).expect("crates/").flatten() {
+        walk(&krate.path().join("src"), &mut files);
+    }
+    let mut found: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for (at, _) in text.match_indices("\"COMMGATE_") {
+            let name: String = text[at + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if name == "COMMGATE_" {
+                continue;
+            }
+            let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+            found.entry(name).or_default().push(shown);
+        }
+    }
+    found
+}
+
+/// Not settings: read at build time (`build.rs` sets them for `env!`), a hidden test trigger, and
+/// the variables of the workflow `init` writes (the workflow reads them, commgate does not).
+const NOT_SETTINGS: [&str; 5] =
+    ["COMMGATE_BUILD_COMMIT", "COMMGATE_BUILD_DATE", "COMMGATE_TEST_PANIC", "COMMGATE_REF", "COMMGATE_REPO"];
+
+/// A variable read anywhere is declared: with its flag, or among those without one
+/// (`crates/core/src/environment.rs`), so that the reference tables list it.
+#[test]
+fn every_variable_read_is_declared() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let declared = commgate::reference::declared_variables();
+    let undeclared: Vec<String> = variables_in_sources(root)
+        .into_iter()
+        .filter(|(name, _)| !declared.contains(name) && !NOT_SETTINGS.contains(&name.as_str()))
+        .map(|(name, files)| format!("{name} ({})", files.join(", ")))
+        .collect();
+    assert!(undeclared.is_empty(), "variables read but declared nowhere: {undeclared:?}");
+    assert!(
+        declared.iter().any(|v| v == "COMMGATE_RENDEZVOUS_SECRET") && declared.iter().any(|v| v == "COMMGATE_KEEP")
+    );
+}
+
 /// The blocks of `docs/formats.md` that `<!-- generated: NAME … -->` and `<!-- end generated:
 /// NAME -->` enclose, replaced by what the declarations give now.
 fn regenerated(page: &str) -> String {

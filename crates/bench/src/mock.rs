@@ -25,7 +25,7 @@ pub enum Fault {
 }
 
 /// The test hook's environment variable, read where the mock backend is opened.
-pub const FAULT_VARIABLE: &str = "COMMGATE_MOCK_FAULT";
+pub const FAULT_VARIABLE: &str = commgate_core::environment::MOCK_FAULT.name;
 
 /// Reads the test hook from the variable's value.
 pub fn parse_fault(value: Option<&str>) -> Option<Fault> {

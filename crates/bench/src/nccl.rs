@@ -178,7 +178,7 @@ const LOG_VARIABLES: [(&str, &str); 3] =
     [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "TUNING"), ("NCCL_DEBUG_FILE", "")];
 /// Set by commgate to the log's directory, so a process that re-executes itself (to load
 /// `libnccl.so.2`, `cuda::prepare_at_start`) knows the debug settings it inherits are its own.
-pub const LOG_DIR_VARIABLE: &str = "COMMGATE_NCCL_TUNING_LOG";
+pub const LOG_DIR_VARIABLE: &str = commgate_core::environment::NCCL_TUNING_LOG.name;
 /// The log directory's name starts with this, under the temp directory.
 const DIR_PREFIX: &str = "commgate-nccl-log-";
 /// NCCL's file name in the directory (`NCCL_DEBUG_FILE`'s last part).

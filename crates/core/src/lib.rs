@@ -8,6 +8,7 @@
 //! | [`input`] | bounded reads of untrusted files |
 //! | [`output`] | atomic writes, stdout, the PR comment's marker |
 //! | [`base_commit`] | the base and head commits, and the base commit's tree |
+//! | [`environment`] | the settings read only from the environment, declared together |
 //! | [`vocab`] | the gate's words: decisions, verdicts, outcomes, evaluation errors, `--fail-on`, mitigations (no rules) |
 //! | [`result`] | the result file's typed, versioned schema |
 
@@ -17,6 +18,7 @@
 
 pub mod base_commit;
 pub mod diag;
+pub mod environment;
 pub mod input;
 pub mod output;
 pub mod result;

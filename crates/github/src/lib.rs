@@ -127,7 +127,7 @@ impl GithubEnv {
             event_name: get("GITHUB_EVENT_NAME"),
             step_summary: get("GITHUB_STEP_SUMMARY").map(PathBuf::from),
             output: get("GITHUB_OUTPUT").map(PathBuf::from),
-            comment_author: get("COMMGATE_COMMENT_AUTHOR"),
+            comment_author: get(commgate_core::environment::COMMENT_AUTHOR.name),
         })
     }
 }

@@ -46,7 +46,7 @@ use crate::BenchError;
 const MIN_DRIVER_CUDA: i32 = 12080;
 
 /// Set by the re-exec: the private directory holding our `libnccl.so` link.
-const LINK_DIR_ENV: &str = "COMMGATE_NCCL_LINK_DIR";
+const LINK_DIR_ENV: &str = commgate_core::environment::NCCL_LINK_DIR.name;
 const DIR_PREFIX: &str = "commgate-nccl-";
 
 /// What this machine lacks to run the CUDA backend, each as one line saying how to fix it.

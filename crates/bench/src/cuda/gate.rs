@@ -44,7 +44,7 @@ use super::wait::{self, Waited};
 
 /// Turns the gate off (`off`) or leaves it to the machine (`on`, the default): the escape hatch
 /// should a platform misbehave behind it, and how to measure what the gate changes.
-pub const GATE_VARIABLE: &str = "COMMGATE_CUDA_GATE";
+pub const GATE_VARIABLE: &str = commgate_core::environment::CUDA_GATE.name;
 
 /// Whether to try the gate, from `COMMGATE_CUDA_GATE` and `CUDA_LAUNCH_BLOCKING` (`None`: unset;
 /// empty counts as unset): `Ok(None)` try it, `Ok(Some(why))` leave it off, `Err` the variable's

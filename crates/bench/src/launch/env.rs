@@ -9,7 +9,7 @@ use super::secret::Secret;
 
 /// Set to an IP address to make rank 0 listen there instead of on `MASTER_ADDR` (`0.0.0.0` or
 /// `::` for every interface).
-pub const BIND_VAR: &str = "COMMGATE_RENDEZVOUS_BIND";
+pub const BIND_VAR: &str = commgate_core::environment::RENDEZVOUS_BIND.name;
 
 /// The port torchrun uses when `--master-port` is not given; also ours when a launcher sets
 /// `MASTER_ADDR` but no `MASTER_PORT` (Slurm and Open MPI have no port variable of their own).

@@ -6,7 +6,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// The variable a user sets once per job, the same on every rank, to authenticate the ranks.
-pub const SECRET_VAR: &str = "COMMGATE_RENDEZVOUS_SECRET";
+pub const SECRET_VAR: &str = commgate_core::environment::RENDEZVOUS_SECRET.name;
 
 /// Bytes of a nonce, and of a proof (an HMAC-SHA256 tag).
 pub const NONCE_LEN: usize = 32;
