@@ -276,7 +276,7 @@ pub struct CheckConfig {
 pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<CheckConfig> {
     let specs = CheckSection::specs();
     let runs_arg = args.settings.runs;
-    let runs = file.checked(&specs.runs, runs_arg, file.check.runs)?;
+    let runs = file.value(&specs.runs, runs_arg, file.check.runs)?;
     // The file's value is the measuring gate's; given result files are the runs.
     if runs > 1 && !args.result.is_empty() && runs_arg.is_some() {
         bail!(
@@ -379,9 +379,9 @@ fn what_if(busbw: Option<commgate_bench::limits::Setting<f64>>, earlier_us: Opti
 fn thresholds(args: ThresholdsSection, file: &FileConfig) -> Result<Thresholds> {
     let (specs, t) = (ThresholdsSection::specs(), &file.thresholds);
     Ok(Thresholds {
-        imbalance_ratio: file.checked(&specs.imbalance_ratio, args.imbalance_ratio, t.imbalance_ratio)?,
-        low_overlap_ratio: file.checked(&specs.low_overlap_ratio, args.low_overlap_ratio, t.low_overlap_ratio)?,
-        accept_exposed_ms: file.checked(&specs.accept_exposed_ms, args.accept_exposed_ms, t.accept_exposed_ms)?,
+        imbalance_ratio: file.value(&specs.imbalance_ratio, args.imbalance_ratio, t.imbalance_ratio)?,
+        low_overlap_ratio: file.value(&specs.low_overlap_ratio, args.low_overlap_ratio, t.low_overlap_ratio)?,
+        accept_exposed_ms: file.value(&specs.accept_exposed_ms, args.accept_exposed_ms, t.accept_exposed_ms)?,
     })
 }
 
@@ -407,7 +407,7 @@ fn steps(arg: Option<u64>, file: &FileConfig) -> Result<Option<StepsSetting>> {
         return Ok(Some(StepsSetting { count, set_by: file.origin(spec.key, true, &count) }));
     }
     let Some(count) = file.attribute.steps else { return Ok(None) };
-    let count = file.checked(spec, None, Some(count))?;
+    let count = file.value(spec, None, Some(count))?;
     let set_by = match &file.provenance.file {
         Some((path, _)) => format!("steps = {count} ({})", path.display()),
         None => format!("steps = {count}"),
@@ -430,8 +430,8 @@ pub struct UpdateConfig {
 
 pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
     let (specs, b, f) = (BaselineSection::specs(), args.baseline, &file.baseline);
-    let keep = file.checked(&specs.keep, b.keep, f.keep)?;
-    let history_keep = file.checked(&specs.history_keep, b.history_keep, f.history_keep)?;
+    let keep = file.value(&specs.keep, b.keep, f.keep)?;
+    let history_keep = file.value(&specs.history_keep, b.history_keep, f.history_keep)?;
     if args.from.len() > 1 && !args.traces.is_empty() {
         bail!(
             "baseline update --traces with {} --from files: the trace run would go into each of their baseline \
@@ -442,11 +442,11 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
     // The profile of a trace run without --from: the flag, else `[bench] environment_profile`
     // (the one `bench` and `check` use), checked as they check it.
     let environment_profile = file
-        .pick(
-            BenchSection::specs().environment_profile.key,
+        .setting(
+            &BenchSection::specs().environment_profile,
             args.environment_profile,
             file.bench.environment_profile.clone(),
-        )
+        )?
         .map(limits::environment_profile)
         .transpose()?;
     if args.from.is_empty() && environment_profile.is_none() {
@@ -481,7 +481,7 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
     let (specs, s, f) = (BenchSection::specs(), args.settings, &file.bench);
     let timeout = Duration::from_secs(file.value(&specs.timeout, s.timeout, f.timeout)?);
     let environment_profile = file
-        .pick(specs.environment_profile.key, s.environment_profile, f.environment_profile.clone())
+        .setting(&specs.environment_profile, s.environment_profile, f.environment_profile.clone())?
         .map(limits::environment_profile)
         .transpose()?;
     let ci = env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
@@ -691,7 +691,7 @@ mod bench_tests {
         assert!(e.unwrap_err().to_string().starts_with("--repeats 0: at least 20 repeats"));
         let file = file_from_text(&[], Path::new("ci/gate.toml"), "[bench]\nwarmup = 99999\n".into()).expect("valid");
         let e = bench(args(&["--backend", "mock"]), &file, no_env).unwrap_err();
-        assert!(e.to_string().starts_with("ci/gate.toml: [bench] warmup = 99999: at most 10000"), "{e}");
+        assert!(e.to_string().starts_with("ci/gate.toml:2:1: bench.warmup = 99999: at most 10000"), "{e}");
         let mut a = args(&["--backend", "mock"]);
         a.flags.settings.environment_profile = Some("../x".into());
         let from_env = [("COMMGATE_ENVIRONMENT_PROFILE".to_string(), "../x".to_string())];
@@ -701,7 +701,7 @@ mod bench_tests {
         let file = parse_file("[compare]\nresamples = 5\n").expect("valid");
         let crate::cli::Command::Check(c) = parsed(&["check"]) else { panic!("check") };
         let e = check(*c, &file, no_env).unwrap_err();
-        assert!(e.to_string().starts_with("commgate.toml: [compare] resamples = 5: "), "{e}");
+        assert!(e.to_string().starts_with("commgate.toml: compare.resamples = 5: "), "{e}");
         let e = parse_file("[bench]\nbackend = \"tpu\"\n").unwrap_err();
         assert!(format!("{e:#}").contains("tpu"), "{e:#}");
     }

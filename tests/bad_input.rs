@@ -618,14 +618,14 @@ fn settings_out_of_range_name_the_flag_the_variable_or_the_file_and_exit_2() {
         dir.path(),
         &[],
         &["--config", &config, "bench", "--backend", "mock"],
-        &format!("{config}: [bench] repeats = 3: at least 20 repeats"),
+        &format!("{config}:2:1: bench.repeats = 3: at least 20 repeats"),
     );
     // A flag beats the file; check reads [compare] from the file alone.
     refused_setting(
         dir.path(),
         &[("COMMGATE_CONFIG", &config)],
         &["check", "--backend", "mock", "--repeats", "200"],
-        &format!("{config}: [compare] resamples = 7: "),
+        &format!("{config}:4:1: compare.resamples = 7: "),
     );
     let profile = write(dir.path(), "commgate.toml", "[bench]\nenvironment_profile = \"team/a\"\n");
     assert!(profile.exists());
@@ -633,7 +633,7 @@ fn settings_out_of_range_name_the_flag_the_variable_or_the_file_and_exit_2() {
         dir.path(),
         &[],
         &["bench", "--backend", "mock"],
-        "commgate.toml: [bench] environment_profile = \"team/a\": ",
+        "commgate.toml:2:1: bench.environment_profile = \"team/a\": ",
     );
 }
 

@@ -6,6 +6,7 @@
 //! [`parse_args`] asks clap's matches which values came from the environment and keeps that
 //! list on the [`Cli`]; `load_file` keeps it, with the file's text, in [`Provenance`].
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -19,17 +20,20 @@ use crate::cli::sections::{Key, Spec};
 use crate::cli::Cli;
 use commgate_bench::limits::{LimitError, Origin, Setting};
 
-/// The settings file read (its path and text) and the `COMMGATE_*` variables clap took values
-/// from (name, value as written).
+/// The settings file read (its path and text, and where each of its keys is written) and the
+/// `COMMGATE_*` variables clap took values from (name, value as written).
 #[derive(Debug, Default, Clone)]
 pub struct Provenance {
     pub(super) file: Option<(PathBuf, String)>,
+    /// `(section, key)` → line and column, from one parse of the file's text.
+    positions: BTreeMap<(String, String), (usize, usize)>,
     env: Vec<(String, String)>,
 }
 
 impl Provenance {
     pub fn new(file: Option<(PathBuf, String)>, env: &[(String, String)]) -> Self {
-        Provenance { file, env: env.to_vec() }
+        let positions = file.as_ref().map(|(_, text)| key_positions(text)).unwrap_or_default();
+        Provenance { file, positions, env: env.to_vec() }
     }
 }
 
@@ -40,71 +44,52 @@ impl FileConfig {
         self.provenance.file.as_ref().map_or(Path::new(super::DEFAULT_FILE), |(path, _)| path.as_path())
     }
 
-    /// Where the value in use was set: `COMMGATE_X=value` or `--flag value` when it came through
-    /// clap (`from_args`), else `file:line:column: section.name = value`.
-    pub(super) fn origin(&self, key: Key, from_args: bool, value: &dyn Display) -> String {
+    /// Where a value of `key` came from: its variable when clap took it from there, else its flag
+    /// (`from_args`: the value came through clap); otherwise the file, at the key's line and
+    /// column when it is written there.
+    fn source(&self, key: Key, from_args: bool) -> Origin {
         if from_args {
-            let env = key.env.and_then(|var| self.provenance.env.iter().find(|(name, _)| name == var));
-            if let Some((var, raw)) = env {
-                return format!("{var}={raw}");
+            if let Some(var) = key.env.filter(|var| self.provenance.env.iter().any(|(name, _)| name == var)) {
+                return Origin::Env(var);
             }
             if let Some(flag) = key.flag {
-                return format!("{flag} {value}");
+                return Origin::Flag(flag);
             }
         }
-        let setting = format!("{}.{} = {value}", key.section, key.name);
-        match &self.provenance.file {
-            Some((path, text)) => match key_position(text, key.section, key.name) {
-                Some((line, column)) => format!("{}:{line}:{column}: {setting}", path.display()),
-                None => format!("{}: {setting}", path.display()),
-            },
-            None => setting,
-        }
-    }
-}
-
-impl FileConfig {
-    /// The value that wins, flags (with their variables) > file, with where it came from: the
-    /// variable when clap took the value from it, else the flag, else the file's key.
-    pub(super) fn pick<T>(&self, key: Key, arg: Option<T>, file: Option<T>) -> Option<Setting<T>> {
-        if let Some(value) = arg {
-            let from_env = key.env.filter(|var| self.provenance.env.iter().any(|(name, _)| name == var));
-            let origin = from_env.map_or(Origin::Flag(key.flag.unwrap_or(key.name)), Origin::Env);
-            return Some(Setting::new(value, origin));
-        }
-        let path = self.path().to_path_buf();
-        file.map(|value| Setting::new(value, Origin::File { path, section: key.section, key: key.name }))
+        let at = self.provenance.positions.get(&(key.section.to_string(), key.name.to_string()));
+        let place = match at {
+            Some((line, column)) => format!("{}:{line}:{column}", self.path().display()),
+            None => self.path().display().to_string(),
+        };
+        Origin::File { place, section: key.section, key: key.name }
     }
 
-    /// The value in use (flags > file > default), checked against the setting's limit; a
-    /// refusal names the setting as [`Setting::written`] does (`commgate.toml: [bench] …`).
-    pub(super) fn value<T: Display>(&self, spec: &Spec<T>, arg: Option<T>, file: Option<T>) -> Result<T, LimitError> {
-        self.setting(spec, arg, file).map(|s| s.map_or_else(|| spec.default_value(), |s| s.value))
+    /// Where the value in use was set, as [`Setting::written`] says it: `COMMGATE_X=value` or
+    /// `--flag value` when it came through clap (`from_args`), else
+    /// `file:line:column: section.name = value`.
+    pub(super) fn origin(&self, key: Key, from_args: bool, value: &dyn Display) -> String {
+        Setting::new(value, self.source(key, from_args)).written()
     }
 
-    /// The value set, if any (flags > file), checked against the setting's limit.
+    /// THE merge rule of every setting: the flag (or its variable, through clap) wins over the
+    /// file; the value is checked against the setting's limit, and carries where it came from.
+    /// `None`: neither sets it (the caller's default applies, see [`FileConfig::value`]).
     pub(super) fn setting<T: Display>(
         &self,
         spec: &Spec<T>,
         arg: Option<T>,
         file: Option<T>,
     ) -> Result<Option<Setting<T>>, LimitError> {
-        let picked = self.pick(spec.key, arg, file);
-        if let Some(s) = &picked {
-            s.check(|v| spec.check(v))?;
-        }
-        Ok(picked)
+        let from_args = arg.is_some();
+        let Some(value) = arg.or(file) else { return Ok(None) };
+        let setting = Setting::new(value, self.source(spec.key, from_args));
+        setting.check(|v| spec.check(v))?;
+        Ok(Some(setting))
     }
 
-    /// The value in use (flags > file > default), checked against the setting's limit; a
-    /// refusal names the setting as [`FileConfig::origin`] does (`commgate.toml:4:3: …`).
-    pub(super) fn checked<T: Display>(&self, spec: &Spec<T>, arg: Option<T>, file: Option<T>) -> anyhow::Result<T> {
-        let from_args = arg.is_some();
-        let Some(value) = arg.or(file) else { return Ok(spec.default_value()) };
-        match spec.check(&value) {
-            Ok(()) => Ok(value),
-            Err(why) => Err(anyhow::anyhow!("{}: {why}", self.origin(spec.key, from_args, &value))),
-        }
+    /// The value in use: [`FileConfig::setting`], else the setting's default.
+    pub(super) fn value<T: Display>(&self, spec: &Spec<T>, arg: Option<T>, file: Option<T>) -> Result<T, LimitError> {
+        Ok(self.setting(spec, arg, file)?.map_or_else(|| spec.default_value(), |s| s.value))
     }
 }
 
@@ -119,13 +104,22 @@ pub(super) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
 }
 
-/// Where `[section] name` is written (a table, a dotted key or an inline table alike).
-fn key_position(text: &str, section: &str, name: &str) -> Option<(usize, usize)> {
-    use std::collections::BTreeMap;
+/// Where each `[section] name` is written (a table, a dotted key or an inline table alike): its
+/// line and column, from one parse of `text`.
+fn key_positions(text: &str) -> BTreeMap<(String, String), (usize, usize)> {
     type Spans = BTreeMap<String, BTreeMap<toml::Spanned<String>, serde::de::IgnoredAny>>;
-    let tables: Spans = toml::from_str(text).ok()?;
-    let (found, _) = tables.get(section)?.iter().find(|(k, _)| k.get_ref() == name)?;
-    Some(line_column(text, found.span().start))
+    let Ok(tables) = toml::from_str::<Spans>(text) else { return BTreeMap::new() };
+    tables
+        .into_iter()
+        .flat_map(|(section, keys)| {
+            keys.into_keys()
+                .map(|k| {
+                    let at = line_column(text, k.span().start);
+                    ((section.clone(), k.into_inner()), at)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Why the command line could not be used.
@@ -284,6 +278,9 @@ mod tests {
 
     #[test]
     fn keys_are_found_in_tables_dotted_keys_and_inline_tables() {
+        let key_position = |text: &str, section: &str, name: &str| {
+            key_positions(text).get(&(section.to_string(), name.to_string())).copied()
+        };
         let text = "# settings\n[thresholds]\n\n  accept_exposed_ms = -1\n";
         assert_eq!(key_position(text, "thresholds", "accept_exposed_ms"), Some((4, 3)));
         let text = "thresholds.imbalance_ratio = 2\nbench = { repeats = 0 }\n";

@@ -10,7 +10,6 @@
 //! as `repeats`, the work the gate does with a run's samples.
 
 use std::fmt;
-use std::path::PathBuf;
 
 use super::Dtype;
 
@@ -51,8 +50,9 @@ pub enum Origin {
     Flag(&'static str),
     /// An environment variable, e.g. `COMMGATE_RESAMPLES`.
     Env(&'static str),
-    /// A key of the settings file.
-    File { path: PathBuf, section: &'static str, key: &'static str },
+    /// A key of the settings file: `place` is `file:line:column` of the key (`file` alone when the
+    /// key's place is unknown).
+    File { place: String, section: &'static str, key: &'static str },
     /// A key of a `[workloads.<name>]` table: `place` is `file:line:column` of the key.
     Table { place: String, table: String, key: &'static str },
     /// The launcher's world size (`WORLD_SIZE`, `SLURM_NTASKS`, `OMPI_COMM_WORLD_SIZE`).
@@ -78,13 +78,13 @@ impl<T> Setting<T> {
 
 impl<T: fmt::Display> Setting<T> {
     /// The setting as the user wrote it: `--repeats 3`, `COMMGATE_RESAMPLES=0`,
-    /// `commgate.toml: [bench] repeats = 3`.
+    /// `commgate.toml:4:1: bench.repeats = 3`.
     pub fn written(&self) -> String {
         let v = &self.value;
         match &self.origin {
             Origin::Flag(flag) => format!("{flag} {v}"),
             Origin::Env(var) => format!("{var}={v}"),
-            Origin::File { path, section, key } => format!("{}: [{section}] {key} = {v}", path.display()),
+            Origin::File { place, section, key } => format!("{place}: {section}.{key} = {v}"),
             Origin::Table { place, table, key } => format!("{place}: [workloads.{table}] {key} = {v}"),
             Origin::Launcher => format!("the launcher's world size {v}"),
             Origin::VisibleGpus => format!("{v} visible GPU(s) (the default --world-size)"),
