@@ -10,9 +10,11 @@ use anyhow::{bail, Result};
 use serde::Deserialize;
 
 use crate::cli::{AttributeArgs, BenchArgs, BenchFlags, CheckArgs, Cli, CompareArgs, UpdateArgs};
-use commgate_bench::limits::{self, LimitError, Setting};
+use commgate_bench::origin::{LimitError, Setting};
+use commgate_bench::settings::environment_profile;
 use commgate_bench::settings::Declared;
 use commgate_bench::settings::{BenchRequest, RunOptions};
+use commgate_bench::sizes::Sizes;
 use commgate_bench::workload::IdChoice;
 use commgate_gate::check::CheckOptions;
 use commgate_gate::compare::CompareOptions;
@@ -27,7 +29,6 @@ pub const DEFAULT_FILE: &str = "commgate.toml";
 
 mod origin;
 pub(crate) mod workloads;
-use crate::cli::sections::Spec;
 pub use crate::cli::sections::{
     AttributeSection, BaselineSection, BenchSection, CheckSection, CompareSection, StoreDir, ThresholdsSection,
 };
@@ -255,6 +256,21 @@ fn compare_options(args: CompareSection, file: &FileConfig) -> Result<CompareOpt
     })
 }
 
+/// Benchmark runs `check --runs` judges together per workload: past this the gate's time grows
+/// linearly while the current side's spread no longer narrows enough to change a verdict.
+pub const MAX_RUNS: u32 = 20;
+
+/// `check --runs`: how many times each workload is benchmarked and judged together.
+pub fn runs(value: &u32) -> Result<(), String> {
+    if *value == 0 || *value > MAX_RUNS {
+        return Err(format!(
+            "give 1 to {MAX_RUNS} runs per workload (1 is the default): each run is one full benchmark, \
+             judged together as the current side"
+        ));
+    }
+    Ok(())
+}
+
 /// Settings for `commgate check`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckConfig {
@@ -371,7 +387,7 @@ pub fn attribute_defaults(file: &FileConfig) -> Result<AttributeOptions> {
 
 /// The what-if's options: a bus bandwidth to replay every collective's transfer at, and where
 /// it was set.
-fn what_if(busbw: Option<commgate_bench::limits::Setting<f64>>, earlier_us: Option<f64>) -> WhatIfOptions {
+fn what_if(busbw: Option<Setting<f64>>, earlier_us: Option<f64>) -> WhatIfOptions {
     WhatIfOptions { busbw: busbw.map(|s| Busbw { gbps: s.value, set_by: s.written(), collective: None }), earlier_us }
 }
 
@@ -447,7 +463,7 @@ pub fn update(args: UpdateArgs, file: &FileConfig) -> Result<UpdateConfig> {
             args.environment_profile,
             file.bench.environment_profile.clone(),
         )?
-        .map(limits::environment_profile)
+        .map(environment_profile)
         .transpose()?;
     if args.from.is_empty() && environment_profile.is_none() {
         bail!(
@@ -482,17 +498,19 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
     let timeout = Duration::from_secs(file.value(&specs.timeout, s.timeout, f.timeout)?);
     let environment_profile = file
         .setting(&specs.environment_profile, s.environment_profile, f.environment_profile.clone())?
-        .map(limits::environment_profile)
+        .map(environment_profile)
         .transpose()?;
     let ci = env("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
     let request = BenchRequest {
         backend: specs.backend.or_default(s.backend.or(f.backend)),
-        world_size: file.setting(&specs.world_size, s.world_size, f.world_size)?,
+        sizes: Sizes {
+            world_size: file.setting(&specs.world_size, s.world_size, f.world_size)?,
+            payload_elements: file.setting(&specs.payload_elements, s.payload_elements, f.payload_elements)?,
+            compute_dim: file.setting(&specs.compute_dim, s.compute_dim, f.compute_dim)?,
+            warmup: file.setting(&specs.warmup, s.warmup, f.warmup)?,
+            repeats: file.setting(&specs.repeats, s.repeats, f.repeats)?,
+        },
         dtype: specs.dtype.or_default(s.dtype.or(f.dtype)),
-        payload_elements: file.setting(&specs.payload_elements, s.payload_elements, f.payload_elements)?,
-        compute_dim: file.setting(&specs.compute_dim, s.compute_dim, f.compute_dim)?,
-        warmup: file.setting(&specs.warmup, s.warmup, f.warmup)?,
-        repeats: file.setting(&specs.repeats, s.repeats, f.repeats)?,
         allow_single_rank: args.allow_single_rank,
         seed: args.seed,
         workload: IdChoice::Legacy,
@@ -511,20 +529,6 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
         },
     };
     Ok(request)
-}
-
-/// A declared workload's sizes and counts (flags, file, or a `[workloads.<name>]` table) checked
-/// against their limits, before anything is probed or run.
-fn check_request(r: &BenchRequest) -> Result<(), LimitError> {
-    fn within<T: std::fmt::Display>(s: &Option<Setting<T>>, spec: &Spec<T>) -> Result<(), LimitError> {
-        s.as_ref().map_or(Ok(()), |s| s.check(|v| spec.check(v)))
-    }
-    let specs = BenchSection::specs();
-    within(&r.world_size, &specs.world_size)?;
-    within(&r.payload_elements, &specs.payload_elements)?;
-    within(&r.compute_dim, &specs.compute_dim)?;
-    within(&r.warmup, &specs.warmup)?;
-    within(&r.repeats, &specs.repeats)
 }
 
 /// The subcommand `commgate LINE…` parses into (for this module's tests and its children's).

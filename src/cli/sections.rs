@@ -22,9 +22,10 @@
 use std::fmt::Display;
 use std::path::PathBuf;
 
-use commgate_bench::limits;
 use commgate_bench::nccl::{Algo, Proto};
+use commgate_bench::settings::timeout;
 use commgate_bench::settings::BackendChoice;
+use commgate_bench::sizes;
 use commgate_bench::Dtype;
 use commgate_gate::baseline::history::MAX_HISTORY;
 use commgate_gate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
@@ -184,11 +185,11 @@ section! {
 
         /// The smallest relative change worth acting on (before the baseline's own spread), e.g. 0.03.
         #[arg(long, env = "COMMGATE_MIN_EFFECT", hide_env_values = true, value_name = "FRACTION")]
-        pub min_effect: f64 = CompareOptions::default().min_effect => limits::min_effect,
+        pub min_effect: f64 = CompareOptions::default().min_effect => commgate_gate::compare::limits::min_effect,
 
         /// Bootstrap resamples per interval (default 1000; 100 to 100000).
         #[arg(long, env = "COMMGATE_RESAMPLES", hide_env_values = true, value_name = "N")]
-        pub resamples: usize = CompareOptions::default().resamples => limits::resamples,
+        pub resamples: usize = CompareOptions::default().resamples => commgate_gate::compare::limits::resamples,
 
         /// Seed of the bootstrap, so a verdict is reproducible.
         #[arg(long, env = "COMMGATE_SEED", hide_env_values = true, value_name = "N")]
@@ -220,7 +221,7 @@ section! {
         /// side. Each run writes its own result file (the 2nd to Kth beside the first, as
         /// `<first>.run2.json` …). Not with --result: pass several files of one workload instead.
         #[arg(long, env = "COMMGATE_RUNS", hide_env_values = true, value_name = "K")]
-        pub runs: u32 = 1 => limits::runs,
+        pub runs: u32 = 1 => crate::config::runs,
 
         /// Block when the late rank's cost grew by more than this many ms per step: what the
         /// traces' what-if says putting it on time would save, against the stored trace runs'
@@ -254,11 +255,11 @@ section! {
         /// 1024; 1 only with --allow-single-rank). Ignored under torchrun, srun or mpirun, whose
         /// WORLD_SIZE wins.
         #[arg(long, value_name = "N")]
-        pub world_size: u32 => limits::world_size,
+        pub world_size: u32 => sizes::world_size,
 
         /// Elements of the all-reduce buffer per rank (default 4Mi; 1Mi on cpu; at most 64 GiB).
         #[arg(long, value_name = "N")]
-        pub payload_elements: u64 => limits::payload_elements,
+        pub payload_elements: u64 => sizes::payload_elements,
 
         /// Element type of the payload and the matmul.
         #[arg(long, value_enum)]
@@ -266,21 +267,21 @@ section! {
 
         /// The matmul is DIM×DIM×DIM (default 2048; 192 on cpu; at most 65536).
         #[arg(long, value_name = "DIM")]
-        pub compute_dim: u64 => limits::compute_dim,
+        pub compute_dim: u64 => sizes::compute_dim,
 
         /// Untimed repeats first (default 10; at most 10000).
         #[arg(long, value_name = "N")]
-        pub warmup: u32 => limits::warmup,
+        pub warmup: u32 => sizes::warmup,
 
         /// Timed repeats of every schedule (default 200; 20 to 100000). The run judges
         /// its own P95 from 100.
         #[arg(long, value_name = "N")]
-        pub repeats: u32 => limits::repeats,
+        pub repeats: u32 => sizes::repeats,
 
         /// Fail the run when no repeat finishes for this long (a dead rank, a hung collective;
         /// default 300, at most 86400).
         #[arg(long, value_name = "SECONDS", env = "COMMGATE_TIMEOUT", hide_env_values = true)]
-        pub timeout: u64 = 300 => limits::timeout,
+        pub timeout: u64 = 300 => timeout,
 
         /// A label for this run, kept in the file and its default name.
         #[arg(long, value_name = "LABEL", env = "COMMGATE_RUN_LABEL", hide_env_values = true)]

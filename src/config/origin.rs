@@ -18,7 +18,7 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use super::FileConfig;
 use crate::cli::sections::{Key, Spec};
 use crate::cli::Cli;
-use commgate_bench::limits::{LimitError, Origin, Setting};
+use commgate_bench::origin::{LimitError, Origin, Setting};
 
 /// The settings file read (its path and text, and where each of its keys is written) and the
 /// `COMMGATE_*` variables clap took values from (name, value as written).

@@ -10,11 +10,12 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Result};
 use serde::Deserialize;
 
-use super::{bench_flags, check_request, FileConfig};
+use super::{bench_flags, FileConfig};
 use crate::cli::BenchArgs;
-use commgate_bench::limits::{Origin, Setting};
+use commgate_bench::origin::{Origin, Setting};
 use commgate_bench::settings::BenchRequest;
 use commgate_bench::settings::Declared;
+use commgate_bench::sizes::{Given, Sizes};
 use commgate_bench::workload::{check_id, elements_of, parse_size, IdChoice};
 use commgate_bench::Dtype;
 
@@ -31,6 +32,19 @@ pub struct WorkloadTable {
     pub world_size: Option<u32>,
     pub warmup: Option<u32>,
     pub repeats: Option<u32>,
+}
+
+impl WorkloadTable {
+    /// The sizes and counts the table sets.
+    pub fn sizes(&self) -> Sizes<Given> {
+        Sizes {
+            world_size: self.world_size,
+            payload_elements: self.payload_elements,
+            compute_dim: self.compute_dim,
+            warmup: self.warmup,
+            repeats: self.repeats,
+        }
+    }
 }
 
 /// The collective a workload times. Only the all-reduce exists; the key is there so a file that
@@ -89,7 +103,7 @@ pub(super) fn declare(
         }
     }
     for d in &declared {
-        check_request(&d.request)?;
+        d.request.sizes.check_each()?;
     }
     Ok(declared)
 }
@@ -123,7 +137,10 @@ fn by_size(base: &BenchRequest, entries: &[String], name: Option<String>) -> Res
             Ok(Declared {
                 label: format!("--payload-sizes entry {shown}"),
                 request: BenchRequest {
-                    payload_elements: Some(Setting::new(elements, Origin::Flag("--payload-sizes"))),
+                    sizes: Sizes {
+                        payload_elements: Some(Setting::new(elements, Origin::Flag("--payload-sizes"))),
+                        ..base.sizes.clone()
+                    },
                     workload: workload.clone(),
                     ..base.clone()
                 },
@@ -168,25 +185,12 @@ fn from_table(
     };
     let origin = |key: &'static str| Origin::Table { place: place(key), table: name.to_string(), key };
     let request = BenchRequest {
-        world_size: layer(&base.world_size, t.world_size, || origin("world_size")),
+        sizes: base.sizes.under(&t.sizes(), origin),
         dtype: if dtype_given { base.dtype } else { t.dtype.unwrap_or(base.dtype) },
-        payload_elements: layer(&base.payload_elements, t.payload_elements, || origin("payload_elements")),
-        compute_dim: layer(&base.compute_dim, t.compute_dim, || origin("compute_dim")),
-        warmup: layer(&base.warmup, t.warmup, || origin("warmup")),
-        repeats: layer(&base.repeats, t.repeats, || origin("repeats")),
         workload,
         ..base.clone()
     };
     Ok(Declared { label: format!("[workloads.{name}]"), request })
-}
-
-/// A flag or variable wins over the table's value, which wins over `[bench]`'s.
-fn layer<T: Clone>(base: &Option<Setting<T>>, table: Option<T>, origin: impl FnOnce() -> Origin) -> Option<Setting<T>> {
-    match (base, table) {
-        (Some(s), _) if matches!(s.origin, Origin::Flag(_) | Origin::Env(_)) => base.clone(),
-        (_, Some(v)) => Some(Setting::new(v, origin())),
-        (_, None) => base.clone(),
-    }
 }
 
 /// A 1-based line and column.
@@ -264,7 +268,8 @@ mod tests {
     #[test]
     fn payload_sizes_make_one_workload_each() {
         let d = declared(&["--payload-sizes", "1Mi,64Mi", "--dtype", "float32"], &FileConfig::default()).expect("ok");
-        let elements: Vec<u64> = d.iter().map(|d| d.request.payload_elements.as_ref().expect("set").value).collect();
+        let elements: Vec<u64> =
+            d.iter().map(|d| d.request.sizes.payload_elements.as_ref().expect("set").value).collect();
         assert_eq!(elements, [1 << 18, 16 << 20]);
         assert!(d.iter().all(|d| d.request.workload == IdChoice::Derived));
         assert_eq!(d[1].label, "--payload-sizes entry 64Mi");
@@ -298,9 +303,9 @@ mod tests {
         let (big, small) = (&d[0].request, &d[1].request);
         assert_eq!(big.workload, IdChoice::Named("big-one".into()));
         assert_eq!(small.workload, IdChoice::Derived);
-        assert_eq!(big.repeats.as_ref().map(|s| s.value), Some(300), "the table beats [bench]");
-        assert_eq!(small.repeats.as_ref().map(|s| s.value), Some(150), "[bench] fills what the table lacks");
-        assert_eq!(big.compute_dim.as_ref().map(|s| s.value), Some(64), "the flag beats both");
+        assert_eq!(big.sizes.repeats.as_ref().map(|s| s.value), Some(300), "the table beats [bench]");
+        assert_eq!(small.sizes.repeats.as_ref().map(|s| s.value), Some(150), "[bench] fills what the table lacks");
+        assert_eq!(big.sizes.compute_dim.as_ref().map(|s| s.value), Some(64), "the flag beats both");
         assert_eq!((small.dtype, big.dtype), (Dtype::Float32, Dtype::Bfloat16));
         // `--workload` picks one table, by name or id.
         let one = declared(&["--workload", "big-one"], &f).expect("ok");

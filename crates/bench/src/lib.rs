@@ -6,8 +6,9 @@
 //! Hardware sits behind the narrow [`Backend`] trait: `cuda/` is the only
 //! module that touches CUDA, `cpu/` gives real timings without a GPU, `mock.rs` exact ones for
 //! tests, `host.rs` reads what `/proc` says about the machine. `launch/` reads the launcher's
-//! environment and runs the TCP rendezvous; `settings.rs` turns a request into settings, within the
-//! limits `limits.rs` sets; `nccl.rs` pins or reads NCCL's algorithm and protocol;
+//! environment and runs the TCP rendezvous; `settings.rs` turns a request into settings, `sizes.rs`
+//! types the five sizes and counts once for every stage with their limits, `origin.rs` carries
+//! where each value came from; `nccl.rs` pins or reads NCCL's algorithm and protocol;
 //! `workload.rs` names what a run measures.
 
 pub mod assemble;
@@ -15,11 +16,12 @@ pub mod cpu;
 pub mod cuda;
 pub mod host;
 pub mod launch;
-pub mod limits;
 pub mod mock;
 pub mod nccl;
+pub mod origin;
 pub mod runner;
 pub mod settings;
+pub mod sizes;
 pub mod workload;
 
 use commgate_core::result::{EvidenceLevel, Schedule};
@@ -67,8 +69,14 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The plan of `sizes` (checked by [`sizes::Sizes::check`] when resolved) at `dtype`.
+    pub fn new(sizes: sizes::Sizes<sizes::Plain>, dtype: Dtype, seed: u64) -> Self {
+        let sizes::Sizes { world_size, payload_elements, compute_dim, warmup, repeats } = sizes;
+        Plan { world_size, dtype, payload_elements, compute_dim, warmup, repeats, seed }
+    }
+
     pub fn payload_bytes_per_rank(&self) -> u64 {
-        // A resolved plan is within `limits::MAX_PAYLOAD_BYTES`; saturating keeps a hand-built
+        // A resolved plan is within `sizes::MAX_PAYLOAD_BYTES`; saturating keeps a hand-built
         // one from wrapping.
         self.payload_elements.saturating_mul(self.dtype.size())
     }

@@ -1,5 +1,5 @@
 //! What a benchmark is asked to do and what it will do. `config` produces a [`BenchRequest`]
-//! (each value with where it came from, checked against [`super::limits`], nothing probed); the
+//! (each value with where it came from, checked against its limit, nothing probed); the
 //! top layer calls [`BenchRequest::resolve`] once, which turns `auto` into the backend that will
 //! run, fills the defaults of that backend and the world size, checks the plan as a whole, and
 //! hands back at most one note for stderr. Nothing below the top layer probes the machine to
@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::launch::Launch;
-use super::limits::{self, LimitError, Origin, PlanSettings, Setting};
+use super::origin::{LimitError, Origin, Setting};
+use super::sizes::{Asked, Plain, Sizes};
 use super::workload::{check_unique, DuplicateId, IdChoice};
 use super::{Dtype, Plan};
 
@@ -51,13 +52,10 @@ impl BackendKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchRequest {
     pub backend: BackendChoice,
-    /// `None`: every visible GPU on cuda, 2 otherwise; a launcher's `WORLD_SIZE` wins.
-    pub world_size: Option<Setting<u32>>,
+    /// The sizes and counts asked for. A world size left out is every visible GPU on cuda, 2
+    /// otherwise; a launcher's `WORLD_SIZE` wins over any.
+    pub sizes: Sizes<Asked>,
     pub dtype: Dtype,
-    pub payload_elements: Option<Setting<u64>>,
-    pub compute_dim: Option<Setting<u64>>,
-    pub warmup: Option<Setting<u32>>,
-    pub repeats: Option<Setting<u32>>,
     /// `--allow-single-rank`: a one-rank run is a smoke run (loading, timing, GEMM), refused
     /// without it.
     pub allow_single_rank: bool,
@@ -94,28 +92,26 @@ pub struct BenchSettings {
     pub run: RunOptions,
 }
 
-/// Per-backend defaults: the CPU backend's payload and matmul are smaller, so that a run takes
-/// seconds; its warm-up and repeats are the GPU's (a loaded machine's warm-up trim cut 120 repeats
-/// below the 100 steps a P95 needs to block).
-struct Defaults {
-    payload_elements: u64,
-    compute_dim: u64,
-    warmup: u32,
-    repeats: u32,
-}
-
-const GPU_DEFAULTS: Defaults = Defaults { payload_elements: 4 << 20, compute_dim: 2048, warmup: 10, repeats: 200 };
-const CPU_DEFAULTS: Defaults = Defaults { payload_elements: 1 << 20, compute_dim: 192, warmup: 10, repeats: 200 };
-
 /// Ranks when neither `--world-size` nor a launcher says: on cpu and mock, and on cuda when the
 /// GPUs cannot be counted.
 const DEFAULT_WORLD_SIZE: u32 = 2;
+
+/// Per-backend defaults: the CPU backend's payload and matmul are smaller, so that a run takes
+/// seconds; its warm-up and repeats are the GPU's (a loaded machine's warm-up trim cut 120 repeats
+/// below the 100 steps a P95 needs to block).
+const GPU_DEFAULTS: Sizes<Plain> =
+    Sizes { world_size: DEFAULT_WORLD_SIZE, payload_elements: 4 << 20, compute_dim: 2048, warmup: 10, repeats: 200 };
+const CPU_DEFAULTS: Sizes<Plain> =
+    Sizes { world_size: DEFAULT_WORLD_SIZE, payload_elements: 1 << 20, compute_dim: 192, warmup: 10, repeats: 200 };
+
+/// A repeat that makes no progress for a day has hung.
+pub const MAX_TIMEOUT_S: u64 = 86_400;
 
 impl BenchRequest {
     /// Resolves the request. `probe` counts the usable GPUs (or says what is missing); it is
     /// called at most once, and only when `auto` or a cuda world size needs it. The note, when
     /// there is one, says why `auto` chose the CPU. The resolved plan is checked as a whole
-    /// ([`limits::check_plan`]): one rank without `--allow-single-rank`, a payload too large, too
+    /// ([`Sizes::<Resolved>::check`](super::sizes::Sizes::check)): one rank without `--allow-single-rank`, a payload too large, too
     /// many timings to gather are refused here, before any work.
     pub fn resolve<E: std::fmt::Display>(
         self,
@@ -123,7 +119,7 @@ impl BenchRequest {
         probe: impl FnOnce() -> Result<u32, E>,
     ) -> Result<(BenchSettings, Option<String>), LimitError> {
         let world_size =
-            launch.map(|l| Setting::new(l.world_size, Origin::Launcher)).or_else(|| self.world_size.clone());
+            launch.map(|l| Setting::new(l.world_size, Origin::Launcher)).or_else(|| self.sizes.world_size.clone());
         // The GPUs are counted only when `auto` must choose, or cuda must size the job.
         let must_count = match self.backend {
             BackendChoice::Auto => true,
@@ -153,34 +149,41 @@ impl BenchRequest {
             (None, Some(Ok(n))) if backend == BackendKind::Cuda && *n > 0 => Setting::new(*n, Origin::VisibleGpus),
             (None, _) => Setting::new(DEFAULT_WORLD_SIZE, Origin::Default("--world-size")),
         };
-        let d = if backend == BackendKind::Cpu { CPU_DEFAULTS } else { GPU_DEFAULTS };
-        let checked = PlanSettings {
-            world_size,
-            dtype: self.dtype,
-            payload_elements: or_default(self.payload_elements, d.payload_elements, "--payload-elements"),
-            compute_dim: or_default(self.compute_dim, d.compute_dim, "--compute-dim"),
-            warmup: or_default(self.warmup, d.warmup, "--warmup"),
-            repeats: or_default(self.repeats, d.repeats, "--repeats"),
-            allow_single_rank: self.allow_single_rank,
-        };
-        limits::check_plan(&checked)?;
-        let plan = Plan {
-            world_size: checked.world_size.value,
-            dtype: self.dtype,
-            payload_elements: checked.payload_elements.value,
-            compute_dim: checked.compute_dim.value,
-            warmup: checked.warmup.value,
-            repeats: checked.repeats.value,
-            seed: self.seed,
-        };
+        let defaults = if backend == BackendKind::Cpu { &CPU_DEFAULTS } else { &GPU_DEFAULTS };
+        let sizes = self.sizes.or_defaults(world_size, defaults);
+        sizes.check(self.dtype, self.allow_single_rank)?;
+        let plan = Plan::new(sizes.plain(), self.dtype, self.seed);
         let workload_id = self.workload.id_for(&plan);
         Ok((BenchSettings { plan, workload_id, backend, run: self.run }, note))
     }
 }
 
-/// The user's value, or the backend's default under the flag that would change it.
-fn or_default<T>(given: Option<Setting<T>>, value: T, flag: &'static str) -> Setting<T> {
-    given.unwrap_or_else(|| Setting::new(value, Origin::Default(flag)))
+/// `--timeout` in seconds.
+pub fn timeout(seconds: &u64) -> Result<(), String> {
+    if *seconds == 0 || *seconds > MAX_TIMEOUT_S {
+        return Err(format!(
+            "give 1 to {MAX_TIMEOUT_S} seconds (a day): how long a run may go without finishing a repeat \
+             before it counts as hung"
+        ));
+    }
+    Ok(())
+}
+
+/// `--environment-profile` names a directory of the baseline store: it must be a name the store
+/// accepts, checked before the run rather than after it.
+pub fn environment_profile(s: Setting<String>) -> Result<String, LimitError> {
+    if commgate_core::result::is_store_name(&s.value) {
+        return Ok(s.value);
+    }
+    Err(LimitError {
+        setting: match &s.origin {
+            // The value is the user's own, shown escaped so that a control character cannot
+            // break the line.
+            Origin::Env(var) => format!("{var}={:?}", s.value),
+            _ => Setting::new(format!("{:?}", s.value), s.origin.clone()).written(),
+        },
+        why: "the profile names a baseline directory: use letters, digits, '-', '_', '.' or '+'".to_string(),
+    })
 }
 
 /// A workload as declared: where (`[workloads.big]`, `--payload-sizes entry 64Mi`, the command
@@ -238,12 +241,8 @@ mod tests {
     fn request(backend: BackendChoice) -> BenchRequest {
         BenchRequest {
             backend,
-            world_size: None,
+            sizes: Sizes::<Asked>::none(),
             dtype: Dtype::Bfloat16,
-            payload_elements: None,
-            compute_dim: None,
-            warmup: None,
-            repeats: None,
             allow_single_rank: false,
             seed: 1,
             workload: IdChoice::Legacy,
@@ -304,8 +303,11 @@ mod tests {
         assert_eq!(s.workload_id, "allreduce-bf16-2MiB-mm192", "derived from the backend's defaults");
         let (s, _) = resolve(
             BenchRequest {
-                world_size: flag(3, "--world-size"),
-                repeats: flag(70, "--repeats"),
+                sizes: Sizes {
+                    world_size: flag(3, "--world-size"),
+                    repeats: flag(70, "--repeats"),
+                    ..Sizes::<Asked>::none()
+                },
                 ..request(BackendChoice::Cuda)
             },
             no_probe,
@@ -320,9 +322,8 @@ mod tests {
         // A machine with one GPU: the default world size is 1, refused without the flag.
         let e = request(BackendChoice::Auto).resolve(None, || Ok::<u32, String>(1)).unwrap_err();
         assert!(e.to_string().starts_with("1 visible GPU(s) (the default --world-size): one rank"), "{e}");
-        let e = BenchRequest { world_size: flag(1, "--world-size"), ..request(BackendChoice::Mock) }
-            .resolve(None, no_probe)
-            .unwrap_err();
+        let one = Sizes { world_size: flag(1, "--world-size"), ..Sizes::<Asked>::none() };
+        let e = BenchRequest { sizes: one, ..request(BackendChoice::Mock) }.resolve(None, no_probe).unwrap_err();
         assert!(e.to_string().starts_with("--world-size 1: one rank"), "{e}");
         let smoke = BenchRequest { allow_single_rank: true, ..request(BackendChoice::Cuda) };
         let (s, _) = resolve(smoke, || Ok(1));
@@ -331,11 +332,30 @@ mod tests {
 
     #[test]
     fn defaults_are_within_the_limits() {
+        use super::super::sizes;
         for d in [GPU_DEFAULTS, CPU_DEFAULTS] {
-            assert!(limits::repeats(&d.repeats).is_ok());
-            assert!(limits::warmup(&d.warmup).is_ok());
-            assert!(limits::payload_elements(&d.payload_elements).is_ok());
-            assert!(limits::compute_dim(&d.compute_dim).is_ok());
+            assert!(sizes::world_size(&d.world_size).is_ok());
+            assert!(sizes::repeats(&d.repeats).is_ok());
+            assert!(sizes::warmup(&d.warmup).is_ok());
+            assert!(sizes::payload_elements(&d.payload_elements).is_ok());
+            assert!(sizes::compute_dim(&d.compute_dim).is_ok());
         }
+    }
+
+    #[test]
+    fn timeouts_and_profiles() {
+        assert_eq!(timeout(&60), Ok(()));
+        // Instant + u64::MAX seconds would panic in the rendezvous.
+        assert!(timeout(&u64::MAX).is_err());
+        assert!(timeout(&0).is_err());
+        let flag = |v: &str| Setting::new(v.to_string(), Origin::Flag("--environment-profile"));
+        assert_eq!(environment_profile(flag("H100x8-nvlink+ib")).as_deref(), Ok("H100x8-nvlink+ib"));
+        for bad in ["", "..", "a/b", "x y", "ü"] {
+            let e = environment_profile(flag(bad)).unwrap_err();
+            assert!(e.to_string().starts_with(&format!("--environment-profile {bad:?}: ")), "{e}");
+        }
+        let e =
+            environment_profile(Setting::new("a\nb".into(), Origin::Env("COMMGATE_ENVIRONMENT_PROFILE"))).unwrap_err();
+        assert_eq!(e.to_string().lines().count(), 1, "{e}");
     }
 }

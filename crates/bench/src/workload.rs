@@ -78,7 +78,7 @@ pub enum SizeError {
     NotASize,
     #[error("0 bytes; the all-reduce needs at least one element")]
     Zero,
-    #[error("too large; at most {} GiB per rank", super::limits::MAX_PAYLOAD_BYTES >> 30)]
+    #[error("too large; at most {} GiB per rank", super::sizes::MAX_PAYLOAD_BYTES >> 30)]
     TooLarge,
 }
 
@@ -107,7 +107,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     if bytes == 0 {
         return Err(SizeError::Zero);
     }
-    if bytes > super::limits::MAX_PAYLOAD_BYTES {
+    if bytes > super::sizes::MAX_PAYLOAD_BYTES {
         return Err(SizeError::TooLarge);
     }
     Ok(bytes)

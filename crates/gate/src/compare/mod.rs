@@ -30,6 +30,7 @@ mod cause;
 mod estimate;
 pub mod family;
 mod judged;
+pub mod limits;
 mod modes;
 pub(crate) mod nullable;
 mod one_run;
