@@ -94,7 +94,7 @@ impl<T> Spec<T> {
     }
 
     /// The setting's limit: `Err(why)` when `value` is outside it.
-    pub fn check(&self, value: &T) -> Result<(), String> {
+    pub fn within(&self, value: &T) -> Result<(), String> {
         self.check.map_or(Ok(()), |check| check(value))
     }
 }
@@ -453,16 +453,16 @@ mod tests {
     #[test]
     fn defaults_are_within_their_limits() {
         let b = BenchSection::specs();
-        assert_eq!(b.timeout.check(&b.timeout.default_value()), Ok(()));
+        assert_eq!(b.timeout.within(&b.timeout.default_value()), Ok(()));
         let c = CompareSection::specs();
-        assert_eq!(c.min_effect.check(&c.min_effect.default_value()), Ok(()));
-        assert_eq!(c.resamples.check(&c.resamples.default_value()), Ok(()));
+        assert_eq!(c.min_effect.within(&c.min_effect.default_value()), Ok(()));
+        assert_eq!(c.resamples.within(&c.resamples.default_value()), Ok(()));
         let k = BaselineSection::specs();
-        assert_eq!(k.keep.check(&k.keep.default_value()), Ok(()));
-        assert_eq!(k.history_keep.check(&k.history_keep.default_value()), Ok(()));
+        assert_eq!(k.keep.within(&k.keep.default_value()), Ok(()));
+        assert_eq!(k.history_keep.within(&k.history_keep.default_value()), Ok(()));
         let t = ThresholdsSection::specs();
         for spec in [&t.imbalance_ratio, &t.low_overlap_ratio, &t.accept_exposed_ms] {
-            assert_eq!(spec.check(&spec.default_value()), Ok(()), "{}", spec.key);
+            assert_eq!(spec.within(&spec.default_value()), Ok(()), "{}", spec.key);
         }
     }
 }

@@ -83,7 +83,7 @@ impl FileConfig {
         let from_args = arg.is_some();
         let Some(value) = arg.or(file) else { return Ok(None) };
         let setting = Setting::new(value, self.source(spec.key, from_args));
-        setting.check(|v| spec.check(v))?;
+        setting.within(|v| spec.within(v))?;
         Ok(Some(setting))
     }
 

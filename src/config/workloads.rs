@@ -103,7 +103,7 @@ pub(super) fn declare(
         }
     }
     for d in &declared {
-        d.request.sizes.check_each()?;
+        d.request.sizes.each_within_limits()?;
     }
     Ok(declared)
 }

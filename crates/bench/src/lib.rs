@@ -69,7 +69,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan of `sizes` (checked by [`sizes::Sizes::check`] when resolved) at `dtype`.
+    /// The plan of `sizes` (checked by [`sizes::Sizes::within_limits`] when resolved) at `dtype`.
     pub fn new(sizes: sizes::Sizes<sizes::Plain>, dtype: Dtype, seed: u64) -> Self {
         let sizes::Sizes { world_size, payload_elements, compute_dim, warmup, repeats } = sizes;
         Plan { world_size, dtype, payload_elements, compute_dim, warmup, repeats, seed }

@@ -62,7 +62,7 @@ impl<T: fmt::Display> Setting<T> {
     }
 
     /// The setting checked against `limit` (one of this module's checks of a value alone).
-    pub fn check(&self, limit: impl FnOnce(&T) -> Result<(), String>) -> Result<(), LimitError> {
+    pub fn within(&self, limit: impl FnOnce(&T) -> Result<(), String>) -> Result<(), LimitError> {
         limit(&self.value).map_err(|why| self.refuse(why))
     }
 }
@@ -87,7 +87,7 @@ mod tests {
         assert_eq!(Setting::new(3, file).written(), "ci/gate.toml:4:1: bench.repeats = 3");
         assert_eq!(Setting::new(200, Origin::Default("--repeats")).written(), "the default --repeats 200");
         let e =
-            Setting::new(3, Origin::Flag("--repeats")).check(|v| if *v < 20 { Err("too few".into()) } else { Ok(()) });
+            Setting::new(3, Origin::Flag("--repeats")).within(|v| if *v < 20 { Err("too few".into()) } else { Ok(()) });
         assert_eq!(e.unwrap_err().to_string(), "--repeats 3: too few");
     }
 }

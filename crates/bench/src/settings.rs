@@ -111,7 +111,7 @@ impl BenchRequest {
     /// Resolves the request. `probe` counts the usable GPUs (or says what is missing); it is
     /// called at most once, and only when `auto` or a cuda world size needs it. The note, when
     /// there is one, says why `auto` chose the CPU. The resolved plan is checked as a whole
-    /// ([`Sizes::<Resolved>::check`](super::sizes::Sizes::check)): one rank without `--allow-single-rank`, a payload too large, too
+    /// ([`Sizes::<Resolved>::within_limits`](super::sizes::Sizes::within_limits)): one rank without `--allow-single-rank`, a payload too large, too
     /// many timings to gather are refused here, before any work.
     pub fn resolve<E: std::fmt::Display>(
         self,
@@ -151,7 +151,7 @@ impl BenchRequest {
         };
         let defaults = if backend == BackendKind::Cpu { &CPU_DEFAULTS } else { &GPU_DEFAULTS };
         let sizes = self.sizes.or_defaults(world_size, defaults);
-        sizes.check(self.dtype, self.allow_single_rank)?;
+        sizes.within_limits(self.dtype, self.allow_single_rank)?;
         let plan = Plan::new(sizes.plain(), self.dtype, self.seed);
         let workload_id = self.workload.id_for(&plan);
         Ok((BenchSettings { plan, workload_id, backend, run: self.run }, note))

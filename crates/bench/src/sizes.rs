@@ -13,7 +13,7 @@
 //!
 //! Each limit is a check of one value alone that says why it is refused (the command line's
 //! declarations of the flags point at them, so a flag, its variable, its `[bench]` key and its
-//! `[workloads.<name>]` key are refused by the same words); [`Sizes::<Resolved>::check`] then checks
+//! `[workloads.<name>]` key are refused by the same words); [`Sizes::<Resolved>::within_limits`] then checks
 //! the plan as a whole, with checked arithmetic, so a wrapped count or size never reaches a run.
 
 use std::fmt;
@@ -106,9 +106,9 @@ impl Sizes<Asked> {
     }
 
     /// Each value asked for, within its own limit (the plan as a whole is checked once resolved).
-    pub fn check_each(&self) -> Result<(), LimitError> {
+    pub fn each_within_limits(&self) -> Result<(), LimitError> {
         fn within<T: Number>(s: &Option<Setting<T>>, limit: fn(&T) -> Result<(), String>) -> Result<(), LimitError> {
-            s.as_ref().map_or(Ok(()), |s| s.check(limit))
+            s.as_ref().map_or(Ok(()), |s| s.within(limit))
         }
         within(&self.world_size, world_size)?;
         within(&self.payload_elements, payload_elements)?;
@@ -161,11 +161,11 @@ impl Sizes<Resolved> {
     /// limit, one rank only when asked for (`allow_single_rank`), the payload's bytes at `dtype`,
     /// the timings rank 0 gathers. Every product is checked; a value that would wrap is refused
     /// like one that is too large.
-    pub fn check(&self, dtype: Dtype, allow_single_rank: bool) -> Result<(), LimitError> {
-        self.repeats.check(repeats)?;
-        self.warmup.check(warmup)?;
-        self.payload_elements.check(payload_elements)?;
-        self.compute_dim.check(compute_dim)?;
+    pub fn within_limits(&self, dtype: Dtype, allow_single_rank: bool) -> Result<(), LimitError> {
+        self.repeats.within(repeats)?;
+        self.warmup.within(warmup)?;
+        self.payload_elements.within(payload_elements)?;
+        self.compute_dim.within(compute_dim)?;
         let world = &self.world_size;
         if world.value == 0 {
             return Err(world.refuse("a job needs at least one rank"));
@@ -211,7 +211,7 @@ impl Sizes<Resolved> {
 }
 
 /// `--world-size` as given: a job has at least one rank, and one process drives at most
-/// [`MAX_WORLD_SIZE`]. (One rank is refused later, by [`Sizes::<Resolved>::check`], where
+/// [`MAX_WORLD_SIZE`]. (One rank is refused later, by [`Sizes::<Resolved>::within_limits`], where
 /// `--allow-single-rank` and the visible GPUs are known.)
 pub fn world_size(value: &u32) -> Result<(), String> {
     if *value == 0 {
@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn each_limit_names_the_setting_and_why() {
-        let e = flag(3, "--repeats").check(repeats).unwrap_err();
+        let e = flag(3, "--repeats").within(repeats).unwrap_err();
         assert_eq!(e.setting, "--repeats 3");
         assert!(e.why.starts_with("at least 20 repeats are needed for a P95"), "{e}");
         assert!(e.why.ends_with(&format!("judges itself from {P95_MIN_SAMPLES})")), "{e}");
@@ -307,10 +307,10 @@ mod tests {
         assert!(repeats(&(MAX_REPEATS + 1)).unwrap_err().contains("at most 100000"));
         assert!(warmup(&0).is_ok());
         assert!(warmup(&MAX_WARMUP).is_ok());
-        let e = flag(u32::MAX, "--warmup").check(warmup).unwrap_err();
+        let e = flag(u32::MAX, "--warmup").within(warmup).unwrap_err();
         assert_eq!(e.to_string().lines().count(), 1);
         assert!(e.to_string().starts_with("--warmup 4294967295: at most 10000"), "{e}");
-        assert!(flag(0, "--world-size").check(world_size).unwrap_err().to_string().starts_with("--world-size 0: "));
+        assert!(flag(0, "--world-size").within(world_size).unwrap_err().to_string().starts_with("--world-size 0: "));
         assert!(world_size(&1).is_ok(), "one rank is the plan's check to judge");
         assert!(world_size(&(MAX_WORLD_SIZE + 1)).is_err());
         assert!(payload_elements(&0).is_err());
@@ -322,14 +322,14 @@ mod tests {
     #[test]
     fn the_plan_is_checked_as_a_whole() {
         let bf16 = Dtype::Bfloat16;
-        assert_eq!(plan().check(bf16, false), Ok(()));
+        assert_eq!(plan().within_limits(bf16, false), Ok(()));
         let one = Sizes { world_size: Setting::new(1, Origin::VisibleGpus), ..plan() };
-        let e = one.check(bf16, false).unwrap_err();
+        let e = one.within_limits(bf16, false).unwrap_err();
         assert!(e.to_string().starts_with("1 visible GPU(s) (the default --world-size): one rank"), "{e}");
         assert!(e.why.contains("--allow-single-rank"));
-        assert_eq!(one.check(bf16, true), Ok(()));
+        assert_eq!(one.within_limits(bf16, true), Ok(()));
         let huge = Sizes { payload_elements: flag(u64::MAX / 2, "--payload-elements"), ..plan() };
-        let e = huge.check(Dtype::Float32, false).unwrap_err();
+        let e = huge.within_limits(Dtype::Float32, false).unwrap_err();
         assert!(
             e.to_string().starts_with(
                 "--payload-elements 9223372036854775807: at 4 bytes an element (float32) that is more than 64 GiB"
@@ -337,13 +337,17 @@ mod tests {
             "{e}"
         );
         let edge = Sizes { payload_elements: flag(MAX_PAYLOAD_BYTES / 2, "--payload-elements"), ..plan() };
-        assert_eq!(edge.check(bf16, false), Ok(()));
+        assert_eq!(edge.within_limits(bf16, false), Ok(()));
         let gather = Sizes {
             world_size: Setting::new(1_000, Origin::Launcher),
             repeats: flag(MAX_REPEATS, "--repeats"),
             ..plan()
         };
-        assert!(gather.check(bf16, false).unwrap_err().to_string().starts_with("--repeats 100000: with 1000 ranks"));
+        assert!(gather
+            .within_limits(bf16, false)
+            .unwrap_err()
+            .to_string()
+            .starts_with("--repeats 100000: with 1000 ranks"));
     }
 
     #[test]
