@@ -5,7 +5,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`baseline`] | the store: files, lock, history, identity |
-//! | [`compare`] | a comparison's estimates and its four states (no verdict) |
+//! | [`compare`] | a comparison's estimates, and its metrics' states as [`decide`] rules them (no verdict) |
 //! | [`decide`] | every rule that turns evidence into a verdict, a mitigation or an exit code |
 //! | [`check`] | the gate's evidence, gathered and handed to [`decide`] |
 

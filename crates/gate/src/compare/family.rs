@@ -1,8 +1,8 @@
 //! Holm's correction over a family of comparisons: the raw p-values of every judged metric of
 //! every comparison (one per workload) are adjusted together, then each metric's state is
-//! derived with the one four-state rule. A comparison alone is a family of one, so `compare`
-//! and a one-workload `check` agree by construction. The verdict on each adjusted comparison
-//! ([`Adjusted`]) is `decide::comparison`'s.
+//! derived with the one four-state rule (`decide::metric_state`). A comparison alone is a family
+//! of one, so `compare` and a one-workload `check` agree by construction. The verdict on each
+//! adjusted comparison ([`Adjusted`]) is `decide::comparison`'s.
 //!
 //! Why one family: a gate that judges ten workloads at α = 0.01 each would block one pull
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
@@ -10,7 +10,7 @@
 use super::estimate::{row_note, runs_needed, Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
 use super::{
-    cause, metric_state, moves, phases, BaselineSummary, CompareOptions, MetricComparison, RunsNeeded, StepCause,
+    cause, metric_comparison, moves, phases, BaselineSummary, CompareOptions, MetricComparison, RunsNeeded, StepCause,
     SweepSummary,
 };
 use commgate_core::result::Workload;
@@ -158,7 +158,9 @@ impl Pending {
             .judged
             .iter()
             .zip(p_reg.iter().zip(p_imp))
-            .map(|((m, e), (&r, &i))| metric_state(*m, e, r, i, delta, row_note(*m, &j.dependence), &j.workload, opts))
+            .map(|((m, e), (&r, &i))| {
+                metric_comparison(*m, e, r, i, delta, row_note(*m, &j.dependence), &j.workload, opts)
+            })
             .collect();
         let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
         // How many runs would decide the primary metric, when it is undecided.

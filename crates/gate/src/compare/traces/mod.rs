@@ -29,7 +29,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::estimate::Estimate;
-use super::{four_states, CompareOptions, Judged, Method, OwnDelta, State};
+use super::{CompareOptions, Judged, Method, OwnDelta, State};
+use crate::decide::metric_state::four_states;
 #[cfg(test)]
 pub(crate) use cause::explain;
 pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, CollectiveCause};
