@@ -140,14 +140,12 @@ impl Pending {
             }
             Stage::Parts(s) => {
                 let Parts { parts, merge } = *s;
-                let mut at = 0;
+                let (mut reg, mut imp) = (p_reg, p_imp);
                 let adjusted = parts
                     .into_iter()
                     .map(|p| {
                         let n = p.raw().0.len();
-                        let adjusted = p.adjust(&p_reg[at..at + n], &p_imp[at..at + n], opts);
-                        at += n;
-                        adjusted
+                        p.adjust(take_front(&mut reg, n), take_front(&mut imp, n), opts)
                     })
                     .collect();
                 return merge(adjusted);
@@ -227,25 +225,26 @@ pub fn adjust_with_traces(
     raw.extend(traces.as_ref().map(PendingTraces::raw));
     let reg = holm_adjust(&raw.iter().flat_map(|(r, _)| r.iter().copied()).collect::<Vec<_>>());
     let imp = holm_adjust(&raw.iter().flat_map(|(_, i)| i.iter().copied()).collect::<Vec<_>>());
-    let mut at = 0;
-    let mut next = |n: usize| {
-        let range = at..at + n;
-        at += n;
-        range
-    };
+    let (mut reg_left, mut imp_left) = (reg.as_slice(), imp.as_slice());
     let comparisons = pending
         .into_iter()
         .zip(&raw)
-        .map(|(p, (r, _))| {
-            let range = next(r.len());
-            p.adjust(&reg[range.clone()], &imp[range], opts)
-        })
+        .map(|(p, (r, _))| p.adjust(take_front(&mut reg_left, r.len()), take_front(&mut imp_left, r.len()), opts))
         .collect();
     let traces = traces.map(|t| {
-        let range = next(raw.last().map_or(0, |(r, _)| r.len()));
-        t.finish(&reg[range.clone()], &imp[range], opts)
+        let n = raw.last().map_or(0, |(r, _)| r.len());
+        t.finish(take_front(&mut reg_left, n), take_front(&mut imp_left, n), opts)
     });
     (comparisons, traces)
+}
+
+/// The first `n` of the family's adjusted p-values left, taken off `left`: each comparison's
+/// share, in the order their raw p-values were gathered (all that is left, should fewer be).
+fn take_front<'a>(left: &mut &'a [f64], n: usize) -> &'a [f64] {
+    let all: &'a [f64] = left;
+    let (head, tail) = all.split_at_checked(n).unwrap_or((all, &[]));
+    *left = tail;
+    head
 }
 
 #[cfg(test)]

@@ -337,6 +337,13 @@ pub fn prepare_runs_kept(
         bounded_current.iter().map(|c| warmup::trim(c, opts.min_samples)).collect();
     let currents: Vec<&RunResult> = trims.iter().map(|(c, _)| c.as_ref()).collect();
     let cur_rows: Vec<RunRows> = currents.iter().map(|c| RunRows::of(c)).collect();
+    // The first current run (there is one: `first` is its untrimmed self) is the one the pooled
+    // regime and the bootstrap floor read, and whose warm-up note is shown.
+    let (Some(&first_current), Some(first_rows), Some((_, first_trim))) =
+        (currents.first(), cur_rows.first(), trims.first())
+    else {
+        return Pending::unusable(summary, delta, "no current run to judge".to_string());
+    };
     let dependence = estimate::dependence(&currents, &runs);
     // The steps the user recorded (`--repeats`), before the warm-up is cut: what the advice names.
     let recorded: Vec<&RunResult> = bounded_current.iter().map(AsRef::as_ref).collect();
@@ -345,7 +352,7 @@ pub fn prepare_runs_kept(
     let mut rng = Rng::new(opts.seed);
     let k = base_rows.len();
     let estimates: Vec<Estimate> = if k >= 3 || (current.len() >= 2 && k + current.len() >= 3) {
-        let boot = bootstrap_run(currents[0], opts.resamples, &mut rng, &mut w);
+        let boot = bootstrap_run(first_current, opts.resamples, &mut rng, &mut w);
         let h = History {
             base: &base_rows,
             groups: &groups,
@@ -363,7 +370,7 @@ pub fn prepare_runs_kept(
         METRICS.iter().enumerate().map(|(i, &m)| history(m, i, &h, opts, delta, &mut w)).collect()
     } else {
         let why = choice.cannot_block.clone().unwrap_or_else(|| too_few_runs(k));
-        let mut e = pooled(&runs, currents[0], &cur_rows[0], opts, &mut rng, &mut w);
+        let mut e = pooled(&runs, first_current, first_rows, opts, &mut rng, &mut w);
         e.iter_mut().for_each(|e| e.cannot_block = Some(why.clone()));
         e
     };
@@ -371,7 +378,7 @@ pub fn prepare_runs_kept(
     let judged: Vec<(Metric, Estimate)> =
         METRICS.iter().copied().zip(estimates).filter(|(m, _)| applies(*m, first)).collect();
     let hardware = hardware_differs(&runs, first);
-    let notes = [bounder.note(), trims[0].1.note(), choice.note].into_iter().flatten().collect();
+    let notes = [bounder.note(), first_trim.note(), choice.note].into_iter().flatten().collect();
     Pending::judging(summary, delta, judged, dependence, first.workload.clone(), hardware, notes, current.len())
 }
 
@@ -421,7 +428,7 @@ fn runner_reason(
     cur_group: Option<usize>,
     groups: &[usize],
 ) -> Option<String> {
-    let one = groups.len() > 1 && groups.iter().all(|g| *g == groups[0]);
+    let one = groups.len() > 1 && groups.iter().all(|g| Some(g) == groups.first());
     if !one || cur_group.is_some() {
         return None;
     }
