@@ -153,8 +153,9 @@ fn rows(plan: &Plan, t: &Timings) -> Vec<Row> {
         .filter_map(|s| t.get(s).map(|per_rank| (*s, per_rank)))
         .map(|(schedule, per_rank)| {
             let repeats = per_rank.values().map(Vec::len).min().unwrap_or(0);
-            let samples: Vec<f64> =
-                (0..repeats).map(|i| per_rank.values().map(|v| v[i]).fold(f64::NEG_INFINITY, f64::max)).collect();
+            let samples: Vec<f64> = (0..repeats)
+                .map(|i| per_rank.values().filter_map(|v| v.get(i).copied()).fold(f64::NEG_INFINITY, f64::max))
+                .collect();
             let mut sorted = samples.clone();
             sorted.sort_by(f64::total_cmp);
             Row {

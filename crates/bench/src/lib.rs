@@ -11,6 +11,13 @@
 //! where each value came from; `nccl.rs` pins or reads NCCL's algorithm and protocol;
 //! `workload.rs` names what a run measures.
 
+// This crate reads untrusted input (settings and results from pull requests, the launcher's wire
+// messages from its peers): no index or slice that could panic on their contents (`get`,
+// iterators and patterns instead), no `as` that could truncate a number (`try_from` instead);
+// tests are exempt from the first through clippy.toml.
+#![deny(clippy::indexing_slicing)]
+#![deny(clippy::cast_possible_truncation)]
+
 pub mod assemble;
 pub mod cpu;
 pub mod cuda;

@@ -242,12 +242,12 @@ fn measure(
     let ranks = backend.local_ranks();
     let mut local: BTreeMap<Schedule, Vec<Vec<f64>>> =
         Schedule::ALL.iter().map(|&s| (s, vec![Vec::with_capacity(plan.repeats as usize); ranks.len()])).collect();
+    // Schedules rotate each repeat, so a drift in the machine touches all of them alike: repeat i
+    // starts at the i-th (modulo their number).
+    let mut order = Schedule::ALL;
     // Counted in u64: warm-up plus repeats cannot wrap, whatever the plan says.
     for i in 0..u64::from(plan.warmup) + u64::from(plan.repeats) {
-        // Schedules rotate each repeat, so a drift in the machine touches all of them alike.
-        let first = (i % Schedule::ALL.len() as u64) as usize;
-        for k in 0..Schedule::ALL.len() {
-            let schedule = Schedule::ALL[(first + k) % Schedule::ALL.len()];
+        for schedule in order {
             let times = backend.run(schedule)?;
             if times.len() != ranks.len() || times.iter().any(|t| !t.is_finite() || *t < 0.0) {
                 return Err(BenchError::failed(
@@ -265,6 +265,7 @@ fn measure(
             }
             progress.fetch_add(1, Ordering::Relaxed);
         }
+        order.rotate_left(1);
     }
     let (name, evidence_level, hardware) = (backend.name(), backend.evidence_level(), backend.hardware());
     let mut timings: assemble::Timings = BTreeMap::new();
@@ -316,26 +317,28 @@ fn gather_timings(rv: &Rendezvous, mine: assemble::Timings) -> Result<Option<ass
     }
     let Some(all) = rv.gather(&bytes)? else { return Ok(None) };
     let mut timings: assemble::Timings = BTreeMap::new();
-    for (rank, frame) in all.iter().enumerate() {
+    for (rank, frame) in (0u32..).zip(&all) {
         let mut words = frame.chunks_exact(8).map(|c| {
             let mut b = [0u8; 8];
             b.copy_from_slice(c);
             b
         });
         for schedule in Schedule::ALL {
-            let len = words.next().map(u64::from_le_bytes).ok_or_else(|| short_frame(rank))? as usize;
+            let len = words.next().map(u64::from_le_bytes).ok_or_else(|| short_frame(rank))?;
+            // More than this machine can hold is more than the frame holds.
+            let len = usize::try_from(len).map_err(|_| short_frame(rank))?;
             let times: Vec<f64> = words.by_ref().take(len).map(f64::from_le_bytes).collect();
             if times.len() != len {
                 return Err(short_frame(rank));
             }
-            timings.entry(schedule).or_default().insert(rank as u32, times);
+            timings.entry(schedule).or_default().insert(rank, times);
         }
     }
     Ok(Some(timings))
 }
 
-fn short_frame(rank: usize) -> BenchError {
-    BenchError::failed("rendezvous", "its timings arrived incomplete", Some(rank as u32))
+fn short_frame(rank: u32) -> BenchError {
+    BenchError::failed("rendezvous", "its timings arrived incomplete", Some(rank))
 }
 
 /// The identity of a run that failed before its backend said who it was.

@@ -39,17 +39,18 @@ impl Matmul {
 /// vectorises.
 fn matmul_blocked(a: &[f32], b: &[f32], c: &mut [f32], n: usize) {
     c.fill(0.0);
+    if n == 0 {
+        return;
+    }
     for i0 in (0..n).step_by(TILE) {
-        let i1 = (i0 + TILE).min(n);
         for k0 in (0..n).step_by(TILE) {
-            let k1 = (k0 + TILE).min(n);
             for j0 in (0..n).step_by(TILE) {
                 let j1 = (j0 + TILE).min(n);
-                for i in i0..i1 {
-                    let c_row = &mut c[i * n + j0..i * n + j1];
-                    for k in k0..k1 {
-                        let a_ik = a[i * n + k];
-                        for (c_ij, b_kj) in c_row.iter_mut().zip(&b[k * n + j0..k * n + j1]) {
+                // Rows i0..i0 + TILE of A and C, columns j0..j1 of C and B, rows k0..k0 + TILE of B.
+                for (a_row, c_row) in a.chunks_exact(n).zip(c.chunks_exact_mut(n)).skip(i0).take(TILE) {
+                    let c_tile = c_row.get_mut(j0..j1).unwrap_or_default();
+                    for (a_ik, b_row) in a_row.iter().zip(b.chunks_exact(n)).skip(k0).take(TILE) {
+                        for (c_ij, b_kj) in c_tile.iter_mut().zip(b_row.get(j0..j1).unwrap_or_default()) {
                             *c_ij += a_ik * b_kj;
                         }
                     }

@@ -97,7 +97,7 @@ impl Ring {
 
     /// Sets `rank`'s payload to `value(index)`.
     pub(super) fn fill(&self, rank: usize, value: impl Fn(usize) -> f32) {
-        for (chunk, range) in self.chunks[rank].iter().zip(&self.bounds) {
+        for (chunk, range) in self.chunks.get(rank).into_iter().flatten().zip(&self.bounds) {
             for (x, index) in lock(chunk).iter_mut().zip(range.clone()) {
                 *x = value(index);
             }
@@ -122,8 +122,8 @@ impl Ring {
                 self.barrier.wait()?;
             }
             let chunk = (rank + 2 * world - 1 - step) % world;
-            let source = lock(&self.chunks[left][chunk]);
-            let mut target = lock(&self.chunks[rank][chunk]);
+            let source = lock(self.chunk(left, chunk)?);
+            let mut target = lock(self.chunk(rank, chunk)?);
             for (t, s) in target.iter_mut().zip(source.iter()) {
                 *t += *s;
             }
@@ -131,10 +131,16 @@ impl Ring {
         for step in 0..world - 1 {
             self.barrier.wait()?;
             let chunk = (rank + world - step) % world;
-            let source = lock(&self.chunks[left][chunk]);
-            lock(&self.chunks[rank][chunk]).copy_from_slice(&source);
+            let source = lock(self.chunk(left, chunk)?);
+            lock(self.chunk(rank, chunk)?).copy_from_slice(&source);
         }
         Ok(())
+    }
+
+    /// `rank`'s copy of chunk `chunk`. Both are below `world` (taken modulo it); a rank outside
+    /// the ring would have no part in it, and is released as after an abort.
+    fn chunk(&self, rank: usize, chunk: usize) -> Result<&Mutex<Vec<f32>>, Aborted> {
+        self.chunks.get(rank).and_then(|chunks| chunks.get(chunk)).ok_or(Aborted)
     }
 
     #[cfg(test)]

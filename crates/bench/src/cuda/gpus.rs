@@ -712,7 +712,7 @@ mod tests {
     fn nccl_id_survives_the_byte_round_trip() {
         let mut internal = [0 as c_char; 128];
         for (i, c) in internal.iter_mut().enumerate() {
-            *c = c_char::from_ne_bytes([(i * 2 + 1) as u8]);
+            *c = c_char::from_ne_bytes([u8::try_from(i * 2 + 1).expect("below 256")]);
         }
         let bytes = id_to_bytes(&internal);
         assert_eq!(bytes.len(), 128);

@@ -198,7 +198,7 @@ pub fn distinct_labels(created_at: &[&str]) -> Vec<String> {
     let alike = |labels: &[String]| {
         let mut sorted: Vec<&String> = labels.iter().collect();
         sorted.sort();
-        sorted.windows(2).any(|w| w[0] == w[1])
+        sorted.windows(2).any(|w| matches!(w, [a, b] if a == b))
     };
     let dates: Vec<String> = created_at.iter().map(|c| short_date(c)).collect();
     if !alike(&dates) {

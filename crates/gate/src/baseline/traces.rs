@@ -62,7 +62,7 @@ impl TraceRuns {
                     newest.source.world_size
                 ));
             }
-            if let Some(j) = older[..i].iter().position(|r| r == run) {
+            if let Some(j) = older.iter().take(i).position(|r| r == run) {
                 return Err(format!("{} is the same trace run as {}; delete one copy", at(i), at(j)));
             }
         }
@@ -75,7 +75,7 @@ impl TraceRuns {
             }
         }
         for (i, run) in older.iter().enumerate() {
-            if let Some(j) = older[..i].iter().position(|r| r == run) {
+            if let Some(j) = older.iter().take(i).position(|r| r == run) {
                 return Err(format!("{} is the same trace run as {}; delete one copy", at(i), at(j)));
             }
         }

@@ -142,10 +142,11 @@ pub fn update_all(dir: &Path, changes: Vec<Change>, waiting: impl FnOnce()) -> R
     let mut files: Vec<(PathBuf, BaselineFile, bool)> = Vec::new();
     let mut done = Vec::with_capacity(prepared.len());
     for (change, new_run, path) in prepared {
-        let slot = match files.iter().position(|(p, _, _)| *p == path) {
-            Some(i) => i,
+        // The store file as held in memory once touched; read (or started) on the first touch.
+        let updated = match files.iter_mut().find(|(p, _, _)| *p == path) {
+            Some((_, file, changed)) => applied(file, changed, path, change, new_run)?,
             None => {
-                let file = match &new_run {
+                let mut file = match &new_run {
                     Some((_, run)) if !path.exists() => empty_store(run),
                     _ => {
                         let file: BaselineFile = read_versioned(&path, "baseline file")?;
@@ -153,14 +154,13 @@ pub fn update_all(dir: &Path, changes: Vec<Change>, waiting: impl FnOnce()) -> R
                         file
                     }
                 };
-                files.push((path.clone(), file, false));
-                files.len() - 1
+                let mut changed = false;
+                let updated = applied(&mut file, &mut changed, path.clone(), change, new_run)?;
+                files.push((path, file, changed));
+                updated
             }
         };
-        let (_, file, changed) = &mut files[slot];
-        let (run, traces, fingerprint_note) = apply(file, changed, &path, change, new_run)?;
-        let runs = file.runs.len();
-        done.push(Updated { path, runs, run, traces, removed_leftovers: 0, fingerprint_note });
+        done.push(updated);
     }
     for (path, file, changed) in &files {
         if *changed {
@@ -204,6 +204,18 @@ fn prepare(dir: &Path, change: Change) -> Result<Prepared, FileError> {
 
 /// What one change did to a store file held in memory.
 type Applied = (Option<RunChange>, Option<TracesChange>, Option<String>);
+
+/// [`apply`], with what it did as the [`Updated`] of the store file at `path`.
+fn applied(
+    file: &mut BaselineFile,
+    changed: &mut bool,
+    path: PathBuf,
+    change: Change,
+    new_run: Option<(PathBuf, RunResult)>,
+) -> Result<Updated, FileError> {
+    let (run, traces, fingerprint_note) = apply(file, changed, &path, change, new_run)?;
+    Ok(Updated { runs: file.runs.len(), path, run, traces, removed_leftovers: 0, fingerprint_note })
+}
 
 /// Adds the run and the trace run of one change to `file` (in memory), setting `changed`.
 fn apply(

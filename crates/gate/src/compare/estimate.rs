@@ -160,8 +160,8 @@ pub(super) fn bootstrap_run(run: &RunResult, resamples: usize, rng: &mut Rng, w:
         for (r, &s) in resamplers.iter_mut().zip(&ROWS) {
             r.draw(rng, rows.row_mut(s));
         }
-        for (i, m) in METRICS.iter().enumerate() {
-            out[i].push(rows.value(*m, w));
+        for (o, m) in out.iter_mut().zip(&METRICS) {
+            o.push(rows.value(*m, w));
         }
     }
     out
@@ -344,7 +344,8 @@ pub(super) fn history(
     // A median is never judged surer than the noisiest baseline run could know its own median.
     let within = match m {
         Metric::Quantile { row, p: 0.5 } => {
-            ROWS.iter().position(|r| *r == row).map_or(0.0, |i| h.within[i]) * (1.0 + 1.0 / xs.len() as f64).sqrt()
+            ROWS.iter().position(|r| *r == row).and_then(|i| h.within.get(i)).map_or(0.0, |w| *w)
+                * (1.0 + 1.0 / xs.len() as f64).sqrt()
         }
         _ => 0.0,
     };
@@ -430,7 +431,7 @@ const WITHIN_RESAMPLES: usize = 200;
 pub(super) fn noisiest_within(runs: &[&RunResult], rng: &mut Rng, w: &mut Weights) -> [f64; 4] {
     let mut out = [0.0_f64; 4];
     let mut scratch = Vec::new();
-    for (i, &s) in ROWS.iter().enumerate() {
+    for (noisiest, &s) in out.iter_mut().zip(&ROWS) {
         for run in runs {
             let mut r = Resampler::of(run, s);
             if r.inner.is_empty() {
@@ -445,7 +446,7 @@ pub(super) fn noisiest_within(runs: &[&RunResult], rng: &mut Rng, w: &mut Weight
                 .collect();
             let (_, se) = mean_sd(&reps);
             if se.is_finite() {
-                out[i] = out[i].max(se);
+                *noisiest = noisiest.max(se);
             }
         }
     }
@@ -501,7 +502,7 @@ pub(super) fn dependence(current: &[&RunResult], base: &[&RunResult]) -> [Option
 /// The note of the first row metric `m` reads that has one, from per-row notes in [`ROWS`]'
 /// order ([`dependence`]'s, `one_run::limits`').
 pub(super) fn row_note(m: Metric, rows: &[Option<String>; 4]) -> Option<String> {
-    m.rows().iter().find_map(|s| ROWS.iter().position(|r| r == s).and_then(|i| rows[i].clone()))
+    m.rows().iter().find_map(|s| ROWS.iter().position(|r| r == s).and_then(|i| rows.get(i)).and_then(Clone::clone))
 }
 
 /// One-sided p-values of `d / se` in both directions, with `sf` the upper tail.
@@ -545,15 +546,14 @@ pub(super) fn pooled(
     let schedules = ROWS;
     let mut base_resamplers: Vec<Vec<Resampler>> =
         schedules.iter().map(|&s| runs.iter().map(|r| Resampler::of(r, s)).collect()).collect();
-    let pooled_row = |i: usize| -> Vec<f64> {
-        let mut acc = Vec::new();
+    let mut base = RunRows::default();
+    for (resamplers, &s) in base_resamplers.iter().zip(&schedules) {
+        let acc = base.row_mut(s);
         let mut tmp = Vec::new();
-        for r in &base_resamplers[i] {
-            merge_into(&mut acc, r.inner.sorted(), &mut tmp);
+        for r in resamplers {
+            merge_into(acc, r.inner.sorted(), &mut tmp);
         }
-        acc
-    };
-    let base = RunRows { overlap: pooled_row(0), serial: pooled_row(1), compute: pooled_row(2), comm: pooled_row(3) };
+    }
     let mut cur_resamplers: Vec<Resampler> = schedules.iter().map(|&s| Resampler::of(current, s)).collect();
     let step = w.quantile(&base.overlap, 0.5);
     let log_scale = |m: Metric| m != Metric::Exposed;
@@ -562,21 +562,21 @@ pub(super) fn pooled(
     let (mut b, mut c) = (RunRows::default(), RunRows::default());
     let (mut scratch, mut merged) = (Vec::new(), Vec::new());
     for _ in 0..opts.resamples {
-        for (i, resamplers) in base_resamplers.iter_mut().enumerate() {
-            let acc = b.row_mut(schedules[i]);
+        for (resamplers, &s) in base_resamplers.iter_mut().zip(&schedules) {
+            let acc = b.row_mut(s);
             acc.clear();
             for r in resamplers.iter_mut() {
                 r.draw(rng, &mut scratch);
                 merge_into(acc, &scratch, &mut merged);
             }
         }
-        for (i, r) in cur_resamplers.iter_mut().enumerate() {
-            r.draw(rng, c.row_mut(schedules[i]));
+        for (r, &s) in cur_resamplers.iter_mut().zip(&schedules) {
+            r.draw(rng, c.row_mut(s));
         }
-        for (k, &m) in METRICS.iter().enumerate() {
+        for (reps, &m) in reps.iter_mut().zip(&METRICS) {
             let rep = relative(m, b.value(m, w), c.value(m, w));
             if rep.is_finite() {
-                reps[k].push(rep);
+                reps.push(rep);
             }
         }
     }
@@ -643,18 +643,18 @@ fn merge_into(acc: &mut Vec<f64>, add: &[f64], tmp: &mut Vec<f64>) {
     }
     tmp.clear();
     tmp.reserve(acc.len() + add.len());
-    let (mut i, mut j) = (0, 0);
-    while i < acc.len() && j < add.len() {
-        if acc[i] <= add[j] {
-            tmp.push(acc[i]);
-            i += 1;
+    let (mut a, mut b) = (acc.as_slice(), add);
+    while let (Some((&x, after_x)), Some((&y, after_y))) = (a.split_first(), b.split_first()) {
+        if x <= y {
+            tmp.push(x);
+            a = after_x;
         } else {
-            tmp.push(add[j]);
-            j += 1;
+            tmp.push(y);
+            b = after_y;
         }
     }
-    tmp.extend_from_slice(&acc[i..]);
-    tmp.extend_from_slice(&add[j..]);
+    tmp.extend_from_slice(a);
+    tmp.extend_from_slice(b);
     std::mem::swap(acc, tmp);
 }
 

@@ -1,8 +1,8 @@
 //! Holm's correction over a family of comparisons: the raw p-values of every judged metric of
 //! every comparison (one per workload) are adjusted together, then each metric's state is
-//! derived with the one four-state rule. A comparison alone is a family of one, so `compare`
-//! and a one-workload `check` agree by construction. The verdict on each adjusted comparison
-//! ([`Adjusted`]) is `decide::comparison`'s.
+//! derived with the one four-state rule (`decide::metric_state`). A comparison alone is a family
+//! of one, so `compare` and a one-workload `check` agree by construction. The verdict on each
+//! adjusted comparison ([`Adjusted`]) is `decide::comparison`'s.
 //!
 //! Why one family: a gate that judges ten workloads at α = 0.01 each would block one pull
 //! request in ten on noise alone; Holm over all of them keeps the family-wise error at α.
@@ -10,7 +10,7 @@
 use super::estimate::{row_note, runs_needed, Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
 use super::{
-    cause, metric_state, moves, phases, BaselineSummary, CompareOptions, MetricComparison, RunsNeeded, StepCause,
+    cause, metric_comparison, moves, phases, BaselineSummary, CompareOptions, MetricComparison, RunsNeeded, StepCause,
     SweepSummary,
 };
 use commgate_core::result::Workload;
@@ -140,14 +140,12 @@ impl Pending {
             }
             Stage::Parts(s) => {
                 let Parts { parts, merge } = *s;
-                let mut at = 0;
+                let (mut reg, mut imp) = (p_reg, p_imp);
                 let adjusted = parts
                     .into_iter()
                     .map(|p| {
                         let n = p.raw().0.len();
-                        let adjusted = p.adjust(&p_reg[at..at + n], &p_imp[at..at + n], opts);
-                        at += n;
-                        adjusted
+                        p.adjust(take_front(&mut reg, n), take_front(&mut imp, n), opts)
                     })
                     .collect();
                 return merge(adjusted);
@@ -158,7 +156,9 @@ impl Pending {
             .judged
             .iter()
             .zip(p_reg.iter().zip(p_imp))
-            .map(|((m, e), (&r, &i))| metric_state(*m, e, r, i, delta, row_note(*m, &j.dependence), &j.workload, opts))
+            .map(|((m, e), (&r, &i))| {
+                metric_comparison(*m, e, r, i, delta, row_note(*m, &j.dependence), &j.workload, opts)
+            })
             .collect();
         let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
         // How many runs would decide the primary metric, when it is undecided.
@@ -225,25 +225,26 @@ pub fn adjust_with_traces(
     raw.extend(traces.as_ref().map(PendingTraces::raw));
     let reg = holm_adjust(&raw.iter().flat_map(|(r, _)| r.iter().copied()).collect::<Vec<_>>());
     let imp = holm_adjust(&raw.iter().flat_map(|(_, i)| i.iter().copied()).collect::<Vec<_>>());
-    let mut at = 0;
-    let mut next = |n: usize| {
-        let range = at..at + n;
-        at += n;
-        range
-    };
+    let (mut reg_left, mut imp_left) = (reg.as_slice(), imp.as_slice());
     let comparisons = pending
         .into_iter()
         .zip(&raw)
-        .map(|(p, (r, _))| {
-            let range = next(r.len());
-            p.adjust(&reg[range.clone()], &imp[range], opts)
-        })
+        .map(|(p, (r, _))| p.adjust(take_front(&mut reg_left, r.len()), take_front(&mut imp_left, r.len()), opts))
         .collect();
     let traces = traces.map(|t| {
-        let range = next(raw.last().map_or(0, |(r, _)| r.len()));
-        t.finish(&reg[range.clone()], &imp[range], opts)
+        let n = raw.last().map_or(0, |(r, _)| r.len());
+        t.finish(take_front(&mut reg_left, n), take_front(&mut imp_left, n), opts)
     });
     (comparisons, traces)
+}
+
+/// The first `n` of the family's adjusted p-values left, taken off `left`: each comparison's
+/// share, in the order their raw p-values were gathered (all that is left, should fewer be).
+fn take_front<'a>(left: &mut &'a [f64], n: usize) -> &'a [f64] {
+    let all: &'a [f64] = left;
+    let (head, tail) = all.split_at_checked(n).unwrap_or((all, &[]));
+    *left = tail;
+    head
 }
 
 #[cfg(test)]

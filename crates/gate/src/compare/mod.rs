@@ -1,7 +1,8 @@
 //! `commgate compare`'s estimates: is each metric of the current run slower than its baseline,
 //! faster, the same, or is the evidence not enough? This module computes the per-metric
-//! estimates and their four states (`docs/gate.md`); the comparison's verdict, headline and
-//! advice are the decision layer's (`decide::comparison`), and renderers only display them.
+//! estimates and hands them to the decision layer for their four states (`decide::metric_state`,
+//! `docs/gate.md`); the comparison's verdict, headline and advice are the decision layer's too
+//! (`decide::comparison`), and renderers only display them.
 //!
 //! The run is the unit of evidence: clocks, NCCL's algorithm choice and placement move a whole
 //! run, so steps of one run are not independent replicates. Each row of each run is first bounded
@@ -45,6 +46,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
+use crate::decide::metric_state::{self, MetricEvidence, LOOKS_REGRESSED};
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Moves, StepCause};
@@ -336,6 +338,13 @@ pub fn prepare_runs_kept(
         bounded_current.iter().map(|c| warmup::trim(c, opts.min_samples)).collect();
     let currents: Vec<&RunResult> = trims.iter().map(|(c, _)| c.as_ref()).collect();
     let cur_rows: Vec<RunRows> = currents.iter().map(|c| RunRows::of(c)).collect();
+    // The first current run (there is one: `first` is its untrimmed self) is the one the pooled
+    // regime and the bootstrap floor read, and whose warm-up note is shown.
+    let (Some(&first_current), Some(first_rows), Some((_, first_trim))) =
+        (currents.first(), cur_rows.first(), trims.first())
+    else {
+        return Pending::unusable(summary, delta, "no current run to judge".to_string());
+    };
     let dependence = estimate::dependence(&currents, &runs);
     // The steps the user recorded (`--repeats`), before the warm-up is cut: what the advice names.
     let recorded: Vec<&RunResult> = bounded_current.iter().map(AsRef::as_ref).collect();
@@ -344,7 +353,7 @@ pub fn prepare_runs_kept(
     let mut rng = Rng::new(opts.seed);
     let k = base_rows.len();
     let estimates: Vec<Estimate> = if k >= 3 || (current.len() >= 2 && k + current.len() >= 3) {
-        let boot = bootstrap_run(currents[0], opts.resamples, &mut rng, &mut w);
+        let boot = bootstrap_run(first_current, opts.resamples, &mut rng, &mut w);
         let h = History {
             base: &base_rows,
             groups: &groups,
@@ -362,7 +371,7 @@ pub fn prepare_runs_kept(
         METRICS.iter().enumerate().map(|(i, &m)| history(m, i, &h, opts, delta, &mut w)).collect()
     } else {
         let why = choice.cannot_block.clone().unwrap_or_else(|| too_few_runs(k));
-        let mut e = pooled(&runs, currents[0], &cur_rows[0], opts, &mut rng, &mut w);
+        let mut e = pooled(&runs, first_current, first_rows, opts, &mut rng, &mut w);
         e.iter_mut().for_each(|e| e.cannot_block = Some(why.clone()));
         e
     };
@@ -370,7 +379,7 @@ pub fn prepare_runs_kept(
     let judged: Vec<(Metric, Estimate)> =
         METRICS.iter().copied().zip(estimates).filter(|(m, _)| applies(*m, first)).collect();
     let hardware = hardware_differs(&runs, first);
-    let notes = [bounder.note(), trims[0].1.note(), choice.note].into_iter().flatten().collect();
+    let notes = [bounder.note(), first_trim.note(), choice.note].into_iter().flatten().collect();
     Pending::judging(summary, delta, judged, dependence, first.workload.clone(), hardware, notes, current.len())
 }
 
@@ -420,7 +429,7 @@ fn runner_reason(
     cur_group: Option<usize>,
     groups: &[usize],
 ) -> Option<String> {
-    let one = groups.len() > 1 && groups.iter().all(|g| *g == groups[0]);
+    let one = groups.len() > 1 && groups.iter().all(|g| Some(g) == groups.first());
     if !one || cur_group.is_some() {
         return None;
     }
@@ -498,27 +507,10 @@ fn unusable(current: &RunResult, baseline_runs: usize) -> Option<String> {
     (baseline_runs == 0).then(|| "the baseline holds no finished run to compare with".to_string())
 }
 
-/// THE four-state rule (gate.md, "four states"), for benchmark and trace metrics alike: regressed
-/// when the adjusted p-value is significant and the whole interval of the ratio lies above
-/// `1 + δ`; improved likewise below `1 − δ`; unchanged when the interval lies within `±δ`;
-/// otherwise (or with an undefined interval) inconclusive.
-pub(crate) fn four_states(p_reg: f64, p_imp: f64, [lo, hi]: [f64; 2], delta: f64, alpha: f64) -> State {
-    if !lo.is_finite() || !hi.is_finite() {
-        State::Inconclusive
-    } else if p_reg <= alpha && lo > 1.0 + delta {
-        State::Regressed
-    } else if p_imp <= alpha && hi < 1.0 - delta {
-        State::Improved
-    } else if lo >= 1.0 - delta && hi <= 1.0 + delta {
-        State::Unchanged
-    } else {
-        State::Inconclusive
-    }
-}
-
-/// Assigns a state from the adjusted p-values and the interval (gate.md, "four states").
+/// A metric's comparison: its numbers, with the state [`metric_state::metric_state`] decides from
+/// them (gate.md, "The four states").
 #[expect(clippy::too_many_arguments, reason = "one call site; the judgement reads each of them once")]
-fn metric_state(
+fn metric_comparison(
     m: Metric,
     e: &Estimate,
     p_reg: f64,
@@ -528,41 +520,28 @@ fn metric_state(
     workload: &Workload,
     opts: &CompareOptions,
 ) -> MetricComparison {
-    let enough = !m.is_tail() || e.n_baseline.min(e.n_current) >= opts.p95_min_samples;
-    let mut note = e.note.clone();
-    let state = match four_states(p_reg, p_imp, e.ci, delta, opts.alpha) {
-        State::Regressed => {
-            let why = e.cannot_block.clone().or(dependence).or_else(|| {
-                (!enough).then(|| {
-                    format!(
-                        "a P95 may block only with ≥ {} steps per side, and this comparison has {} (after the warm-up \
-                         cut): record more steps per row (`--repeats`)",
-                        opts.p95_min_samples,
-                        e.n_baseline.min(e.n_current)
-                    )
-                })
-            });
-            match why {
-                Some(why) => {
-                    note = Some(format!("{LOOKS_REGRESSED}{why}"));
-                    State::Inconclusive
-                }
-                None => State::Regressed,
-            }
-        }
-        other => other,
-    };
+    let decided = metric_state::metric_state(MetricEvidence {
+        p_reg,
+        p_imp,
+        ci: e.ci,
+        delta,
+        alpha: opts.alpha,
+        cannot_block: e.cannot_block.as_deref(),
+        dependence,
+        tail_samples: m.is_tail().then(|| e.n_baseline.min(e.n_current)),
+        p95_min_samples: opts.p95_min_samples,
+    });
     MetricComparison {
         row: m.row(),
         statistic: m.statistic(),
-        judged: Judged::of(e, p_reg, p_imp, state, SharedDelta),
-        can_block: enough && e.cannot_block.is_none(),
+        judged: Judged::of(e, p_reg, p_imp, decided.state, SharedDelta),
+        can_block: decided.can_block,
         primary: m == METRICS[0] || (workload.backend == commgate_core::result::sweep::BACKEND && m == SWEEP_METRIC),
-        note,
+        note: decided.vetoed.or_else(|| e.note.clone()),
         throughput: (m.statistic() == Statistic::Median)
             .then(|| throughput::of_median(m.row(), workload, e.baseline, e.current, e.ratio, e.ci))
             .flatten(),
-        mde: e.mde.filter(|_| enough),
+        mde: e.mde.filter(|_| decided.enough_samples),
         point: None,
     }
 }
@@ -578,9 +557,6 @@ fn hardware_differs(runs: &[&RunResult], current: &RunResult) -> String {
          (a software change alone never needs one)"
     )
 }
-
-/// How the note of a metric that looks regressed but may not block opens; what follows is why.
-const LOOKS_REGRESSED: &str = "looks regressed, but ";
 
 impl MetricComparison {
     /// Why this metric looks regressed but may not block, when it does: "one run of 20 overlap

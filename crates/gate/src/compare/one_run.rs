@@ -63,7 +63,9 @@ pub(super) fn limits<const N: usize>(
         let episodic = base
             .iter()
             .enumerate()
-            .filter_map(|(i, b)| b.row(s).map(|r| (i, rank_ljung_box(&r.samples_ms[r.samples_ms.len() / 4..]))))
+            .filter_map(|(i, b)| {
+                b.row(s).map(|r| (i, rank_ljung_box(r.samples_ms.get(r.samples_ms.len() / 4..).unwrap_or_default())))
+            })
             .filter(|(_, lb)| lb.p_value < level)
             .min_by(|a, b| a.1.p_value.total_cmp(&b.1.p_value));
         episodic.map(|(i, lb)| {

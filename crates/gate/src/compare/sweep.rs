@@ -210,7 +210,9 @@ pub(super) struct PreparedPoint {
 /// sweeps of one program). Points without a baseline are listed, not judged.
 pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions, kept: &[Ceiling]) -> Pending {
     let delta = opts.min_effect;
-    let first = &current[0];
+    let Some(first) = current.first() else {
+        return Pending::unusable(super::empty_summary(baseline), delta, "no current run to judge".to_string());
+    };
     let Some(sweep) = first.sweep.as_ref() else {
         return Pending::unusable(super::empty_summary(baseline), delta, "the current run holds no sweep".into());
     };

@@ -103,5 +103,5 @@ fn rank_tail(overlap: &Row) -> Option<(u32, f64)> {
         .enumerate()
         .map(|(i, m)| (i, m / ((total - m) / (means.len() - 1) as f64)))
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    (ratio > RANK_TAIL_FACTOR).then_some((i as u32, ratio))
+    u32::try_from(i).ok().filter(|_| ratio > RANK_TAIL_FACTOR).map(|i| (i, ratio))
 }

@@ -5,20 +5,23 @@
 //! |---|---|
 //! | [`vocab`] | nothing: the words every decision returns (decisions, verdicts, outcomes, evaluation errors, `--fail-on`, mitigations) |
 //! | [`bench_run`] | a benchmark run's own verdict on overlap (the result file's `decision`) |
+//! | [`metric_state`] | a metric's state: the four-state rule (benchmark and trace metrics), and what keeps a benchmark metric that looks regressed from blocking |
 //! | [`comparison`] | a comparison's verdict against its baseline, and the hardware/software wording |
 //! | [`mitigation`] | the one evidence → strategy table: the seed's rules and the trace causes' |
 //! | [`late_rank`] | whether a regressed collective's late rank is named (`LATE_RANK_SHARE`) |
 //! | [`balance`] | whether the late rank's cost (the what-if's saving) grew past `--fail-on-savings-ms` |
 //! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
 //!
-//! This layer sits above the work (`bench`, `compare`, `trace`): those compute estimates and
-//! states and never call a decision; their callers (`check`, the binary's `commands`) hand the evidence here.
+//! This layer sits above the work (`bench`, `compare`, `trace`): those compute estimates and call
+//! no decision but [`metric_state`], to which `compare` hands each metric's numbers for its state;
+//! their callers (`check`, the binary's `commands`) hand the rest of the evidence here.
 
 pub mod balance;
 pub mod bench_run;
 pub mod comparison;
 pub mod gate;
 pub mod late_rank;
+pub mod metric_state;
 pub mod mitigation;
 pub use commgate_core::vocab;
 

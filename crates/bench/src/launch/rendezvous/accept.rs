@@ -82,7 +82,7 @@ impl Pending {
         loop {
             if self.buf.len() == self.need {
                 if self.header_checked {
-                    return match parse_hello(&self.buf[HEADER_LEN..]) {
+                    return match parse_hello(self.buf.get(HEADER_LEN..).unwrap_or_default()) {
                         Ok(hello) => Poll::Hello(hello),
                         Err(what) => Poll::Drop(format!("it sent {what}")),
                     };
@@ -91,7 +91,7 @@ impl Pending {
                 header.copy_from_slice(&self.buf);
                 match check_header(&header, Tag::Hello, Len::AtMost(HELLO_LEN as u64)) {
                     Ok((Tag::Hello, len)) => {
-                        self.need = HEADER_LEN + len as usize;
+                        self.need = HEADER_LEN + len;
                         self.header_checked = true;
                     }
                     Ok((tag, _)) | Err(ReadError::Unexpected(tag)) => {
@@ -102,15 +102,16 @@ impl Pending {
                 }
                 continue;
             }
-            let want = self.need - self.buf.len();
-            match self.stream.read(&mut chunk[..want]) {
+            // Never past the frame: the next frame's bytes are not this handshake's.
+            let want = (self.need - self.buf.len()) as u64;
+            match (&mut self.stream).take(want).read(&mut chunk) {
                 Ok(0) => {
                     return Poll::Drop(format!(
                         "it closed the connection after {} bytes, before its hello",
                         self.buf.len()
                     ))
                 }
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => self.buf.extend(chunk.iter().take(n)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Waiting,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Poll::Drop(format!("the connection failed before its hello ({e})")),
@@ -147,7 +148,8 @@ impl Dropped {
 /// when that host has [`MAX_PENDING_PER_HOST`] pending, else the oldest of all when
 /// [`MAX_PENDING`] are.
 fn evict(pending: &[Pending], addr: SocketAddr) -> Option<usize> {
-    let same_host: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].addr.ip() == addr.ip()).collect();
+    let same_host: Vec<usize> =
+        pending.iter().enumerate().filter(|(_, p)| p.addr.ip() == addr.ip()).map(|(i, _)| i).collect();
     if same_host.len() >= MAX_PENDING_PER_HOST {
         return same_host.first().copied();
     }
@@ -254,7 +256,7 @@ impl Inner {
             ))
         } else if rank == 0 || rank >= self.world_size {
             Some(format!("it says it is rank {rank}, outside 1..{}: check each process's RANK", self.world_size))
-        } else if self.links[rank as usize].is_some() {
+        } else if self.links.get(rank as usize).is_some_and(Option::is_some) {
             Some(format!(
                 "rank {rank} has already joined: check each process's RANK, or whether an earlier job with the same \
                  secret still runs"
@@ -271,7 +273,10 @@ impl Inner {
             .and_then(|()| (&p.stream).write_all(&frame(Tag::Welcome, &welcome_payload(rank, world_size, &proof))));
         match welcomed {
             Ok(()) => {
-                self.links[rank as usize] = Some(p.stream);
+                // `rank` is within 1..world_size, one link each (checked above).
+                if let Some(link) = self.links.get_mut(rank as usize) {
+                    *link = Some(p.stream);
+                }
                 Ok(())
             }
             Err(e) => Err((addr, format!("rank {rank} could not be sent its welcome ({e})"))),
@@ -281,7 +286,7 @@ impl Inner {
     /// The ranks that have not joined, as `1, 2`.
     fn absent(&self) -> String {
         let absent: Vec<String> =
-            (1..self.world_size).filter(|r| self.links[*r as usize].is_none()).map(|r| r.to_string()).collect();
+            self.links.iter().enumerate().skip(1).filter(|(_, l)| l.is_none()).map(|(r, _)| r.to_string()).collect();
         absent.join(", ")
     }
 
@@ -342,7 +347,7 @@ mod tests {
             let rdzv = Rendezvous::connect(&launch(rank, world_size, port), Duration::from_secs(20))?;
             let _ = joined.send(());
             let id = rdzv.broadcast(None)?;
-            rdzv.gather(&[rank as u8])?;
+            rdzv.gather(&[u8::try_from(rank).expect("a test's rank fits a byte")])?;
             Ok(id)
         });
         (handle, heard)

@@ -198,7 +198,9 @@ impl Inner {
                         match TcpStream::connect_timeout(&addr, attempt.min(Duration::from_secs(2))) {
                             Ok(stream) => match self.handshake(stream, &launch.secret, deadline) {
                                 Ok(stream) => {
-                                    self.links[0] = Some(stream);
+                                    if let Some(link) = self.links.first_mut() {
+                                        *link = Some(stream);
+                                    }
                                     return Ok(());
                                 }
                                 Err(Attempt::Retry(why)) => last_error = format!("{addr}: {why}"),

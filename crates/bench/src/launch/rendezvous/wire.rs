@@ -99,9 +99,11 @@ fn start_frame(buf: &mut Vec<u8>, tag: Tag) {
     buf.push(tag as u8);
 }
 
+/// Writes the body length into the frame [`start_frame`] began (which is at least a header long).
 fn finish_frame(buf: &mut [u8]) {
-    let body = (buf.len() - 8) as u64;
-    buf[..8].copy_from_slice(&body.to_le_bytes());
+    if let Some((len, body)) = buf.split_first_chunk_mut::<8>() {
+        *len = (body.len() as u64).to_le_bytes();
+    }
 }
 
 pub(super) fn frame(tag: Tag, payload: &[u8]) -> Vec<u8> {
@@ -125,7 +127,7 @@ pub(super) fn f32_frame(buf: &mut Vec<u8>, tag: Tag, data: &[f32]) {
 
 /// The little-endian f32s of an all-reduce payload (a trailing partial value is ignored).
 pub(super) fn f32s(payload: &[u8]) -> impl Iterator<Item = f32> + '_ {
-    payload.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    payload.as_chunks::<4>().0.iter().map(|b| f32::from_le_bytes(*b))
 }
 
 /// Why reading a frame failed, before it is given a rank and a call.
@@ -146,7 +148,7 @@ impl From<io::Error> for ReadError {
 /// Checks a frame header against what the reader wants, before any body byte is read: the tag
 /// must be `want` (or an abort), and the payload length within `len` (or [`ABORT_MAX`]). Returns
 /// the tag and the payload length.
-pub(super) fn check_header(header: &[u8; HEADER_LEN], want: Tag, len: Len) -> Result<(Tag, u64), ReadError> {
+pub(super) fn check_header(header: &[u8; HEADER_LEN], want: Tag, len: Len) -> Result<(Tag, usize), ReadError> {
     let mut len_bytes = [0u8; 8];
     len_bytes.copy_from_slice(&header[..8]);
     let body = u64::from_le_bytes(len_bytes);
@@ -169,7 +171,10 @@ pub(super) fn check_header(header: &[u8; HEADER_LEN], want: Tag, len: Len) -> Re
         Len::AtMost(max) if got > max => {
             Err(ReadError::Garbage(format!("{got} bytes for {}, over the {max} this protocol allows", tag.call())))
         }
-        _ => Ok((tag, got)),
+        // Within a limit of this protocol, so it fits any machine that runs it.
+        _ => usize::try_from(got).map(|got| (tag, got)).map_err(|_| {
+            ReadError::Garbage(format!("{got} bytes for {}, more than this machine can hold", tag.call()))
+        }),
     }
 }
 
@@ -181,8 +186,8 @@ pub(super) fn read_frame(stream: &mut impl Read, payload: &mut Vec<u8>, want: Ta
     stream.read_exact(&mut header)?;
     let (tag, len) = check_header(&header, want, len)?;
     payload.clear();
-    let got = stream.take(len).read_to_end(payload)?;
-    if got as u64 != len {
+    let got = stream.take(len as u64).read_to_end(payload)?;
+    if got != len {
         return Err(ReadError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "frame cut short")));
     }
     Ok(tag)
@@ -199,16 +204,16 @@ pub(super) fn encode_abort(error: &BenchError) -> Vec<u8> {
     payload.push(b'\n');
     payload.extend_from_slice(message.as_bytes());
     // Within the readers' limit; a cut inside a character decodes lossily, which is fine for a message.
-    payload.truncate(ABORT_MAX as usize);
+    payload.truncate(usize::try_from(ABORT_MAX).unwrap_or(usize::MAX));
     payload
 }
 
 pub(super) fn decode_abort(payload: &[u8]) -> BenchError {
-    if payload.len() < 4 {
+    let Some((rank, text)) = payload.split_first_chunk::<4>() else {
         return BenchError::failed("rendezvous", "rank 0 aborted the run without saying why", Some(0));
-    }
-    let rank = u32::from_le_bytes([payload[0], payload[1], payload[2], payload[3]]);
-    let text = String::from_utf8_lossy(&payload[4..]);
+    };
+    let rank = u32::from_le_bytes(*rank);
+    let text = String::from_utf8_lossy(text);
     let (kind, message) = text.split_once('\n').unwrap_or(("rendezvous", &text));
     BenchError::failed(
         kind,
@@ -230,31 +235,50 @@ fn handshake_payload(words: &[u32], tail: &[&[u8]]) -> Vec<u8> {
     payload
 }
 
-/// Checks a handshake payload's magic, version and length; returns what follows the version.
-fn handshake_body<'a>(payload: &'a [u8], len: usize, what: &str) -> Result<&'a [u8], String> {
-    if payload.len() < 8 || &payload[..4] != MAGIC {
+/// Checks a handshake payload's magic, version and length; returns its fields after the version.
+fn handshake_body<'a>(payload: &'a [u8], len: usize, what: &'a str) -> Result<Fields<'a>, String> {
+    let head = payload.split_first_chunk::<8>().filter(|(head, _)| head.starts_with(MAGIC));
+    let Some((&[.., v0, v1, v2, v3], body)) = head else {
         return Err(format!("something that is not a commgate rendezvous {what}"));
-    }
-    let version = u32::from_le_bytes([payload[4], payload[5], payload[6], payload[7]]);
+    };
+    let version = u32::from_le_bytes([v0, v1, v2, v3]);
     if version != VERSION {
         return Err(format!(
             "rendezvous protocol version {version} (this commgate speaks {VERSION}): run the same commgate on every rank"
         ));
     }
     if payload.len() != len {
-        return Err(format!("a {what} of {} bytes where {len} were expected", payload.len()));
+        return Err(wrong_length(what, payload.len(), len));
     }
-    Ok(&payload[8..])
+    Ok(Fields { body, what, got: payload.len(), len })
 }
 
-fn word(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+fn wrong_length(what: &str, got: usize, len: usize) -> String {
+    format!("a {what} of {got} bytes where {len} were expected")
 }
 
-fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
-    let mut out = [0u8; N];
-    out.copy_from_slice(&bytes[..N]);
-    out
+/// A handshake payload's fields after its version, read front to back. Its length was checked
+/// whole, so every field is there; one missing would be reported as a payload of the wrong length.
+struct Fields<'a> {
+    body: &'a [u8],
+    what: &'a str,
+    /// The payload's length, and the length its kind must have.
+    got: usize,
+    len: usize,
+}
+
+impl Fields<'_> {
+    fn bytes<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let Some((field, rest)) = self.body.split_first_chunk::<N>() else {
+            return Err(wrong_length(self.what, self.got, self.len));
+        };
+        self.body = rest;
+        Ok(*field)
+    }
+
+    fn word(&mut self) -> Result<u32, String> {
+        self.bytes().map(u32::from_le_bytes)
+    }
 }
 
 pub(super) fn challenge_payload(nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
@@ -262,7 +286,7 @@ pub(super) fn challenge_payload(nonce: &[u8; NONCE_LEN]) -> Vec<u8> {
 }
 
 pub(super) fn parse_challenge(payload: &[u8]) -> Result<[u8; NONCE_LEN], String> {
-    handshake_body(payload, CHALLENGE_LEN, "challenge").map(array)
+    handshake_body(payload, CHALLENGE_LEN, "challenge")?.bytes()
 }
 
 /// A peer's hello as it arrived; its proof is checked by the caller, who holds the secret.
@@ -279,13 +303,8 @@ pub(super) fn hello_payload(hello: &Hello) -> Vec<u8> {
 }
 
 pub(super) fn parse_hello(payload: &[u8]) -> Result<Hello, String> {
-    let body = handshake_body(payload, HELLO_LEN, "hello")?;
-    Ok(Hello {
-        rank: word(body, 0),
-        world_size: word(body, 4),
-        nonce: array(&body[8..]),
-        proof: array(&body[8 + NONCE_LEN..]),
-    })
+    let mut fields = handshake_body(payload, HELLO_LEN, "hello")?;
+    Ok(Hello { rank: fields.word()?, world_size: fields.word()?, nonce: fields.bytes()?, proof: fields.bytes()? })
 }
 
 /// A welcome: the peer's rank, the world size and rank 0's proof.
@@ -294,8 +313,8 @@ pub(super) fn welcome_payload(rank: u32, world_size: u32, proof: &[u8; PROOF_LEN
 }
 
 pub(super) fn parse_welcome(payload: &[u8]) -> Result<(u32, u32, [u8; PROOF_LEN]), String> {
-    let body = handshake_body(payload, WELCOME_LEN, "welcome")?;
-    Ok((word(body, 0), word(body, 4), array(&body[8..])))
+    let mut fields = handshake_body(payload, WELCOME_LEN, "welcome")?;
+    Ok((fields.word()?, fields.word()?, fields.bytes()?))
 }
 
 #[cfg(test)]

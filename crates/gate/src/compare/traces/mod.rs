@@ -29,7 +29,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::estimate::Estimate;
-use super::{four_states, CompareOptions, Judged, Method, OwnDelta, State};
+use super::{CompareOptions, Judged, Method, OwnDelta, State};
+use crate::decide::metric_state::four_states;
 #[cfg(test)]
 pub(crate) use cause::explain;
 pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, CollectiveCause};
@@ -271,7 +272,7 @@ fn quantity_samples<'a>(
         match a.by_collective.get(c) {
             Some(h) => q.series(h),
             None if q == Quantity::Transfer => None,
-            None => Some(&zeros[..sampled_steps(a).min(zeros.len())]),
+            None => Some(zeros.get(..sampled_steps(a)).unwrap_or(zeros)),
         }
     };
     let current = of(current).filter(|s| !s.is_empty());
@@ -362,7 +363,8 @@ impl PendingTraces {
     /// are `decide::mitigation::for_trace_causes`'s.
     pub fn finish(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> TraceComparison {
         let method = if self.runs >= 3 { Method::History } else { Method::Pooled };
-        let mut at = 0;
+        // The adjusted p-values, one pair per quantity, in the collectives' order.
+        let mut adjusted = p_reg.iter().zip(p_imp);
         let collectives = self
             .collectives
             .into_iter()
@@ -370,11 +372,8 @@ impl PendingTraces {
                 let metrics: Vec<TraceMetric> = c
                     .estimates
                     .into_iter()
-                    .map(|(q, e)| {
-                        let m = metric(q, e, p_reg[at], p_imp[at], opts.alpha);
-                        at += 1;
-                        m
-                    })
+                    .zip(adjusted.by_ref())
+                    .map(|((q, e), (&r, &i))| metric(q, e, r, i, opts.alpha))
                     .collect();
                 let state = collective_state(&metrics);
                 let mut out = CollectiveComparison {
