@@ -1,6 +1,6 @@
 //! `commgate bench` through the binary: the mock and CPU backends, the result file, dry runs,
 //! failures and timeouts, a two-process launch through the launcher's environment, a clean
-//! refusal of `--backend cuda` on a machine without a GPU or with a misspelt timing-gate setting,
+//! refusal of `--backend cuda` on a machine without a GPU or with a misspelt timing-barrier setting,
 //! parameters outside their limits refused before any work, and intruders on the rendezvous port
 //! dropped while the real ranks complete the run.
 
@@ -160,7 +160,7 @@ fn cuda_without_a_gpu_fails_cleanly() {
 }
 
 #[test]
-fn a_timing_gate_setting_that_is_not_on_or_off_is_bad_input() {
+fn a_timing_barrier_setting_that_is_not_on_or_off_is_bad_input() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = commgate(tmp.path())
         .args(["bench", "--backend", "cuda", "--world-size", "2", "--repeats", "20"])
@@ -409,7 +409,7 @@ fn one_rank_is_a_smoke_run_only_when_asked_for() {
         "decision": v["decision"],
     });
     insta::assert_snapshot!("one_rank_figures", serde_json::to_string_pretty(&judged).expect("pretty"));
-    // The one-rank result goes through the gate, and its report reads back.
+    // The one-rank result goes through the barrier, and its report reads back.
     let report = tmp.path().join("report.json");
     std::fs::create_dir_all(tmp.path().join("baselines")).expect("an empty store");
     let out = commgate(tmp.path())

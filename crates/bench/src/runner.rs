@@ -41,9 +41,9 @@ pub struct RunEnvironment {
     pub provenance: Provenance,
     /// The mock backend's test hook ([`mock::FAULT_VARIABLE`]).
     pub mock_fault: Option<mock::Fault>,
-    /// Why the CUDA backend's timing gate is off (`Ok(None)`: on), or why its variable is not
-    /// understood ([`cuda::GATE_VARIABLE`], `CUDA_LAUNCH_BLOCKING`).
-    pub cuda_gate_off: Result<Option<String>, String>,
+    /// Why the CUDA backend's timing barrier is off (`Ok(None)`: on), or why its variable is not
+    /// understood ([`cuda::BARRIER_VARIABLE`], `CUDA_LAUNCH_BLOCKING`).
+    pub cuda_barrier_off: Result<Option<String>, String>,
     /// The directory NCCL writes its tuning log to ([`nccl::TuningLog`]), when the command set
     /// it up: a CUDA run then reads NCCL's choice from it.
     pub tuning_log: Option<PathBuf>,
@@ -68,7 +68,7 @@ impl RunEnvironment {
         // A value that is not UTF-8 is read lossily, so that it reads as not understood.
         let lossy = |k: &str| var_os(k).map(|v| v.to_string_lossy().into_owned());
         RunEnvironment {
-            cuda_gate_off: cuda::gate_off(lossy(cuda::GATE_VARIABLE), lossy("CUDA_LAUNCH_BLOCKING")),
+            cuda_barrier_off: cuda::barrier_off(lossy(cuda::BARRIER_VARIABLE), lossy("CUDA_LAUNCH_BLOCKING")),
             nodes: launch.map_or(1, |l| super::launch::node_count(l.world_size, var)),
             nccl_env: assemble::nccl_environment(vars),
             provenance: assemble::provenance(var, host_name, || {
@@ -106,11 +106,11 @@ pub fn run(
     let (tx, rx) = mpsc::channel();
     {
         let (plan, settings, launch, progress) = (plan.clone(), settings.clone(), launch.clone(), progress.clone());
-        let (fault, gate_off) = (env.mock_fault.clone(), env.cuda_gate_off.clone());
+        let (fault, barrier_off) = (env.mock_fault.clone(), env.cuda_barrier_off.clone());
         std::thread::Builder::new()
             .name("commgate-bench".to_string())
             .spawn(move || {
-                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), (fault, gate_off), &progress));
+                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), (fault, barrier_off), &progress));
             })
             .map_err(|e| BenchError::failed("internal", format!("cannot start the benchmark thread: {e}"), None))?;
     }
@@ -293,14 +293,14 @@ fn open_backend(
     plan: &Plan,
     settings: &BenchSettings,
     launch: Option<&Launch>,
-    (fault, gate_off): (Option<mock::Fault>, Result<Option<String>, String>),
+    (fault, barrier_off): (Option<mock::Fault>, Result<Option<String>, String>),
     rendezvous: Option<Rendezvous>,
 ) -> Result<Box<dyn Backend>, BenchError> {
     let ranks = || launch.map_or_else(|| (0..plan.world_size).collect(), |l| vec![l.rank]);
     match settings.backend {
         BackendKind::Mock => Ok(Box::new(mock::MockBackend::new(plan, ranks(), fault))),
         BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::open(plan, launch, rendezvous)?)),
-        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous, gate_off)?)),
+        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous, barrier_off)?)),
     }
 }
 

@@ -37,7 +37,8 @@ pub const RENDEZVOUS_BIND: EnvOnly = EnvOnly {
 pub const CUDA_GATE: EnvOnly = EnvOnly {
     name: "COMMGATE_CUDA_GATE",
     read_by: "bench, check",
-    meaning: "`on` (the default) or `off`: whether the CUDA backend holds every stream until the host has queued \
+    meaning:
+        "`on` (the default) or `off`: the CUDA timing barrier, which holds every stream until the host has queued \
               the whole step, so that no timing window holds launch time (an empty value counts as unset).",
 };
 

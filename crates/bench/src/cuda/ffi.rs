@@ -1,5 +1,5 @@
 //! Every `unsafe` call in commgate, and the only module allowed one: cudarc marks its library
-//! checks, the event-tracking switch, the driver-version query, the GEMM, the timing gate's
+//! checks, the event-tracking switch, the driver-version query, the GEMM, the timing barrier's
 //! host-mapped word and stream wait, and the peer-to-peer queries unsafe, and each call here says
 //! why it is sound.
 
@@ -123,27 +123,27 @@ where
     unsafe { blas.gemm(cfg, a, b, c) }
 }
 
-/// The timing gate's word: four bytes of page-locked host memory, mapped into the address space
+/// The timing barrier's word: four bytes of page-locked host memory, mapped into the address space
 /// of every context of this process (`PORTABLE | DEVICEMAP`), that the host writes and the GPUs'
 /// streams wait on. Not write-combined, so a store is visible to the GPUs without a flush.
-pub(super) struct GateWord {
+pub(super) struct BarrierWord {
     /// Owns the allocation (freed on drop, after every stream that waits on it has finished:
-    /// `Gpus::drop` synchronises each context first, or leaks the gate with everything else).
+    /// `Gpus::drop` synchronises each context first, or leaks the barrier with everything else).
     _host: PinnedHostSlice<u32>,
     word: NonNull<u32>,
 }
 
-impl GateWord {
+impl BarrierWord {
     /// Allocates the word, set to 0, in `ctx` (usable from every context of the process).
-    pub(super) fn new(ctx: &Arc<CudaContext>) -> Result<GateWord, DriverError> {
+    pub(super) fn new(ctx: &Arc<CudaContext>) -> Result<BarrierWord, DriverError> {
         let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
         // SAFETY: cudarc's one condition is that the memory starts uninitialised; nothing reads it
         // before the store below sets it (no stream knows its address yet).
         let mut host = unsafe { ctx.alloc_pinned_with_flags::<u32>(1, flags) }?;
         let word = NonNull::new(host.as_mut_ptr()?).ok_or(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY))?;
-        let gate = GateWord { _host: host, word };
-        gate.word().store(0, Ordering::SeqCst);
-        Ok(gate)
+        let barrier = BarrierWord { _host: host, word };
+        barrier.word().store(0, Ordering::SeqCst);
+        Ok(barrier)
     }
 
     /// The word, for the host: every host access goes through this atomic.
@@ -165,14 +165,14 @@ impl GateWord {
     }
 }
 
-/// Queues on `stream` a wait until the gate word at `address` reaches `generation` (a cyclic
+/// Queues on `stream` a wait until the barrier word at `address` reaches `generation` (a cyclic
 /// comparison, `(i32)(word − generation) ≥ 0`, so the counter may wrap).
-pub(super) fn wait_at_gate(stream: &CudaStream, address: CUdeviceptr, generation: u32) -> Result<(), DriverError> {
+pub(super) fn wait_at_barrier(stream: &CudaStream, address: CUdeviceptr, generation: u32) -> Result<(), DriverError> {
     stream.context().bind_to_thread()?;
     let flags = CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
-    // SAFETY: `address` comes from `GateWord::device_address` in this stream's context, and the
-    // `GateWord` outlives every wait on it (`Gpus` drops it only after synchronising every context,
-    // and opens the gate before that). The stream is live (borrowed). The driver only reads the
+    // SAFETY: `address` comes from `BarrierWord::device_address` in this stream's context, and the
+    // `BarrierWord` outlives every wait on it (`Gpus` drops it only after synchronising every context,
+    // and opens the barrier before that). The stream is live (borrowed). The driver only reads the
     // word.
     unsafe { sys::cuStreamWaitValue32_v2(stream.cu_stream(), address, generation, flags) }.result()
 }

@@ -1,23 +1,23 @@
 //! The opened GPUs and the timed step: per GPU its streams, cuBLAS handles, buffers and events,
-//! one NCCL communicator each, the timing gate, and a teardown that cannot abort.
+//! one NCCL communicator each, the timing barrier, and a teardown that cannot abort.
 //!
 //! **Timing.** Everything is allocated in [`Rig::open`]: buffers (each on the stream that uses
 //! it, with cudarc's per-buffer event tracking off, so the overlap schedule is not silently
-//! serialised by waits cudarc would insert), cuBLAS handles, events, and the timing gate's host
-//! word (`gate.rs`); then every schedule runs once, untimed and ungated, so that first-use costs
-//! (NCCL's connections, cuBLAS's workspace, lazily loaded kernels) never happen while the gate
-//! holds the GPUs. A step queues `step.rs`'s operations on every local GPU — the gate, the
-//! line-up all-reduce, the start event, the schedule, the stop event — releases the gate, and only
+//! serialised by waits cudarc would insert), cuBLAS handles, events, and the timing barrier's host
+//! word (`barrier.rs`); then every schedule runs once, untimed and ungated, so that first-use costs
+//! (NCCL's connections, cuBLAS's workspace, lazily loaded kernels) never happen while the barrier
+//! holds the GPUs. A step queues `step.rs`'s operations on every local GPU — the barrier, the
+//! line-up all-reduce, the start event, the schedule, the stop event — releases the barrier, and only
 //! then synchronises the host, once, and reads `elapsed_ms` per GPU. Nothing inside a window
-//! allocates, waits on the host, or (with the gate) waits for the host to queue the next GPU's
+//! allocates, waits on the host, or (with the barrier) waits for the host to queue the next GPU's
 //! work. The all-reduce is out of place (send → receive buffer, nccl-tests' "out-of-place"
 //! column), so repeated sums never overflow the payload.
 //!
 //! **Teardown.** cudarc's `Comm` panics in `drop` if `ncclCommAbort` fails, and `CudaBlas` if
 //! `cublasDestroy` does. After any error the GPUs are poisoned and leak their NCCL and cuBLAS
-//! objects (and the gate word, which a GPU may still read) instead of dropping them (the process
+//! objects (and the barrier word, which a GPU may still read) instead of dropping them (the process
 //! is about to write a failure and exit, and the OS reclaims everything); healthy ones open the
-//! gate, synchronise, then drop each object on its own under `catch_unwind`, so even an unexpected
+//! barrier, synchronise, then drop each object on its own under `catch_unwind`, so even an unexpected
 //! panic there cannot escalate into an abort. Opening makes buffers and events first, cuBLAS
 //! handles next and communicators last, so a failure part way never drops a `Comm`, and drops at
 //! most a just-made cuBLAS handle.
@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use cudarc::nccl::{group_end, group_start};
 
+use super::barrier::{self, Barrier, TimingBarrier, HOLD_LIMIT};
 use super::element::Element;
 use super::ffi::{self, NcclComm};
-use super::gate::{self, Gate, TimingGate, HOLD_LIMIT};
 use super::step::{self, Lane, Mark, Op, Payload};
 use super::wait::{self, Waited};
 use super::{Device, Sizes};
@@ -64,18 +64,18 @@ pub(super) enum Rig {
 
 impl Rig {
     /// Opens `devices` and allocates everything the runs need, in `plan.dtype`.
-    /// `gate_off`: why the timing gate stays off, when it does not depend on the machine.
+    /// `barrier_off`: why the timing barrier stays off, when it does not depend on the machine.
     pub(super) fn open(
         plan: &Plan,
         sizes: &Sizes,
         devices: &[Device],
         id_source: IdSource<'_>,
-        gate_off: Option<String>,
+        barrier_off: Option<String>,
     ) -> Result<Rig, BenchError> {
         Ok(match plan.dtype {
-            Dtype::Bfloat16 => Rig::Bf16(Gpus::open(plan, sizes, devices, id_source, gate_off)?),
-            Dtype::Float16 => Rig::F16(Gpus::open(plan, sizes, devices, id_source, gate_off)?),
-            Dtype::Float32 => Rig::F32(Gpus::open(plan, sizes, devices, id_source, gate_off)?),
+            Dtype::Bfloat16 => Rig::Bf16(Gpus::open(plan, sizes, devices, id_source, barrier_off)?),
+            Dtype::Float16 => Rig::F16(Gpus::open(plan, sizes, devices, id_source, barrier_off)?),
+            Dtype::Float32 => Rig::F32(Gpus::open(plan, sizes, devices, id_source, barrier_off)?),
         })
     }
 
@@ -106,12 +106,12 @@ impl Rig {
         }
     }
 
-    /// Whether the timing windows open at the gate.
-    pub(super) fn timing_gate(&self) -> &TimingGate {
+    /// Whether the timing windows open at the barrier.
+    pub(super) fn timing_barrier(&self) -> &TimingBarrier {
         match self {
-            Rig::Bf16(gpus) => gpus.gate.status(),
-            Rig::F16(gpus) => gpus.gate.status(),
-            Rig::F32(gpus) => gpus.gate.status(),
+            Rig::Bf16(gpus) => gpus.barrier.status(),
+            Rig::F16(gpus) => gpus.barrier.status(),
+            Rig::F32(gpus) => gpus.barrier.status(),
         }
     }
 }
@@ -140,8 +140,8 @@ struct Gpu<T> {
     /// Ordering-only events (timing disabled): the line-up done, the overlap's all-reduce done.
     aligned: CudaEvent,
     joined: CudaEvent,
-    /// The gate word's address in this GPU's context; `None` while the gate is off.
-    gate_address: Option<CUdeviceptr>,
+    /// The barrier word's address in this GPU's context; `None` while the barrier is off.
+    barrier_address: Option<CUdeviceptr>,
 }
 
 /// Every GPU this process drives, with one NCCL communicator each (`comms[i]` runs on
@@ -152,7 +152,7 @@ pub(super) struct Gpus<T> {
     /// One process drives every rank (`ncclCommInitAll`): its communicators end together.
     single_process: bool,
     dim: usize,
-    gate: Gate,
+    barrier: Barrier,
     /// Set by any failed call: the NCCL and cuBLAS objects are then leaked, not dropped.
     poisoned: bool,
 }
@@ -166,7 +166,7 @@ where
         sizes: &Sizes,
         devices: &[Device],
         id_source: IdSource<'_>,
-        gate_off: Option<String>,
+        barrier_off: Option<String>,
     ) -> Result<Gpus<T>, BenchError> {
         // The matrices are the same on every rank; the payload differs per rank.
         let matrix_a = host_values::<T>(sizes.dim * sizes.dim, plan.seed ^ 0xa);
@@ -177,7 +177,7 @@ where
             comms: Vec::new(),
             single_process: matches!(id_source, IdSource::Local),
             dim: sizes.dim,
-            gate: Gate::off("not set up yet".to_string()),
+            barrier: Barrier::off("not set up yet".to_string()),
             poisoned: false,
         };
         for device in devices {
@@ -213,9 +213,9 @@ where
                 vec![comm]
             }
         };
-        match gate_off {
-            None => opened.open_gate(),
-            Some(why) => opened.gate = Gate::off(why),
+        match barrier_off {
+            None => opened.open_barrier(),
+            Some(why) => opened.barrier = Barrier::off(why),
         }
         opened.prime()?;
         Ok(opened)
@@ -241,20 +241,20 @@ where
         Ok(())
     }
 
-    /// Sets up the timing gate on every stream, or leaves it off with the reason.
-    fn open_gate(&mut self) {
+    /// Sets up the timing barrier on every stream, or leaves it off with the reason.
+    fn open_barrier(&mut self) {
         let contexts: Vec<_> = self.gpus.iter().map(|g| &g.ctx).collect();
-        let (gate, addresses) = Gate::open(&contexts);
-        if matches!(gate.status(), TimingGate::Held) {
+        let (barrier, addresses) = Barrier::open(&contexts);
+        if matches!(barrier.status(), TimingBarrier::Held) {
             for (gpu, address) in self.gpus.iter_mut().zip(addresses) {
-                gpu.gate_address = Some(address);
+                gpu.barrier_address = Some(address);
             }
         }
-        self.gate = gate;
+        self.barrier = barrier;
     }
 
     /// Every schedule once, ungated and untimed: whatever a first use does (connect, allocate,
-    /// load a kernel, possibly waiting for the GPU) happens here, not while the gate is held.
+    /// load a kernel, possibly waiting for the GPU) happens here, not while the barrier is held.
     fn prime(&mut self) -> Result<(), BenchError> {
         for schedule in Schedule::ALL {
             let primed = self.launch(&step::step(schedule, false), None).and_then(|()| self.collect());
@@ -274,26 +274,26 @@ where
         result
     }
 
-    /// Queues one step of `schedule` on every local GPU behind the gate, then releases it (or,
-    /// with the gate off, queues it as it comes).
+    /// Queues one step of `schedule` on every local GPU behind the barrier, then releases it (or,
+    /// with the barrier off, queues it as it comes).
     fn enqueue_step(&mut self, schedule: Schedule) -> Result<(), BenchError> {
-        let Some((word, generation)) = self.gate.next() else {
+        let Some((word, generation)) = self.barrier.next() else {
             return self.launch(&step::step(schedule, false), None);
         };
         let ops = step::step(schedule, true);
-        let held = gate::hold_while(word.word(), generation, HOLD_LIMIT, || self.launch(&ops, Some(generation)))
+        let held = barrier::hold_while(word.word(), generation, HOLD_LIMIT, || self.launch(&ops, Some(generation)))
             .map_err(|e| {
-                BenchError::failed("internal", format!("cannot start the timing gate's watchdog: {e}"), None)
+                BenchError::failed("internal", format!("cannot start the timing barrier's watchdog: {e}"), None)
             })?;
         if held.tripped {
             return Err(BenchError::failed(
                 "cuda",
                 format!(
-                    "queueing one {schedule} step held the GPUs at the timing gate for over {} s (a CUDA, cuBLAS or \
+                    "queueing one {schedule} step held the GPUs at the timing barrier for over {} s (a CUDA, cuBLAS or \
                      NCCL call waited for the GPU), so its times cannot be trusted: rerun with {}=off to time \
-                     without the gate",
+                     without the barrier",
                     HOLD_LIMIT.as_secs(),
-                    gate::GATE_VARIABLE
+                    barrier::BARRIER_VARIABLE
                 ),
                 None,
             ));
@@ -302,7 +302,7 @@ where
     }
 
     /// Queues `ops` (one step, see `step.rs`): each segment on one GPU after another, then the
-    /// all-reduce that ends it on all GPUs at once. `generation`: what the gate waits for.
+    /// all-reduce that ends it on all GPUs at once. `generation`: what the barrier waits for.
     fn launch(&mut self, ops: &[Op], generation: Option<u32>) -> Result<(), BenchError> {
         for (per_gpu, reduce) in step::segments(ops) {
             for gpu in &mut self.gpus {
@@ -402,12 +402,12 @@ where
     fn queue(&mut self, op: Op, dim: usize, generation: Option<u32>) -> Result<(), BenchError> {
         let rank = self.rank;
         match op {
-            Op::Gate(lane) => {
-                let (Some(address), Some(generation)) = (self.gate_address, generation) else {
-                    return Err(BenchError::failed("internal", "a gated step without a gate", Some(rank)));
+            Op::Barrier(lane) => {
+                let (Some(address), Some(generation)) = (self.barrier_address, generation) else {
+                    return Err(BenchError::failed("internal", "a gated step without a barrier", Some(rank)));
                 };
-                ffi::wait_at_gate(self.stream(lane), address, generation)
-                    .map_err(cuda_error(rank, "queueing the wait at the timing gate (cuStreamWaitValue32)"))
+                ffi::wait_at_barrier(self.stream(lane), address, generation)
+                    .map_err(cuda_error(rank, "queueing the wait at the timing barrier (cuStreamWaitValue32)"))
             }
             Op::Record(mark, lane) => self
                 .event(mark)
@@ -502,7 +502,7 @@ fn open_gpu<T: Element>(
         stop,
         aligned,
         joined,
-        gate_address: None,
+        barrier_address: None,
     })
 }
 
@@ -529,17 +529,17 @@ impl<T> Gpus<T> {
 impl<T> Drop for Gpus<T> {
     fn drop(&mut self) {
         let gpus = std::mem::take(&mut self.gpus);
-        // Never synchronise with a stream still held at the gate.
-        self.gate.release_all();
-        let gate_word = self.gate.take_word();
+        // Never synchronise with a stream still held at the barrier.
+        self.barrier.release_all();
+        let barrier_word = self.barrier.take_word();
         let healthy = !self.poisoned && gpus.iter().all(|g| g.ctx.synchronize().is_ok());
         if !healthy {
             // The communicators are aborted (their kernels return); the rest is leaked: `CudaBlas`'s
             // drop panics when teardown fails, which is likely now, and a GPU may still read the
-            // gate word.
+            // barrier word.
             self.fail();
             std::mem::forget(gpus);
-            std::mem::forget(gate_word);
+            std::mem::forget(barrier_word);
             return;
         }
         let clean = end_communicators(std::mem::take(&mut self.comms), self.single_process);

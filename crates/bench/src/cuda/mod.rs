@@ -9,25 +9,25 @@
 //!   cannot abort the process;
 //! - `step.rs`: what one timed step queues on each stream, as data (where each window opens and
 //!   closes);
-//! - `gate.rs`: the timing gate that holds every stream until the whole step is queued, so no
+//! - `barrier.rs`: the timing barrier that holds every stream until the whole step is queued, so no
 //!   window holds host-side launch latency;
 //! - `topology.rs`: how the GPUs reach each other (`hardware.topology`) and their memory;
 //! - `wait.rs`: waiting for the GPU against a deadline, never inside a blocking call;
 //! - `ffi.rs`: every `unsafe` call in commgate (cudarc marks a few calls unsafe, and each says why
 //!   it is sound here), the one module allowed any.
 
+mod barrier;
 mod discovery;
 mod element;
 mod ffi;
-mod gate;
 mod gpus;
 mod step;
 mod topology;
 mod wait;
 
+pub use barrier::{TimingBarrier, BARRIER_VARIABLE};
 pub use discovery::{nccl_loadable, prepare_at_start, probe, CudaUnavailable};
 pub use ffi::exit_without_destructors;
-pub use gate::{TimingGate, GATE_VARIABLE};
 
 use super::launch::{Launch, Rendezvous};
 use super::{host, Backend, BackendInfo, BenchError, HardwareInfo, Plan};
@@ -45,15 +45,15 @@ impl CudaBackend {
     ///
     /// `launch: None`: one process drives GPUs `0..plan.world_size`, ranks in the same order.
     /// `launch: Some`: this process is rank `launch.rank` on GPU `launch.local_rank`, and rank 0
-    /// shares NCCL's unique id through `rendezvous`. `gate_off` is [`gate_off`]'s reading of
+    /// shares NCCL's unique id through `rendezvous`. `barrier_off` is [`barrier_off`]'s reading of
     /// the environment.
     pub fn open(
         plan: &Plan,
         launch: Option<&Launch>,
         rendezvous: Option<Rendezvous>,
-        gate_off: Result<Option<String>, String>,
+        barrier_off: Result<Option<String>, String>,
     ) -> Result<CudaBackend, BenchError> {
-        let gate_off = gate_off.map_err(BenchError::Unavailable)?;
+        let barrier_off = barrier_off.map_err(BenchError::Unavailable)?;
         let visible = probe()?;
         let devices = assign_devices(plan, launch, visible)?;
         // The program restarted itself for NCCL, if it had to, when it started (`prepare_at_start`).
@@ -63,10 +63,10 @@ impl CudaBackend {
             None => IdSource::Local,
             Some(launch) => IdSource::Rendezvous { launch, rendezvous: rendezvous.as_ref() },
         };
-        let rig = Rig::open(plan, &sizes, &devices, id_source, gate_off)?;
+        let rig = Rig::open(plan, &sizes, &devices, id_source, barrier_off)?;
         // NCCL is resident now (cudarc keeps it open for the life of the process).
         discovery::remove_own_link_dir();
-        if let Some(note) = rig.timing_gate().note() {
+        if let Some(note) = rig.timing_barrier().note() {
             // An ungated run is not comparable with gated ones: say so where the user looks.
             commgate_core::diag::note(note);
         }
@@ -84,7 +84,7 @@ impl CudaBackend {
             cuda: ffi::driver_cuda_version().map(cuda_version_string),
             nccl: cudarc::nccl::result::get_nccl_version().ok().map(nccl_version_string),
             host_cpu: host::cpu_model(),
-            timing: Some(rig.timing_gate().as_str().to_string()),
+            timing: Some(rig.timing_barrier().as_str().to_string()),
         };
         let local_ranks = devices.iter().map(|d| d.rank).collect();
         let info = BackendInfo { name: "cuda", evidence_level: EvidenceLevel::GpuNccl, hardware, local_ranks };
@@ -93,10 +93,10 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// Whether this run's timing windows open at the device-side gate (docs/formats.md, "How the
+    /// Whether this run's timing windows open at the device-side barrier (docs/formats.md, "How the
     /// CUDA backend times a schedule").
-    pub fn timing_gate(&self) -> &TimingGate {
-        self.rig.timing_gate()
+    pub fn timing_barrier(&self) -> &TimingBarrier {
+        self.rig.timing_barrier()
     }
 }
 
@@ -186,10 +186,10 @@ impl Sizes {
     }
 }
 
-/// Why the timing gate is off, from the values of [`GATE_VARIABLE`] and `CUDA_LAUNCH_BLOCKING`
-/// (`Ok(None)`: on); `Err` when the gate's variable is not understood.
-pub fn gate_off(gate: Option<String>, launch_blocking: Option<String>) -> Result<Option<String>, String> {
-    gate::wanted(gate.as_deref(), launch_blocking.as_deref())
+/// Why the timing barrier is off, from the values of [`BARRIER_VARIABLE`] and `CUDA_LAUNCH_BLOCKING`
+/// (`Ok(None)`: on); `Err` when the barrier's variable is not understood.
+pub fn barrier_off(barrier: Option<String>, launch_blocking: Option<String>) -> Result<Option<String>, String> {
+    barrier::wanted(barrier.as_deref(), launch_blocking.as_deref())
 }
 
 /// `cuDriverGetVersion`'s 1000·major + 10·minor as "major.minor".

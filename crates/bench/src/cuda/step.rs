@@ -1,15 +1,15 @@
-//! What one timed step queues on each GPU, as data: the gate, the line-up, the start and stop
+//! What one timed step queues on each GPU, as data: the barrier, the line-up, the start and stop
 //! events and the work of each schedule, in order. `gpus.rs` only executes this list, so the
 //! timing window's boundaries are decided here, once, and checked by the tests below without a GPU.
 //!
 //! Per GPU there are two streams: `Comm` (the NCCL communicator's) and `Compute`. A step is
-//! 1. the gate (when held): both streams wait on the host's release word;
+//! 1. the barrier (when held): both streams wait on the host's release word;
 //! 2. the line-up: a one-element all-reduce on `Comm`, so every rank starts its window together
-//!    (it waits for the slowest rank's gate too), then the `Aligned` event;
+//!    (it waits for the slowest rank's barrier too), then the `Aligned` event;
 //! 3. the schedule between `Start` and `Stop` (see [`step`]).
 //!
-//! Every `Start` is recorded after the gate and the line-up on its stream, so a window holds only
-//! device work: with the gate no schedule's window holds any host-side enqueueing.
+//! Every `Start` is recorded after the barrier and the line-up on its stream, so a window holds only
+//! device work: with the barrier no schedule's window holds any host-side enqueueing.
 
 use commgate_core::result::Schedule;
 
@@ -49,8 +49,8 @@ pub(super) enum Payload {
 /// GPUs), always on `Comm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Op {
-    /// The lane waits until the host releases the gate.
-    Gate(Lane),
+    /// The lane waits until the host releases the barrier.
+    Barrier(Lane),
     AllReduce(Payload),
     Record(Mark, Lane),
     /// The lane waits until the mark's last record has completed.
@@ -58,15 +58,15 @@ pub(super) enum Op {
     Gemm(Lane),
 }
 
-/// The operations of one step of `schedule`, in the order they are queued. `gated`: the gate is
-/// held for this step (otherwise the step is what it was without a gate: the windows start when
+/// The operations of one step of `schedule`, in the order they are queued. `gated`: the barrier is
+/// held for this step (otherwise the step is what it was without a barrier: the windows start when
 /// the host reaches them).
 pub(super) fn step(schedule: Schedule, gated: bool) -> Vec<Op> {
     use Lane::{Comm, Compute};
-    use Op::{AllReduce, Gate, Gemm, Record, Wait};
+    use Op::{AllReduce, Barrier, Gemm, Record, Wait};
     let mut ops = Vec::with_capacity(14);
     if gated {
-        ops.extend([Gate(Comm), Gate(Compute)]);
+        ops.extend([Barrier(Comm), Barrier(Compute)]);
     }
     ops.extend([AllReduce(Payload::Align), Record(Mark::Aligned, Comm)]);
     ops.extend_from_slice(match schedule {
@@ -109,7 +109,7 @@ mod tests {
     /// What a lane has passed so far, as far as ordering goes.
     #[derive(Debug, Default, Clone, Copy, PartialEq)]
     struct Passed {
-        gate: bool,
+        barrier: bool,
         line_up: bool,
     }
 
@@ -124,7 +124,7 @@ mod tests {
             let lane_of = |lane| if lane == Lane::Comm { 0 } else { 1 };
             let lanes = [&mut comm, &mut compute];
             match op {
-                Op::Gate(lane) => lanes[lane_of(lane)].gate = true,
+                Op::Barrier(lane) => lanes[lane_of(lane)].barrier = true,
                 Op::AllReduce(payload) => {
                     seen.push((op, *lanes[0]));
                     if payload == Payload::Align {
@@ -142,7 +142,7 @@ mod tests {
                         panic!("{op:?} waits for a mark never recorded")
                     };
                     let lane = &mut *lanes[lane_of(lane)];
-                    lane.gate |= state.gate;
+                    lane.barrier |= state.barrier;
                     lane.line_up |= state.line_up;
                 }
                 Op::Gemm(lane) => seen.push((op, *lanes[lane_of(lane)])),
@@ -152,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn every_window_opens_behind_the_gate_and_the_line_up() {
+    fn every_window_opens_behind_the_barrier_and_the_line_up() {
         for schedule in Schedule::ALL {
             for gated in [true, false] {
                 let seen = play(&step(schedule, gated));
@@ -160,11 +160,11 @@ mod tests {
                 assert_eq!(starts.len(), 1, "{schedule} has one start");
                 let (_, passed) = starts[0];
                 assert!(passed.line_up, "{schedule}: start before the line-up");
-                assert_eq!(passed.gate, gated, "{schedule}: start and gate");
-                // All work behind the gate when there is one, the line-up included (so that it
-                // also waits for the other processes' gates), and the rest after the line-up.
+                assert_eq!(passed.barrier, gated, "{schedule}: start and barrier");
+                // All work behind the barrier when there is one, the line-up included (so that it
+                // also waits for the other processes' barriers), and the rest after the line-up.
                 for (op, passed) in &seen {
-                    assert_eq!(passed.gate, gated, "{schedule}: {op:?} and the gate");
+                    assert_eq!(passed.barrier, gated, "{schedule}: {op:?} and the barrier");
                     if !matches!(op, Op::AllReduce(Payload::Align)) {
                         assert!(passed.line_up, "{schedule}: {op:?} before the line-up");
                     }
@@ -174,12 +174,12 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_holds_both_lanes_first_in_every_schedule() {
+    fn the_barrier_holds_both_lanes_first_in_every_schedule() {
         for schedule in Schedule::ALL {
             let ops = step(schedule, true);
-            assert_eq!(ops[..2], [Op::Gate(Lane::Comm), Op::Gate(Lane::Compute)], "{schedule}");
-            assert_eq!(ops[2..], step(schedule, false)[..], "{schedule}: the gate adds only the waits");
-            assert_eq!(ops.iter().filter(|op| matches!(op, Op::Gate(_))).count(), 2);
+            assert_eq!(ops[..2], [Op::Barrier(Lane::Comm), Op::Barrier(Lane::Compute)], "{schedule}");
+            assert_eq!(ops[2..], step(schedule, false)[..], "{schedule}: the barrier adds only the waits");
+            assert_eq!(ops.iter().filter(|op| matches!(op, Op::Barrier(_))).count(), 2);
         }
     }
 
@@ -222,7 +222,7 @@ mod tests {
         let ops = step(Schedule::Serial, true);
         let parts: Vec<_> = segments(&ops).collect();
         assert_eq!(parts.len(), 3);
-        assert_eq!(parts[0], (&[Op::Gate(Lane::Comm), Op::Gate(Lane::Compute)][..], Some(Payload::Align)));
+        assert_eq!(parts[0], (&[Op::Barrier(Lane::Comm), Op::Barrier(Lane::Compute)][..], Some(Payload::Align)));
         assert_eq!(
             parts[1],
             (&[Op::Record(Mark::Aligned, Lane::Comm), Op::Record(Mark::Start, Lane::Comm)][..], Some(Payload::Full))

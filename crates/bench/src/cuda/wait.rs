@@ -1,5 +1,5 @@
 //! Waiting for the GPU against a deadline, never inside a blocking CUDA call: a wait that the GPU
-//! never satisfies (a gate word it cannot see, a peer that died inside a collective) must end the
+//! never satisfies (a barrier word it cannot see, a peer that died inside a collective) must end the
 //! run with a reason, not hold it until `--timeout`. The loop is pure over what it polls, so it is
 //! tested here with fakes.
 

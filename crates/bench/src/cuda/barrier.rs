@@ -1,4 +1,4 @@
-//! The timing gate: every stream of every local GPU waits, on the device, until the host has
+//! The timing barrier: every stream of every local GPU waits, on the device, until the host has
 //! queued the whole step on all of them, so no schedule's window holds host-side enqueueing.
 //!
 //! **Why.** Without it a GPU's start event fires as soon as the GPU reaches it, while the host is
@@ -7,7 +7,7 @@
 //! (queued GPU by GPU, start right before the matmul) did not — exposed communication came out too
 //! high, the more so the more GPUs.
 //!
-//! **How.** One host word ([`ffi::GateWord`]: page-locked, mapped into every context) holds a
+//! **How.** One host word ([`ffi::BarrierWord`]: page-locked, mapped into every context) holds a
 //! generation counter. A gated step takes the next generation `g`, queues `cuStreamWaitValue32(word
 //! ≥ g)` first on both streams of every GPU (see `step.rs`), then the line-up, the start events and
 //! the schedule, and only then stores `g` in the word ([`hold_while`]); the GPUs, polling the word,
@@ -15,7 +15,7 @@
 //! operations (the `_v2` API) are on by default on every platform the CUDA 12.8+ driver that
 //! commgate needs runs on, and no device attribute describes them
 //! (`CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1` is about the legacy API, off by default, so it
-//! is not asked); [`Gate::open`] asks whether each GPU maps host memory and tries a wait that is
+//! is not asked); [`Barrier::open`] asks whether each GPU maps host memory and tries a wait that is
 //! already satisfied, and without either the windows stay ungated, with a note.
 //!
 //! **Why not CUDA graphs.** Capturing each schedule as a graph also removes launch gaps, but NCCL
@@ -23,12 +23,12 @@
 //! replay the same collectives, with NCCL's graph support and its buffer registration rules), a
 //! captured NCCL kernel is not what nccl-tests or the user's training step run, and one process
 //! driving several GPUs still launches one graph per GPU from the host, one after another. The
-//! gate leaves the eager path untouched and covers one and many processes alike.
+//! barrier leaves the eager path untouched and covers one and many processes alike.
 //!
-//! **Deadlock guard.** A CUDA, cuBLAS or NCCL call that waited for the GPU while the gate is held
-//! would wait forever (lazy module loading and first-use allocations can): [`Gate::open`]'s
+//! **Deadlock guard.** A CUDA, cuBLAS or NCCL call that waited for the GPU while the barrier is held
+//! would wait forever (lazy module loading and first-use allocations can): [`Barrier::open`]'s
 //! caller primes every schedule once ungated, so every kernel is loaded and every buffer made, and
-//! [`hold_while`] opens the gate from a watchdog thread if queueing one step takes longer than
+//! [`hold_while`] opens the barrier from a watchdog thread if queueing one step takes longer than
 //! [`HOLD_LIMIT`], and the step then fails with that reason.
 
 use std::rc::Rc;
@@ -42,55 +42,55 @@ use cudarc::driver::{CudaContext, DriverError};
 use super::ffi;
 use super::wait::{self, Waited};
 
-/// Turns the gate off (`off`) or leaves it to the machine (`on`, the default): the escape hatch
-/// should a platform misbehave behind it, and how to measure what the gate changes.
-pub const GATE_VARIABLE: &str = commgate_core::environment::CUDA_GATE.name;
+/// Turns the barrier off (`off`) or leaves it to the machine (`on`, the default): the escape hatch
+/// should a platform misbehave behind it, and how to measure what the barrier changes.
+pub const BARRIER_VARIABLE: &str = commgate_core::environment::CUDA_GATE.name;
 
-/// Whether to try the gate, from `COMMGATE_CUDA_GATE` and `CUDA_LAUNCH_BLOCKING` (`None`: unset;
+/// Whether to try the barrier, from `COMMGATE_CUDA_GATE` and `CUDA_LAUNCH_BLOCKING` (`None`: unset;
 /// empty counts as unset): `Ok(None)` try it, `Ok(Some(why))` leave it off, `Err` the variable's
 /// value is not understood (one line saying what to set).
-pub(super) fn wanted(gate: Option<&str>, launch_blocking: Option<&str>) -> Result<Option<String>, String> {
-    match gate.map(str::trim) {
+pub(super) fn wanted(barrier: Option<&str>, launch_blocking: Option<&str>) -> Result<Option<String>, String> {
+    match barrier.map(str::trim) {
         None | Some("" | "on") => {}
-        Some("off") => return Ok(Some(format!("{GATE_VARIABLE}=off"))),
+        Some("off") => return Ok(Some(format!("{BARRIER_VARIABLE}=off"))),
         Some(other) => {
-            return Err(format!("{GATE_VARIABLE}={other:?} is not understood: set it to on or off, or unset it"))
+            return Err(format!("{BARRIER_VARIABLE}={other:?} is not understood: set it to on or off, or unset it"))
         }
     }
-    // Every launch then waits for the GPU, which waits for the gate: it would never open.
+    // Every launch then waits for the GPU, which waits for the barrier: it would never open.
     match launch_blocking.map(str::trim) {
         None | Some("" | "0") => Ok(None),
         Some(_) => Ok(Some("CUDA_LAUNCH_BLOCKING makes each launch wait for the GPU".to_string())),
     }
 }
 
-/// Longest time queueing one step may hold the GPUs at the gate (it takes well under a
+/// Longest time queueing one step may hold the GPUs at the barrier (it takes well under a
 /// millisecond; only a call that waits for the GPU takes longer).
 pub(super) const HOLD_LIMIT: Duration = Duration::from_secs(10);
 
-/// Whether the timing windows open at the gate, for the result and the run's notes.
+/// Whether the timing windows open at the barrier, for the result and the run's notes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TimingGate {
+pub enum TimingBarrier {
     /// Every stream waits for the host's release: windows hold device work only.
     Held,
-    /// No gate, and why: each window opens when the host queues it (what ungated timing does).
+    /// No barrier, and why: each window opens when the host queues it (what ungated timing does).
     Off(String),
 }
 
-impl TimingGate {
+impl TimingBarrier {
     /// A short stable word: `gated` or `ungated`.
     pub fn as_str(&self) -> &'static str {
         match self {
-            TimingGate::Held => "gated",
-            TimingGate::Off(_) => "ungated",
+            TimingBarrier::Held => "gated",
+            TimingBarrier::Off(_) => "ungated",
         }
     }
 
     /// The one-line note for stderr when the windows are not gated.
     pub fn note(&self) -> Option<String> {
         match self {
-            TimingGate::Held => None,
-            TimingGate::Off(why) => Some(format!(
+            TimingBarrier::Held => None,
+            TimingBarrier::Off(why) => Some(format!(
                 "the CUDA timing windows are not gated ({why}): each holds the host's launch latency too, more \
                  so with more GPUs per process; compare this run only with other ungated runs"
             )),
@@ -98,43 +98,43 @@ impl TimingGate {
     }
 }
 
-/// The gate word and where each GPU sees it, or why there is none.
-pub(super) struct Gate {
-    word: Option<Rc<ffi::GateWord>>,
-    status: TimingGate,
+/// The barrier word and where each GPU sees it, or why there is none.
+pub(super) struct Barrier {
+    word: Option<Rc<ffi::BarrierWord>>,
+    status: TimingBarrier,
     /// The generation last released (the word's value).
     generation: u32,
 }
 
-impl Gate {
-    /// Sets up the gate for `contexts` (one per local GPU) and tries it on each, returning each
+impl Barrier {
+    /// Sets up the barrier for `contexts` (one per local GPU) and tries it on each, returning each
     /// context's address of the word in order. Anything missing, or a trial wait that does not
-    /// pass within [`TRIAL_LIMIT`], leaves the gate off, with the reason; it never fails the run.
-    pub(super) fn open(contexts: &[&Arc<CudaContext>]) -> (Gate, Vec<CUdeviceptr>) {
+    /// pass within [`TRIAL_LIMIT`], leaves the barrier off, with the reason; it never fails the run.
+    pub(super) fn open(contexts: &[&Arc<CudaContext>]) -> (Barrier, Vec<CUdeviceptr>) {
         match try_open(contexts) {
             Ok((word, addresses)) => {
-                (Gate { word: Some(Rc::new(word)), status: TimingGate::Held, generation: 0 }, addresses)
+                (Barrier { word: Some(Rc::new(word)), status: TimingBarrier::Held, generation: 0 }, addresses)
             }
-            Err(why) => (Gate::off(why), Vec::new()),
+            Err(why) => (Barrier::off(why), Vec::new()),
         }
     }
 
-    pub(super) fn off(why: String) -> Gate {
-        Gate { word: None, status: TimingGate::Off(why), generation: 0 }
+    pub(super) fn off(why: String) -> Barrier {
+        Barrier { word: None, status: TimingBarrier::Off(why), generation: 0 }
     }
 
-    pub(super) fn status(&self) -> &TimingGate {
+    pub(super) fn status(&self) -> &TimingBarrier {
         &self.status
     }
 
-    /// The word and the generation the next step waits for, when the gate is held.
-    pub(super) fn next(&mut self) -> Option<(Rc<ffi::GateWord>, u32)> {
+    /// The word and the generation the next step waits for, when the barrier is held.
+    pub(super) fn next(&mut self) -> Option<(Rc<ffi::BarrierWord>, u32)> {
         let word = self.word.clone()?;
         self.generation = self.generation.wrapping_add(1);
         Some((word, self.generation))
     }
 
-    /// Opens the gate for every step queued so far (before a teardown synchronises).
+    /// Opens the barrier for every step queued so far (before a teardown synchronises).
     pub(super) fn release_all(&self) {
         if let Some(word) = &self.word {
             word.word().store(self.generation, Ordering::SeqCst);
@@ -142,12 +142,12 @@ impl Gate {
     }
 
     /// Hands the word over so it can be leaked with GPUs that may still read it.
-    pub(super) fn take_word(&mut self) -> Option<Rc<ffi::GateWord>> {
+    pub(super) fn take_word(&mut self) -> Option<Rc<ffi::BarrierWord>> {
         self.word.take()
     }
 }
 
-fn try_open(contexts: &[&Arc<CudaContext>]) -> Result<(ffi::GateWord, Vec<CUdeviceptr>), String> {
+fn try_open(contexts: &[&Arc<CudaContext>]) -> Result<(ffi::BarrierWord, Vec<CUdeviceptr>), String> {
     let Some(first) = contexts.first() else { return Err("no GPU".to_string()) };
     for ctx in contexts {
         let maps = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
@@ -155,12 +155,12 @@ fn try_open(contexts: &[&Arc<CudaContext>]) -> Result<(ffi::GateWord, Vec<CUdevi
             return Err(format!("GPU {} cannot map host memory", ctx.ordinal()));
         }
     }
-    let word = ffi::GateWord::new(first).map_err(|e| format!("allocating the gate's host word: {e}"))?;
+    let word = ffi::BarrierWord::new(first).map_err(|e| format!("allocating the barrier's host word: {e}"))?;
     let addresses = contexts
         .iter()
         .map(|ctx| word.device_address(ctx))
         .collect::<Result<Vec<_>, DriverError>>()
-        .map_err(|e| format!("mapping the gate's host word: {e}"))?;
+        .map_err(|e| format!("mapping the barrier's host word: {e}"))?;
     // The word is 0, so these waits are satisfied at once: they only ask whether the driver takes
     // them (it answers CUDA_ERROR_NOT_SUPPORTED where stream memory operations are off) and
     // whether the GPU sees the word. Each runs on a stream of its own, watched against
@@ -172,7 +172,7 @@ fn try_open(contexts: &[&Arc<CudaContext>]) -> Result<(ffi::GateWord, Vec<CUdevi
     Ok((word, addresses))
 }
 
-/// How long the trial wait may take before the gate is left off: it is satisfied as soon as the
+/// How long the trial wait may take before the barrier is left off: it is satisfied as soon as the
 /// GPU reads the word.
 pub(super) const TRIAL_LIMIT: Duration = Duration::from_secs(1);
 
@@ -181,7 +181,7 @@ fn try_wait(ctx: &Arc<CudaContext>, address: CUdeviceptr) -> Result<(), String> 
     let ordinal = ctx.ordinal();
     let failed = |e: DriverError| format!("cuStreamWaitValue32 on host memory failed on GPU {ordinal}: {e}");
     let stream = ctx.new_stream().map_err(failed)?;
-    ffi::wait_at_gate(&stream, address, 0).map_err(failed)?;
+    ffi::wait_at_barrier(&stream, address, 0).map_err(failed)?;
     let passed = stream.record_event(None).map_err(failed)?;
     match wait::poll_until(TRIAL_LIMIT, wait::POLL_PAUSE, || passed.try_is_complete()) {
         Waited::Done => Ok(()),
@@ -198,17 +198,17 @@ fn try_wait(ctx: &Arc<CudaContext>, address: CUdeviceptr) -> Result<(), String> 
     }
 }
 
-/// What happened while the gate was held.
+/// What happened while the barrier was held.
 #[derive(Debug, PartialEq)]
 pub(super) struct Held<R> {
     /// What `enqueue` returned.
     pub out: R,
-    /// The watchdog had to open the gate: queueing took longer than the limit.
+    /// The watchdog had to open the barrier: queueing took longer than the limit.
     pub tripped: bool,
 }
 
-/// Runs `enqueue` with the gate at `generation` held, then releases it by storing `generation` in
-/// `word`; a watchdog thread stores it first if `enqueue` takes longer than `limit`. The gate is
+/// Runs `enqueue` with the barrier at `generation` held, then releases it by storing `generation` in
+/// `word`; a watchdog thread stores it first if `enqueue` takes longer than `limit`. The barrier is
 /// released even if `enqueue` panics. `Err` only when the watchdog cannot start (then `enqueue`
 /// has not run).
 pub(super) fn hold_while<R>(
@@ -217,7 +217,7 @@ pub(super) fn hold_while<R>(
     limit: Duration,
     enqueue: impl FnOnce() -> R,
 ) -> std::io::Result<Held<R>> {
-    /// Releases the gate when dropped: after `enqueue`, or while unwinding from it.
+    /// Releases the barrier when dropped: after `enqueue`, or while unwinding from it.
     struct Release<'a>(&'a AtomicU32, u32);
     impl Drop for Release<'_> {
         fn drop(&mut self) {
@@ -226,7 +226,7 @@ pub(super) fn hold_while<R>(
     }
     std::thread::scope(|scope| {
         let (done, finished) = mpsc::channel::<()>();
-        let watchdog = std::thread::Builder::new().name("commgate-gate".to_string()).spawn_scoped(
+        let watchdog = std::thread::Builder::new().name("commgate-barrier".to_string()).spawn_scoped(
             scope,
             move || match finished.recv_timeout(limit) {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -261,9 +261,9 @@ mod tests {
     }
 
     #[test]
-    fn a_step_stuck_on_the_gate_is_freed_by_the_watchdog() {
+    fn a_step_stuck_on_the_barrier_is_freed_by_the_watchdog() {
         let word = AtomicU32::new(0);
-        // Stands for a call that waits for the GPU: it returns only once the gate opens, which
+        // Stands for a call that waits for the GPU: it returns only once the barrier opens, which
         // nothing but the watchdog does.
         let held = hold_while(&word, 1, Duration::from_millis(1), || {
             while word.load(Ordering::SeqCst) != 1 {
@@ -275,7 +275,7 @@ mod tests {
     }
 
     #[test]
-    fn a_panic_while_queueing_still_opens_the_gate() {
+    fn a_panic_while_queueing_still_opens_the_barrier() {
         let word = AtomicU32::new(7);
         let outcome = std::panic::catch_unwind(|| {
             let _ = hold_while(&word, 8, Duration::from_secs(3600), || panic!("boom"));
@@ -285,7 +285,7 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_is_tried_unless_turned_off_or_launches_block() {
+    fn the_barrier_is_tried_unless_turned_off_or_launches_block() {
         assert_eq!(wanted(None, None), Ok(None));
         assert_eq!(wanted(Some("on"), Some("0")), Ok(None));
         assert_eq!(wanted(Some(" off "), None), Ok(Some("COMMGATE_CUDA_GATE=off".to_string())));
@@ -298,18 +298,18 @@ mod tests {
 
     #[test]
     fn an_ungated_run_holds_nothing() {
-        let mut gate = Gate::off("test".to_string());
-        assert!(gate.next().is_none());
-        assert_eq!(gate.status(), &TimingGate::Off("test".to_string()));
-        assert!(gate.take_word().is_none());
-        gate.release_all();
+        let mut barrier = Barrier::off("test".to_string());
+        assert!(barrier.next().is_none());
+        assert_eq!(barrier.status(), &TimingBarrier::Off("test".to_string()));
+        assert!(barrier.take_word().is_none());
+        barrier.release_all();
     }
 
     #[test]
     fn only_an_ungated_run_has_a_note() {
-        assert_eq!(TimingGate::Held.note(), None);
-        assert_eq!(TimingGate::Held.as_str(), "gated");
-        let off = TimingGate::Off("GPU 0 cannot map host memory".to_string());
+        assert_eq!(TimingBarrier::Held.note(), None);
+        assert_eq!(TimingBarrier::Held.as_str(), "gated");
+        let off = TimingBarrier::Off("GPU 0 cannot map host memory".to_string());
         assert_eq!(off.as_str(), "ungated");
         let Some(note) = off.note() else { panic!("no note") };
         assert!(note.contains("GPU 0 cannot map host memory") && !note.contains('\n'), "{note}");
