@@ -491,7 +491,7 @@ pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
 }
 
 /// The benchmark flags `bench` and `check` share, each value checked against its limits
-/// ([`limits`]) with where it came from, before anything is probed or run. `env` reads `CI`
+/// (the limits the flags declare, [`commgate_bench::sizes`] for the sizes) with where it came from, before anything is probed or run. `env` reads `CI`
 /// (no progress bar there).
 pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<BenchRequest> {
     let (specs, s, f) = (BenchSection::specs(), args.settings, &file.bench);

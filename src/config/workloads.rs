@@ -16,7 +16,7 @@ use commgate_bench::origin::{Origin, Setting};
 use commgate_bench::settings::BenchRequest;
 use commgate_bench::settings::Declared;
 use commgate_bench::sizes::{Given, Sizes};
-use commgate_bench::workload::{check_id, elements_of, parse_size, IdChoice};
+use commgate_bench::workload::{elements_of, parse_size, validate_id, IdChoice};
 use commgate_bench::Dtype;
 
 /// A `[workloads.<name>]` table: the benchmark parameters of one workload.
@@ -63,7 +63,7 @@ pub(super) fn declare(
 ) -> Result<Vec<Declared>> {
     let name = match args.workload {
         Some(w) => {
-            check_id(&w).map_err(|e| anyhow!("--workload {}: {e}", w.escape_debug()))?;
+            validate_id(&w).map_err(|e| anyhow!("--workload {}: {e}", w.escape_debug()))?;
             Some(w)
         }
         None => None,
@@ -175,10 +175,10 @@ fn from_table(
     positions: &Positions,
 ) -> Result<Declared> {
     let place = |key: &str| positions.place(file.path(), name, key);
-    check_id(name).map_err(|e| anyhow!("{}: the table name [workloads.{}] {e}", place(""), name.escape_debug()))?;
+    validate_id(name).map_err(|e| anyhow!("{}: the table name [workloads.{}] {e}", place(""), name.escape_debug()))?;
     let workload = match &t.id {
         Some(id) => {
-            check_id(id).map_err(|e| anyhow!("{}: [workloads.{name}] id = {:?}: {e}", place("id"), id))?;
+            validate_id(id).map_err(|e| anyhow!("{}: [workloads.{name}] id = {:?}: {e}", place("id"), id))?;
             IdChoice::Named(id.clone())
         }
         None => IdChoice::Derived,

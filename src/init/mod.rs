@@ -3,7 +3,7 @@
 //! (plus, with `--fork-prs`, the measure + comment pair for pull requests from forks).
 //!
 //! The files are templates under `src/init/templates/`, filled by one pure function
-//! ([`fill`]). Every value put into them is checked first ([`check_profile`], [`check_action`]): they end up
+//! ([`fill`]). Every value put into them is checked first ([`validate_profile`], [`validate_action`]): they end up
 //! in YAML and in `run:` blocks, so only characters that can mean nothing there are accepted.
 //! Nothing is written when any target exists (unless `--force`), and each file is written
 //! through a temporary file and a rename, so a scaffold is never half-written.
@@ -102,9 +102,9 @@ pub struct Values {
 impl Values {
     /// Checks the request's profile and action reference; without a profile, the backend's.
     pub fn new(profile: Option<&str>, action: Option<&str>, backend: GateBackend) -> Result<Values, InitError> {
-        let profile = check_profile(profile.unwrap_or(&default_profile(backend)))?;
+        let profile = validate_profile(profile.unwrap_or(&default_profile(backend)))?;
         let default = format!("commgate/commgate@v{}", env!("CARGO_PKG_VERSION"));
-        let (repo, git_ref) = check_action(action.unwrap_or(&default))?;
+        let (repo, git_ref) = validate_action(action.unwrap_or(&default))?;
         Ok(Values { profile, repo, git_ref, backend })
     }
 
@@ -137,7 +137,7 @@ fn is_sha(s: &str) -> bool {
 
 /// A profile name: what the store layout accepts as a directory, at most `MAX_PROFILE`
 /// characters, starting with a letter or digit (never `.`, `..`, a hidden directory or a flag).
-pub fn check_profile(name: &str) -> Result<String, InitError> {
+pub fn validate_profile(name: &str) -> Result<String, InitError> {
     let ok = (1..=MAX_PROFILE).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && commgate_gate::baseline::store_path_for(Path::new(""), name, "w").is_ok();
@@ -150,7 +150,7 @@ pub fn check_profile(name: &str) -> Result<String, InitError> {
 
 /// `OWNER/REPO@REF` split in two; each part in a character set that means nothing in YAML or
 /// a shell, no `..`, no part starting with `-` or `.`.
-pub fn check_action(action: &str) -> Result<(String, String), InitError> {
+pub fn validate_action(action: &str) -> Result<(String, String), InitError> {
     let bad = || InitError::BadAction(action.to_string());
     if action.len() > MAX_ACTION || action.contains("..") {
         return Err(bad());
@@ -435,17 +435,17 @@ mod tests {
     #[test]
     fn profiles_are_checked() {
         for good in ["PAR-MOCK", "a", "h100.x8_ib+v2", &"x".repeat(64)] {
-            assert_eq!(check_profile(good).as_deref(), Ok(good), "{good}");
+            assert_eq!(validate_profile(good).as_deref(), Ok(good), "{good}");
         }
         for bad in ["", ".", "..", ".hidden", "-x", "a/b", "a b", "a\"b", "a\nb", "é", "$(id)", &"x".repeat(65)] {
-            assert_eq!(check_profile(bad), Err(InitError::BadProfile(bad.to_string())), "{bad:?}");
+            assert_eq!(validate_profile(bad), Err(InitError::BadProfile(bad.to_string())), "{bad:?}");
         }
     }
 
     #[test]
     fn action_refs_are_checked() {
-        assert_eq!(check_action("commgate/commgate@v0.1.0"), Ok(("commgate/commgate".into(), "v0.1.0".into())));
-        assert!(check_action("acme/commgate@release/v1").is_ok());
+        assert_eq!(validate_action("commgate/commgate@v0.1.0"), Ok(("commgate/commgate".into(), "v0.1.0".into())));
+        assert!(validate_action("acme/commgate@release/v1").is_ok());
         for bad in [
             "commgate",
             "commgate@v1",
@@ -458,7 +458,7 @@ mod tests {
             "a/b@${{ github.token }}",
             "a/b@v1\"",
         ] {
-            assert!(matches!(check_action(bad), Err(InitError::BadAction(_))), "{bad:?}");
+            assert!(matches!(validate_action(bad), Err(InitError::BadAction(_))), "{bad:?}");
         }
     }
 

@@ -238,7 +238,7 @@ pub use commgate_core::units::{now_rfc3339, rfc3339};
 
 /// `benchmarks/results/20261130T091258Z_par-overlap-allreduce-matmul_default.json` under `dir`
 /// (the workload's id in the middle), with `-2`, `-3`… when a file of that name exists: history
-/// is never overwritten. `workload_id` is a checked id ([`super::workload::check_id`]) or a
+/// is never overwritten. `workload_id` is a checked id ([`super::workload::validate_id`]) or a
 /// derived one, so it is a file name as it stands.
 pub fn default_output(dir: &Path, created_at: &str, workload_id: &str, label: &str) -> PathBuf {
     let stamp: String = created_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();

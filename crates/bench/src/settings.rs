@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::launch::Launch;
 use super::origin::{LimitError, Origin, Setting};
 use super::sizes::{Asked, Plain, Sizes};
-use super::workload::{check_unique, DuplicateId, IdChoice};
+use super::workload::{validate_unique, DuplicateId, IdChoice};
 use super::{Dtype, Plan};
 
 /// Which backend the user asked for.
@@ -230,7 +230,7 @@ pub fn resolve_all<E: fmt::Display>(
         }
         resolved.push(settings);
     }
-    check_unique(declared.iter().zip(&resolved).map(|(d, s)| (d.label.as_str(), s.workload_id.as_str())))?;
+    validate_unique(declared.iter().zip(&resolved).map(|(d, s)| (d.label.as_str(), s.workload_id.as_str())))?;
     Ok((resolved, notes))
 }
 

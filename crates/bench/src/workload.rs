@@ -14,7 +14,7 @@ use super::{Dtype, Plan};
 /// The id of the default workload, and the name of every store file written before workloads
 /// could be named (`baselines/<profile>/par-overlap-allreduce-matmul.json`).
 pub const LEGACY_ID: &str = "par-overlap-allreduce-matmul";
-pub use commgate_core::result::{check_id, IdError, MAX_ID_CHARS};
+pub use commgate_core::result::{validate_id, IdError, MAX_ID_CHARS};
 
 /// How a workload's id is chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub enum IdChoice {
     Legacy,
     /// Derived from what the run measures ([`derive_id`]), once the backend's defaults are known.
     Derived,
-    /// Given by `--workload` or a table's `id` (already checked by [`check_id`]).
+    /// Given by `--workload` or a table's `id` (already checked by [`validate_id`]).
     Named(String),
 }
 
@@ -140,7 +140,7 @@ impl fmt::Display for DuplicateId {
 /// Refuses two workloads with one id, `(label, id)` each, the label saying where the workload
 /// was declared. Ids are compared ignoring ASCII case: on a case-insensitive file system
 /// `A.json` and `a.json` are one file.
-pub fn check_unique<'a>(workloads: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), DuplicateId> {
+pub fn validate_unique<'a>(workloads: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), DuplicateId> {
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for (label, id) in workloads {
         if let Some((first, first_id)) = seen.iter().find(|(_, other)| other.eq_ignore_ascii_case(id)) {
@@ -173,7 +173,7 @@ mod tests {
         for (dtype, elements, dim, want) in cases {
             let id = derive_id(&plan(dtype, elements, dim));
             assert_eq!(id, want);
-            assert_eq!(check_id(&id), Ok(()), "a derived id is a valid id");
+            assert_eq!(validate_id(&id), Ok(()), "a derived id is a valid id");
         }
         // Warm-up, repeats and world size do not change the id.
         let a = plan(Dtype::Bfloat16, 4 << 20, 2048);
@@ -241,24 +241,24 @@ mod tests {
     #[test]
     fn ids_are_file_names() {
         for ok in ["a", "allreduce-bf16-8MiB-mm2048", "x.y_z+1", &"a".repeat(64), LEGACY_ID] {
-            assert_eq!(check_id(ok), Ok(()), "{ok}");
+            assert_eq!(validate_id(ok), Ok(()), "{ok}");
         }
-        assert_eq!(check_id(""), Err(IdError::Empty));
-        assert_eq!(check_id(&"a".repeat(65)), Err(IdError::TooLong(65)));
-        assert_eq!(check_id("."), Err(IdError::LeadingDot));
-        assert_eq!(check_id(".."), Err(IdError::LeadingDot));
-        assert_eq!(check_id(".hidden"), Err(IdError::LeadingDot));
-        assert_eq!(check_id("../x"), Err(IdError::LeadingDot));
-        assert_eq!(check_id("a/b"), Err(IdError::BadChar('/')));
-        assert_eq!(check_id("a b"), Err(IdError::BadChar(' ')));
-        assert_eq!(check_id("é"), Err(IdError::BadChar('é')));
-        assert_eq!(check_id("a\nb"), Err(IdError::BadChar('\n')));
+        assert_eq!(validate_id(""), Err(IdError::Empty));
+        assert_eq!(validate_id(&"a".repeat(65)), Err(IdError::TooLong(65)));
+        assert_eq!(validate_id("."), Err(IdError::LeadingDot));
+        assert_eq!(validate_id(".."), Err(IdError::LeadingDot));
+        assert_eq!(validate_id(".hidden"), Err(IdError::LeadingDot));
+        assert_eq!(validate_id("../x"), Err(IdError::LeadingDot));
+        assert_eq!(validate_id("a/b"), Err(IdError::BadChar('/')));
+        assert_eq!(validate_id("a b"), Err(IdError::BadChar(' ')));
+        assert_eq!(validate_id("é"), Err(IdError::BadChar('é')));
+        assert_eq!(validate_id("a\nb"), Err(IdError::BadChar('\n')));
     }
 
     #[test]
     fn two_workloads_with_one_id_are_refused_naming_both() {
-        assert_eq!(check_unique([("[workloads.a]", "x"), ("[workloads.b]", "y")]), Ok(()));
-        let e = check_unique([("[workloads.a]", "x"), ("[workloads.b]", "y"), ("[workloads.c]", "X")]).unwrap_err();
+        assert_eq!(validate_unique([("[workloads.a]", "x"), ("[workloads.b]", "y")]), Ok(()));
+        let e = validate_unique([("[workloads.a]", "x"), ("[workloads.b]", "y"), ("[workloads.c]", "X")]).unwrap_err();
         assert_eq!((e.first.as_str(), e.second.as_str(), e.id.as_str()), ("[workloads.a]", "[workloads.c]", "x"));
         assert!(e.to_string().starts_with("[workloads.a] and [workloads.c] both have the workload id \"x\""), "{e}");
     }

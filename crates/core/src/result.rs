@@ -438,7 +438,7 @@ pub enum IdError {
 
 /// Checks a workload id given by the user: `[A-Za-z0-9._+-]{1,64}`, not starting with a dot
 /// (so neither `.` nor `..`, nor a hidden file).
-pub fn check_id(id: &str) -> Result<(), IdError> {
+pub fn validate_id(id: &str) -> Result<(), IdError> {
     let chars = id.chars().count();
     if chars == 0 {
         return Err(IdError::Empty);
@@ -511,7 +511,7 @@ pub fn validate(r: &RunResult) -> Result<(), String> {
             if r.created_at.chars().count() > 40 { "…" } else { "" }
         ));
     }
-    check_id(&r.workload.id).map_err(|e| {
+    validate_id(&r.workload.id).map_err(|e| {
         format!("`workload.id` is {e}; it names the baseline store's file (was the result edited by hand?)")
     })?;
     if let Some(s) = &r.sweep {

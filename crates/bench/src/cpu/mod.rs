@@ -107,7 +107,7 @@ impl CpuBackend {
             Some(rdzv) => vec![rdzv.rank()],
             None => (0..world_size).collect(),
         };
-        check_memory(plan, local_ranks.len() as u64, rendezvous.is_some())?;
+        validate_memory(plan, local_ranks.len() as u64, rendezvous.is_some())?;
 
         enum Mode {
             Ring(Arc<Ring>),
@@ -243,7 +243,7 @@ impl Drop for CpuBackend {
 }
 
 /// Refuses a plan whose buffers exceed the memory the kernel says is available (when it says).
-fn check_memory(plan: &Plan, local_ranks: u64, tcp: bool) -> Result<(), BenchError> {
+fn validate_memory(plan: &Plan, local_ranks: u64, tcp: bool) -> Result<(), BenchError> {
     let payload = plan.payload_elements.saturating_mul(4);
     // In-process: every rank's payload; over TCP: one payload plus two frame buffers.
     let comm = if tcp { payload.saturating_mul(3) } else { payload.saturating_mul(local_ranks) };

@@ -57,7 +57,7 @@ pub fn record(ceilings: &mut Vec<Ceiling>, run: &RunResult) {
 }
 
 /// Checks the ceilings a store file holds (hand-edited or hostile): bounded, finite, positive.
-pub fn check(ceilings: &[Ceiling]) -> Result<(), String> {
+pub fn validate(ceilings: &[Ceiling]) -> Result<(), String> {
     if ceilings.len() > MAX_CEILINGS {
         return Err(format!("`ceilings` holds {} entries, more than {MAX_CEILINGS}", ceilings.len()));
     }
@@ -173,8 +173,8 @@ mod tests {
         // work = 2 GB/s × 10 µs: 4 GB/s at 0.005 ms, the best on machine a.
         assert_eq!((c[0].busbw_gbps, c[0].created_at.as_str()), (4.0, "2026-12-02T00:00:00Z"));
         assert_eq!(c[1].busbw_gbps, 1.0);
-        assert_eq!(check(&c), Ok(()));
+        assert_eq!(validate(&c), Ok(()));
         c[1].busbw_gbps = f64::NAN;
-        assert!(check(&c).unwrap_err().contains("`ceilings[1].busbw_gbps`"));
+        assert!(validate(&c).unwrap_err().contains("`ceilings[1].busbw_gbps`"));
     }
 }

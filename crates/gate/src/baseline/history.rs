@@ -112,7 +112,7 @@ pub fn record(history: &mut Vec<RunSummary>, evicted: &[RunResult], history_keep
 /// What makes a history valid: bounded, every id a full run id held once (in the history or
 /// among the judged runs), every figure finite and ≥ 0. The message names the entry
 /// (`history[3]`).
-pub fn check(file: &BaselineFile) -> Result<(), String> {
+pub fn validate(file: &BaselineFile) -> Result<(), String> {
     if file.history.len() > MAX_HISTORY {
         return Err(format!(
             "`history` holds {} run summaries, more than the {MAX_HISTORY} a store may hold; \
@@ -137,12 +137,12 @@ pub fn check(file: &BaselineFile) -> Result<(), String> {
         if !seen.insert(id) {
             return Err(format!("`history[{i}]` repeats run {}; delete one copy", &id[..12]));
         }
-        check_numbers(i, h)?;
+        validate_numbers(i, h)?;
     }
     Ok(())
 }
 
-fn check_numbers(i: usize, h: &RunSummary) -> Result<(), String> {
+fn validate_numbers(i: usize, h: &RunSummary) -> Result<(), String> {
     let bad = |field: String, x: f64| {
         Err(format!("`history[{i}].{field}` is {x}; a summary's figures must be finite and ≥ 0"))
     };
@@ -274,32 +274,32 @@ mod tests {
     fn check_refuses_forged_histories() {
         let runs: Vec<RunResult> = (0..3).map(run).collect();
         let ok = file(runs[2..].to_vec(), runs[..2].iter().map(summarise).collect());
-        assert_eq!(check(&ok), Ok(()));
+        assert_eq!(validate(&ok), Ok(()));
 
         let mut twice = ok.clone();
         twice.history.push(twice.history[0].clone());
-        assert!(check(&twice).unwrap_err().contains("`history[2]` repeats run"));
+        assert!(validate(&twice).unwrap_err().contains("`history[2]` repeats run"));
 
         let mut judged_too = ok.clone();
         judged_too.history.push(summarise(&runs[2]));
-        assert!(check(&judged_too).unwrap_err().contains("that `runs` also holds"));
+        assert!(validate(&judged_too).unwrap_err().contains("that `runs` also holds"));
 
         let mut bad_id = ok.clone();
         bad_id.history[1].run_id = "ABC".into();
-        assert!(check(&bad_id).unwrap_err().contains("`history[1].run_id`"));
+        assert!(validate(&bad_id).unwrap_err().contains("`history[1].run_id`"));
 
         for x in [f64::NAN, -1.0, f64::INFINITY] {
             let mut bad = ok.clone();
             bad.history[0].schedules.get_mut(&Schedule::Serial).expect("serial").p95_ms = x;
-            assert!(check(&bad).unwrap_err().contains("`history[0].schedules.serial.p95_ms`"), "{x}");
+            assert!(validate(&bad).unwrap_err().contains("`history[0].schedules.serial.p95_ms`"), "{x}");
             let mut bad = ok.clone();
             bad.history[1].busbw_gbps = Some(x);
-            assert!(check(&bad).unwrap_err().contains("`history[1].busbw_gbps`"), "{x}");
+            assert!(validate(&bad).unwrap_err().contains("`history[1].busbw_gbps`"), "{x}");
         }
 
         let mut huge = ok.clone();
         huge.history = vec![huge.history[0].clone(); MAX_HISTORY + 1];
-        assert!(check(&huge).unwrap_err().contains("more than the 100000"));
+        assert!(validate(&huge).unwrap_err().contains("more than the 100000"));
     }
 
     /// How big a store gets after 1,000 updates with the default `keep` and `history_keep`:
@@ -317,7 +317,7 @@ mod tests {
             let evicted: Vec<RunResult> = f.runs.drain(..dropped).collect();
             record(&mut f.history, &evicted, DEFAULT_HISTORY_KEEP);
         }
-        assert_eq!(check(&f), Ok(()));
+        assert_eq!(validate(&f), Ok(()));
         let text = serde_json::to_string_pretty(&f).expect("json");
         let history_only = serde_json::to_string_pretty(&f.history).expect("json");
         println!(

@@ -58,7 +58,7 @@ pub struct Baseline {
 
 impl Baseline {
     /// A result compares only with the workload its baseline measured.
-    pub fn check_workload(&self, current: &RunResult, current_path: &Path) -> Result<(), FileError> {
+    pub fn validate_workload(&self, current: &RunResult, current_path: &Path) -> Result<(), FileError> {
         let Some(base) = self.runs.last() else { return Ok(()) };
         match base.workload.difference(&current.workload) {
             None => Ok(()),
@@ -79,10 +79,10 @@ impl Baseline {
 }
 
 /// Loads a baseline store file (runs and trace runs), checking every run and that the runs
-/// can be compared with each other (`check_store`).
+/// can be compared with each other (`validate_store`).
 pub fn load_store(path: &Path) -> Result<BaselineFile, FileError> {
     let file: BaselineFile = read_versioned(path, "baseline file")?;
-    check_store(&file, Runs::Required).map_err(|m| FileError::new(path, m))?;
+    validate_store(&file, Runs::Required).map_err(|m| FileError::new(path, m))?;
     Ok(file)
 }
 
@@ -110,7 +110,7 @@ pub fn load_kept(path: &Path) -> Result<(Baseline, Vec<ceiling::Ceiling>), FileE
         return Ok((Baseline { path: path.to_path_buf(), runs: vec![run] }, Vec::new()));
     }
     let file: BaselineFile = result::parse_versioned(&text, "baseline file").map_err(|m| FileError::new(path, m))?;
-    check_store(&file, Runs::Required).map_err(|m| FileError::new(path, m))?;
+    validate_store(&file, Runs::Required).map_err(|m| FileError::new(path, m))?;
     Ok((Baseline { path: path.to_path_buf(), runs: file.runs }, file.ceilings))
 }
 
@@ -125,7 +125,7 @@ enum Runs {
 /// and workload; all runs measure one workload (else the spread between them is not noise but a
 /// different measurement); no run is stored twice (else it counts twice and the spread shrinks).
 /// The message names the run (`runs[3]`).
-fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
+fn validate_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
     if file.runs.is_empty() && runs == Runs::Required {
         return Err("holds no runs; add one with `commgate baseline update --from RESULT`".to_string());
     }
@@ -185,10 +185,10 @@ fn check_store(file: &BaselineFile, runs: Runs) -> Result<(), String> {
         }
     }
     for (name, runs) in &file.traces {
-        runs.check(name)?;
+        runs.validate(name)?;
     }
-    ceiling::check(&file.ceilings)?;
-    history::check(file)
+    ceiling::validate(&file.ceilings)?;
+    history::validate(file)
 }
 
 /// Every step time of a run, schedule by schedule (then an nccl-tests sweep's, point by point), as

@@ -46,7 +46,7 @@ impl TraceRuns {
 
     /// Why these runs cannot be judged together, naming the run (`traces.<name>[2]`): runs of a
     /// different world size are another job, and a run stored twice would count twice.
-    pub fn check(&self, name: &str) -> Result<(), String> {
+    pub fn validate(&self, name: &str) -> Result<(), String> {
         let at = |i: usize| format!("`traces.{}[{i}]`", name.escape_debug());
         let Some((newest, older)) = self.0.split_last() else {
             return Err(format!("`traces.{}` holds no trace runs; remove the empty entry", name.escape_debug()));
@@ -168,9 +168,9 @@ mod tests {
     #[test]
     fn a_negative_figure_is_refused_naming_the_field() {
         let runs = TraceRuns(vec![run(1.0), run(-2.0)]);
-        let e = runs.check("default").unwrap_err();
+        let e = runs.validate("default").unwrap_err();
         assert!(e.contains("`traces.default[1]`") && e.contains("by_collective.all_reduce."), "{e}");
-        assert_eq!(TraceRuns(vec![run(1.0), run(2.0)]).check("default"), Ok(()));
+        assert_eq!(TraceRuns(vec![run(1.0), run(2.0)]).validate("default"), Ok(()));
     }
 
     #[test]
@@ -199,15 +199,15 @@ mod tests {
     #[test]
     fn runs_of_another_job_or_stored_twice_are_refused_by_position() {
         let mut runs = TraceRuns(vec![run(1.0), run(2.0), run(3.0)]);
-        assert_eq!(runs.check("nightly"), Ok(()));
+        assert_eq!(runs.validate("nightly"), Ok(()));
         runs.0[0].source.world_size = 8;
-        let e = runs.check("nightly").unwrap_err();
+        let e = runs.validate("nightly").unwrap_err();
         assert!(e.starts_with("`traces.nightly[0]` has 8 ranks but the newest trace run (`traces.nightly[2]`)"), "{e}");
         let twice = TraceRuns(vec![run(1.0), run(2.0), run(1.0)]);
         assert_eq!(
-            twice.check("n").unwrap_err(),
+            twice.validate("n").unwrap_err(),
             "`traces.n[2]` is the same trace run as `traces.n[0]`; delete one copy"
         );
-        assert!(TraceRuns::default().check("n").unwrap_err().contains("holds no trace runs"));
+        assert!(TraceRuns::default().validate("n").unwrap_err().contains("holds no trace runs"));
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{check_store, run_id, store_path, store_path_for, write_store, BaselineFile, RunId, Runs, StoreLock};
+use super::{run_id, store_path, store_path_for, validate_store, write_store, BaselineFile, RunId, Runs, StoreLock};
 use commgate_core::result::{load_result, read_versioned, FileError, RunResult, SCHEMA_VERSION};
 use commgate_core::units::plural;
 use commgate_trace::attribute::Attribution;
@@ -150,7 +150,7 @@ pub fn update_all(dir: &Path, changes: Vec<Change>, waiting: impl FnOnce()) -> R
                     Some((_, run)) if !path.exists() => empty_store(run),
                     _ => {
                         let file: BaselineFile = read_versioned(&path, "baseline file")?;
-                        check_store(&file, Runs::MayBeEmpty).map_err(|m| FileError::new(&path, m))?;
+                        validate_store(&file, Runs::MayBeEmpty).map_err(|m| FileError::new(&path, m))?;
                         file
                     }
                 };

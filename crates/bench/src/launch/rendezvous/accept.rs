@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::handshake::configure;
 use super::wire::{
-    challenge_payload, check_header, encode_abort, frame, parse_hello, welcome_payload, Hello, Len, ReadError, Tag,
+    challenge_payload, encode_abort, frame, parse_hello, validate_header, welcome_payload, Hello, Len, ReadError, Tag,
     HEADER_LEN, HELLO_LEN,
 };
 use super::{rendezvous_error, Inner};
@@ -89,7 +89,7 @@ impl Pending {
                 }
                 let mut header = [0u8; HEADER_LEN];
                 header.copy_from_slice(&self.buf);
-                match check_header(&header, Tag::Hello, Len::AtMost(HELLO_LEN as u64)) {
+                match validate_header(&header, Tag::Hello, Len::AtMost(HELLO_LEN as u64)) {
                     Ok((Tag::Hello, len)) => {
                         self.need = HEADER_LEN + len;
                         self.header_checked = true;

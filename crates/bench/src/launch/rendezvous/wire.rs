@@ -148,7 +148,7 @@ impl From<io::Error> for ReadError {
 /// Checks a frame header against what the reader wants, before any body byte is read: the tag
 /// must be `want` (or an abort), and the payload length within `len` (or [`ABORT_MAX`]). Returns
 /// the tag and the payload length.
-pub(super) fn check_header(header: &[u8; HEADER_LEN], want: Tag, len: Len) -> Result<(Tag, usize), ReadError> {
+pub(super) fn validate_header(header: &[u8; HEADER_LEN], want: Tag, len: Len) -> Result<(Tag, usize), ReadError> {
     let mut len_bytes = [0u8; 8];
     len_bytes.copy_from_slice(&header[..8]);
     let body = u64::from_le_bytes(len_bytes);
@@ -179,12 +179,12 @@ pub(super) fn check_header(header: &[u8; HEADER_LEN], want: Tag, len: Len) -> Re
 }
 
 /// Reads one frame into `payload` (cleared first) and returns its tag: `want`, or an abort.
-/// The header is checked by [`check_header`] before the payload is read, so no frame makes the
+/// The header is checked by [`validate_header`] before the payload is read, so no frame makes the
 /// reader buffer more than its limit.
 pub(super) fn read_frame(stream: &mut impl Read, payload: &mut Vec<u8>, want: Tag, len: Len) -> Result<Tag, ReadError> {
     let mut header = [0u8; HEADER_LEN];
     stream.read_exact(&mut header)?;
-    let (tag, len) = check_header(&header, want, len)?;
+    let (tag, len) = validate_header(&header, want, len)?;
     payload.clear();
     let got = stream.take(len as u64).read_to_end(payload)?;
     if got != len {
