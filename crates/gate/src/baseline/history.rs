@@ -3,7 +3,7 @@
 //! the store carrying every sample. A summary holds what a trend needs (when, which commit and
 //! software, each schedule's median and P95, bus bandwidth, TFLOP/s) and no samples; it is never
 //! judged. This module owns its shape, how a run is summarised ([`summarise`]), how the history
-//! is bounded ([`record`]), what a valid history is ([`check`]), and the run-by-run view shared by
+//! is bounded ([`record`]), what a valid history is ([`validate`]), and the run-by-run view shared by
 //! the renderers ([`entries`], [`trend_points`]).
 
 use std::collections::{BTreeMap, HashSet};
