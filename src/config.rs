@@ -490,9 +490,9 @@ pub fn bench(args: BenchArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     workloads::declare(args, file, env)
 }
 
-/// The benchmark flags `bench` and `check` share, each value checked against its limits
-/// (the limits the flags declare, [`commgate_bench::sizes`] for the sizes) with where it came from, before anything is probed or run. `env` reads `CI`
-/// (no progress bar there).
+/// The benchmark flags `bench` and `check` share, each value checked against the limit its flag
+/// declares ([`commgate_bench::sizes`] for the sizes) with where it came from, before anything is
+/// probed or run. `env` reads `CI` (no progress bar there).
 pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<BenchRequest> {
     let (specs, s, f) = (BenchSection::specs(), args.settings, &file.bench);
     let timeout = Duration::from_secs(file.value(&specs.timeout, s.timeout, f.timeout)?);
