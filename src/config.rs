@@ -182,7 +182,7 @@ pub struct AttributeConfig {
     /// Text tables with every column.
     pub width: commgate_report::Width,
     pub options: AttributeOptions,
-    /// The seed rules' thresholds, for the mitigation and the follow-up.
+    /// The mitigation rules' thresholds, for the mitigation and the follow-up.
     pub thresholds: Thresholds,
 }
 

@@ -42,7 +42,7 @@ pub struct Cli {
 pub enum Command {
     /// Attribute communication hotspots in PyTorch profiler traces (one file per rank, plain or
     /// .gz, or directories of them), Nsight Systems SQLite exports, NCCL Inspector logs, or
-    /// seed-format event files.
+    /// aggregated-event files.
     Attribute(AttributeArgs),
     /// Compare a result file with its baseline (the medians of all four schedules, the overlap
     /// and serial P95s, and exposed communication) and say regressed, improved, unchanged or

@@ -35,7 +35,7 @@ pub struct CheckOptions {
     pub traces: Vec<PathBuf>,
     pub trace_name: String,
     pub attribute: AttributeOptions,
-    /// The seed rules' thresholds, for the traces' mitigation and follow-up.
+    /// The mitigation rules' thresholds, for the traces' mitigation and follow-up.
     pub thresholds: Thresholds,
     pub compare: CompareOptions,
     pub fail_on: FailOn,

@@ -1,4 +1,4 @@
-//! THE evidence → strategy table, in one place: the seed's rules for an attribution (which
+//! THE evidence → strategy table, in one place: the mitigation rules for an attribution (which
 //! mitigation for the priority collective, [`choose_comm_mitigation`]; accept or tune,
 //! [`recommend_comm_followup`]) and the trace gate's rule for a regressed collective (which
 //! mitigation for its cause, [`for_cause`]), side by side. Definitions: `docs/attribution.md`,
@@ -12,7 +12,7 @@ use super::vocab::{Decision, Followup, Job, Mitigation, Strategy};
 use crate::compare::traces::{CollectiveCause, TraceComparison};
 use commgate_trace::attribute::{priority, Attribution, Hotspot};
 
-/// Thresholds of the seed's rules; configurable through `commgate.toml` and flags.
+/// Thresholds of the mitigation rules; configurable through `commgate.toml` and flags.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
     /// Observed imbalance above this → `rebalance_ranks_or_experts`.
@@ -56,15 +56,15 @@ pub struct Context {
     pub compute_observed: bool,
     /// Which measurements exist for the job.
     pub job: Job,
-    /// The job's ranks (0 for the seed format, which has none).
+    /// The job's ranks (0 for aggregated events, which have none).
     pub world_size: u32,
 }
 
 impl Context {
-    /// The seed's rules as the seed wrote them: its format, compute observed.
+    /// The rules as first written, for aggregated events: compute observed.
     pub const SEED: Context = Context { compute_observed: true, job: Job::Seed, world_size: 0 };
 
-    /// The context of an attribution: the seed format keeps the seed's rules; traces get the
+    /// The context of an attribution: aggregated events keep the rules as first written; traces get the
     /// measurements of their kind of job and the worst-rank rule.
     pub fn of(a: &Attribution) -> Self {
         let job = match (a.source.format.as_str(), a.source.moe_markers) {
@@ -76,7 +76,7 @@ impl Context {
     }
 }
 
-/// Concludes an attribution with the seed's rules, fitted to the evidence ([`Context::of`]).
+/// Concludes an attribution with the mitigation rules, fitted to the evidence ([`Context::of`]).
 pub fn diagnose(attribution: Attribution, t: &Thresholds) -> Diagnosis {
     let ctx = Context::of(&attribution);
     let mitigation = choose_comm_mitigation(attribution.priority.as_ref(), t, ctx);
@@ -84,7 +84,7 @@ pub fn diagnose(attribution: Attribution, t: &Thresholds) -> Diagnosis {
     Diagnosis { attribution, mitigation, followup }
 }
 
-/// The seed's mitigation order, first match wins: imbalance, low overlap, all-to-all routing,
+/// The mitigation order, first match wins: imbalance, low overlap, all-to-all routing,
 /// inspect. No priority → collect a trace. The measurements are those of the job's kind.
 ///
 /// Without compute kernels in the source (`compute_observed` false: NCCL Inspector logs) the
@@ -116,7 +116,7 @@ fn owned(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
-/// The seed's follow-up: nothing to judge → collect more evidence; a small priority → accept;
+/// The follow-up: nothing to judge → collect more evidence; a small priority → accept;
 /// otherwise tune, with the mitigation's next measurements.
 ///
 /// On traces of two or more ranks the step waits for the slowest rank, so the worst rank's
@@ -200,7 +200,7 @@ fn worst_rank_note(h: &Hotspot, ctx: Context) -> String {
 }
 
 /// ` (rank imbalance 0.35 across 2 of the job's 128 ranks)` after a rebalance advice on traces:
-/// how much of the job the imbalance was seen on. Empty for other advice and the seed format.
+/// how much of the job the imbalance was seen on. Empty for other advice and for aggregated events.
 fn imbalance_note(h: &Hotspot, strategy: Strategy, ctx: Context) -> String {
     match h.rank_imbalance_ratio {
         Some(r)
@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(f.decision, Decision::Accept);
         assert_eq!(f.reason, "all_reduce has the most communication time, 2.000 ms, within the 5.0 ms budget");
         assert!(!f.reason.contains("exposed"));
-        // The seed's wording stays for sources with compute.
+        // The first wording stays for sources with compute.
         let f = recommend_comm_followup(&comm_only("all_reduce", 16.0), &t, Context::SEED);
         assert_eq!(
             f.reason,
@@ -376,7 +376,7 @@ mod tests {
         let f = recommend_comm_followup(&two_ranks(4.66, 4.9), &t, dense);
         assert_eq!(f.decision, Decision::Accept);
         assert!(f.reason.contains("4.660 ms on average (worst rank 3: 4.900 ms)"), "{}", f.reason);
-        // The seed's events keep the seed's rule: their worst is an event, not a rank.
+        // Aggregated events keep the first rule: their worst is an event, not a rank.
         assert_eq!(recommend_comm_followup(&two_ranks(4.66, 11.0), &t, Context::SEED).decision, Decision::Accept);
     }
 

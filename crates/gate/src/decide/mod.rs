@@ -7,7 +7,7 @@
 //! | [`bench_run`] | a benchmark run's own verdict on overlap (the result file's `decision`) |
 //! | [`metric_state`] | a metric's state: the four-state rule (benchmark and trace metrics), and what keeps a benchmark metric that looks regressed from blocking |
 //! | [`comparison`] | a comparison's verdict against its baseline, and the hardware/software wording |
-//! | [`mitigation`] | the one evidence → strategy table: the seed's rules and the trace causes' |
+//! | [`mitigation`] | the one evidence → strategy table: the mitigation rules and the trace causes' |
 //! | [`late_rank`] | whether a regressed collective's late rank is named (`LATE_RANK_SHARE`) |
 //! | [`balance`] | whether the late rank's cost (the what-if's saving) grew past `--fail-on-savings-ms` |
 //! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
