@@ -12,6 +12,7 @@ pub mod kineto;
 pub mod limits;
 pub mod load;
 pub mod model;
+mod narrow;
 pub mod nsys;
 pub mod partial;
 pub mod reader;
