@@ -74,9 +74,9 @@ impl PatternSet {
         automaton
             .find_overlapping_iter(name)
             .map(|m| m.pattern().as_usize())
-            .filter(|&i| self.patterns.get(i).is_some_and(|p| p.row.is_some()))
-            .min()
-            .and_then(|i| self.patterns[i].row.as_deref())
+            .filter_map(|i| Some((i, self.patterns.get(i)?.row.as_deref()?)))
+            .min_by_key(|&(i, _)| i)
+            .map(|(_, row)| row)
     }
 }
 
@@ -85,8 +85,7 @@ impl PatternSet {
 /// `deep_ep::intranode::dispatch`), so that each kind of custom kernel gets its own row.
 pub fn kernel_family(name: &str) -> String {
     let name = name.trim().trim_start_matches("void ");
-    let end = name.find(['<', '(']).unwrap_or(name.len());
-    let family = name[..end].trim();
+    let family = name.split(['<', '(']).next().unwrap_or_default().trim();
     if family.is_empty() {
         name.to_string()
     } else {

@@ -118,21 +118,24 @@ impl Replay {
     /// of the end).
     pub fn span(&self, g: &Graph, detached: &[usize]) -> Ns {
         let first = g.nodes.iter().map(|n| n.start).min().unwrap_or(0);
-        let last = (0..self.end.len()).filter(|i| !detached.contains(i)).map(|i| self.end[i]).max().unwrap_or(first);
+        let kept = self.end.iter().enumerate().filter(|(i, _)| !detached.contains(i));
+        let last = kept.map(|(_, &end)| end).max().unwrap_or(first);
         last - first
     }
 
     /// The critical path, first step first: from the node that ends the step back through what
     /// bound each end and start.
     pub fn critical_path(&self, g: &Graph) -> Vec<PathNode> {
-        let Some(mut at) = (0..self.end.len()).max_by_key(|&i| (self.end[i], std::cmp::Reverse(i))) else {
+        let last = self.end.iter().enumerate().max_by_key(|&(i, &end)| (end, std::cmp::Reverse(i)));
+        let Some((mut at, _)) = last else {
             return Vec::new();
         };
         let mut path = Vec::new();
         // Each move goes to a node that started earlier, so the path has at most one step per
         // node and two per collective.
         for _ in 0..=2 * self.end.len() {
-            match (g.nodes[at].instance, self.last_arrival[at]) {
+            let instance = g.nodes.get(at).and_then(|node| node.instance);
+            match (instance, self.last_arrival.get(at).copied().flatten()) {
                 (Some(_), Some(m)) if m != at => {
                     path.push(PathNode { node: at, role: Role::Transfer });
                     path.push(PathNode { node: m, role: Role::Arrival });
@@ -141,9 +144,9 @@ impl Replay {
                 (Some(_), _) => path.push(PathNode { node: at, role: Role::Transfer }),
                 (None, _) => path.push(PathNode { node: at, role: Role::Work }),
             }
-            match self.bound[at] {
-                Bound::Start => break,
-                Bound::Stream(p) | Bound::Dependency(p) => at = p,
+            match self.bound.get(at) {
+                Some(&(Bound::Stream(p) | Bound::Dependency(p))) => at = p,
+                Some(Bound::Start) | None => break,
             }
         }
         path.reverse();
@@ -155,16 +158,16 @@ impl Replay {
 /// observed starts and ends.
 pub fn replay(g: &Graph, changes: &Changes) -> Replay {
     let n = g.nodes.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| (g.nodes[i].start, i));
+    let mut order: Vec<(usize, &Node)> = g.nodes.iter().enumerate().collect();
+    order.sort_unstable_by_key(|&(i, node)| (node.start, i));
     let mut detached = vec![false; n];
-    for &i in changes.detached.iter().filter(|&&i| i < n) {
-        detached[i] = true;
+    for &i in &changes.detached {
+        put(&mut detached, i, true);
     }
     let by_node = |list: &[(usize, Ns)]| {
         let mut v: Vec<Ns> = vec![0; n];
-        for &(i, d) in list.iter().filter(|(i, _)| *i < n) {
-            v[i] = d.max(0);
+        for &(i, d) in list {
+            put(&mut v, i, d.max(0));
         }
         v
     };
@@ -175,17 +178,19 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
     let mut observed_prev: Vec<Option<usize>> = vec![None; n];
     let mut last_on: HashMap<(u32, u32), usize> = HashMap::new();
     let mut last_kept: HashMap<(u32, u32), usize> = HashMap::new();
-    for &i in &order {
-        let key = (g.nodes[i].rank, g.nodes[i].stream);
-        observed_prev[i] = last_on.insert(key, i);
-        stream_prev[i] = if detached[i] { observed_prev[i] } else { last_kept.insert(key, i) };
+    for &(i, node) in &order {
+        let key = (node.rank, node.stream);
+        let observed = last_on.insert(key, i);
+        put(&mut observed_prev, i, observed);
+        put(&mut stream_prev, i, if at(&detached, i) { observed } else { last_kept.insert(key, i) });
     }
     let mut deps_of: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut observed_deps: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &(a, b) in g.deps.iter().filter(|&&(a, b)| a < n && b < n && a != b) {
-        observed_deps[b].push(a);
-        if !detached[a] {
-            deps_of[b].push(a);
+    for &(a, b) in g.deps.iter().filter(|&&(a, b)| a < n && a != b) {
+        let (Some(observed), Some(kept)) = (observed_deps.get_mut(b), deps_of.get_mut(b)) else { continue };
+        observed.push(a);
+        if !at(&detached, a) {
+            kept.push(a);
         }
     }
     let mut members: HashMap<u32, Vec<usize>> = HashMap::new();
@@ -194,58 +199,71 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
             members.entry(inst).or_default().push(i);
         }
     }
-    let joined = |i: usize| g.nodes[i].instance.filter(|inst| !changes.unjoined.contains(inst));
+    let joined =
+        |i: usize| g.nodes.get(i).and_then(|node| node.instance).filter(|inst| !changes.unjoined.contains(inst));
     let preds = |i: usize| {
-        stream_prev[i].map(Bound::Stream).into_iter().chain(deps_of[i].iter().map(|&d| Bound::Dependency(d)))
+        let deps = deps_of.get(i).into_iter().flatten();
+        at(&stream_prev, i).map(Bound::Stream).into_iter().chain(deps.map(|&d| Bound::Dependency(d)))
     };
     let source = |b: Bound| match b {
         Bound::Stream(p) | Bound::Dependency(p) => Some(p),
         Bound::Start => None,
     };
+    let end_of = |p: usize| g.nodes.get(p).map(Node::end);
     // Observed: the gap after the latest predecessor, and a collective's transfer.
-    let gap: Vec<Ns> = (0..n)
-        .map(|i| {
-            let ready =
-                observed_prev[i].into_iter().chain(observed_deps[i].iter().copied()).map(|p| g.nodes[p].end()).max();
-            ready.map_or(0, |r| (g.nodes[i].start - r).max(0))
+    let gap: Vec<Ns> = g
+        .nodes
+        .iter()
+        .zip(&observed_prev)
+        .zip(&observed_deps)
+        .map(|((node, &prev), deps)| {
+            let ready = prev.into_iter().chain(deps.iter().copied()).filter_map(end_of).max();
+            ready.map_or(0, |r| (node.start - r).max(0))
         })
         .collect();
-    let observed_last = |inst: u32| members[&inst].iter().map(|&m| g.nodes[m].start).max().unwrap_or_default();
-    let mut work: Vec<Ns> = (0..n)
-        .map(|i| match joined(i) {
-            Some(inst) => (g.nodes[i].end() - observed_last(inst)).max(0),
-            None => g.nodes[i].dur,
+    let observed_last = |inst: u32| {
+        let starts = members.get(&inst).into_iter().flatten().filter_map(|&m| g.nodes.get(m)).map(|node| node.start);
+        starts.max().unwrap_or_default()
+    };
+    let mut work: Vec<Ns> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| match joined(i) {
+            Some(inst) => (node.end() - observed_last(inst)).max(0),
+            None => node.dur,
         })
         .collect();
-    for &(i, d) in changes.durations.iter().filter(|(i, _)| *i < n) {
-        work[i] = d.max(0);
+    for &(i, d) in &changes.durations {
+        put(&mut work, i, d.max(0));
     }
     let mut r =
         Replay { start: vec![0; n], end: vec![0; n], bound: vec![Bound::Start; n], last_arrival: vec![None; n] };
     let mut known = vec![false; n];
     let mut arrived = vec![false; n];
-    for &i in &order {
+    for &(i, node) in &order {
         let mut latest: Option<(Ns, Bound)> = None;
         for b in preds(i) {
             let Some(p) = source(b) else { continue };
-            if !known[p] {
+            if !at(&known, p) {
                 settle(p, joined(p).and_then(|inst| members.get(&inst)), &work, &arrived, &forgiven, &mut r);
-                known[p] = true;
+                put(&mut known, p, true);
             }
             let ready = match b {
-                Bound::Dependency(_) => r.end[p] - earlier[i],
-                _ => r.end[p],
+                Bound::Dependency(_) => at(&r.end, p) - at(&earlier, i),
+                _ => at(&r.end, p),
             };
             if latest.is_none_or(|(e, _)| ready > e) {
                 latest = Some((ready, b));
             }
         }
-        r.start[i] = latest.map_or(g.nodes[i].start, |(e, _)| e + gap[i]);
-        r.bound[i] = latest.map_or(Bound::Start, |(_, b)| b);
-        arrived[i] = true;
+        let start = latest.map_or(node.start, |(e, _)| e + at(&gap, i));
+        put(&mut r.start, i, start);
+        put(&mut r.bound, i, latest.map_or(Bound::Start, |(_, b)| b));
+        put(&mut arrived, i, true);
         if joined(i).is_none() {
-            r.end[i] = r.start[i] + work[i];
-            known[i] = true;
+            put(&mut r.end, i, start + at(&work, i));
+            put(&mut known, i, true);
         }
     }
     for (i, _) in known.iter().enumerate().filter(|(_, k)| !**k) {
@@ -258,17 +276,34 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
 /// participant's arrival (among those arrived: in a consistent trace, all of them; each less
 /// what is `forgiven` it) plus its transfer, and which participant that was.
 fn settle(i: usize, members: Option<&Vec<usize>>, work: &[Ns], arrived: &[bool], forgiven: &[Ns], r: &mut Replay) {
-    let arrival = |m: usize| r.start[m] - forgiven[m];
+    let arrival = |m: usize| at(&r.start, m) - at(forgiven, m);
     let last = members
         .into_iter()
         .flatten()
         .copied()
-        .filter(|&m| arrived[m])
+        .filter(|&m| at(arrived, m))
         .max_by_key(|&m| (arrival(m), std::cmp::Reverse(m)))
         .unwrap_or(i);
-    let joined_at = if members.is_some() { arrival(last).max(arrival(i)) } else { r.start[i] };
-    r.end[i] = joined_at + work[i];
-    r.last_arrival[i] = members.map(|_| last);
+    let joined_at = if members.is_some() { arrival(last).max(arrival(i)) } else { at(&r.start, i) };
+    put(&mut r.end, i, joined_at + at(work, i));
+    put(&mut r.last_arrival, i, members.map(|_| last));
+}
+
+// The replay keeps one value per node in each of several lists, all as long as `g.nodes`, and
+// reads them at node indexes: a node's own, its predecessors' and its collective's members',
+// all below that length (changes and dependencies past it are dropped on entry). These two read
+// and write such a list without an index that could panic.
+
+/// `v[i]`; the default past the end (which no node index reaches).
+fn at<T: Copy + Default>(v: &[T], i: usize) -> T {
+    v.get(i).copied().unwrap_or_default()
+}
+
+/// Sets `v[i]`; nothing past the end (an index a change names past the graph is dropped).
+fn put<T>(v: &mut [T], i: usize, x: T) {
+    if let Some(slot) = v.get_mut(i) {
+        *slot = x;
+    }
 }
 
 #[cfg(test)]

@@ -56,12 +56,12 @@ pub fn object_with<'a>(
                 return None;
             }
             let start = skip_ws(b, i + 1);
-            let end = match nested(&b[key..key_end - 1], &b[start..])? {
+            let end = match nested(b.get(key..key_end - 1)?, b.get(start..)?)? {
                 Some(n) => start + n,
                 None => value(b, start, 2)?,
             };
             let offset = |x: usize| u32::try_from(x).ok();
-            spans[n] = (offset(key)?, offset(key_end - 1)?, offset(start)?, offset(end)?);
+            *spans.get_mut(n)? = (offset(key)?, offset(key_end - 1)?, offset(start)?, offset(end)?);
             n += 1;
             i = skip_ws(b, end);
             match b.get(i)? {
@@ -74,7 +74,7 @@ pub fn object_with<'a>(
     // One check of the whole object: structural bytes are ASCII, so every range above falls
     // on character boundaries.
     let text = std::str::from_utf8(b.get(..used)?).ok()?;
-    for &(k0, k1, v0, v1) in &spans[..n] {
+    for &(k0, k1, v0, v1) in spans.iter().take(n) {
         let range = |a: u32, b: u32| a as usize..b as usize;
         if !member(text.get(range(k0, k1))?, text.get(range(v0, v1))?) {
             return None;
@@ -103,23 +103,6 @@ pub fn skip_ws(b: &[u8], mut i: usize) -> usize {
     }
     i
 }
-
-/// Byte classes inside a string: plain, `"`, `\`, or a control character (invalid there).
-const PLAIN: u8 = 0;
-const QUOTE: u8 = 1;
-const BACKSLASH: u8 = 2;
-const CONTROL: u8 = 3;
-static CLASS: [u8; 256] = {
-    let mut t = [PLAIN; 256];
-    let mut c = 0;
-    while c < 0x20 {
-        t[c] = CONTROL;
-        c += 1;
-    }
-    t[b'"' as usize] = QUOTE;
-    t[b'\\' as usize] = BACKSLASH;
-    t
-};
 
 /// Whether any of the eight bytes is `"`, `\` or below 0x20 (SWAR: the classic "has a zero
 /// byte" and "has a byte less than n" tests).
@@ -150,18 +133,19 @@ fn string(b: &[u8], i: usize) -> Option<(bool, usize)> {
             }
             j += 8;
         }
-        match CLASS[usize::from(*b.get(j)?)] {
-            PLAIN => j += 1,
-            QUOTE => return Some((escaped, j + 1)),
+        match *b.get(j)? {
+            b'"' => return Some((escaped, j + 1)),
             // `\u` escapes decline: serde_json checks their surrogate pairs.
-            BACKSLASH => match b.get(j + 1)? {
+            b'\\' => match b.get(j + 1)? {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
                     escaped = true;
                     j += 2;
                 }
                 _ => return None,
             },
-            _ => return None,
+            // A control character is invalid in a string.
+            0..0x20 => return None,
+            _ => j += 1,
         }
     }
 }
@@ -219,8 +203,8 @@ fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
 /// The end of the number at `b[i]`: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`. A number
 /// that reaches the end of `b` declines (more digits may follow in the next read).
 fn number(b: &[u8], mut i: usize) -> Option<usize> {
-    let digits = |b: &[u8], i: usize| i + b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-    if b[i] == b'-' {
+    let digits = |b: &[u8], i: usize| i + b.iter().skip(i).take_while(|c| c.is_ascii_digit()).count();
+    if b.get(i) == Some(&b'-') {
         i += 1;
     }
     match b.get(i)? {

@@ -38,6 +38,7 @@ use serde_json::value::RawValue;
 
 use super::limits::{cap_name, ReadLimits, MAX_LINE_BYTES, RAISE_HINT};
 use super::model::{CommMeta, Kernel, KernelCat, RankTrace};
+use super::narrow::saturating_u32;
 
 /// The `source.format` of an attribution read from NCCL Inspector logs.
 pub const FORMAT: &str = "nccl_inspector";
@@ -95,7 +96,7 @@ pub fn sniff(path: &Path, reader: Box<dyn Read + Send>) -> io::Result<Sniffed> {
     while !by_name && head.len() <= MAX_LINE_BYTES {
         let start = head.len();
         let n = (&mut buffered).take((MAX_LINE_BYTES + 1 - start) as u64).read_until(b'\n', &mut head)?;
-        let line = &head[start..];
+        let line = head.get(start..).unwrap_or_default();
         if line.iter().all(u8::is_ascii_whitespace) {
             if n == 0 {
                 break;
@@ -348,7 +349,7 @@ impl Reader {
         }
         let (kept, cut) = cap_name(coll);
         self.truncated |= cut;
-        let i = self.names.len() as u32;
+        let i = saturating_u32(self.names.len());
         self.names.push(Arc::from(format!("nccl{kept}")));
         self.name_index.insert(coll.to_string(), i);
         i

@@ -16,19 +16,15 @@ pub fn union(mut spans: Vec<Span>) -> Vec<Span> {
     spans.retain(|&(s, e)| e > s);
     spans.sort_unstable();
     // Merged in place: a kernel-dense rank has millions of spans, and a second list of them
-    // would double what the union costs.
-    let mut kept: usize = 0;
-    for i in 0..spans.len() {
-        let (s, e) = spans[i];
-        match kept.checked_sub(1).map(|last| &mut spans[last]) {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => {
-                spans[kept] = (s, e);
-                kept += 1;
-            }
+    // would double what the union costs. `dedup_by` hands each span with the last one kept, and
+    // drops it when it returns true.
+    spans.dedup_by(|next, last| {
+        let overlaps = next.0 <= last.1;
+        if overlaps {
+            last.1 = last.1.max(next.1);
         }
-    }
-    spans.truncate(kept);
+        overlaps
+    });
     spans.shrink_to_fit();
     spans
 }
@@ -39,12 +35,11 @@ pub fn union(mut spans: Vec<Span>) -> Vec<Span> {
 /// group it adds nothing. Returns those lone negative intervals, by index into `spans`, so that
 /// their lengths can be added to the union's as HTA adds them to its totals.
 pub fn lone_negatives(spans: &[Span]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..spans.len()).collect();
-    order.sort_by_key(|&i| (spans[i], i));
+    let mut order: Vec<(Span, usize)> = spans.iter().copied().zip(0..).collect();
+    order.sort_unstable();
     let mut reach = Ns::MIN;
     let mut lone = Vec::new();
-    for i in order {
-        let (s, e) = spans[i];
+    for ((s, e), i) in order {
         if e < s && s > reach {
             lone.push(i);
         }
@@ -60,17 +55,19 @@ pub fn length(union: &[Span]) -> Ns {
 
 /// |a ∩ b| for two unions.
 pub fn intersection(a: &[Span], b: &[Span]) -> Ns {
-    let (mut i, mut j, mut total) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        let s = a[i].0.max(b[j].0);
-        let e = a[i].1.min(b[j].1);
+    let (mut a, mut b, mut total) = (a, b, 0);
+    while let (Some((&(a_start, a_end), a_rest)), Some((&(b_start, b_end), b_rest))) =
+        (a.split_first(), b.split_first())
+    {
+        let s = a_start.max(b_start);
+        let e = a_end.min(b_end);
         if e > s {
             total += e - s;
         }
-        if a[i].1 < b[j].1 {
-            i += 1;
+        if a_end < b_end {
+            a = a_rest;
         } else {
-            j += 1;
+            b = b_rest;
         }
     }
     total
@@ -87,7 +84,6 @@ pub struct Shares {
 /// The equal-share sweep. `comm` holds `(span, label)` with labels in `0..labels`; `compute` is a
 /// union (sorted, disjoint).
 pub fn sweep(comm: &[(Span, usize)], compute: &[Span], labels: usize) -> Shares {
-    let mut shares = Shares { total: vec![0.0; labels], exposed: vec![0.0; labels] };
     // Boundaries: (time, +1 start / −1 end, label). Ends sort before starts at the same time,
     // which does not matter for lengths but keeps counts small.
     let mut edges: Vec<(Ns, i8, usize)> = Vec::with_capacity(comm.len() * 2);
@@ -102,12 +98,11 @@ pub fn sweep(comm: &[(Span, usize)], compute: &[Span], labels: usize) -> Shares 
     // running sum of `len / running` over the segments since its count last changed: settling a
     // label only when its count changes keeps the sweep linear in the edges, however many labels
     // are active at once (a scan of every label per segment was quadratic).
-    let mut active = vec![0u32; labels];
+    let mut per_label = vec![LabelSweep::default(); labels];
     let mut running = 0u32;
-    let mut cursor = ComputeCursor { spans: compute, next: 0 };
+    let mut cursor = ComputeCursor { rest: compute };
     let mut prev: Option<Ns> = None;
     let (mut per_total, mut per_exposed) = (0.0f64, 0.0f64);
-    let mut settled = vec![(0.0f64, 0.0f64); labels];
     for (t, delta, label) in edges {
         if let Some(p) = prev {
             if t > p && running > 0 {
@@ -117,44 +112,56 @@ pub fn sweep(comm: &[(Span, usize)], compute: &[Span], labels: usize) -> Shares 
             }
         }
         prev = Some(t);
-        let c = f64::from(active[label]);
-        let (from_total, from_exposed) = settled[label];
-        shares.total[label] += c * (per_total - from_total);
-        shares.exposed[label] += c * (per_exposed - from_exposed);
-        settled[label] = (per_total, per_exposed);
+        // Every edge's label is below `labels` (checked as the edges were gathered).
+        let Some(l) = per_label.get_mut(label) else { continue };
+        let c = f64::from(l.active);
+        let (from_total, from_exposed) = l.settled;
+        l.total += c * (per_total - from_total);
+        l.exposed += c * (per_exposed - from_exposed);
+        l.settled = (per_total, per_exposed);
         if delta > 0 {
-            active[label] += 1;
+            l.active += 1;
             running += 1;
         } else {
-            active[label] -= 1;
+            l.active -= 1;
             running -= 1;
         }
     }
-    shares
+    Shares {
+        total: per_label.iter().map(|l| l.total).collect(),
+        exposed: per_label.iter().map(|l| l.exposed).collect(),
+    }
+}
+
+/// One label's state in [`sweep`]: its kernels running now, the running sums when its count
+/// last changed, and its shares so far.
+#[derive(Debug, Clone, Copy, Default)]
+struct LabelSweep {
+    active: u32,
+    settled: (f64, f64),
+    total: f64,
+    exposed: f64,
 }
 
 /// Walks a union forwards, answering "how much of [a, b) is covered" for increasing segments.
 struct ComputeCursor<'a> {
-    spans: &'a [Span],
-    next: usize,
+    /// The spans not yet passed: none ends at or before the last segment's start.
+    rest: &'a [Span],
 }
 
 impl ComputeCursor<'_> {
     fn covered(&mut self, a: Ns, b: Ns) -> Ns {
-        while self.next < self.spans.len() && self.spans[self.next].1 <= a {
-            self.next += 1;
-        }
-        let mut total = 0;
-        let mut i = self.next;
-        while i < self.spans.len() && self.spans[i].0 < b {
-            let s = self.spans[i].0.max(a);
-            let e = self.spans[i].1.min(b);
-            if e > s {
-                total += e - s;
+        while let Some((&(_, end), rest)) = self.rest.split_first() {
+            if end > a {
+                break;
             }
-            i += 1;
+            self.rest = rest;
         }
-        total
+        self.rest
+            .iter()
+            .take_while(|&&(start, _)| start < b)
+            .map(|&(start, end)| (end.min(b) - start.max(a)).max(0))
+            .sum()
     }
 }
 

@@ -20,6 +20,7 @@ use super::flat;
 use super::limits::{cap_name, ReadLimits, MAX_ABS_NS};
 pub use super::model::Document;
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace, Step};
+use super::narrow::{float_to_i64, saturating_u32};
 use super::reader::Keep;
 use super::reader::{BorrowedDeserialize, JsonStream, Owned, ReadError, MAX_INLINE_VALUE};
 use crate::attribute::CommEvent;
@@ -488,11 +489,14 @@ fn read_ahead_on_two_threads<R: Read>(s: &mut JsonStream<R>, b: &mut Builder) ->
     let Some(cut) = element_start_after(buf, buf.len() / 2) else {
         return Ok(());
     };
+    let Some(tail) = buf.get(cut..) else {
+        return Ok(());
+    };
     let limits = b.limits;
     let (mine, theirs) = std::thread::scope(|scope| {
         let helper = scope.spawn(|| {
             let mut w = Builder::new(limits, true);
-            let read = read_run(&buf[cut..], &mut w, None);
+            let read = read_run(tail, &mut w, None);
             (w, read)
         });
         (read_run(buf, b, Some(cut)), helper.join())
@@ -531,7 +535,8 @@ fn read_run(slice: &[u8], b: &mut Builder, stop: Option<usize>) -> usize {
         if stop.is_some_and(|c| pos >= c) || b.trace.num_events >= b.limits.max_events {
             return pos;
         }
-        let Some((e, used)) = flat_event(&slice[pos..]).filter(|&(_, used)| used <= MAX_INLINE_VALUE) else {
+        let Some((e, used)) = slice.get(pos..).and_then(flat_event).filter(|&(_, used)| used <= MAX_INLINE_VALUE)
+        else {
             return pos;
         };
         let after = flat::skip_ws(slice, pos + used);
@@ -627,7 +632,7 @@ impl Builder {
         if let Some(&id) = self.name_ids.get(name.as_ref()) {
             return id;
         }
-        let id = self.trace.names.len() as u32;
+        let id = saturating_u32(self.trace.names.len());
         let shared: Arc<str> = Arc::from(name.as_ref());
         self.trace.names.push(Arc::clone(&shared));
         self.name_ids.insert(shared, id);
@@ -639,7 +644,7 @@ impl Builder {
         if let Some(&id) = self.name_ids.get(&**name) {
             return id;
         }
-        let id = self.trace.names.len() as u32;
+        let id = saturating_u32(self.trace.names.len());
         self.trace.names.push(Arc::clone(name));
         self.name_ids.insert(Arc::clone(name), id);
         id
@@ -995,7 +1000,7 @@ pub fn parse_micros(raw_text: &str) -> Result<(Ns, bool), String> {
         if !ns.is_finite() || ns.abs() > 9.0e18 {
             return Err(format!("is out of range ({})", raw()));
         }
-        return Ok((ns.round() as Ns, ns.fract() != 0.0 || (v.fract() != 0.0)));
+        return Ok((float_to_i64(ns.round()), ns.fract() != 0.0 || (v.fract() != 0.0)));
     }
     let (negative, digits) = match raw_text.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -1010,8 +1015,8 @@ pub fn parse_micros(raw_text: &str) -> Result<(Ns, bool), String> {
     }
     let whole: i64 = int_part.parse().map_err(|_| format!("is out of range ({})", raw()))?;
     let mut frac: i64 = 0;
-    for (i, c) in frac_part.bytes().take(3).enumerate() {
-        frac += i64::from(c - b'0') * [100, 10, 1][i];
+    for (c, scale) in frac_part.bytes().zip([100, 10, 1]) {
+        frac += i64::from(c - b'0') * scale;
     }
     if frac_part.as_bytes().get(3).is_some_and(|&c| c >= b'5') {
         frac += 1;

@@ -236,29 +236,60 @@ pub struct Input {
 /// file's format is `None` for Kineto JSON, else its `source.format`; the result is the first
 /// non-Kineto one, if any.
 fn one_trace_format(files: &[PathBuf], formats: &[Option<String>]) -> Result<Option<String>, LoadError> {
-    let family = |f: &Option<String>| match f.as_deref() {
-        None => 0,
-        Some(f) if f.starts_with(inspector::FORMAT) => 2,
-        Some(_) => 1,
-    };
-    const ONE: [&str; 3] = ["a JSON trace", "an Nsight Systems export", "an NCCL Inspector log"];
-    const MANY: [&str; 3] = ["Kineto traces", "Nsight Systems exports", "NCCL Inspector logs"];
-    let first = formats.first().map(family).unwrap_or(0);
-    if let Some(other) = formats.iter().position(|f| family(f) != first) {
-        let (a, b) = (first, family(&formats[other]));
-        return Err(LoadError::new(
-            &files[other],
-            format!(
-                "is {} while {} is {}; attribute {} and {} separately",
-                ONE[b],
-                files[0].display(),
-                ONE[a],
-                MANY[a.min(b)],
-                MANY[a.max(b)],
-            ),
-        ));
+    let mut families = files.iter().zip(formats).map(|(file, format)| (file, Profiler::of(format)));
+    if let Some((first_file, first)) = families.next() {
+        if let Some((file, other)) = families.find(|&(_, family)| family != first) {
+            return Err(LoadError::new(
+                file,
+                format!(
+                    "is {} while {} is {}; attribute {} and {} separately",
+                    other.one(),
+                    first_file.display(),
+                    first.one(),
+                    first.min(other).many(),
+                    first.max(other).many(),
+                ),
+            ));
+        }
     }
     Ok(formats.iter().flatten().next().cloned())
+}
+
+/// The profiler a trace file comes from, in the order the mixed-input error names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Profiler {
+    Kineto,
+    Nsight,
+    Inspector,
+}
+
+impl Profiler {
+    /// The profiler of a file whose format is `format` (`None`: Kineto JSON).
+    fn of(format: &Option<String>) -> Self {
+        match format.as_deref() {
+            None => Profiler::Kineto,
+            Some(f) if f.starts_with(inspector::FORMAT) => Profiler::Inspector,
+            Some(_) => Profiler::Nsight,
+        }
+    }
+
+    /// One file of it, as the error names it.
+    fn one(self) -> &'static str {
+        match self {
+            Profiler::Kineto => "a JSON trace",
+            Profiler::Nsight => "an Nsight Systems export",
+            Profiler::Inspector => "an NCCL Inspector log",
+        }
+    }
+
+    /// Its files, as the error names them.
+    fn many(self) -> &'static str {
+        match self {
+            Profiler::Kineto => "Kineto traces",
+            Profiler::Nsight => "Nsight Systems exports",
+            Profiler::Inspector => "NCCL Inspector logs",
+        }
+    }
 }
 
 /// Reads one rank's trace again (the HTA window's second pass).
@@ -533,7 +564,9 @@ where
                 let Some(path) = files.get(i) else { break };
                 let result = f(path);
                 if let Ok(mut slots) = results.lock() {
-                    slots[i] = Some(result);
+                    if let Some(slot) = slots.get_mut(i) {
+                        *slot = Some(result);
+                    }
                 }
             });
         }

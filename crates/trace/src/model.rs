@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::narrow::saturating_u32;
+
 /// Integer nanoseconds.
 pub type Ns = i64;
 
@@ -168,10 +170,10 @@ impl Launches {
     /// last one seen, so a scan from the end finds it at once.
     fn thread_index(&mut self, pid: i64, tid: i64) -> u32 {
         if let Some(i) = self.threads.iter().rposition(|&t| t == (pid, tid)) {
-            return i as u32;
+            return saturating_u32(i);
         }
         self.threads.push((pid, tid));
-        (self.threads.len() - 1) as u32
+        saturating_u32(self.threads.len() - 1)
     }
 
     /// Sorts by correlation, keeping the last launch of each; lookups need it.

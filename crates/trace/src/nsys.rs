@@ -30,6 +30,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use super::classify::is_moe_marker;
 use super::limits::{cap_name, ReadLimits, MAX_ABS_NS, MAX_NAME_BYTES, RAISE_HINT};
 use super::model::{Kernel, KernelCat, Launch, Launches, RankTrace};
+use super::narrow::saturating_u32;
 
 /// The table without which a file is no GPU trace.
 pub const KERNEL_TABLE: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
@@ -122,7 +123,11 @@ pub fn read_sqlite(path: &Path, limits: ReadLimits) -> Result<NsysFile, NsysErro
     for (device, k) in gpu {
         fractional |= k.ts % 1000 != 0 || k.dur % 1000 != 0;
         match by_device.binary_search_by_key(&device, |(d, _)| *d) {
-            Ok(i) => by_device[i].1.push(k),
+            Ok(i) => {
+                if let Some((_, kernels)) = by_device.get_mut(i) {
+                    kernels.push(k);
+                }
+            }
             Err(i) => by_device.insert(i, (device, vec![k])),
         }
     }
@@ -294,7 +299,7 @@ impl Reader<'_> {
         if let Some(&i) = self.names.by_text.get(kept.as_ref()) {
             return i;
         }
-        let i = self.names.list.len() as u32;
+        let i = saturating_u32(self.names.list.len());
         let shared: Arc<str> = Arc::from(kept.as_ref());
         self.names.list.push(Arc::clone(&shared));
         self.names.by_text.insert(shared, i);

@@ -25,6 +25,7 @@ use super::attribute::timeline::{Seg, StepTimeline, MAX_REPLAYED_STEPS};
 use super::attribute::{AttributeOptions, CommKernel, Compat, MatchKey, RankAnalysis, RankCollective};
 use super::limits::{ReadLimits, MAX_ABS_NS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, TRUNCATION_MARK};
 use super::model::Ns;
+use super::narrow::saturating_u32;
 use commgate_core::result::field_error;
 
 /// The version this commgate writes and reads.
@@ -135,8 +136,7 @@ pub enum PartialError {
 
 /// Whether a file's first line makes it a partial file (leading blanks aside).
 pub fn is_partial(first_line: &[u8]) -> bool {
-    let start = first_line.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(first_line.len());
-    first_line[start..].starts_with(MARKER)
+    first_line.trim_ascii_start().starts_with(MARKER)
 }
 
 /// The partial file's JSON text.
@@ -200,13 +200,12 @@ pub fn read(mut reader: impl Read, limits: ReadLimits) -> Result<Partial, Partia
 /// The version the first key states, read before the rest so that a newer file is named as one
 /// rather than as damaged.
 fn version_of(bytes: &[u8]) -> Result<u64, PartialError> {
-    let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
-    let rest = bytes[start..]
+    let rest = bytes
+        .trim_ascii_start()
         .strip_prefix(MARKER)
         .ok_or_else(|| PartialError::Damaged("it does not begin with `{\"commgate_partial\":`".to_string()))?;
-    let rest = &rest[rest.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(rest.len())..];
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&rest[..digits])
+    let digits = rest.trim_ascii_start().split(|b| !b.is_ascii_digit()).next().unwrap_or_default();
+    std::str::from_utf8(digits)
         .ok()
         .and_then(|d| d.parse().ok())
         .ok_or_else(|| PartialError::Damaged("`commgate_partial` is not a version number".to_string()))
@@ -419,7 +418,7 @@ struct Texts<'a> {
 
 impl<'a> Texts<'a> {
     fn id(&mut self, s: &'a str) -> u32 {
-        let next = self.texts.len() as u32;
+        let next = saturating_u32(self.texts.len());
         *self.ids.entry(s).or_insert_with(|| {
             self.texts.push(s.to_string());
             next
@@ -457,8 +456,8 @@ impl Wire {
             ranks.push(ReducedRank { analysis, step_names: r.step_names, other });
         }
         ranks.sort_by_key(|r| r.analysis.rank);
-        if let Some(w) = ranks.windows(2).find(|w| w[0].analysis.rank == w[1].analysis.rank) {
-            return Err(format!("rank {} appears twice", w[0].analysis.rank));
+        if let Some((r, _)) = ranks.iter().zip(ranks.iter().skip(1)).find(|(a, b)| a.analysis.rank == b.analysis.rank) {
+            return Err(format!("rank {} appears twice", r.analysis.rank));
         }
         Ok(Partial { format, settings: self.settings, ranks })
     }
@@ -604,32 +603,60 @@ impl WireKernels {
         };
         let mut kernels = Vec::with_capacity(n);
         let mut ts: Ns = 0;
-        for i in 0..n {
+        // The columns are all `n` long (checked above), so this reads every kernel.
+        for (i, k) in (0..n).map_while(|i| self.row(i)).enumerate() {
             ts = ts
-                .checked_add(self.ts_delta[i])
+                .checked_add(k.ts_delta)
                 .filter(|t| (-MAX_ABS_NS..=MAX_ABS_NS).contains(t))
                 .ok_or_else(|| format!("kernel {i}: its start is outside ±2^61 ns"))?;
-            let dur = self.dur[i];
-            if !(-MAX_ABS_NS..=MAX_ABS_NS).contains(&dur) {
+            if !(-MAX_ABS_NS..=MAX_ABS_NS).contains(&k.dur) {
                 return Err(format!("kernel {i}: `dur` is outside ±2^61 ns"));
             }
-            let pg = text("key_pg", self.key_pg[i])?;
-            let key = match self.key_collective[i] {
-                None => MatchKey::Seq { pg, seq: self.key_n[i] },
-                Some(c) => MatchKey::Ordinal { pg, collective: text("key_collective", c)?, ordinal: self.key_n[i] },
+            let pg = text("key_pg", k.key_pg)?;
+            let key = match k.key_collective {
+                None => MatchKey::Seq { pg, seq: k.key_n },
+                Some(c) => MatchKey::Ordinal { pg, collective: text("key_collective", c)?, ordinal: k.key_n },
             };
             kernels.push(CommKernel {
                 ts,
-                end: ts + dur,
-                collective: text("collective", self.collective[i])?,
-                payload: self.payload[i],
+                end: ts + k.dur,
+                collective: text("collective", k.collective)?,
+                payload: k.payload,
                 key,
-                step: self.step[i],
-                group_size: self.group_size[i],
+                step: k.step,
+                group_size: k.group_size,
             });
         }
         Ok(kernels)
     }
+
+    /// Kernel `i`'s entry in each column; `None` past the end of any.
+    fn row(&self, i: usize) -> Option<WireKernel> {
+        Some(WireKernel {
+            ts_delta: *self.ts_delta.get(i)?,
+            dur: *self.dur.get(i)?,
+            collective: *self.collective.get(i)?,
+            payload: *self.payload.get(i)?,
+            step: *self.step.get(i)?,
+            group_size: *self.group_size.get(i)?,
+            key_pg: *self.key_pg.get(i)?,
+            key_collective: *self.key_collective.get(i)?,
+            key_n: *self.key_n.get(i)?,
+        })
+    }
+}
+
+/// One kernel of [`WireKernels`]: its entry in each column.
+struct WireKernel {
+    ts_delta: i64,
+    dur: i64,
+    collective: u32,
+    payload: Option<u64>,
+    step: u32,
+    group_size: Option<u32>,
+    key_pg: u32,
+    key_collective: Option<u32>,
+    key_n: u64,
 }
 
 #[cfg(test)]

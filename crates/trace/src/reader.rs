@@ -94,7 +94,12 @@ impl<R: Read> JsonStream<R> {
         if self.start == self.end && !self.refill()? {
             return Ok(None);
         }
-        Ok(Some(self.buf[self.start]))
+        Ok(self.unread().first().copied())
+    }
+
+    /// The bytes read from the input and not yet consumed (`start..end` of the buffer).
+    fn unread(&self) -> &[u8] {
+        self.buf.get(self.start..self.end).unwrap_or_default()
     }
 
     /// Absolute offset of the next unread byte.
@@ -122,8 +127,8 @@ impl<R: Read> JsonStream<R> {
         // KiB per call, and a value that spans the buffer is parsed again after every refill,
         // so topping up by one small read made a large value cost quadratic time.
         let before = self.end;
-        while self.end < self.buf.len() {
-            match self.inner.read(&mut self.buf[self.end..]) {
+        while let Some(free) = self.buf.get_mut(self.end..).filter(|free| !free.is_empty()) {
+            match self.inner.read(free) {
                 Ok(0) => {
                     self.eof = true;
                     break;
@@ -142,7 +147,7 @@ impl<R: Read> JsonStream<R> {
         if self.end - self.start < want && !self.eof {
             self.refill()?;
         }
-        Ok(&self.buf[self.start..self.end])
+        Ok(self.unread())
     }
 
     /// Consumes `n` bytes of [`Self::buffered`]'s slice.
@@ -153,15 +158,14 @@ impl<R: Read> JsonStream<R> {
     /// The next byte that is not JSON whitespace, without consuming it; `None` at end of input.
     pub fn peek(&mut self) -> Result<Option<u8>, ReadError> {
         loop {
-            while self.start < self.end {
-                let b = self.buf[self.start];
+            while let Some(&b) = self.unread().first() {
                 if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
                     self.start += 1;
                 } else if self.offset() == 0 && b == 0xEF {
                     // Perhaps a UTF-8 byte order mark: skip it only when all three bytes are
                     // there (a reader may hand them out one at a time).
                     while self.end - self.start < 3 && self.refill()? {}
-                    if self.buf[self.start..self.end].starts_with(&[0xEF, 0xBB, 0xBF]) {
+                    if self.unread().starts_with(&[0xEF, 0xBB, 0xBF]) {
                         self.start += 3;
                     } else {
                         return Ok(Some(b));
@@ -268,7 +272,7 @@ impl<R: Read> JsonStream<R> {
         loop {
             let at_eof = self.eof;
             let step = {
-                let slice = &self.buf[self.start..self.end];
+                let slice = self.unread();
                 let mut stream =
                     serde_json::Deserializer::from_slice(slice).into_iter::<<T as BorrowedDeserialize<'_>>::Out>();
                 match stream.next() {

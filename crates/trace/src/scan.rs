@@ -268,7 +268,7 @@ impl<R: Read> JsonStream<R> {
         if !c.overflow {
             out.extend_from_slice(&c.bytes);
         } else if is_string {
-            out.extend_from_slice(&c.bytes[..c.safe_cut]);
+            out.extend_from_slice(c.bytes.get(..c.safe_cut).unwrap_or_default());
             out.push(b'"');
         } else {
             out.extend_from_slice(b"null");

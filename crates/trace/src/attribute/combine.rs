@@ -8,6 +8,7 @@ use super::{ms, sizes, transfer};
 use super::{CommKernel, RankAnalysis, RankSummary};
 use super::{Hotspot, StepSeries};
 use crate::model::Ns;
+use crate::narrow::{float_to_u64, saturating_usize};
 
 pub(super) fn rank_summary(r: &RankAnalysis) -> RankSummary {
     let per_step = |ns: Ns| ms(ns as f64) / r.steps as f64;
@@ -70,9 +71,9 @@ pub(super) fn combine_ranks(ranks: &[RankAnalysis]) -> BTreeMap<String, Hotspot>
                 samples = samples.max(r.samples);
             }
             if h.payload_known {
-                h.payload_bytes = Some(payload_sum.round() as u64);
+                h.payload_bytes = Some(float_to_u64(payload_sum.round()));
             }
-            let len = samples.min(MAX_STEP_SAMPLES as u64) as usize;
+            let len = saturating_usize(samples).min(MAX_STEP_SAMPLES);
             let mut series =
                 StepSeries { exposed_ms: worst_exposed_by_step(ranks, name, len), ..StepSeries::default() };
             let kernels = kernels_of.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::CommEvent;
+use crate::narrow::float_to_u64;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -173,7 +174,7 @@ pub fn summarize_comm_hotspots(events: &[CommEvent]) -> BTreeMap<String, Hotspot
         h.total_comm_ms += e.total_comm_ms;
         h.exposed_comm_ms += e.exposed_comm_ms;
         h.exposed_comm_ms_max_rank = h.exposed_comm_ms_max_rank.max(e.exposed_comm_ms);
-        h.payload_bytes = h.payload_bytes.map(|p| p + e.payload_bytes.round() as u64);
+        h.payload_bytes = h.payload_bytes.map(|p| p + float_to_u64(e.payload_bytes.round()));
         h.overlap_ratio = h.overlap_ratio.min(e.overlap_ratio);
         if e.rank_imbalance_observed {
             h.rank_imbalance_observed = true;

@@ -41,6 +41,7 @@ use super::limits::{
     ReadLimits, DEFAULT_MAX_EVENTS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, OTHER_COLLECTIVES, TRUNCATION_MARK,
 };
 use super::model::{CommMeta, CommOp, GpuAnnotation, Kernel, KernelCat, Launch, Ns, RankTrace};
+use super::narrow::{float_to_i64, saturating_u32};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -506,8 +507,12 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
     firsts.sort_unstable_by_key(|&(name, ts)| (ts, name));
     let counted_steps = (firsts.len() as u64).saturating_sub(1).max(1);
     let starts: Vec<Ns> = if firsts.len() >= 2 { firsts.iter().map(|&(_, ts)| ts).collect() } else { Vec::new() };
-    let w = match opts.compat {
-        Compat::Hta if multi_step_names => {
+    let first_and_last = match starts.as_slice() {
+        [first, .., last] => Some((*first, *last)),
+        _ => None,
+    };
+    let w = match (opts.compat, first_and_last) {
+        (Compat::Hta, _) if multi_step_names => {
             // The latest step start, the GPU timeline's copies included (HTA reads them as CPU
             // events).
             let last = t.steps.iter().chain(&t.gpu_steps).map(|s| s.ts).max().unwrap_or(Ns::MAX);
@@ -520,21 +525,16 @@ fn window(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bool) -> Win
                 starts,
             }
         }
-        Compat::Hta => {
+        (Compat::Hta, _) => {
             Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace", starts: Vec::new() }
         }
         // Kineto records every launch from the start of the capture, so on a rank with launch
         // events a GPU activity without one was queued before the capture began: before the
         // first step, whenever it ran.
-        Compat::Default if firsts.len() >= 2 => Window {
-            start: firsts[0].1,
-            end: firsts[firsts.len() - 1].1,
-            keep_unlaunched: t.launches.is_empty(),
-            steps: counted_steps,
-            name: "steps",
-            starts,
-        },
-        Compat::Default => {
+        (Compat::Default, Some((start, end))) => {
+            Window { start, end, keep_unlaunched: t.launches.is_empty(), steps: counted_steps, name: "steps", starts }
+        }
+        (Compat::Default, None) => {
             Window { start: Ns::MIN, end: Ns::MAX, keep_unlaunched: true, steps: 1, name: "trace", starts: Vec::new() }
         }
     };
@@ -562,7 +562,7 @@ fn micros_f64(ns: Ns) -> f64 {
 
 /// Whole microseconds back to nanoseconds (HTA's rounded values are integers).
 fn whole_us(us: f64) -> Ns {
-    us as Ns * 1000
+    float_to_i64(us) * 1000
 }
 
 /// A launch or step time under HTA's rules: rounded up to a whole microsecond when it rounds.
@@ -633,8 +633,8 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         gpu_span = Some(gpu_span.map_or(span, |(a, b)| (a.min(span.0), b.max(span.1))));
         let step = series::step_of(bounds, anchor);
         if !on_cpu && !t.no_compute && timeline::kept(step, samples, replayed) {
-            let comm = if kind == KernelKind::Comm { comm.len() as u32 } else { timeline::NOT_COMM };
-            met.push(timeline::Met { step, kernel: index as u32, comm });
+            let comm = if kind == KernelKind::Comm { saturating_u32(comm.len()) } else { timeline::NOT_COMM };
+            met.push(timeline::Met { step, kernel: saturating_u32(index), comm });
         }
         match kind {
             KernelKind::Comm => comm.push((span, k, step)),
@@ -643,22 +643,27 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         }
     }
     // Sorted by span (stably, as before), remembering where each kernel went for the timeline.
-    let mut order: Vec<u32> = (0..comm.len() as u32).collect();
-    order.sort_by_key(|&i| comm[i as usize].0);
-    let comm: Vec<(Span, &Kernel, u32)> = order.iter().map(|&i| comm[i as usize]).collect();
+    let mut order: Vec<(usize, (Span, &Kernel, u32))> = comm.into_iter().enumerate().collect();
+    order.sort_by_key(|&(_, (span, _, _))| span);
     let mut sorted_at = vec![0u32; order.len()];
-    for (at, &i) in order.iter().enumerate() {
-        sorted_at[i as usize] = at as u32;
+    for (at, &(i, _)) in order.iter().enumerate() {
+        if let Some(slot) = sorted_at.get_mut(i) {
+            *slot = saturating_u32(at);
+        }
     }
+    let comm: Vec<(Span, &Kernel, u32)> = order.into_iter().map(|(_, c)| c).collect();
     for m in met.iter_mut().filter(|m| m.comm != timeline::NOT_COMM) {
-        m.comm = sorted_at[m.comm as usize];
+        if let Some(&at) = sorted_at.get(m.comm as usize) {
+            m.comm = at;
+        }
     }
     let (comm_kernels, collectives_folded) = identify(t, &ops, &comm, &patterns);
     let comm_spans: Vec<Span> = comm.iter().map(|&(s, _, _)| s).collect();
     // Under HTA's rules a lone negative interval subtracts its length from the totals.
     let (comm_lone, compute_lone) =
         if hta { (lone_negatives(&comm_spans), lone_negatives(&compute)) } else { (Vec::new(), Vec::new()) };
-    let lone_ns = |spans: &[Span], lone: &[usize]| lone.iter().map(|&i| spans[i].1 - spans[i].0).sum::<Ns>();
+    let lone_ns =
+        |spans: &[Span], lone: &[usize]| lone.iter().filter_map(|&i| spans.get(i)).map(|&(s, e)| e - s).sum::<Ns>();
     let (comm_lone_ns, compute_lone_ns) = (lone_ns(&comm_spans, &comm_lone), lone_ns(&compute, &compute_lone));
     let comm_union = union(comm_spans.clone());
     let compute_union = union(compute);
@@ -673,28 +678,25 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         .map(|(&(span, _, _), c)| (span, labels.binary_search(&c.collective).unwrap_or(0)))
         .collect();
     let mut shares = sweep(&labelled, &compute_union, labels.len());
-    for &i in &comm_lone {
-        let (span, label) = labelled[i];
-        shares.total[label] += (span.1 - span.0) as f64;
-        shares.exposed[label] += (span.1 - span.0) as f64;
+    for &(span, label) in comm_lone.iter().filter_map(|&i| labelled.get(i)) {
+        if let (Some(total), Some(exposed)) = (shares.total.get_mut(label), shares.exposed.get_mut(label)) {
+            *total += (span.1 - span.0) as f64;
+            *exposed += (span.1 - span.0) as f64;
+        }
     }
     let samples = if w.starts.len() >= 2 { w.starts.len() as u64 - 1 } else { 1 };
-    let mut exposed_by_step = if samples > 1 {
+    let exposed_by_step = if samples > 1 {
         let steps: Vec<u32> = comm_kernels.iter().map(|c| c.step).collect();
         series::exposed_by_step(&labelled, &steps, &compute_union, labels.len())
     } else {
         shares.exposed.iter().map(|&e| vec![(0, e)]).collect()
     };
     let mut by_collective: BTreeMap<String, RankCollective> = BTreeMap::new();
-    for (i, label) in labels.iter().enumerate() {
+    let per_label = labels.iter().zip(&shares.total).zip(&shares.exposed).zip(exposed_by_step);
+    for (((label, &total_ns), &exposed_ns), exposed_by_step) in per_label {
         by_collective.insert(
             label.to_string(),
-            RankCollective {
-                total_ns: shares.total[i],
-                exposed_ns: shares.exposed[i],
-                exposed_by_step: std::mem::take(&mut exposed_by_step[i]),
-                ..RankCollective::default()
-            },
+            RankCollective { total_ns, exposed_ns, exposed_by_step, ..RankCollective::default() },
         );
     }
     for c in &comm_kernels {
@@ -750,7 +752,7 @@ impl<'a> OpIndex<'a> {
         let upto = self.ops.partition_point(|o| (o.pid, o.tid, o.ts) <= key);
         let (mut record, mut annotation) = (None, None);
         // Ops nest shallowly; looking back a few dozen ops on the same thread is enough.
-        for o in self.ops[..upto].iter().rev().take(64) {
+        for o in self.ops.iter().take(upto).rev().take(64) {
             if o.pid != launch.pid || o.tid != launch.tid {
                 break;
             }
@@ -884,8 +886,9 @@ impl<'a> GpuAnnotationIndex<'a> {
     /// nest shallowly, so looking back a few dozen starts on the stream is enough.
     fn enclosing(&self, k: &Kernel) -> Option<&'a str> {
         let upto = self.by_stream.partition_point(|&(stream, ts, _, _)| (stream, ts) <= (k.stream, k.ts));
-        self.by_stream[..upto]
+        self.by_stream
             .iter()
+            .take(upto)
             .rev()
             .take_while(|&&(stream, _, _, _)| stream == k.stream)
             .take(64)

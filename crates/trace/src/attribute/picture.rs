@@ -163,7 +163,7 @@ fn drawn_ranks(ranks: &[RankBars], late: Option<u32>) -> Vec<(&RankBars, Option<
     let last_end = |r: &RankBars| r.bars.iter().filter(|b| b.end > b.start).map(|b| b.end).max();
     let late = late
         .and_then(|l| order.iter().position(|r| r.rank == l))
-        .or_else(|| (0..order.len()).max_by_key(|&i| (last_end(order[i]), Reverse(i))))
+        .or_else(|| order.iter().enumerate().max_by_key(|&(i, r)| (last_end(r), Reverse(i))).map(|(i, _)| i))
         .unwrap_or(0);
     let compute = |r: &RankBars| length(&spans(&r.bars, BarKind::Compute, None));
     let mut by_compute: Vec<(Ns, usize)> = order.iter().enumerate().map(|(i, r)| (compute(r), i)).collect();
@@ -179,7 +179,7 @@ fn drawn_ranks(ranks: &[RankBars], late: Option<u32>) -> Vec<(&RankBars, Option<
         .unwrap_or(0);
     let mut drawn = [(late, "late"), (fastest, "fastest"), (median, "median")];
     drawn.sort_unstable();
-    drawn.into_iter().map(|(i, role)| (order[i], Some(role))).collect()
+    drawn.into_iter().filter_map(|(i, role)| Some((*order.get(i)?, Some(role)))).collect()
 }
 
 /// The union of a rank's bars of one kind; of one critical flag, or of both.
@@ -307,24 +307,24 @@ fn merge_close(same: &mut Vec<Piece>, distance: Ns) {
 /// dropped when narrower than a pixel and kept otherwise.
 fn absorb_narrow(same: &mut Vec<Piece>, distance: Ns, pixel: Ns) {
     let mut i = 0;
-    while i < same.len() {
-        let p = same[i];
+    while let Some(&p) = same.get(i) {
         if p.end - p.start >= distance {
             i += 1;
             continue;
         }
-        let prev = i.checked_sub(1).map(|j| (j, p.start - same[j].end));
-        let next = same.get(i + 1).map(|n| (i + 1, n.start - p.end));
+        // The neighbours: (position, gap, flag).
+        let prev = i.checked_sub(1).and_then(|j| same.get(j).map(|q| (j, p.start - q.end, q.critical)));
+        let next = same.get(i + 1).map(|q| (i + 1, q.start - p.end, q.critical));
         let into = [prev, next]
             .into_iter()
             .flatten()
-            .filter(|&(_, gap)| gap < distance)
-            .min_by_key(|&(j, gap)| (same[j].critical != p.critical, gap, j))
-            .map(|(j, _)| j);
-        match into {
-            Some(j) => {
-                same[j].start = same[j].start.min(p.start);
-                same[j].end = same[j].end.max(p.end);
+            .filter(|&(_, gap, _)| gap < distance)
+            .min_by_key(|&(j, gap, critical)| (critical != p.critical, gap, j))
+            .map(|(j, _, _)| j);
+        match into.and_then(|j| same.get_mut(j)) {
+            Some(q) => {
+                q.start = q.start.min(p.start);
+                q.end = q.end.max(p.end);
                 same.remove(i);
                 // A grown next piece now sits at `i` and is looked at again.
             }
@@ -350,17 +350,19 @@ fn close(spans: &[Span], distance: Ns) -> Vec<Span> {
 
 /// `a ∩ b` for two unions (sorted, disjoint), as spans.
 fn overlap(a: &[Span], b: &[Span]) -> Vec<Span> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        let s = a[i].0.max(b[j].0);
-        let e = a[i].1.min(b[j].1);
+    let (mut a, mut b, mut out) = (a, b, Vec::new());
+    while let (Some((&(a_start, a_end), a_rest)), Some((&(b_start, b_end), b_rest))) =
+        (a.split_first(), b.split_first())
+    {
+        let s = a_start.max(b_start);
+        let e = a_end.min(b_end);
         if e > s {
             out.push((s, e));
         }
-        if a[i].1 < b[j].1 {
-            i += 1;
+        if a_end < b_end {
+            a = a_rest;
         } else {
-            j += 1;
+            b = b_rest;
         }
     }
     out
@@ -369,19 +371,21 @@ fn overlap(a: &[Span], b: &[Span]) -> Vec<Span> {
 /// `a \ b` for two unions (sorted, disjoint), as spans.
 fn minus(a: &[Span], b: &[Span]) -> Vec<Span> {
     let mut out = Vec::new();
-    let mut j = 0;
+    // The spans of `b` that end after the current span of `a` starts.
+    let mut rest = b;
     for &(s, e) in a {
         let mut from = s;
-        while j < b.len() && b[j].1 <= from {
-            j += 1;
-        }
-        let mut k = j;
-        while k < b.len() && b[k].0 < e {
-            if b[k].0 > from {
-                out.push((from, b[k].0));
+        while let Some((&(_, b_end), tail)) = rest.split_first() {
+            if b_end > from {
+                break;
             }
-            from = from.max(b[k].1);
-            k += 1;
+            rest = tail;
+        }
+        for &(b_start, b_end) in rest.iter().take_while(|&&(b_start, _)| b_start < e) {
+            if b_start > from {
+                out.push((from, b_start));
+            }
+            from = from.max(b_end);
         }
         if e > from {
             out.push((from, e));

@@ -15,10 +15,9 @@ pub const MAX_STEP_SAMPLES: usize = 10_000;
 /// The boundaries between steps: every step start but the first and the last (the window's own
 /// ends), so that [`step_of`] can binary-search them.
 pub(super) fn interior_bounds(starts: &[Ns]) -> &[Ns] {
-    if starts.len() > 2 {
-        &starts[1..starts.len() - 1]
-    } else {
-        &[]
+    match starts {
+        [_, interior @ .., _] => interior,
+        _ => &[],
     }
 }
 
@@ -32,7 +31,7 @@ pub(super) fn step_of(bounds: &[Ns], anchor: Ns) -> u32 {
 /// the span from the first GPU activity's start to the last one's end (empty without any).
 pub(super) fn step_lengths(starts: &[Ns], gpu_span: Option<Span>) -> Vec<Ns> {
     if starts.len() >= 2 {
-        starts.windows(2).take(MAX_STEP_SAMPLES).map(|w| w[1] - w[0]).collect()
+        starts.iter().zip(starts.iter().skip(1)).take(MAX_STEP_SAMPLES).map(|(a, b)| b - a).collect()
     } else {
         gpu_span.map(|(a, b)| vec![b - a]).unwrap_or_default()
     }
@@ -51,19 +50,25 @@ pub(super) fn exposed_by_step(
     labels: usize,
 ) -> Vec<Vec<(u32, f64)>> {
     let mut out: Vec<Vec<(u32, f64)>> = vec![Vec::new(); labels];
-    let mut order: Vec<usize> = (0..labelled.len()).filter(|&i| (steps[i] as usize) < MAX_STEP_SAMPLES).collect();
-    order.sort_by_key(|&i| steps[i]);
-    for group in order.chunk_by(|&a, &b| steps[a] == steps[b]) {
-        let step = steps[group[0]];
-        let mut local: Vec<usize> = group.iter().map(|&i| labelled[i].1).collect();
+    // (step, span, label) below the cap, by step (stable: in the order given within a step).
+    let mut kept: Vec<(u32, Span, usize)> = steps
+        .iter()
+        .zip(labelled)
+        .filter(|&(&step, _)| (step as usize) < MAX_STEP_SAMPLES)
+        .map(|(&step, &(span, label))| (step, span, label))
+        .collect();
+    kept.sort_by_key(|&(step, _, _)| step);
+    for group in kept.chunk_by(|a, b| a.0 == b.0) {
+        let Some(&(step, _, _)) = group.first() else { continue };
+        let mut local: Vec<usize> = group.iter().map(|&(_, _, label)| label).collect();
         local.sort_unstable();
         local.dedup();
         let spans: Vec<(Span, usize)> =
-            group.iter().map(|&i| (labelled[i].0, local.binary_search(&labelled[i].1).unwrap_or(0))).collect();
+            group.iter().map(|&(_, span, label)| (span, local.binary_search(&label).unwrap_or(0))).collect();
         let shares = sweep(&spans, compute_within(compute, &spans), local.len());
-        for (j, &label) in local.iter().enumerate() {
+        for (&label, &exposed) in local.iter().zip(&shares.exposed) {
             if let Some(series) = out.get_mut(label) {
-                series.push((step, shares.exposed[j]));
+                series.push((step, exposed));
             }
         }
     }
@@ -77,7 +82,7 @@ fn compute_within<'a>(compute: &'a [Span], spans: &[(Span, usize)]) -> &'a [Span
     let hi = spans.iter().map(|&((_, e), _)| e).max().unwrap_or(0);
     let start = compute.partition_point(|&(_, end)| end <= lo);
     let end = compute.partition_point(|&(begin, _)| begin < hi).max(start);
-    &compute[start..end]
+    compute.get(start..end).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -117,7 +122,7 @@ mod tests {
 
     #[test]
     fn steps_past_the_cap_are_left_out() {
-        let cap = MAX_STEP_SAMPLES as u32;
+        let cap = u32::try_from(MAX_STEP_SAMPLES).unwrap();
         let out = exposed_by_step(&[((0, 10), 0), ((20, 30), 0)], &[cap - 1, cap], &[], 1);
         assert_eq!(out, vec![vec![(cap - 1, 10.0)]]);
     }

@@ -18,6 +18,7 @@
 //! cost while choosing them is one small record per kernel of a kept step.
 
 use super::super::model::{Kernel, Ns, RankTrace};
+use crate::narrow::saturating_u32;
 
 /// The most steps a rank keeps for replay, spread evenly over its window.
 pub const MAX_REPLAYED_STEPS: u64 = 32;
@@ -88,106 +89,121 @@ pub(super) const NOT_COMM: u32 = u32::MAX;
 
 /// The kept steps' timelines from the kernels met in them.
 pub(super) fn build(t: &RankTrace, mut met: Vec<Met>) -> Vec<StepTimeline> {
-    let k = |m: &Met| -> &Kernel { &t.kernels[m.kernel as usize] };
-    met.sort_unstable_by_key(|m| (m.step, k(m).stream, k(m).ts, m.kernel));
+    let key = |m: &Met| {
+        let k = t.kernels.get(m.kernel as usize);
+        (m.step, k.map(|k| k.stream), k.map(|k| k.ts), m.kernel)
+    };
+    met.sort_unstable_by_key(key);
     met.chunk_by(|a, b| a.step == b.step).map(|group| step_timeline(t, group)).collect()
 }
 
-/// One step: dependencies read on the kernels, then the kernels merged into segments.
+/// One step: dependencies read on the kernels, then the kernels merged into segments. Kernels
+/// are named by their position in the step (`usize`), in stream order, then start.
 fn step_timeline(t: &RankTrace, met: &[Met]) -> StepTimeline {
-    let k = |i: usize| -> &Kernel { &t.kernels[met[i].kernel as usize] };
-    let n = met.len();
-    // Each kernel's launch (the CPU call's start) and communication kernel, for this step only.
+    // Each kernel with its launch (the CPU call's start) and communication kernel, for this step only.
     let group: Vec<Kernelled> = met
         .iter()
-        .map(|m| {
-            let kernel = &t.kernels[m.kernel as usize];
-            Kernelled {
+        .filter_map(|m| {
+            let kernel = t.kernels.get(m.kernel as usize)?;
+            Some(Kernelled {
+                kernel,
                 launch: kernel.correlation().and_then(|c| t.launches.get(&c)).map(|l| l.ts),
                 comm: (m.comm != NOT_COMM).then_some(m.comm),
-            }
+            })
         })
         .collect();
     let mut edges: Vec<(usize, usize)> = Vec::new();
-    // Launched before a collective, on another stream.
-    let mut compute_by_launch: Vec<(Ns, usize)> =
-        (0..n).filter(|&i| group[i].comm.is_none()).filter_map(|i| group[i].launch.map(|l| (l, i))).collect();
+    // Launched before a collective, on another stream: (launch, kernel, stream), by launch.
+    let mut compute_by_launch: Vec<(Ns, usize, i64)> = group
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.comm.is_none())
+        .filter_map(|(i, g)| g.launch.map(|l| (l, i, g.kernel.stream)))
+        .collect();
     compute_by_launch.sort_unstable();
-    for c in (0..n).filter(|&i| group[i].comm.is_some()) {
-        let Some(at) = group[c].launch else { continue };
-        let before = compute_by_launch.partition_point(|&(l, _)| l < at);
-        if let Some(&(_, p)) = before.checked_sub(1).and_then(|b| compute_by_launch.get(b)) {
-            if k(p).stream != k(c).stream {
+    for (c, collective) in group.iter().enumerate().filter(|(_, g)| g.comm.is_some()) {
+        let Some(at) = collective.launch else { continue };
+        let before = compute_by_launch.partition_point(|&(l, _, _)| l < at);
+        if let Some(&(_, p, stream)) = before.checked_sub(1).and_then(|b| compute_by_launch.get(b)) {
+            if stream != collective.kernel.stream {
                 edges.push((p, c));
             }
         }
     }
     // Held: started after its stream was free and after its launch, so something on another
     // stream released it: the latest of the rank's kernels to end in between.
-    let mut by_end: Vec<(Ns, usize)> = (0..n).map(|i| (k(i).end(), i)).collect();
+    let mut by_end: Vec<(Ns, usize)> = group.iter().enumerate().map(|(i, g)| (g.kernel.end(), i)).collect();
     by_end.sort_unstable();
-    for i in 0..n {
-        let prev_end = (i > 0 && k(i - 1).stream == k(i).stream).then(|| k(i - 1).end());
-        let free = prev_end.into_iter().chain(group[i].launch).max().unwrap_or(Ns::MIN);
-        if k(i).ts <= free.saturating_add(HELD_AFTER_NS) {
+    for (i, g) in group.iter().enumerate() {
+        let prev = i.checked_sub(1).and_then(|p| group.get(p));
+        let prev_end = prev.filter(|p| p.kernel.stream == g.kernel.stream).map(|p| p.kernel.end());
+        let free = prev_end.into_iter().chain(g.launch).max().unwrap_or(Ns::MIN);
+        if g.kernel.ts <= free.saturating_add(HELD_AFTER_NS) {
             continue;
         }
-        let upto = by_end.partition_point(|&(e, _)| e <= k(i).ts);
-        // Only work enqueued before it can release it: a stream waits on an event recorded earlier.
-        let before = |h: usize| match (group[h].launch, group[i].launch) {
-            (Some(a), Some(b)) => a < b,
-            _ => true,
-        };
-        let holder = by_end[..upto]
-            .iter()
-            .rev()
-            .take_while(|&&(e, _)| e > free)
-            .find(|&&(_, h)| k(h).stream != k(i).stream && before(h));
+        let upto = by_end.partition_point(|&(e, _)| e <= g.kernel.ts);
+        let holder = by_end.iter().take(upto).rev().take_while(|&&(e, _)| e > free).find(|&&(_, h)| {
+            group.get(h).is_some_and(|held| held.kernel.stream != g.kernel.stream && launched_before(held, g))
+        });
         if let Some(&(_, h)) = holder {
             edges.push((h, i));
         }
     }
     // A dependency the trace contradicts (the later kernel started before the earlier ended)
     // was not one: keeping it would stop a replay without change from reproducing the trace.
-    edges.retain(|&(a, b)| k(a).end() <= k(b).ts);
+    edges.retain(|&(a, b)| match (group.get(a), group.get(b)) {
+        (Some(a), Some(b)) => a.kernel.end() <= b.kernel.ts,
+        _ => false,
+    });
     // Segments: a communication kernel alone; other kernels merged on their stream, cut where a
     // dependency starts or ends.
-    let mut starts_seg = vec![false; n];
-    let mut ends_seg = vec![false; n];
+    let mut starts_seg = vec![false; group.len()];
+    let mut ends_seg = vec![false; group.len()];
     for &(a, b) in &edges {
-        ends_seg[a] = true;
-        starts_seg[b] = true;
+        if let (Some(ends), Some(starts)) = (ends_seg.get_mut(a), starts_seg.get_mut(b)) {
+            (*ends, *starts) = (true, true);
+        }
     }
-    let mut seg_of = vec![0u32; n];
+    let mut seg_of: Vec<u32> = Vec::with_capacity(group.len());
     let mut segs: Vec<Seg> = Vec::new();
-    for i in 0..n {
-        let comm = group[i].comm;
-        let joins_previous = i > 0
-            && comm.is_none()
-            && group[i - 1].comm.is_none()
-            && k(i - 1).stream == k(i).stream
-            && !starts_seg[i]
-            && !ends_seg[i - 1];
+    // The previous kernel, and whether a dependency ends at it.
+    let mut prev: Option<(&Kernelled, bool)> = None;
+    for ((g, &starts), &ends) in group.iter().zip(&starts_seg).zip(&ends_seg) {
+        let k = g.kernel;
+        let joins_previous = prev.is_some_and(|(p, p_ends)| {
+            g.comm.is_none() && p.comm.is_none() && p.kernel.stream == k.stream && !starts && !p_ends
+        });
         match segs.last_mut() {
             // A stream idle for longer than a launch waited for something: the gap stays a gap.
-            Some(last) if joins_previous && k(i).ts <= last.end.saturating_add(HELD_AFTER_NS) => {
-                last.end = last.end.max(k(i).end())
+            Some(last) if joins_previous && k.ts <= last.end.saturating_add(HELD_AFTER_NS) => {
+                last.end = last.end.max(k.end())
             }
-            _ => segs.push(Seg { stream: k(i).stream, start: k(i).ts, end: k(i).end(), comm }),
+            _ => segs.push(Seg { stream: k.stream, start: k.ts, end: k.end(), comm: g.comm }),
         }
-        seg_of[i] = (segs.len() - 1) as u32;
+        seg_of.push(saturating_u32(segs.len() - 1));
+        prev = Some((g, ends));
     }
     let mut deps: Vec<(u32, u32)> =
-        edges.iter().map(|&(a, b)| (seg_of[a], seg_of[b])).filter(|(a, b)| a != b).collect();
+        edges.iter().filter_map(|&(a, b)| Some((*seg_of.get(a)?, *seg_of.get(b)?))).filter(|(a, b)| a != b).collect();
     deps.sort_unstable();
     deps.dedup();
     StepTimeline { step: met.first().map_or(0, |m| m.step), segs, deps }
 }
 
 /// What one step's replay needs of a kernel besides its times.
-struct Kernelled {
+struct Kernelled<'a> {
+    kernel: &'a Kernel,
     launch: Option<Ns>,
     comm: Option<u32>,
+}
+
+/// Whether `a` could have released `b`: a stream waits on an event recorded earlier, so only
+/// work enqueued before `b` counts (either launch unknown: it may).
+fn launched_before(a: &Kernelled, b: &Kernelled) -> bool {
+    match (a.launch, b.launch) {
+        (Some(a), Some(b)) => a < b,
+        _ => true,
+    }
 }
 
 #[cfg(test)]
@@ -201,7 +217,7 @@ mod tests {
         assert_eq!((0..5).filter(|&s| kept(s, 5, k)).count(), 5);
         assert!(!kept(5, 5, k));
         let long: Vec<u32> = (0..1000).filter(|&s| kept(s, 1000, k)).collect();
-        assert_eq!(long.len(), MAX_REPLAYED_STEPS as usize);
+        assert_eq!(long.len(), usize::try_from(MAX_REPLAYED_STEPS).unwrap());
         assert_eq!((long[0], long[1], long[31]), (0, 31, 968));
         assert_eq!((0..33).filter(|&s| kept(s, 33, k)).count(), 32);
         assert!(kept(0, 0, k), "a window of one step keeps it");

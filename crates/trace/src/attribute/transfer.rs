@@ -94,6 +94,14 @@ struct Totals {
     decided: u64,
 }
 
+/// What one rank is charged over the matched instances: the wait it caused the others (the
+/// instances it arrived last at, alone), and how many those were.
+#[derive(Debug, Clone, Copy, Default)]
+struct Blame {
+    caused: i128,
+    arrived_last: u64,
+}
+
 /// The Bonferroni-corrected binomial p-value of a rank arriving last in `count` of `decided`
 /// instances among `k` participants.
 fn last_arrival_p(count: u64, decided: u64, k: usize) -> f64 {
@@ -118,17 +126,18 @@ pub(super) fn cross_rank(
     if k == 0 {
         return;
     }
-    let steps = participants.iter().map(|&i| ranks[i].steps).min().unwrap_or(1).max(1) as f64;
-    let samples = participants.iter().map(|&i| ranks[i].samples).max().unwrap_or(1).max(1) as f64;
+    let participating = || participants.iter().filter_map(|&i| ranks.get(i));
+    let steps = participating().map(|r| r.steps).min().unwrap_or(1).max(1) as f64;
+    let samples = participating().map(|r| r.samples).max().unwrap_or(1).max(1) as f64;
     let sample_divisor = (steps / samples).max(1.0);
     let group = group_size(kernels, k);
     let factor = bus_factor(&h.collective, group).filter(|_| group >= 2);
     // Start times compare only when every rank says where its clock starts.
     let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some());
     let len = series.exposed_ms.len();
-    let (mut transfer_by_step, mut wait_by_step) = (vec![0i128; len], vec![0i128; len]);
-    let mut caused: Vec<i128> = vec![0; ranks.len()];
-    let mut arrived_last: Vec<u64> = vec![0; ranks.len()];
+    // Per step: (transfer, wait) ns summed over instances.
+    let mut by_step: Vec<(i128, i128)> = vec![(0, 0); len];
+    let mut blame: Vec<Blame> = vec![Blame::default(); ranks.len()];
     let mut t = Totals::default();
     for parts in instances.values() {
         if parts.len() != k {
@@ -145,8 +154,10 @@ pub(super) fn cross_rank(
         let mut shortest = parts.iter().filter(|p| p.dur == transfer);
         if let (Some(last), None) = (shortest.next(), shortest.next()) {
             t.decided += 1;
-            caused[last.idx] += wait;
-            arrived_last[last.idx] += 1;
+            if let Some(b) = blame.get_mut(last.idx) {
+                b.caused += wait;
+                b.arrived_last += 1;
+            }
         }
         if let (Some(f), Some(bytes)) = (factor, parts.iter().filter_map(|p| p.payload).max()) {
             t.bus_known = true;
@@ -154,11 +165,12 @@ pub(super) fn cross_rank(
             t.bus_transfer += i128::from(transfer);
         }
         // The instance's step is the one its lowest rank counts it in.
-        if let Some(step) = parts.first().map(|p| p.step as usize).filter(|&s| s < len) {
-            transfer_by_step[step] += i128::from(transfer);
-            wait_by_step[step] += wait;
+        if let Some((step_transfer, step_wait)) = parts.first().and_then(|p| by_step.get_mut(p.step as usize)) {
+            *step_transfer += i128::from(transfer);
+            *step_wait += wait;
         }
-        let starts = parts.iter().map(|p| i128::from(p.start) + i128::from(ranks[p.idx].base_time_ns.unwrap_or(0)));
+        let base = |p: &Part| ranks.get(p.idx).and_then(|r| r.base_time_ns).unwrap_or(0);
+        let starts = parts.iter().map(|p| i128::from(p.start) + i128::from(base(p)));
         let (lo, hi) = starts.fold((i128::MAX, i128::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
         t.skew += hi - lo;
     }
@@ -175,16 +187,19 @@ pub(super) fn cross_rank(
     let per_rank = k as f64;
     h.transfer_ms = Some(ms(t.transfer as f64) / steps);
     h.wait_ms = Some(ms(t.wait as f64) / per_rank / steps);
-    series.transfer_ms = transfer_by_step.iter().map(|&ns| ms(ns as f64) / sample_divisor).collect();
-    series.wait_ms = wait_by_step.iter().map(|&ns| ms(ns as f64) / per_rank / sample_divisor).collect();
+    series.transfer_ms = by_step.iter().map(|&(ns, _)| ms(ns as f64) / sample_divisor).collect();
+    series.wait_ms = by_step.iter().map(|&(_, ns)| ms(ns as f64) / per_rank / sample_divisor).collect();
+    // Each rank with what it is charged, in rank order (ties below go to the first).
+    let charged = || blame.iter().zip(ranks).enumerate();
     // Most instances arrived last; ties to the lowest rank. Named only when chance is ruled out.
-    if let Some((i, &count)) = arrived_last.iter().enumerate().max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i))) {
+    if let Some((_, (b, rank))) = charged().max_by_key(|&(i, (b, _))| (b.arrived_last, std::cmp::Reverse(i))) {
         if t.decided > 0 {
+            let count = b.arrived_last;
             let p = last_arrival_p(count, t.decided, k);
             h.last_arrival_share = Some(count as f64 / t.decided as f64);
             h.last_arrival_instances = t.decided;
             h.last_arrival_p_value = Some(p);
-            h.last_arrival_rank = (p <= LAST_ARRIVAL_ALPHA).then_some(ranks[i].rank);
+            h.last_arrival_rank = (p <= LAST_ARRIVAL_ALPHA).then_some(rank.rank);
         }
     }
     if t.span == 0 {
@@ -194,12 +209,10 @@ pub(super) fn cross_rank(
     h.rank_imbalance_ratio = Some(t.wait as f64 / t.span as f64);
     if t.wait > 0 {
         // The rank charged the most wait, claimed only when its last arrivals are not chance.
-        h.straggler_rank = caused
-            .iter()
-            .enumerate()
-            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))
-            .filter(|&(i, &c)| c > 0 && last_arrival_p(arrived_last[i], t.decided, k) <= LAST_ARRIVAL_ALPHA)
-            .map(|(i, _)| ranks[i].rank);
+        h.straggler_rank = charged()
+            .max_by_key(|&(i, (b, _))| (b.caused, std::cmp::Reverse(i)))
+            .filter(|&(_, (b, _))| b.caused > 0 && last_arrival_p(b.arrived_last, t.decided, k) <= LAST_ARRIVAL_ALPHA)
+            .map(|(_, (_, rank))| rank.rank);
     }
     if clocks_comparable {
         h.start_skew_ms = Some(t.skew as f64 / t.matched as f64 / 1e6);

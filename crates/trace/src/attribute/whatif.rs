@@ -28,9 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use super::picture::{self, Bar, BarKind, Picture, RankBars};
 use super::timeline::StepTimeline;
-use super::{bus_factor, Hotspot, MatchKey, RankAnalysis};
+use super::{bus_factor, CommKernel, Hotspot, MatchKey, RankAnalysis};
 use crate::critical::{self, replay, Changes, Graph, Node, Replay, Role};
 use crate::model::Ns;
+use crate::narrow::{float_to_i64, float_to_usize, saturating_u32};
 
 /// The most collectives replayed as hidden: those with the most communication time.
 pub const MAX_HIDDEN_SCENARIOS: usize = 8;
@@ -228,15 +229,15 @@ pub fn what_if(
         }
     }
     scenarios.sort_by(|a, b| b.saving_ms.total_cmp(&a.saving_ms));
-    let median_at = median_index(&base_span);
-    let g = &graphs[median_at];
-    let path = base[median_at].critical_path(&g.graph);
-    let critical_path = critical_path(g, &base[median_at], &path, ranks);
+    let (g, median) = median_index(&base_span).and_then(|i| graphs.get(i).zip(base.get(i)))?;
+    let path = median.critical_path(&g.graph);
+    let critical_path = critical_path(g, median, &path, ranks);
     let picture = Some(picture_of(g, &path, ranks, late_rank));
     let mut sorted = base_span.clone();
     sorted.sort_unstable();
     Some(WhatIf {
-        steps: graphs.len() as u32,
+        // At most the replayed steps (`MAX_REPLAYED_STEPS`).
+        steps: saturating_u32(graphs.len()),
         step_ms: ms(median_ns(&sorted)),
         late_rank,
         scenarios,
@@ -254,11 +255,12 @@ fn median_ns(sorted: &[Ns]) -> f64 {
     commgate_stats::quantile::median(&v)
 }
 
-/// The index of the step whose span is the median (the lower middle of an even count).
-fn median_index(spans: &[Ns]) -> usize {
-    let mut order: Vec<usize> = (0..spans.len()).collect();
-    order.sort_by_key(|&i| (spans[i], i));
-    order[(order.len() - 1) / 2]
+/// The index of the step whose span is the median (the lower middle of an even count); `None`
+/// without steps.
+fn median_index(spans: &[Ns]) -> Option<usize> {
+    let mut order: Vec<(Ns, usize)> = spans.iter().copied().zip(0..).collect();
+    order.sort_unstable();
+    order.get(order.len().checked_sub(1)? / 2).map(|&(_, i)| i)
 }
 
 /// The rank the evidence names as arriving last: the last-arriving rank (tested against chance)
@@ -326,23 +328,28 @@ fn step_graph(ranks: &[RankAnalysis], offsets: &[Ns], step: u32) -> StepGraph {
     // is stable in key order.
     let nodes = &g.graph.nodes;
     let overlapped = |m: &[usize]| {
-        let last = m.iter().map(|&i| nodes[i].start).max().unwrap_or(0);
-        m.iter().all(|&i| nodes[i].end() >= last)
+        let members = || m.iter().filter_map(|&i| nodes.get(i));
+        let last = members().map(|n| n.start).max().unwrap_or(0);
+        members().all(|n| n.end() >= last)
     };
     let mut joined: Vec<(&MatchKey, Vec<usize>)> =
         keys.into_iter().filter(|(_, m)| distinct_ranks(&g.origin, m) >= 2 && overlapped(m)).collect();
     joined.sort();
     for (id, (_, members)) in joined.into_iter().enumerate() {
+        // Fewer instances than nodes, which fit in memory.
+        let id = saturating_u32(id);
         for &m in &members {
-            g.graph.nodes[m].instance = Some(id as u32);
+            if let Some(node) = g.graph.nodes.get_mut(m) {
+                node.instance = Some(id);
+            }
         }
-        g.members.insert(id as u32, members);
+        g.members.insert(id, members);
     }
     g
 }
 
 fn distinct_ranks(origin: &[NodeSource], members: &[usize]) -> usize {
-    let mut r: Vec<usize> = members.iter().map(|&m| origin[m].rank_idx).collect();
+    let mut r: Vec<usize> = members.iter().filter_map(|&m| origin.get(m)).map(|o| o.rank_idx).collect();
     r.sort_unstable();
     r.dedup();
     r.len()
@@ -354,7 +361,7 @@ fn add_rank(g: &mut StepGraph, ri: usize, r: &RankAnalysis, tl: &StepTimeline, o
     streams.sort_unstable();
     streams.dedup();
     for seg in &tl.segs {
-        let stream = streams.binary_search(&seg.stream).unwrap_or(0) as u32;
+        let stream = saturating_u32(streams.binary_search(&seg.stream).unwrap_or(0));
         let start = seg.start - offset;
         g.graph.nodes.push(Node { rank: r.rank, stream, start, dur: (seg.end - seg.start).max(0), instance: None });
         g.origin.push(NodeSource { rank_idx: ri, comm: seg.comm });
@@ -364,8 +371,13 @@ fn add_rank(g: &mut StepGraph, ri: usize, r: &RankAnalysis, tl: &StepTimeline, o
 
 /// The collective a node runs, `None` for compute.
 fn collective_of<'a>(g: &StepGraph, ranks: &'a [RankAnalysis], node: usize) -> Option<&'a str> {
-    let o = g.origin[node];
-    o.comm.and_then(|c| ranks[o.rank_idx].comm_kernels.get(c as usize)).map(|c| &*c.collective)
+    comm_kernel_of(g, ranks, node).map(|c| &*c.collective)
+}
+
+/// The communication kernel a node is, `None` for compute.
+fn comm_kernel_of<'a>(g: &StepGraph, ranks: &'a [RankAnalysis], node: usize) -> Option<&'a CommKernel> {
+    let o = g.origin.get(node)?;
+    ranks.get(o.rank_idx)?.comm_kernels.get(o.comm? as usize)
 }
 
 /// The collectives with the most kernel time over the replayed steps, at most
@@ -388,15 +400,13 @@ fn busiest_collectives(graphs: &[StepGraph], ranks: &[RankAnalysis]) -> Vec<Stri
 fn on_time(g: &StepGraph, ranks: &[RankAnalysis], late: u32) -> Changes {
     let mut forgiven = Vec::new();
     for members in g.members.values() {
-        let (mine, others): (Vec<usize>, Vec<usize>) =
-            members.iter().partition(|&&m| ranks[g.origin[m].rank_idx].rank == late);
-        let mut starts: Vec<Ns> = others.iter().map(|&m| g.graph.nodes[m].start).collect();
-        if starts.is_empty() {
-            continue;
-        }
+        let is_late = |m: usize| g.origin.get(m).and_then(|o| ranks.get(o.rank_idx)).is_some_and(|r| r.rank == late);
+        let (mine, others): (Vec<usize>, Vec<usize>) = members.iter().partition(|&&m| is_late(m));
+        let start = |m: usize| g.graph.nodes.get(m).map(|n| n.start);
+        let mut starts: Vec<Ns> = others.iter().filter_map(|&m| start(m)).collect();
         starts.sort_unstable();
-        let median = starts[(starts.len() - 1) / 2];
-        forgiven.extend(mine.iter().map(|&m| (m, (g.graph.nodes[m].start - median).max(0))));
+        let Some(&median) = starts.get(starts.len().saturating_sub(1) / 2) else { continue };
+        forgiven.extend(mine.iter().filter_map(|&m| Some((m, (start(m)? - median).max(0)))));
     }
     Changes { forgiven, ..Changes::default() }
 }
@@ -410,7 +420,7 @@ fn hidden(g: &StepGraph, ranks: &[RankAnalysis], name: &str) -> Changes {
 /// The collective's kernels released `us` µs earlier by the work on other streams they wait
 /// for (buckets that fill sooner); their stream order is kept.
 fn earlier(g: &StepGraph, ranks: &[RankAnalysis], name: &str, us: f64) -> Changes {
-    let ns = (us * 1e3).round() as Ns;
+    let ns = float_to_i64((us * 1e3).round());
     let earlier =
         (0..g.graph.nodes.len()).filter(|&i| collective_of(g, ranks, i) == Some(name)).map(|i| (i, ns)).collect();
     Changes { earlier, ..Changes::default() }
@@ -424,15 +434,13 @@ fn at_busbw(g: &StepGraph, ranks: &[RankAnalysis], name: &str, gbps: f64) -> Opt
         if members.first().is_none_or(|&m| collective_of(g, ranks, m) != Some(name)) {
             continue;
         }
-        let last = members.iter().map(|&m| g.graph.nodes[m].start).max().unwrap_or(0);
+        let last = members.iter().filter_map(|&m| g.graph.nodes.get(m)).map(|n| n.start).max().unwrap_or(0);
         for &m in members {
-            let o = g.origin[m];
-            let Some(c) = o.comm.and_then(|c| ranks[o.rank_idx].comm_kernels.get(c as usize)) else { continue };
+            let (Some(c), Some(node)) = (comm_kernel_of(g, ranks, m), g.graph.nodes.get(m)) else { continue };
             let n = c.group_size.map_or(members.len(), |s| s as usize);
             let (Some(bytes), Some(factor)) = (c.payload, bus_factor(name, n)) else { continue };
-            let node = &g.graph.nodes[m];
             let observed = (node.end() - last).max(0);
-            let at = (bytes as f64 * factor / (gbps * 1e9) * 1e9).round() as Ns;
+            let at = float_to_i64((bytes as f64 * factor / (gbps * 1e9) * 1e9).round());
             durations.push((m, observed.min(at)));
         }
     }
@@ -455,7 +463,8 @@ fn scenario(
     sorted_base.sort_unstable();
     let saving = commgate_stats::quantile::median(&savings);
     let base_ms = ms(median_ns(&sorted_base));
-    let nearest = |p: f64| savings[((p * (savings.len() - 1) as f64).round() as usize).min(savings.len() - 1)];
+    let last = savings.len().saturating_sub(1);
+    let nearest = |p: f64| savings.get(float_to_usize((p * last as f64).round()).min(last)).copied().unwrap_or(0.0);
     Scenario {
         kind,
         rank,
@@ -479,15 +488,20 @@ fn critical_path(g: &StepGraph, r: &Replay, path: &[critical::PathNode], ranks: 
     let mut merged = 0u64;
     let mut cursor: Option<(Ns, u32)> = None;
     for s in path {
-        let node = &g.graph.nodes[s.node];
+        let (Some(node), Some(&start), Some(&end)) =
+            (g.graph.nodes.get(s.node), r.start.get(s.node), r.end.get(s.node))
+        else {
+            continue;
+        };
         let what = collective_of(g, ranks, s.node).unwrap_or("compute").to_string();
         let (role, from, to) = match s.role {
             Role::Arrival => continue,
             Role::Transfer => {
-                let arrival = r.last_arrival[s.node].map_or(r.start[s.node], |m| r.start[m]);
-                (PathRole::Transfer, arrival.max(r.start[s.node]), r.end[s.node])
+                let last = r.last_arrival.get(s.node).copied().flatten();
+                let arrival = last.and_then(|m| r.start.get(m).copied()).unwrap_or(start);
+                (PathRole::Transfer, arrival.max(start), end)
             }
-            Role::Work => (PathRole::Work, r.start[s.node], r.end[s.node]),
+            Role::Work => (PathRole::Work, start, end),
         };
         if let Some((at, rank)) = cursor.filter(|&(at, _)| from > at) {
             push_step(
