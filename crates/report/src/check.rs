@@ -7,12 +7,15 @@
 
 mod workloads;
 
+use super::attribution::{self, imbalance, payload};
+use super::bench::run_figures;
+use super::cells::{hardware_line, ms, optional_ms, two};
+use super::comparison::{self, power_line};
 use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, TEXT};
-use super::markdown::metric_table;
-use super::table;
-use super::{hardware_line, ms, payload, two, Align};
+use super::table::{self, Align};
+use super::{chart, sweep, whatif};
 use commgate_core::output::MARKER;
-use commgate_core::result::{RunComparison, RunResult};
+use commgate_core::units::{change, interval, pct};
 use commgate_gate::check::CheckReport;
 use commgate_gate::compare::traces::{CollectiveComparison, TraceComparison};
 use commgate_gate::compare::Comparison;
@@ -24,7 +27,7 @@ use commgate_trace::attribute::Attribution;
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
 
 /// Terminal text: the verdict and reasons, then the comparison and attribution tables.
-pub fn text(r: &CheckReport, width: super::Width) -> String {
+pub fn text(r: &CheckReport, width: crate::Width) -> String {
     let mut out = match &r.error {
         Some(e) => {
             format!("Could not evaluate: {} ({})\n{}\n", e.kind.summary(), plain(&e.message, TEXT), not_judged(r))
@@ -43,7 +46,7 @@ pub fn text(r: &CheckReport, width: super::Width) -> String {
     }
     // A failed run measured nothing: its error above is the whole story.
     if let Some(b) = r.bench.as_ref().filter(|b| b.failure.is_none()) {
-        match super::sweep::run_line(b) {
+        match sweep::run_line(b) {
             Some(line) => out.push_str(&format!("Run: {}\n", plain(&line, TEXT))),
             None => {
                 let figures: Vec<String> = run_figures(b, r.bench_ceiling.as_ref())
@@ -59,16 +62,21 @@ pub fn text(r: &CheckReport, width: super::Width) -> String {
     } else if let Some(c) = &r.comparison {
         // The verdict and its reasons are the check's, above: the comparison adds its table.
         out.push('\n');
-        out.push_str(&super::text::comparison_table(c, width));
+        out.push_str(&comparison::text_table(c, width));
     }
     if let Some(t) = &r.trace_comparison {
         out.push_str(&trace_text(t));
     }
     if let Some(a) = &r.attribution {
         out.push('\n');
-        out.push_str(&super::text::attribution(a, width));
+        out.push_str(&attribution::text(a, width));
     }
     out
+}
+
+/// Renders a check report as pretty JSON (formats.md, "Check report").
+pub fn json(r: &CheckReport) -> String {
+    super::json::pretty(r)
 }
 
 /// At most this many reasons are listed in the comment (then how many more), and at most this
@@ -233,18 +241,18 @@ fn metrics_section(r: &CheckReport) -> String {
     format!(
         "Against {} ({}):\n\n{}\n{}",
         code_span(&c.baseline.path, PATH),
-        super::power_line(c),
-        metric_table(c),
-        chart(r.bench.as_ref().map_or("current", |b| b.workload.id.as_str()), c)
+        power_line(c),
+        comparison::markdown_table(c),
+        change_chart(r.bench.as_ref().map_or("current", |b| b.workload.id.as_str()), c)
     )
 }
 
-/// The change chart of the judged metrics against ±δ ([`super::chart::change_chart`]).
-fn chart(workload: &str, c: &Comparison) -> String {
-    if super::sweep::is_sweep(c) {
-        return super::sweep::busbw_chart(c).unwrap_or_default();
+/// The change chart of the judged metrics against ±δ ([`chart::change_chart`]).
+fn change_chart(workload: &str, c: &Comparison) -> String {
+    if sweep::is_sweep(c) {
+        return sweep::busbw_chart(c).unwrap_or_default();
     }
-    super::chart::change_chart(&[super::chart::series_from(workload, c)], 100.0 * c.delta).unwrap_or_default()
+    chart::change_chart(&[chart::series_from(workload, c)], 100.0 * c.delta).unwrap_or_default()
 }
 
 /// One change chart over every compared workload (one line each), against the widest δ among
@@ -252,8 +260,8 @@ fn chart(workload: &str, c: &Comparison) -> String {
 fn workloads_chart(workloads: &[commgate_gate::check::WorkloadReport]) -> String {
     let compared: Vec<_> = workloads.iter().filter_map(|w| w.comparison.as_ref().map(|c| (w.id.as_str(), c))).collect();
     let delta = compared.iter().map(|(_, c)| c.delta).fold(0.0, f64::max);
-    let series: Vec<_> = compared.iter().map(|(id, c)| super::chart::series_from(id, c)).collect();
-    super::chart::change_chart(&series, 100.0 * delta).map_or_else(String::new, |chart| format!("{chart}\n"))
+    let series: Vec<_> = compared.iter().map(|(id, c)| chart::series_from(id, c)).collect();
+    chart::change_chart(&series, 100.0 * delta).map_or_else(String::new, |chart| format!("{chart}\n"))
 }
 
 /// The hotspot table with the mitigation and next measurements, and each collective's state
@@ -278,12 +286,12 @@ fn hotspots_section(r: &CheckReport) -> String {
             vec![
                 md_cell(&h.collective, NAME),
                 ms(h.exposed_comm_ms),
-                super::optional_ms(h.transfer_ms),
-                super::optional_ms(h.wait_ms),
+                optional_ms(h.transfer_ms),
+                optional_ms(h.wait_ms),
                 state,
                 ms(h.total_comm_ms),
                 two(h.overlap_ratio),
-                super::imbalance(h),
+                imbalance(h),
                 payload(h),
             ]
         })
@@ -304,12 +312,12 @@ fn hotspots_section(r: &CheckReport) -> String {
     } else {
         String::new()
     };
-    let what_if = a.what_if.as_ref().map(|w| format!("\n{}", super::whatif::markdown(w))).unwrap_or_default();
+    let what_if = a.what_if.as_ref().map(|w| format!("\n{}", whatif::markdown(w))).unwrap_or_default();
     format!(
         "#### Hotspots ({} ranks, {} steps)\n\n{}{}{more}\n{}{what_if}",
         a.ranks.len(),
         a.source.steps,
-        super::markdown::notes(a),
+        attribution::notes(a),
         table::markdown(&columns, &rows),
         mitigation(a)
     )
@@ -318,7 +326,7 @@ fn hotspots_section(r: &CheckReport) -> String {
 fn mitigation(a: &Diagnosis) -> String {
     let m = &a.mitigation;
     let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s, NAME)).collect();
-    let fixes = a.what_if.as_ref().and_then(|w| super::whatif::ranked_line(w, table::Context::Markdown));
+    let fixes = a.what_if.as_ref().and_then(|w| whatif::ranked_line(w, table::Context::Markdown));
     format!(
         "**Mitigation:** `{}`{} — measure next: {}\n{}",
         m.strategy.as_str(),
@@ -354,11 +362,11 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
         let rows = vec![
             ["program".to_string(), format!("nccl-tests {}", code_cell(&s.program, NAME))],
             ["hardware".to_string(), cell(&hardware_line(h))],
-            ["hosts".to_string(), cell(&super::sweep::hosts_line(&hosts))],
+            ["hosts".to_string(), cell(&sweep::hosts_line(&hosts))],
             ["NCCL".to_string(), cell(sw.nccl.as_deref().unwrap_or("-"))],
             ["NCCL settings".to_string(), nccl_settings(&sw.nccl_env)],
             ["fingerprint".to_string(), code_cell(&h.fingerprint, NAME)],
-            ["points".to_string(), cell(&super::sweep::points_line(s))],
+            ["points".to_string(), cell(&sweep::points_line(s))],
         ];
         out.push(fold("nccl-tests run", &table::markdown_pairs(&rows)));
     } else if let Some(b) = &r.bench {
@@ -404,55 +412,6 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
     out
 }
 
-/// The benchmark run's own figures as (label, value), the same in the terminal and the PR
-/// comment. An undefined figure reads `-`; with one rank, bus bandwidth does not apply.
-pub(crate) fn run_figures(
-    b: &RunResult,
-    ceiling: Option<&commgate_gate::baseline::ceiling::BenchCeiling>,
-) -> [(&'static str, String); 3] {
-    // Held against this runner's nccl-tests ceiling at the same size, when a sweep set one.
-    let of_peak = |v: f64| {
-        ceiling.map_or_else(String::new, |c| {
-            format!(
-                " ({:.0} % of this runner's nccl-tests peak at {}, {:.0} % of its plateau)",
-                100.0 * v / c.ceiling_gbps,
-                commgate_core::units::bytes(c.size),
-                100.0 * v / c.plateau_gbps
-            )
-        })
-    };
-    let busbw = match b.metrics.busbw_gbps {
-        Some(v) => format!("{} GB/s{}", two(v), of_peak(v)),
-        None if b.workload.world_size == 1 => "not applicable (one rank communicates nothing)".to_string(),
-        None => "-".to_string(),
-    };
-    let matmul = b.metrics.matmul_tflops.map_or_else(|| "-".to_string(), flops);
-    [("busbw", busbw), ("matmul", matmul), ("overlap", overlap_against_serial(&b.comparison))]
-}
-
-/// A matmul rate in the unit that shows its digits: TFLOPS from 1 up, GFLOPS below (a CPU run's
-/// 0.02 TFLOPS reads as 20 GFLOPS).
-fn flops(tflops: f64) -> String {
-    if tflops >= 1.0 || tflops == 0.0 || !tflops.is_finite() {
-        format!("{} TFLOPS", two(tflops))
-    } else {
-        format!("{} GFLOPS", two(tflops * 1e3))
-    }
-}
-
-/// A saving, or a penalty when overlapping is slower than running serially.
-fn overlap_against_serial(c: &RunComparison) -> String {
-    match (c.penalty(), c.saved_ms) {
-        (Some(penalty), _) => format!("{} ms slower than serial per step", ms(penalty)),
-        (None, Some(saved)) => format!(
-            "saves {} ms per step{}",
-            ms(saved),
-            c.overlap_gain_ratio.map(|g| format!(" ({:.1} % of serial)", 100.0 * g)).unwrap_or_default()
-        ),
-        (None, None) => "-".to_string(),
-    }
-}
-
 /// "regressed: wait, rank 5 last in 93 %", "unchanged", "new, inconclusive".
 fn trace_state(c: &CollectiveComparison) -> String {
     let mut out = c.state.as_str().to_string();
@@ -485,14 +444,7 @@ fn trace_text(t: &TraceComparison) -> String {
         let metrics: Vec<String> = c
             .metrics
             .iter()
-            .map(|m| {
-                format!(
-                    "{} {} ({})",
-                    m.quantity.as_str(),
-                    commgate_core::units::change(m.judged.ratio),
-                    commgate_core::units::interval(m.judged.ci)
-                )
-            })
+            .map(|m| format!("{} {} ({})", m.quantity.as_str(), change(m.judged.ratio), interval(m.judged.ci)))
             .collect();
         let note = c.note.as_ref().map(|n| format!(" [{}]", plain(n, TEXT))).unwrap_or_default();
         out.push_str(&format!(
@@ -519,12 +471,8 @@ fn trace_markdown(t: &TraceComparison) -> String {
                 m.quantity.as_str().to_string(),
                 if m.judged.baseline.is_finite() { ms(m.judged.baseline) } else { "-".into() },
                 if m.judged.current.is_finite() { ms(m.judged.current) } else { "-".into() },
-                format!(
-                    "{} ({})",
-                    commgate_core::units::change(m.judged.ratio),
-                    commgate_core::units::interval(m.judged.ci)
-                ),
-                super::pct(m.judged.against.delta),
+                format!("{} ({})", change(m.judged.ratio), interval(m.judged.ci)),
+                pct(m.judged.against.delta),
                 m.judged.state.as_str().to_string(),
                 m.note.as_ref().or(c.note.as_ref()).map_or_else(String::new, |n| md_cell(n, TEXT)),
             ]
@@ -581,6 +529,7 @@ fn nccl_settings(env: &std::collections::BTreeMap<String, String>) -> String {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use commgate_core::result::RunResult;
     use commgate_gate::check::{BaselineRef, CheckReport};
     use commgate_gate::decide::mitigation::{diagnose, Thresholds};
     use commgate_gate::decide::FailOn;
@@ -736,7 +685,7 @@ pub(super) mod tests {
         for (i, bench) in runs.into_iter().enumerate() {
             let report = CheckReport { bench: Some(bench), ..report(2, 4) };
             let path = dir.path().join(format!("report-{i}.json"));
-            std::fs::write(&path, super::super::json::check(&report)).expect("write");
+            std::fs::write(&path, json(&report)).expect("write");
             let back = commgate_gate::check::load_report(&path).unwrap_or_else(|e| panic!("report {i}: {e}"));
             // Floats may differ in the last bit (serde_json's parser); what is null stays null.
             let shape = |r: &CheckReport| {

@@ -4,6 +4,7 @@
 //! untrusted: it passes through one function of [`super::escape`] where it enters the output.
 
 use super::escape::{md_text, plain, NAME, PATH, TEXT};
+use super::json::pretty;
 use super::table::{self, Align, Column, Context};
 use super::Format;
 use commgate_core::result::Schedule;
@@ -45,14 +46,6 @@ struct Versioned<'a, T: serde::Serialize> {
     schema_version: u32,
     #[serde(flatten)]
     body: &'a T,
-}
-
-fn pretty<T: serde::Serialize>(value: &T) -> String {
-    // Derived Serialize impls with string keys: serialising cannot fail.
-    #[expect(clippy::expect_used, reason = "infallible for these types (the comment above)")]
-    let mut out = serde_json::to_string_pretty(value).expect("history types always serialise to JSON");
-    out.push('\n');
-    out
 }
 
 fn ms(x: Option<f64>) -> String {

@@ -3,9 +3,9 @@
 //! bus bandwidth at both medians, the share of this runner's ceiling and plateau it reached, and
 //! the state. The figures are the comparison's ([`commgate_gate::compare::sweep`]); nothing here judges.
 
+use super::cells::{hardware_line, metric_change, p_value, two};
 use super::escape::md_text;
 use super::table::{Align, Column, Context};
-use super::{change_cell, p_value, two};
 use commgate_core::result::sweep::SweepData;
 use commgate_core::result::RunResult;
 use commgate_core::units::interval;
@@ -101,7 +101,7 @@ pub(crate) fn cells(m: &MetricComparison, full: bool, ctx: Context) -> Vec<Strin
         ctx.escape(&place_cell(m), super::escape::NAME),
         two(m.judged.baseline * 1e3),
         two(m.judged.current * 1e3),
-        change_cell(m),
+        metric_change(m),
         interval(m.judged.ci),
         gbps(t.map(|t| t.baseline)),
         gbps(busbw_now),
@@ -151,7 +151,7 @@ pub fn markdown_table(c: &Comparison) -> String {
 /// `None` for a benchmark run.
 pub(crate) fn run_line(b: &RunResult) -> Option<String> {
     let s = b.sweep.as_ref()?;
-    let machine = super::hardware_line(&b.hardware);
+    let machine = hardware_line(&b.hardware);
     let nccl = b.software.nccl.as_deref().map(|v| format!(", NCCL {v}")).unwrap_or_default();
     Some(format!("nccl-tests {} on {machine}{nccl}: {}", s.program, points_line(s)))
 }

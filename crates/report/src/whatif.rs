@@ -1,14 +1,16 @@
-//! What would fix it, as every renderer shows it: the fixes ranked by the time they would save
-//! (a table, and one line for the decision lines), and the critical path of the median step in
-//! one line. Collective names come from traces and are escaped for the context.
+//! What would fix it, the what-if section of an attribution, as every renderer shows it: the
+//! fixes ranked by the time they would save (a table, and one line for the decision lines), the
+//! critical path of the median step, and in Markdown the gantt of that step. Its JSON is the
+//! attribution's `what_if` field. Collective names come from traces and are escaped for the
+//! context.
 
+use super::cells::{counted, fixed, ms};
 use super::escape::{md_text, plain, NAME};
-use super::table::Context;
-use super::{fixed, ms, Align};
+use super::table::{self, Align, Context};
 use commgate_trace::attribute::whatif::{PathPart, PathRole, Scenario, ScenarioKind, WhatIf};
 
 /// The columns of the fixes table.
-pub(crate) const COLUMNS: [(&str, Align); 5] = [
+const COLUMNS: [(&str, Align); 5] = [
     ("fix", Align::Left),
     ("saves ms/step", Align::Right),
     ("of step", Align::Right),
@@ -17,11 +19,11 @@ pub(crate) const COLUMNS: [(&str, Align); 5] = [
 ];
 
 /// The most fixes the tables and the line show (the JSON has every one).
-pub(crate) const MAX_FIXES: usize = 6;
+const MAX_FIXES: usize = 6;
 
 /// The title above the table: how much was replayed.
-pub(crate) fn title(w: &WhatIf) -> String {
-    let steps = super::counted(w.steps as usize, "step", "steps");
+fn title(w: &WhatIf) -> String {
+    let steps = counted(w.steps as usize, "step", "steps");
     format!("What would fix it (replay of {steps}; median step {} ms from first kernel to last):", ms(w.step_ms))
 }
 
@@ -34,7 +36,7 @@ fn in_text(s: &str, ctx: Context) -> String {
 }
 
 /// What a scenario changes, in a reviewer's words, for a cell (`cell`) or running text.
-pub(crate) fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
+fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
     let collective = s.collective.as_deref().unwrap_or("?");
     let name = || if cell { ctx.escape(collective, NAME) } else { in_text(collective, ctx) };
     match s.kind {
@@ -52,7 +54,7 @@ pub(crate) fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
 }
 
 /// One row per fix, largest saving first, at most [`MAX_FIXES`].
-pub(crate) fn rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
+fn rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
     w.scenarios
         .iter()
         .take(MAX_FIXES)
@@ -97,7 +99,7 @@ const HOST_BOUND_SHARE: f64 = 0.25;
 
 /// The warning of a host-bound step: the path's time on no GPU work, when it is at least
 /// [`HOST_BOUND_SHARE`] of the step.
-pub(crate) fn host_bound_note(w: &WhatIf) -> Option<String> {
+fn host_bound_note(w: &WhatIf) -> Option<String> {
     let p = &w.critical_path;
     let idle: f64 = p.parts.iter().filter(|part| part.role == PathRole::Gap).map(|part| part.ms).sum();
     (p.step_ms > 0.0 && idle >= HOST_BOUND_SHARE * p.step_ms).then(|| {
@@ -126,7 +128,7 @@ fn parts_left_out(w: &WhatIf) -> usize {
 }
 
 /// The critical path of the median step by part, largest first, one line of text.
-pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
+fn path_line(w: &WhatIf, ctx: Context) -> String {
     let parts: Vec<String> = w
         .critical_path
         .parts
@@ -152,7 +154,7 @@ fn path_table(w: &WhatIf) -> String {
         .collect();
     let more = parts_left_out(w);
     let more = if more > 0 { format!("\n_{more} more parts in the JSON report._\n") } else { String::new() };
-    format!("{}:\n\n{}{more}", path_head(w), super::table::markdown(&columns, &rows))
+    format!("{}:\n\n{}{more}", path_head(w), table::markdown(&columns, &rows))
 }
 
 fn part_name(p: &PathPart, ctx: Context, cell: bool) -> String {
@@ -166,6 +168,20 @@ fn part_name(p: &PathPart, ctx: Context, cell: bool) -> String {
     }
 }
 
+/// The terminal section, under the attribution's tables: the title, the fixes table `width`
+/// wide, the critical path in one line and the host-bound note.
+pub(crate) fn text(w: &WhatIf, width: crate::Width) -> String {
+    let mut out = format!("\n{}\n", title(w));
+    let (t, dropped) = table::text_fitted(&COLUMNS, &rows(w, Context::Text), &[4, 3, 2], width.limit());
+    out.push_str(&t);
+    out.push_str(&table::left_out_line(&dropped));
+    out.push_str(&format!("{}\n", path_line(w, Context::Text)));
+    if let Some(note) = host_bound_note(w) {
+        out.push_str(&format!("Note: {note}\n"));
+    }
+    out
+}
+
 /// The Markdown section: the fixes table, the critical path and the gantt of the median step.
 pub(crate) fn markdown(w: &WhatIf) -> String {
     let ctx = Context::Markdown;
@@ -173,7 +189,7 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
     if w.scenarios.is_empty() {
         out.push_str("_No fix to replay: no rank stood out as late and no collective ran._\n");
     } else {
-        out.push_str(&super::table::markdown(&COLUMNS, &rows(w, ctx)));
+        out.push_str(&table::markdown(&COLUMNS, &rows(w, ctx)));
     }
     out.push_str(&format!("\n{}", path_table(w)));
     if let Some(note) = host_bound_note(w) {
