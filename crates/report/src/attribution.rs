@@ -15,11 +15,11 @@
 
 use super::cells::{counted, fixed, ms, optional_ms, two};
 use super::escape::{md_text, plain, NAME, TEXT};
-use super::table::{self, Align, Context};
+use super::table::{self, Column, Context, Field};
 use super::whatif;
 use commgate_core::units::bytes;
 use commgate_gate::decide::mitigation::Diagnosis;
-use commgate_trace::attribute::{Attribution, Compat, Hotspot, RankSummary};
+use commgate_trace::attribute::{Attribution, Compat, Hotspot, RankSummary, SizeBucket};
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -37,10 +37,8 @@ pub fn text(a: &Diagnosis, width: crate::Width) -> String {
     if a.by_collective.is_empty() {
         out.push_str("No communication kernels found.\n");
     } else {
-        let rows = collective_rows(a, Context::Text);
-        let (t, dropped) = table::text_fitted(&COLLECTIVE_COLUMNS, &rows, &COLLECTIVE_DROP, width.limit());
-        out.push_str(&t);
-        out.push_str(&table::left_out_line(&dropped));
+        let columns = table::columns(&COLLECTIVE, Context::Text);
+        out.push_str(&table::fitted(&columns, &collective_rows(a, Context::Text), width));
     }
     if let Some(sizes) = size_table(a, Context::Text) {
         out.push_str(&format!("\n{SIZE_TITLE}:\n{sizes}"));
@@ -50,7 +48,7 @@ pub fn text(a: &Diagnosis, width: crate::Width) -> String {
     }
     if !a.ranks.is_empty() {
         out.push_str("\nPer rank (ms per step):\n");
-        out.push_str(&table::text(&rank_columns_without_unit(), &rank_rows(a)));
+        out.push_str(&table::text(&rank_columns_without_unit(), &rank_rows(a, Context::Text)));
     }
     if let Some(w) = &a.what_if {
         out.push_str(&whatif::text(w, width));
@@ -81,7 +79,7 @@ pub fn markdown(a: &Diagnosis) -> String {
     }
     if !a.ranks.is_empty() {
         out.push_str("\n<details><summary>Per rank</summary>\n\n");
-        out.push_str(&table::markdown(&RANK_COLUMNS, &rank_rows(a)));
+        out.push_str(&table::markdown(&table::columns(&RANK, Context::Markdown), &rank_rows(a, Context::Markdown)));
         out.push_str("\n</details>\n");
     }
     if let Some(w) = &a.what_if {
@@ -189,166 +187,104 @@ fn last_arrival(h: &Hotspot) -> String {
     }
 }
 
-/// The per-collective table's columns (text and Markdown); every figure is per step except
-/// `count`, `busbw`, `last arrival` and `unmatched`. [`collective_cells`] fills them in this order.
-const COLLECTIVE_COLUMNS: [(&str, Align); 15] = [
-    ("collective", Align::Left),
-    ("count", Align::Right),
-    ("sync/step", Align::Right),
-    ("comm ms/step", Align::Right),
-    ("exposed ms/step", Align::Right),
-    ("worst-rank exposed", Align::Right),
-    ("payload/step", Align::Right),
-    ("overlap", Align::Right),
-    ("imbalance", Align::Right),
-    ("straggler", Align::Right),
-    ("transfer ms/step", Align::Right),
-    ("wait ms/step", Align::Right),
-    ("busbw GB/s", Align::Right),
-    ("last arrival", Align::Right),
-    ("unmatched", Align::Right),
+/// The per-collective table's columns (text and Markdown), in table order; every figure is per
+/// step except `count`, `busbw`, `last arrival` and `unmatched`. A text table that must fit
+/// leaves out the least important first (`drop_rank` 1): what the decision and a reviewer need
+/// (exposed, comm, overlap, who arrives last, wait, transfer) stays longest. Exposed time and
+/// overlap need compute in the source.
+const COLLECTIVE: [Field<Hotspot>; 15] = [
+    Column::left("collective").cell(|h, ctx| ctx.escape(&h.collective, NAME)),
+    Column::right("count").drop_rank(4).cell(|h, _| h.count.to_string()),
+    Column::right("sync/step").drop_rank(2).cell(|h, _| two(h.sync_count)),
+    Column::right("comm ms/step").drop_rank(13).cell(|h, _| ms(h.total_comm_ms)),
+    Column::right("exposed ms/step").drop_rank(14).needs_compute().cell(|h, _| ms(h.exposed_comm_ms)),
+    Column::right("worst-rank exposed").drop_rank(3).needs_compute().cell(|h, _| ms(h.exposed_comm_ms_max_rank)),
+    Column::right("payload/step").drop_rank(5).cell(|h, _| payload(h)),
+    Column::right("overlap").drop_rank(12).needs_compute().cell(|h, _| two(h.overlap_ratio)),
+    Column::right("imbalance").drop_rank(8).cell(|h, _| imbalance(h)),
+    Column::right("straggler").drop_rank(7).cell(|h, _| straggler(h)),
+    Column::right("transfer ms/step").drop_rank(9).cell(|h, _| optional_ms(h.transfer_ms)),
+    Column::right("wait ms/step").drop_rank(10).cell(|h, _| optional_ms(h.wait_ms)),
+    Column::right("busbw GB/s").drop_rank(6).cell(|h, _| busbw(h)),
+    Column::right("last arrival").drop_rank(11).cell(|h, _| last_arrival(h)),
+    Column::right("unmatched").drop_rank(1).cell(|h, _| h.unmatched.to_string()),
 ];
 
-/// The cells of one collective's row, the name made safe for `ctx`.
-fn collective_cells(h: &Hotspot, ctx: Context) -> Vec<String> {
-    vec![
-        ctx.escape(&h.collective, NAME),
-        h.count.to_string(),
-        two(h.sync_count),
-        ms(h.total_comm_ms),
-        ms(h.exposed_comm_ms),
-        ms(h.exposed_comm_ms_max_rank),
-        payload(h),
-        two(h.overlap_ratio),
-        imbalance(h),
-        straggler(h),
-        optional_ms(h.transfer_ms),
-        optional_ms(h.wait_ms),
-        busbw(h),
-        last_arrival(h),
-        h.unmatched.to_string(),
-    ]
-}
-
 /// The per-collective table's rows in report order (see [`by_exposed_desc`]), the names made
-/// safe for `ctx`. Without compute in the source, the exposed and overlap cells read `n/a`.
+/// safe for `ctx`; without compute in the source, the exposed and overlap cells read `n/a`.
 fn collective_rows(a: &Attribution, ctx: Context) -> Vec<Vec<String>> {
     let observed = a.source.compute_observed;
-    by_exposed_desc(a)
-        .into_iter()
-        .map(|h| unmeasured(collective_cells(h, ctx), observed, &COLLECTIVE_UNMEASURED))
-        .collect()
+    by_exposed_desc(a).into_iter().map(|h| table::measured_row(&COLLECTIVE, h, ctx, observed)).collect()
 }
 
 /// The per-collective table in `ctx`, or `None` without a collective.
 fn collective_table(a: &Attribution, ctx: Context) -> Option<String> {
-    (!a.by_collective.is_empty()).then(|| ctx.table(&COLLECTIVE_COLUMNS, &collective_rows(a, ctx)))
+    (!a.by_collective.is_empty()).then(|| ctx.table(&table::columns(&COLLECTIVE, ctx), &collective_rows(a, ctx)))
 }
 
-/// The order the per-collective text table leaves columns out in to fit (least important first):
-/// what the decision and a reviewer need (exposed, comm, overlap, who arrives last, wait,
-/// transfer) stays longest.
-const COLLECTIVE_DROP: [usize; 14] = [14, 2, 5, 1, 6, 12, 9, 8, 10, 11, 13, 7, 3, 4];
+/// One message-size bucket of a collective: a row of the per-size table.
+struct Bucket<'a> {
+    h: &'a Hotspot,
+    b: &'a SizeBucket,
+}
 
-/// The per-collective columns a source without compute cannot fill: exposed, worst-rank
-/// exposed, overlap.
-const COLLECTIVE_UNMEASURED: [usize; 3] = [4, 5, 7];
-
-/// The per-rank columns a source without compute cannot fill: compute, overlapped, exposed,
-/// overlap %.
-const RANK_UNMEASURED: [usize; 4] = [3, 4, 5, 6];
-
-/// `cells` with the columns at `columns` read `n/a` unless compute was `observed`: a figure
-/// the source cannot measure is shown absent, never as a zero.
-fn unmeasured(mut cells: Vec<String>, observed: bool, columns: &[usize]) -> Vec<String> {
-    if !observed {
-        for &i in columns {
-            if let Some(c) = cells.get_mut(i) {
-                *c = "n/a".to_string();
-            }
-        }
+/// The per-size table's columns (text and Markdown). A function rather than a constant: its
+/// rows borrow the attribution.
+fn size_fields<'a>() -> [Field<Bucket<'a>>; 7] {
+    fn gbps(v: Option<f64>) -> String {
+        v.map_or_else(|| "n/a".to_string(), two)
     }
-    cells
+    [
+        Column::left("collective").cell(|r, ctx| ctx.escape(&r.h.collective, NAME)),
+        Column::right("size").cell(|r, _| format!("≥ {}", bytes(r.b.bytes_min))),
+        Column::right("calls").cell(|r, _| r.b.count.to_string()),
+        Column::right("exec ms p50").cell(|r, _| ms(r.b.exec_ms_median)),
+        Column::right("exec ms p95").cell(|r, _| ms(r.b.exec_ms_p95)),
+        Column::right("busbw GB/s p50").cell(|r, _| gbps(r.b.busbw_gbps_median)),
+        Column::right("busbw GB/s p95").cell(|r, _| gbps(r.b.busbw_gbps_p95)),
+    ]
 }
 
-/// The per-size table's columns (text and Markdown); [`size_rows`] fills them in this order.
-const SIZE_COLUMNS: [(&str, Align); 7] = [
-    ("collective", Align::Left),
-    ("size", Align::Right),
-    ("calls", Align::Right),
-    ("exec ms p50", Align::Right),
-    ("exec ms p95", Align::Right),
-    ("busbw GB/s p50", Align::Right),
-    ("busbw GB/s p95", Align::Right),
-];
-
-/// One row per collective and message-size bucket (collectives by name, sizes ascending), the
-/// names made safe for `ctx`; empty when no collective has size buckets.
-fn size_rows(a: &Attribution, ctx: Context) -> Vec<Vec<String>> {
-    let gbps = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), two);
-    a.by_collective
-        .values()
-        .flat_map(|h| {
-            h.sizes.iter().map(move |b| {
-                vec![
-                    ctx.escape(&h.collective, NAME),
-                    format!("≥ {}", bytes(b.bytes_min)),
-                    b.count.to_string(),
-                    ms(b.exec_ms_median),
-                    ms(b.exec_ms_p95),
-                    gbps(b.busbw_gbps_median),
-                    gbps(b.busbw_gbps_p95),
-                ]
-            })
-        })
-        .collect()
-}
-
-/// The per-size table in `ctx`, or `None` when no collective has size buckets.
+/// The per-size table in `ctx`, one row per collective and message-size bucket (collectives by
+/// name, sizes ascending), the names made safe for `ctx`; `None` when no collective has size
+/// buckets.
 fn size_table(a: &Attribution, ctx: Context) -> Option<String> {
-    let rows = size_rows(a, ctx);
-    (!rows.is_empty()).then(|| ctx.table(&SIZE_COLUMNS, &rows))
+    let fields = size_fields();
+    let rows: Vec<Vec<String>> = a
+        .by_collective
+        .values()
+        .flat_map(|h| h.sizes.iter().map(move |b| Bucket { h, b }))
+        .map(|bucket| table::row(&fields, &bucket, ctx))
+        .collect();
+    (!rows.is_empty()).then(|| ctx.table(&table::columns(&fields, ctx), &rows))
 }
 
 /// The title of the per-size table.
 const SIZE_TITLE: &str = "Per message size (each call on each rank is one sample)";
 
-/// The per-rank table's columns, headed as the Markdown heads them; [`rank_cells`] fills them in
-/// this order. The terminal's table says "ms per step" once in its title, so
-/// [`rank_columns_without_unit`] drops the ` ms` from its heads.
-const RANK_COLUMNS: [(&str, Align); 8] = [
-    ("rank", Align::Right),
-    ("steps", Align::Right),
-    ("comm ms", Align::Right),
-    ("compute ms", Align::Right),
-    ("overlapped ms", Align::Right),
-    ("exposed ms", Align::Right),
-    ("overlap %", Align::Right),
-    ("comm kernels", Align::Right),
+/// The per-rank table's columns, headed as the Markdown heads them. The terminal's table says
+/// "ms per step" once in its title, so [`rank_columns_without_unit`] drops the ` ms` from its
+/// heads. Compute, overlapped and exposed time and the overlap need compute in the source.
+const RANK: [Field<RankSummary>; 8] = [
+    Column::right("rank").cell(|r, _| r.rank.to_string()),
+    Column::right("steps").cell(|r, _| r.steps.to_string()),
+    Column::right("comm ms").cell(|r, _| ms(r.comm_ms)),
+    Column::right("compute ms").needs_compute().cell(|r, _| ms(r.compute_ms)),
+    Column::right("overlapped ms").needs_compute().cell(|r, _| ms(r.overlapped_ms)),
+    Column::right("exposed ms").needs_compute().cell(|r, _| ms(r.exposed_ms)),
+    Column::right("overlap %").needs_compute().cell(|r, _| two(r.overlap_pct)),
+    Column::right("comm kernels").cell(|r, _| r.comm_kernels.to_string()),
 ];
 
-/// [`RANK_COLUMNS`] with the ` ms` unit taken off the heads (`comm`, `compute`, ...).
-fn rank_columns_without_unit() -> [(&'static str, Align); 8] {
-    RANK_COLUMNS.map(|(head, align)| (head.strip_suffix(" ms").unwrap_or(head), align))
+/// [`RANK`]'s columns with the ` ms` unit taken off the heads (`comm`, `compute`, ...).
+fn rank_columns_without_unit() -> Vec<Column> {
+    let columns = table::columns(&RANK, Context::Text);
+    columns.into_iter().map(|c| Column { head: c.head.strip_suffix(" ms").unwrap_or(c.head), ..c }).collect()
 }
 
 /// The per-rank table's rows, one per rank in the attribution's order.
-fn rank_rows(a: &Attribution) -> Vec<Vec<String>> {
-    a.ranks.iter().map(|r| unmeasured(rank_cells(r), a.source.compute_observed, &RANK_UNMEASURED)).collect()
-}
-
-/// The cells of one rank's row.
-fn rank_cells(r: &RankSummary) -> Vec<String> {
-    vec![
-        r.rank.to_string(),
-        r.steps.to_string(),
-        ms(r.comm_ms),
-        ms(r.compute_ms),
-        ms(r.overlapped_ms),
-        ms(r.exposed_ms),
-        two(r.overlap_pct),
-        r.comm_kernels.to_string(),
-    ]
+fn rank_rows(a: &Attribution, ctx: Context) -> Vec<Vec<String>> {
+    a.ranks.iter().map(|r| table::measured_row(&RANK, r, ctx, a.source.compute_observed)).collect()
 }
 
 /// The one-line summary of the per-step samples the JSON carries: how many steps, and the

@@ -4,7 +4,7 @@
 //! result files' paths, one per line, for scripts).
 
 use super::cells::{ms, two};
-use super::table::{self, Align};
+use super::table::{self, Column};
 use commgate_core::result::{RunComparison, RunResult, Schedule};
 
 /// The order the schedules are listed in: what a reader compares first.
@@ -17,7 +17,7 @@ pub fn run_summary(r: &RunResult) -> String {
         .filter_map(|s| r.rows.iter().find(|row| row.schedule == *s))
         .map(|row| vec![row.schedule.as_str().to_string(), ms(row.median_max_rank_ms), ms(row.p95_max_rank_ms)])
         .collect();
-    let columns = [("schedule", Align::Left), ("median ms", Align::Right), ("P95 ms", Align::Right)];
+    let columns = [Column::left("schedule"), Column::right("median ms"), Column::right("P95 ms")];
     let mut out = table::text(&columns, &rows);
     let figures: Vec<String> = run_figures(r, None).iter().map(|(l, v)| format!("{l} {v}")).collect();
     out.push_str(&figures.join(" · "));
@@ -54,11 +54,11 @@ pub fn sweep_table(runs: &[&RunResult]) -> Option<String> {
         .collect();
     rows.sort_by_key(|(bytes, _)| *bytes);
     let columns = [
-        ("size (B)", Align::Right),
-        ("collective", Align::Left),
-        ("time (us)", Align::Right),
-        ("algbw (GB/s)", Align::Right),
-        ("busbw (GB/s)", Align::Right),
+        Column::right("size (B)"),
+        Column::left("collective"),
+        Column::right("time (us)"),
+        Column::right("algbw (GB/s)"),
+        Column::right("busbw (GB/s)"),
     ];
     Some(table::text(&columns, &rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>()))
 }

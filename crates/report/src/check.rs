@@ -12,16 +12,16 @@ use super::bench::run_figures;
 use super::cells::{hardware_line, ms, optional_ms, two};
 use super::comparison::{self, power_line};
 use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, TEXT};
-use super::table::{self, Align};
+use super::table::{self, Column, Context, Field};
 use super::{chart, sweep, whatif};
 use commgate_core::output::MARKER;
 use commgate_core::units::{change, interval, pct};
 use commgate_gate::check::CheckReport;
-use commgate_gate::compare::traces::{CollectiveComparison, TraceComparison};
+use commgate_gate::compare::traces::{CollectiveComparison, TraceComparison, TraceMetric};
 use commgate_gate::compare::Comparison;
 use commgate_gate::decide::mitigation::Diagnosis;
 use commgate_gate::decide::{Decision, EvaluationError, Outcome};
-use commgate_trace::attribute::Attribution;
+use commgate_trace::attribute::{Attribution, Hotspot, RankSummary};
 
 /// GitHub rejects issue comments longer than this many characters.
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
@@ -273,6 +273,7 @@ fn hotspots_section(r: &CheckReport) -> String {
     collectives.sort_by(|x, y| y.exposed_comm_ms.total_cmp(&x.exposed_comm_ms));
     let more = collectives.len().saturating_sub(HOTSPOTS_SHOWN);
     collectives.truncate(HOTSPOTS_SHOWN);
+    let fields = hotspot_fields();
     let rows: Vec<Vec<String>> = collectives
         .iter()
         .map(|h| {
@@ -283,30 +284,9 @@ fn hotspots_section(r: &CheckReport) -> String {
                     format!("{mark}{}", md_cell(&trace_state(c), NAME))
                 },
             );
-            vec![
-                md_cell(&h.collective, NAME),
-                ms(h.exposed_comm_ms),
-                optional_ms(h.transfer_ms),
-                optional_ms(h.wait_ms),
-                state,
-                ms(h.total_comm_ms),
-                two(h.overlap_ratio),
-                imbalance(h),
-                payload(h),
-            ]
+            table::row(&fields, &HotspotRow { h, state }, Context::Markdown)
         })
         .collect();
-    let columns = [
-        ("collective", Align::Left),
-        ("exposed ms/step", Align::Right),
-        ("transfer ms/step", Align::Right),
-        ("wait ms/step", Align::Right),
-        ("vs trace baseline", Align::Left),
-        ("comm ms/step", Align::Right),
-        ("overlap", Align::Right),
-        ("imbalance", Align::Right),
-        ("payload/step", Align::Right),
-    ];
     let more = if more > 0 {
         format!("\n_{more} more collectives with less exposed time (the JSON report lists them all)._\n")
     } else {
@@ -318,15 +298,39 @@ fn hotspots_section(r: &CheckReport) -> String {
         a.ranks.len(),
         a.source.steps,
         attribution::notes(a),
-        table::markdown(&columns, &rows),
+        table::markdown(&table::columns(&fields, Context::Markdown), &rows),
         mitigation(a)
     )
+}
+
+/// A row of the hotspot table: a collective, and its state against the trace baseline
+/// (escaped; `-` when the traces were not judged).
+struct HotspotRow<'a> {
+    h: &'a Hotspot,
+    state: String,
+}
+
+/// The hotspot table's columns: what the gate judges (exposed time, transfer, wait) and the
+/// state against the trace baseline first. A function rather than a constant: its rows borrow
+/// the attribution.
+fn hotspot_fields<'a>() -> [Field<HotspotRow<'a>>; 9] {
+    [
+        Column::left("collective").cell(|r, ctx| ctx.escape(&r.h.collective, NAME)),
+        Column::right("exposed ms/step").cell(|r, _| ms(r.h.exposed_comm_ms)),
+        Column::right("transfer ms/step").cell(|r, _| optional_ms(r.h.transfer_ms)),
+        Column::right("wait ms/step").cell(|r, _| optional_ms(r.h.wait_ms)),
+        Column::left("vs trace baseline").cell(|r, _| r.state.clone()),
+        Column::right("comm ms/step").cell(|r, _| ms(r.h.total_comm_ms)),
+        Column::right("overlap").cell(|r, _| two(r.h.overlap_ratio)),
+        Column::right("imbalance").cell(|r, _| imbalance(r.h)),
+        Column::right("payload/step").cell(|r, _| payload(r.h)),
+    ]
 }
 
 fn mitigation(a: &Diagnosis) -> String {
     let m = &a.mitigation;
     let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s, NAME)).collect();
-    let fixes = a.what_if.as_ref().and_then(|w| whatif::ranked_line(w, table::Context::Markdown));
+    let fixes = a.what_if.as_ref().and_then(|w| whatif::ranked_line(w, Context::Markdown));
     format!(
         "**Mitigation:** `{}`{} — measure next: {}\n{}",
         m.strategy.as_str(),
@@ -460,58 +464,68 @@ fn trace_text(t: &TraceComparison) -> String {
     out
 }
 
+/// A row of the trace evidence table: one quantity of one collective.
+struct TraceRow<'a> {
+    c: &'a CollectiveComparison,
+    m: &'a TraceMetric,
+}
+
+/// The trace evidence table's columns. A function rather than a constant: its rows borrow the
+/// trace comparison.
+fn trace_fields<'a>() -> [Field<TraceRow<'a>>; 8] {
+    fn finite_ms(v: f64) -> String {
+        if v.is_finite() {
+            ms(v)
+        } else {
+            "-".into()
+        }
+    }
+    [
+        Column::left("collective").cell(|r, ctx| ctx.escape(&r.c.collective, NAME)),
+        Column::left("quantity").cell(|r, _| r.m.quantity.as_str().to_string()),
+        Column::right("baseline ms/step").cell(|r, _| finite_ms(r.m.judged.baseline)),
+        Column::right("current ms/step").cell(|r, _| finite_ms(r.m.judged.current)),
+        Column::right("change (95 % CI)")
+            .cell(|r, _| format!("{} ({})", change(r.m.judged.ratio), interval(r.m.judged.ci))),
+        Column::right("δ").cell(|r, _| pct(r.m.judged.against.delta)),
+        Column::left("state").cell(|r, _| r.m.judged.state.as_str().to_string()),
+        Column::left("note")
+            .cell(|r, ctx| r.m.note.as_ref().or(r.c.note.as_ref()).map_or_else(String::new, |n| ctx.escape(n, TEXT))),
+    ]
+}
+
 fn trace_markdown(t: &TraceComparison) -> String {
+    let fields = trace_fields();
+    let ctx = Context::Markdown;
     let rows: Vec<Vec<String>> = t
         .collectives
         .iter()
-        .flat_map(|c| c.metrics.iter().map(move |m| (c, m)))
-        .map(|(c, m)| {
-            vec![
-                md_cell(&c.collective, NAME),
-                m.quantity.as_str().to_string(),
-                if m.judged.baseline.is_finite() { ms(m.judged.baseline) } else { "-".into() },
-                if m.judged.current.is_finite() { ms(m.judged.current) } else { "-".into() },
-                format!("{} ({})", change(m.judged.ratio), interval(m.judged.ci)),
-                pct(m.judged.against.delta),
-                m.judged.state.as_str().to_string(),
-                m.note.as_ref().or(c.note.as_ref()).map_or_else(String::new, |n| md_cell(n, TEXT)),
-            ]
-        })
+        .flat_map(|c| c.metrics.iter().map(move |m| TraceRow { c, m }))
+        .map(|row| table::row(&fields, &row, ctx))
         .collect();
-    let columns = [
-        ("collective", Align::Left),
-        ("quantity", Align::Left),
-        ("baseline ms/step", Align::Right),
-        ("current ms/step", Align::Right),
-        ("change (95 % CI)", Align::Right),
-        ("δ", Align::Right),
-        ("state", Align::Left),
-        ("note", Align::Left),
-    ];
     let unusable = t.unusable.as_ref().map(|why| format!("Not judged: {}\n\n", md_text(why, TEXT))).unwrap_or_default();
     let notes: String = t.notes.iter().map(|n| format!("\n_{}_\n", md_text(n, TEXT))).collect();
     format!(
         "Baseline {}: {}.\n\n{unusable}{}{notes}",
         code_span(&t.name, PATH),
         trace_basis(t),
-        if rows.is_empty() { String::new() } else { table::markdown(&columns, &rows) }
+        if rows.is_empty() { String::new() } else { table::markdown(&table::columns(&fields, ctx), &rows) }
     )
 }
 
+/// The per-rank overlap table's columns (Markdown, folded).
+const RANKS: [Field<RankSummary>; 5] = [
+    Column::right("rank").cell(|r, _| r.rank.to_string()),
+    Column::right("comm ms").cell(|r, _| ms(r.comm_ms)),
+    Column::right("compute ms").cell(|r, _| ms(r.compute_ms)),
+    Column::right("exposed ms").cell(|r, _| ms(r.exposed_ms)),
+    Column::right("overlap %").cell(|r, _| two(r.overlap_pct)),
+];
+
 fn ranks(a: &Attribution) -> String {
-    let rows: Vec<Vec<String>> = a
-        .ranks
-        .iter()
-        .map(|r| vec![r.rank.to_string(), ms(r.comm_ms), ms(r.compute_ms), ms(r.exposed_ms), two(r.overlap_pct)])
-        .collect();
-    let columns = [
-        ("rank", Align::Right),
-        ("comm ms", Align::Right),
-        ("compute ms", Align::Right),
-        ("exposed ms", Align::Right),
-        ("overlap %", Align::Right),
-    ];
-    table::markdown(&columns, &rows)
+    let ctx = Context::Markdown;
+    let rows: Vec<Vec<String>> = a.ranks.iter().map(|r| table::row(&RANKS, r, ctx)).collect();
+    table::markdown(&table::columns(&RANKS, ctx), &rows)
 }
 
 fn fold(summary: &str, inner: &str) -> String {

@@ -8,9 +8,9 @@
 use super::cells::{metric_change, ms, p_value, two};
 use super::escape::{code_span, md_text, plain, NAME, PATH, TEXT};
 use super::sweep;
-use super::table::{self, Align, Context};
+use super::table::{self, Column, Context, Field};
 use commgate_core::units::{change, interval, pct};
-use commgate_gate::compare::{Comparison, MetricComparison, ThroughputKind};
+use commgate_gate::compare::{Comparison, Judged, MetricComparison, ThroughputKind};
 
 /// Renders a comparison for a terminal: the baseline, one row per metric, the verdict and the
 /// reasons a reviewer acts on.
@@ -60,20 +60,14 @@ pub fn json(c: &Comparison) -> String {
 pub(crate) fn text_table(c: &Comparison, width: crate::Width) -> String {
     let mut out = format!("{}\n\n", baseline_line(c));
     if sweep::is_sweep(c) && !c.metrics.is_empty() {
-        let rows = sweep::rows(c, Context::Text);
-        let (t, dropped) = table::text_fitted(&sweep::COLUMNS, &rows, &sweep::DROP, width.limit());
-        out.push_str(&t);
-        out.push_str(&table::left_out_line(&dropped));
+        out.push_str(&sweep::text_table(c, width));
         return out;
     }
-    let rows: Vec<Vec<String>> = c.metrics.iter().flat_map(metric_rows).collect();
+    let rows = metric_rows(c, Context::Text);
     if rows.is_empty() {
         out.push_str("No metrics compared.\n");
     } else {
-        let columns = [&METRIC_COLUMNS[..], &METRIC_TAIL_COLUMNS].concat();
-        let (t, dropped) = table::text_fitted(&columns, &rows, &METRIC_DROP, width.limit());
-        out.push_str(&t);
-        out.push_str(&table::left_out_line(&dropped));
+        out.push_str(&table::fitted(&table::columns(&METRIC, Context::Text), &rows, width));
     }
     out
 }
@@ -84,19 +78,7 @@ pub(crate) fn markdown_table(c: &Comparison) -> String {
     if sweep::is_sweep(c) {
         return sweep::markdown_table(c);
     }
-    let rows: Vec<Vec<String>> = c
-        .metrics
-        .iter()
-        .flat_map(|m| {
-            let state = format!("`{}`", m.judged.state.as_str());
-            let cells = [Some(metric_cells(m, Context::Markdown)), throughput_cells(m, Context::Markdown)];
-            cells.into_iter().flatten().map(move |mut row| {
-                row.push(state.clone());
-                row
-            })
-        })
-        .collect();
-    table::markdown(&[&METRIC_COLUMNS[..], &[("state", Align::Left)]].concat(), &rows)
+    table::markdown(&table::columns(&METRIC, Context::Markdown), &metric_rows(c, Context::Markdown))
 }
 
 /// What a comparison can see, for every report's baseline line: "10 runs from 1 runner, δ = 3 %,
@@ -124,68 +106,71 @@ fn baseline_line(c: &Comparison) -> String {
     format!("Baseline: {} ({hardware}, {spread}): {}", plain(&b.path, PATH), power_line(c))
 }
 
-/// The metric table's leading columns (text and Markdown); each renderer appends its own
-/// trailing ones. [`metric_cells`] fills them in this order.
-const METRIC_COLUMNS: [(&str, Align); 7] = [
-    ("metric", Align::Left),
-    ("baseline ms", Align::Right),
-    ("current ms", Align::Right),
-    ("change", Align::Right),
-    ("95 % CI", Align::Right),
-    ("p (Holm)", Align::Right),
-    ("n base/cur", Align::Right),
+/// One line of the metric table: a metric, or under a phase median its throughput (busbw, matmul
+/// TFLOPS). A throughput is the same test shown as a rate, so its p-value, counts, method and
+/// state are the median's, and its values carry their unit because the column heads say ms.
+struct Line {
+    label: String,
+    baseline: String,
+    current: String,
+    change: String,
+    ci: [f64; 2],
+    judged: Judged,
+}
+
+impl Line {
+    /// The metric's line.
+    fn metric(m: &MetricComparison) -> Line {
+        Line {
+            label: m.label(),
+            baseline: ms(m.judged.baseline),
+            current: ms(m.judged.current),
+            change: metric_change(m),
+            ci: m.judged.ci,
+            judged: m.judged.clone(),
+        }
+    }
+
+    /// The throughput line under the metric, when it has one.
+    fn throughput(m: &MetricComparison) -> Option<Line> {
+        let t = m.throughput.as_ref()?;
+        // A CPU run's matmul does tens of GFLOPS: shown in TFLOPS it would read 0.01 against 0.02.
+        let small = t.kind == ThroughputKind::MatmulTflops && t.baseline.max(t.current) < 1.0;
+        let (label, unit, scale) =
+            if small { ("matmul GFLOPS", "GFLOPS", 1e3) } else { (t.kind.label(), t.kind.unit(), 1.0) };
+        Some(Line {
+            label: format!("{label} (same test)"),
+            baseline: format!("{} {unit}", two(t.baseline * scale)),
+            current: format!("{} {unit}", two(t.current * scale)),
+            change: change(t.ratio),
+            ci: t.ci,
+            judged: m.judged.clone(),
+        })
+    }
+}
+
+/// The metric table's columns. A text table that must fit leaves out the counts, the method and
+/// the p-value before the values, the change, its interval and its state (`drop_rank` 1 first);
+/// the Markdown table has no method. The label is the crate's own: escaping it changes nothing
+/// and keeps the rule that every cell goes through its context.
+const METRIC: [Field<Line>; 9] = [
+    Column::left("metric").cell(|l, ctx| ctx.escape(&l.label, NAME)),
+    Column::right("baseline ms").drop_rank(4).cell(|l, _| l.baseline.clone()),
+    Column::right("current ms").drop_rank(5).cell(|l, _| l.current.clone()),
+    Column::right("change").drop_rank(8).cell(|l, _| l.change.clone()),
+    Column::right("95 % CI").drop_rank(7).cell(|l, _| interval(l.ci)),
+    Column::right("p (Holm)").drop_rank(3).cell(|l, _| p_value(l.judged.p_adjusted)),
+    Column::right("n base/cur").drop_rank(1).cell(|l, _| format!("{}/{}", l.judged.n_baseline, l.judged.n_current)),
+    Column::left("method").drop_rank(2).text_only().cell(|l, _| l.judged.method.to_string()),
+    Column::left("state").drop_rank(6).cell(|l, ctx| ctx.code(l.judged.state.as_str())),
 ];
 
-/// The order the metric table leaves columns out in to fit (least important first): the
-/// counts, the method and the p-value before the change, its interval and its state.
-const METRIC_DROP: [usize; 8] = [6, 7, 5, 1, 2, 8, 4, 3];
-
-/// The shared metric columns, then how each was estimated and its state.
-const METRIC_TAIL_COLUMNS: [(&str, Align); 2] = [("method", Align::Left), ("state", Align::Left)];
-
-/// The leading cells of one metric's row (the label is the crate's own; escaping it for `ctx`
-/// changes nothing and keeps the rule that every cell goes through its context).
-fn metric_cells(m: &MetricComparison, ctx: Context) -> Vec<String> {
-    vec![
-        ctx.escape(&m.label(), NAME),
-        ms(m.judged.baseline),
-        ms(m.judged.current),
-        metric_change(m),
-        interval(m.judged.ci),
-        p_value(m.judged.p_adjusted),
-        format!("{}/{}", m.judged.n_baseline, m.judged.n_current),
-    ]
-}
-
-/// The row under a phase median that shows it as a throughput (busbw, matmul TFLOPS), when it
-/// has one: the same test, so the p-value cell says so instead of repeating it, and the values
-/// carry their unit because the column heads say ms.
-fn throughput_cells(m: &MetricComparison, ctx: Context) -> Option<Vec<String>> {
-    let t = m.throughput.as_ref()?;
-    // A CPU run's matmul does tens of GFLOPS: shown in TFLOPS it would read 0.01 against 0.02.
-    let small = t.kind == ThroughputKind::MatmulTflops && t.baseline.max(t.current) < 1.0;
-    let (label, unit, scale) =
-        if small { ("matmul GFLOPS", "GFLOPS", 1e3) } else { (t.kind.label(), t.kind.unit(), 1.0) };
-    Some(vec![
-        ctx.escape(&format!("{label} (same test)"), NAME),
-        format!("{} {unit}", two(t.baseline * scale)),
-        format!("{} {unit}", two(t.current * scale)),
-        change(t.ratio),
-        interval(t.ci),
-        p_value(m.judged.p_adjusted),
-        format!("{}/{}", m.judged.n_baseline, m.judged.n_current),
-    ])
-}
-
-/// The metric's row, then its throughput row when it has one.
-fn metric_rows(m: &MetricComparison) -> Vec<Vec<String>> {
-    let tail = [m.judged.method.to_string(), m.judged.state.as_str().to_string()];
-    let mut row = metric_cells(m, Context::Text);
-    row.extend(tail.clone());
-    let mut rows = vec![row];
-    if let Some(mut t) = throughput_cells(m, Context::Text) {
-        t.extend(tail);
-        rows.push(t);
-    }
-    rows
+/// Every metric's row, each followed by its throughput's when it has one.
+fn metric_rows(c: &Comparison, ctx: Context) -> Vec<Vec<String>> {
+    c.metrics
+        .iter()
+        .flat_map(|m| [Some(Line::metric(m)), Line::throughput(m)])
+        .flatten()
+        .map(|line| table::row(&METRIC, &line, ctx))
+        .collect()
 }

@@ -5,7 +5,7 @@
 
 use super::escape::{md_text, plain, NAME, PATH, TEXT};
 use super::json::pretty;
-use super::table::{self, Align, Column, Context};
+use super::table::{self, Column, Context};
 use super::Format;
 use commgate_core::result::Schedule;
 use commgate_gate::baseline::history::{distinct_labels, Entry};
@@ -53,18 +53,14 @@ fn ms(x: Option<f64>) -> String {
 }
 
 /// Every column of these tables is left-aligned, numbers too (as they have always read).
-const fn left<const N: usize>(heads: [&'static str; N]) -> [Column<'static>; N] {
-    let mut columns = [("", Align::Left); N];
-    let mut i = 0;
-    while i < N {
-        columns[i].0 = heads[i];
-        i += 1;
-    }
-    columns
+fn left<const N: usize>(heads: [&'static str; N]) -> [Column; N] {
+    heads.map(Column::left)
 }
 
-const LIST_COLUMNS: [Column<'static>; 7] =
-    left(["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms", "trace runs"]);
+/// The listing's columns; [`list_rows`] fills them in this order.
+fn list_columns() -> [Column; 7] {
+    left(["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms", "trace runs"])
+}
 
 /// "default: 5, nightly: 2", or `-` without trace runs.
 fn trace_runs(st: &commgate_gate::baseline::list::StoreStats, ctx: Context) -> String {
@@ -112,7 +108,7 @@ fn list_text(l: &Listing) -> String {
         return format!("No baseline stores in {dir}.\n");
     }
     let mut out = format!("Baseline stores in {dir} ({}):\n\n", l.stores.len());
-    out.push_str(&table::text_unruled(&LIST_COLUMNS, &list_rows(l, Context::Text)));
+    out.push_str(&table::text_unruled(&list_columns(), &list_rows(l, Context::Text)));
     out
 }
 
@@ -122,7 +118,7 @@ fn list_markdown(l: &Listing) -> String {
         return format!("No baseline stores in {dir}\\.\n");
     }
     let mut out = format!("### Baseline stores in {dir}\n\n");
-    out.push_str(&table::markdown(&LIST_COLUMNS, &list_rows(l, Context::Markdown)));
+    out.push_str(&table::markdown(&list_columns(), &list_rows(l, Context::Markdown)));
     out
 }
 
@@ -141,23 +137,27 @@ fn short_software(e: &Entry) -> String {
     parts.iter().map(|p| p.as_deref().unwrap_or("-")).collect::<Vec<_>>().join(" / ")
 }
 
-const SHOW_COLUMNS: [Column<'static>; 15] = left([
-    "#",
-    "date",
-    "commit",
-    "driver / CUDA / NCCL",
-    "kept",
-    "overlap med",
-    "overlap p95",
-    "serial med",
-    "serial p95",
-    "comm med",
-    "comm p95",
-    "compute med",
-    "compute p95",
-    "busbw GB/s",
-    "spread",
-]);
+/// A store's columns, one row per run; [`show_rows`] fills them in this order (a median and a
+/// P95 per schedule of [`SCHEDULES`]).
+fn show_columns() -> [Column; 15] {
+    left([
+        "#",
+        "date",
+        "commit",
+        "driver / CUDA / NCCL",
+        "kept",
+        "overlap med",
+        "overlap p95",
+        "serial med",
+        "serial p95",
+        "comm med",
+        "comm p95",
+        "compute med",
+        "compute p95",
+        "busbw GB/s",
+        "spread",
+    ])
+}
 
 fn show_rows(s: &Shown, ctx: Context) -> Vec<Vec<String>> {
     let esc = |s: &str, max: usize| ctx.escape(s, max);
@@ -224,7 +224,9 @@ pub fn sparkline(values: &[f64]) -> String {
 
 /// The newest sweep's table of an nccl-tests store: each point's bus bandwidth and the ceiling
 /// this runner keeps for it.
-const SWEEP_COLUMNS: [Column<'static>; 5] = left(["size", "place", "newest busbw GB/s", "ceiling GB/s", "of ceiling"]);
+fn sweep_columns() -> [Column; 5] {
+    left(["size", "place", "newest busbw GB/s", "ceiling GB/s", "of ceiling"])
+}
 
 fn sweep_rows(s: &Shown, ctx: Context) -> Vec<Vec<String>> {
     let gbps = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
@@ -250,10 +252,10 @@ fn show_text(s: &Shown) -> String {
     let mut out = format!("Store {}\n{}\n\n", plain(&s.path, PATH), heading(s, plain));
     if !s.sweep.is_empty() {
         out.push_str("The newest nccl-tests sweep against this runner's ceiling:\n");
-        out.push_str(&table::text_unruled(&SWEEP_COLUMNS, &sweep_rows(s, Context::Text)));
+        out.push_str(&table::text_unruled(&sweep_columns(), &sweep_rows(s, Context::Text)));
         out.push('\n');
     }
-    out.push_str(&table::text_unruled(&SHOW_COLUMNS, &show_rows(s, Context::Text)));
+    out.push_str(&table::text_unruled(&show_columns(), &show_rows(s, Context::Text)));
     out.push_str(&format!("\nTrend of the medians (ms; the newest {TREND_POINTS} runs at most, oldest first):\n"));
     for sch in SCHEDULES {
         let m = medians(s, sch);
@@ -268,10 +270,10 @@ fn show_markdown(s: &Shown) -> String {
     let mut out = format!("### Baseline {}\n\n{}\n\n", md_text(&s.path, PATH), heading(s, md_text));
     if !s.sweep.is_empty() {
         out.push_str("The newest nccl-tests sweep against this runner's ceiling:\n\n");
-        out.push_str(&table::markdown(&SWEEP_COLUMNS, &sweep_rows(s, Context::Markdown)));
+        out.push_str(&table::markdown(&sweep_columns(), &sweep_rows(s, Context::Markdown)));
         out.push('\n');
     }
-    out.push_str(&table::markdown(&SHOW_COLUMNS, &show_rows(s, Context::Markdown)));
+    out.push_str(&table::markdown(&show_columns(), &show_rows(s, Context::Markdown)));
     out.push('\n');
     out.push_str(&chart(s));
     out

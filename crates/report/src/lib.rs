@@ -11,7 +11,7 @@
 //! | [`sweep`] | an nccl-tests sweep's comparison: the size × busbw table and chart |
 //! | `whatif` | the attribution's "what would fix it": the fixes, the critical path, the gantt of a step |
 //! | [`history`] | `baseline list` and `baseline show` |
-//! | [`bench`] | what `bench` says about the runs it wrote (text for stderr) |
+//! | [`bench`](mod@bench) | what `bench` says about the runs it wrote (text for stderr) |
 //!
 //! | shared module | owns |
 //! |---|---|

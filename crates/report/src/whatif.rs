@@ -6,16 +6,20 @@
 
 use super::cells::{counted, fixed, ms};
 use super::escape::{md_text, plain, NAME};
-use super::table::{self, Align, Context};
+use super::table::{self, Column, Context, Field};
 use commgate_trace::attribute::whatif::{PathPart, PathRole, Scenario, ScenarioKind, WhatIf};
 
-/// The columns of the fixes table.
-const COLUMNS: [(&str, Align); 5] = [
-    ("fix", Align::Left),
-    ("saves ms/step", Align::Right),
-    ("of step", Align::Right),
-    ("10-90 % of steps", Align::Right),
-    ("step ms", Align::Right),
+/// The columns of the fixes table, one row per fix. A text table that must fit leaves out the
+/// predicted step, the spread over the steps and the share of the step, in that order; what a
+/// fix is and what it saves stay.
+const FIXES: [Field<Scenario>; 5] = [
+    Column::left("fix").cell(|s, ctx| fix(s, ctx, true)),
+    Column::right("saves ms/step").cell(|s, _| ms(s.saving_ms)),
+    Column::right("of step").drop_rank(3).cell(|s, _| format!("{} %", fixed(s.saving_pct, 1))),
+    Column::right("10-90 % of steps")
+        .drop_rank(2)
+        .cell(|s, _| format!("{}-{}", ms(s.saving_low_ms), ms(s.saving_high_ms))),
+    Column::right("step ms").drop_rank(1).cell(|s, _| ms(s.step_ms)),
 ];
 
 /// The most fixes the tables and the line show (the JSON has every one).
@@ -54,20 +58,8 @@ fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
 }
 
 /// One row per fix, largest saving first, at most [`MAX_FIXES`].
-fn rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
-    w.scenarios
-        .iter()
-        .take(MAX_FIXES)
-        .map(|s| {
-            vec![
-                fix(s, ctx, true),
-                ms(s.saving_ms),
-                format!("{} %", fixed(s.saving_pct, 1)),
-                format!("{}-{}", ms(s.saving_low_ms), ms(s.saving_high_ms)),
-                ms(s.step_ms),
-            ]
-        })
-        .collect()
+fn fix_rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
+    w.scenarios.iter().take(MAX_FIXES).map(|s| table::row(&FIXES, s, ctx)).collect()
 }
 
 /// The fixes that save something, ranked, for the decision lines: `all_to_all hidden saves
@@ -144,14 +136,14 @@ fn path_line(w: &WhatIf, ctx: Context) -> String {
 /// The same as a Markdown table: a collective's name (from a trace) stays in a cell, where a
 /// hostile one cannot read as a fence or a table in running text.
 fn path_table(w: &WhatIf) -> String {
-    let columns = [("on the critical path", Align::Left), ("ms", Align::Right)];
-    let rows: Vec<Vec<String>> = w
-        .critical_path
-        .parts
-        .iter()
-        .take(PATH_PARTS)
-        .map(|part| vec![part_name(part, Context::Markdown, true), ms(part.ms)])
-        .collect();
+    const PARTS: [Field<PathPart>; 2] = [
+        Column::left("on the critical path").cell(|part, ctx| part_name(part, ctx, true)),
+        Column::right("ms").cell(|part, _| ms(part.ms)),
+    ];
+    let ctx = Context::Markdown;
+    let rows: Vec<Vec<String>> =
+        w.critical_path.parts.iter().take(PATH_PARTS).map(|part| table::row(&PARTS, part, ctx)).collect();
+    let columns = table::columns(&PARTS, ctx);
     let more = parts_left_out(w);
     let more = if more > 0 { format!("\n_{more} more parts in the JSON report._\n") } else { String::new() };
     format!("{}:\n\n{}{more}", path_head(w), table::markdown(&columns, &rows))
@@ -172,9 +164,7 @@ fn part_name(p: &PathPart, ctx: Context, cell: bool) -> String {
 /// wide, the critical path in one line and the host-bound note.
 pub(crate) fn text(w: &WhatIf, width: crate::Width) -> String {
     let mut out = format!("\n{}\n", title(w));
-    let (t, dropped) = table::text_fitted(&COLUMNS, &rows(w, Context::Text), &[4, 3, 2], width.limit());
-    out.push_str(&t);
-    out.push_str(&table::left_out_line(&dropped));
+    out.push_str(&table::fitted(&table::columns(&FIXES, Context::Text), &fix_rows(w, Context::Text), width));
     out.push_str(&format!("{}\n", path_line(w, Context::Text)));
     if let Some(note) = host_bound_note(w) {
         out.push_str(&format!("Note: {note}\n"));
@@ -189,7 +179,7 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
     if w.scenarios.is_empty() {
         out.push_str("_No fix to replay: no rank stood out as late and no collective ran._\n");
     } else {
-        out.push_str(&table::markdown(&COLUMNS, &rows(w, ctx)));
+        out.push_str(&table::markdown(&table::columns(&FIXES, ctx), &fix_rows(w, ctx)));
     }
     out.push_str(&format!("\n{}", path_table(w)));
     if let Some(note) = host_bound_note(w) {
