@@ -20,6 +20,7 @@ use super::whatif;
 use commgate_core::units::bytes;
 use commgate_gate::decide::mitigation::Diagnosis;
 use commgate_trace::attribute::{Attribution, Compat, Hotspot, RankSummary, SizeBucket};
+use serde_json::Value;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -98,23 +99,28 @@ pub fn json(a: &Diagnosis) -> String {
     }
     #[expect(clippy::expect_used, reason = "infallible: the same derived types that `pretty` serialises")]
     let mut v = serde_json::to_value(a).expect("report types always serialise to JSON");
-    let unmeasured = |h: &mut serde_json::Value| {
-        if !h.is_object() {
-            return;
+    /// `keys` of `v`, when it is an object, set to `null` (in place, as the fields are written).
+    fn null(v: &mut Value, keys: &[&str]) {
+        if let Some(object) = v.as_object_mut() {
+            for &key in keys {
+                object.insert(key.to_string(), Value::Null);
+            }
         }
-        for key in ["exposed_comm_ms", "exposed_comm_ms_max_rank", "overlap_ratio"] {
-            h[key] = serde_json::Value::Null;
-        }
-        if h["steps"].is_object() {
-            h["steps"]["exposed_ms"] = serde_json::Value::Null;
+    }
+    let unmeasured = |h: &mut Value| {
+        null(h, &["exposed_comm_ms", "exposed_comm_ms_max_rank", "overlap_ratio"]);
+        if let Some(steps) = h.get_mut("steps") {
+            null(steps, &["exposed_ms"]);
         }
     };
-    v["by_collective"].as_object_mut().into_iter().flat_map(|m| m.values_mut()).for_each(unmeasured);
-    unmeasured(&mut v["priority"]);
-    for r in v["ranks"].as_array_mut().into_iter().flatten() {
-        for key in ["compute_ms", "overlapped_ms", "exposed_ms", "overlap_pct"] {
-            r[key] = serde_json::Value::Null;
-        }
+    v.get_mut("by_collective")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flat_map(|m| m.values_mut())
+        .for_each(unmeasured);
+    v.get_mut("priority").into_iter().for_each(unmeasured);
+    for r in v.get_mut("ranks").and_then(Value::as_array_mut).into_iter().flatten() {
+        null(r, &["compute_ms", "overlapped_ms", "exposed_ms", "overlap_pct"]);
     }
     super::json::pretty(&v)
 }
@@ -291,18 +297,16 @@ fn rank_rows(a: &Attribution, ctx: Context) -> Vec<Vec<String>> {
 /// shortest, median and longest step over all ranks; `None` without samples.
 fn step_summary(a: &Attribution) -> Option<String> {
     let mut all: Vec<f64> = a.ranks.iter().flat_map(|r| r.step_ms.iter().copied()).collect();
-    if all.is_empty() {
-        return None;
-    }
     all.sort_by(f64::total_cmp);
+    let (&min, &max) = (all.first()?, all.last()?);
     let samples = a.ranks.iter().map(|r| r.step_ms.len()).max().unwrap_or(0);
     let median = commgate_stats::median(&all);
     Some(format!(
         "Step time over {} (all ranks): min {} ms, median {} ms, max {} ms; per-step series in the JSON report",
         counted(samples, "step", "steps"),
-        ms(all[0]),
+        ms(min),
         ms(median),
-        ms(all[all.len() - 1])
+        ms(max)
     ))
 }
 

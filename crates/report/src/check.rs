@@ -90,7 +90,7 @@ const HOTSPOTS_SHOWN: usize = 30;
 /// the verdict, the reasons and the hotspot table stay.
 pub fn markdown(r: &CheckReport) -> String {
     let head = head(r);
-    let mut body = vec![metrics_section(r), hotspots_section(r), reasons_section(r)];
+    let mut body = [metrics_section(r), hotspots_section(r), reasons_section(r)];
     let mut details = details_sections(r);
     let mut cut = false;
     loop {
@@ -105,14 +105,16 @@ pub fn markdown(r: &CheckReport) -> String {
     }
     if !r.workloads.is_empty() {
         // Several workloads: the folded groups lose their tables; every verdict stays.
-        body[0] = workloads::markdown(&r.workloads, true);
+        let [metrics, _, _] = &mut body;
+        *metrics = workloads::markdown(&r.workloads, true);
         let text = assemble(&head, &body, &[], true);
         if text.chars().count() <= GITHUB_COMMENT_LIMIT {
             return text;
         }
     }
     // Only a forged report gets here (its metric rows are the one list left unbounded).
-    body[0] = String::new();
+    let [metrics, _, _] = &mut body;
+    *metrics = String::new();
     let text = assemble(&head, &body, &[], true);
     text.chars().take(GITHUB_COMMENT_LIMIT).collect()
 }
@@ -192,7 +194,9 @@ fn context_lines(r: &CheckReport) -> String {
     if let Some(job) = &r.job {
         let mut parts = Vec::new();
         if let Some(c) = &job.commit {
-            parts.push(format!("head `{}`", &c[..c.len().min(12)]));
+            // Hex when the report was made or read; a string slice must not panic on one that is not.
+            let short = c.get(..c.len().min(12)).map_or_else(|| c.chars().take(12).collect(), str::to_string);
+            parts.push(format!("head `{short}`"));
         }
         if let Some(url) = &job.run_url {
             // Checked to be https and plain URL characters when the report was made or read.

@@ -198,7 +198,8 @@ fn heading(s: &Shown, esc: impl Fn(&str, usize) -> String) -> String {
 /// The newest [`TREND_POINTS`] medians of `schedule`, oldest first (runs without it skipped).
 fn medians(s: &Shown, schedule: Schedule) -> Vec<f64> {
     let all: Vec<f64> = s.runs.iter().filter_map(|e| e.summary.schedules.get(&schedule)).map(|x| x.median_ms).collect();
-    all[all.len().saturating_sub(TREND_POINTS)..].to_vec()
+    let newest = all.len().saturating_sub(TREND_POINTS);
+    all.into_iter().skip(newest).collect()
 }
 
 /// One character per value, `▁` for the smallest to `█` for the largest; all equal is a flat
@@ -216,7 +217,7 @@ pub fn sparkline(values: &[f64]) -> String {
                 BARS[3]
             } else {
                 let level = ((x - lo) / (hi - lo) * 7.0).round() as usize;
-                BARS[level.min(7)]
+                BARS.get(level).copied().unwrap_or('█')
             }
         })
         .collect()
@@ -288,9 +289,10 @@ fn chart(s: &Shown) -> String {
             e.summary.schedules.get(&Schedule::Overlap).map(|x| (e.summary.created_at.as_str(), x.median_ms))
         })
         .collect();
-    let runs = &runs[runs.len().saturating_sub(TREND_POINTS)..];
+    let newest = runs.len().saturating_sub(TREND_POINTS);
+    let runs: Vec<(&str, f64)> = runs.into_iter().skip(newest).collect();
     let labels = distinct_labels(&runs.iter().map(|(c, _)| *c).collect::<Vec<_>>());
-    let points: Vec<(String, f64)> = labels.into_iter().zip(runs).map(|(l, (_, ms))| (l, *ms)).collect();
+    let points: Vec<(String, f64)> = labels.into_iter().zip(&runs).map(|(l, (_, ms))| (l, *ms)).collect();
     super::chart::trend_chart("Overlap median (ms), oldest to newest", &points, None).unwrap_or_default()
 }
 

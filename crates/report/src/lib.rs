@@ -27,6 +27,10 @@
 //! terminal, [`escape::md_text`] or a table cell's escape in Markdown). Renderers display the
 //! decisions the data carries; they never recompute them.
 
+// This crate renders untrusted files and traces: no index or slice that could panic on their
+// contents (`get`, iterators and patterns instead); tests are exempt through clippy.toml.
+#![deny(clippy::indexing_slicing)]
+
 pub mod attribution;
 pub mod bench;
 mod cells;

@@ -224,7 +224,7 @@ pub fn busbw_chart(c: &Comparison) -> Option<String> {
         c.metrics.iter().filter(same).filter(|m| m.throughput.as_ref().is_some_and(|t| t.current > 0.0)).collect();
     drawn.sort_by_key(|m| m.point.as_ref().map_or(0, |p| p.key.size));
     let skipped = drawn.len().saturating_sub(MAX_SIZES);
-    let drawn = &drawn[skipped..];
+    let drawn: Vec<&MetricComparison> = drawn.into_iter().skip(skipped).collect();
     if drawn.len() < 2 {
         return None;
     }
