@@ -3,9 +3,9 @@
 //! payload sweep one nccl-tests-style line per size. Plain text for stderr (stdout keeps the
 //! result files' paths, one per line, for scripts).
 
-use super::table;
-use super::{ms, two, Align};
-use commgate_core::result::{RunResult, Schedule};
+use super::cells::{ms, two};
+use super::table::{self, Column};
+use commgate_core::result::{RunComparison, RunResult, Schedule};
 
 /// The order the schedules are listed in: what a reader compares first.
 const ORDER: [Schedule; 4] = [Schedule::Overlap, Schedule::Serial, Schedule::CommOnly, Schedule::ComputeOnly];
@@ -17,9 +17,9 @@ pub fn run_summary(r: &RunResult) -> String {
         .filter_map(|s| r.rows.iter().find(|row| row.schedule == *s))
         .map(|row| vec![row.schedule.as_str().to_string(), ms(row.median_max_rank_ms), ms(row.p95_max_rank_ms)])
         .collect();
-    let columns = [("schedule", Align::Left), ("median ms", Align::Right), ("P95 ms", Align::Right)];
+    let columns = [Column::left("schedule"), Column::right("median ms"), Column::right("P95 ms")];
     let mut out = table::text(&columns, &rows);
-    let figures: Vec<String> = super::check::run_figures(r, None).iter().map(|(l, v)| format!("{l} {v}")).collect();
+    let figures: Vec<String> = run_figures(r, None).iter().map(|(l, v)| format!("{l} {v}")).collect();
     out.push_str(&figures.join(" · "));
     out.push('\n');
     out
@@ -54,11 +54,60 @@ pub fn sweep_table(runs: &[&RunResult]) -> Option<String> {
         .collect();
     rows.sort_by_key(|(bytes, _)| *bytes);
     let columns = [
-        ("size (B)", Align::Right),
-        ("collective", Align::Left),
-        ("time (us)", Align::Right),
-        ("algbw (GB/s)", Align::Right),
-        ("busbw (GB/s)", Align::Right),
+        Column::right("size (B)"),
+        Column::left("collective"),
+        Column::right("time (us)"),
+        Column::right("algbw (GB/s)"),
+        Column::right("busbw (GB/s)"),
     ];
     Some(table::text(&columns, &rows.into_iter().map(|(_, r)| r).collect::<Vec<_>>()))
+}
+
+/// The benchmark run's own figures as (label, value), the same in the terminal and the PR
+/// comment. An undefined figure reads `-`; with one rank, bus bandwidth does not apply.
+pub(crate) fn run_figures(
+    b: &RunResult,
+    ceiling: Option<&commgate_gate::baseline::ceiling::BenchCeiling>,
+) -> [(&'static str, String); 3] {
+    // Held against this runner's nccl-tests ceiling at the same size, when a sweep set one.
+    let of_peak = |v: f64| {
+        ceiling.map_or_else(String::new, |c| {
+            format!(
+                " ({:.0} % of this runner's nccl-tests peak at {}, {:.0} % of its plateau)",
+                100.0 * v / c.ceiling_gbps,
+                commgate_core::units::bytes(c.size),
+                100.0 * v / c.plateau_gbps
+            )
+        })
+    };
+    let busbw = match b.metrics.busbw_gbps {
+        Some(v) => format!("{} GB/s{}", two(v), of_peak(v)),
+        None if b.workload.world_size == 1 => "not applicable (one rank communicates nothing)".to_string(),
+        None => "-".to_string(),
+    };
+    let matmul = b.metrics.matmul_tflops.map_or_else(|| "-".to_string(), flops);
+    [("busbw", busbw), ("matmul", matmul), ("overlap", overlap_against_serial(&b.comparison))]
+}
+
+/// A matmul rate in the unit that shows its digits: TFLOPS from 1 up, GFLOPS below (a CPU run's
+/// 0.02 TFLOPS reads as 20 GFLOPS).
+fn flops(tflops: f64) -> String {
+    if tflops >= 1.0 || tflops == 0.0 || !tflops.is_finite() {
+        format!("{} TFLOPS", two(tflops))
+    } else {
+        format!("{} GFLOPS", two(tflops * 1e3))
+    }
+}
+
+/// A saving, or a penalty when overlapping is slower than running serially.
+fn overlap_against_serial(c: &RunComparison) -> String {
+    match (c.penalty(), c.saved_ms) {
+        (Some(penalty), _) => format!("{} ms slower than serial per step", ms(penalty)),
+        (None, Some(saved)) => format!(
+            "saves {} ms per step{}",
+            ms(saved),
+            c.overlap_gain_ratio.map(|g| format!(" ({:.1} % of serial)", 100.0 * g)).unwrap_or_default()
+        ),
+        (None, None) => "-".to_string(),
+    }
 }

@@ -282,7 +282,8 @@ fn numbers(values: &[f64]) -> String {
 pub fn trend_chart(title: &str, points: &[(String, f64)], current: Option<f64>) -> Option<String> {
     let mut all: Vec<(String, f64)> = points.iter().filter(|(_, v)| v.is_finite()).cloned().collect();
     all.extend(current.filter(|v| v.is_finite()).map(|v| ("current".to_string(), v)));
-    let all = &all[all.len().saturating_sub(MAX_TREND_POINTS)..];
+    let newest = all.len().saturating_sub(MAX_TREND_POINTS);
+    let all: Vec<(String, f64)> = all.into_iter().skip(newest).collect();
     if all.is_empty() {
         return None;
     }

@@ -7,24 +7,27 @@
 
 mod workloads;
 
+use super::attribution::{self, imbalance, payload};
+use super::bench::run_figures;
+use super::cells::{hardware_line, ms, optional_ms, two};
+use super::comparison::{self, power_line};
 use super::escape::{code_cell, code_span, md_cell, md_text, plain, NAME, PATH, TEXT};
-use super::markdown::metric_table;
-use super::table;
-use super::{hardware_line, ms, payload, two, Align};
+use super::table::{self, Column, Context, Field};
+use super::{chart, sweep, whatif};
 use commgate_core::output::MARKER;
-use commgate_core::result::{RunComparison, RunResult};
+use commgate_core::units::{change, interval, pct};
 use commgate_gate::check::CheckReport;
-use commgate_gate::compare::traces::{CollectiveComparison, TraceComparison};
+use commgate_gate::compare::traces::{CollectiveComparison, TraceComparison, TraceMetric};
 use commgate_gate::compare::Comparison;
 use commgate_gate::decide::mitigation::Diagnosis;
 use commgate_gate::decide::{Decision, EvaluationError, Outcome};
-use commgate_trace::attribute::Attribution;
+use commgate_trace::attribute::{Attribution, Hotspot, RankSummary};
 
 /// GitHub rejects issue comments longer than this many characters.
 pub const GITHUB_COMMENT_LIMIT: usize = 65_536;
 
 /// Terminal text: the verdict and reasons, then the comparison and attribution tables.
-pub fn text(r: &CheckReport, width: super::Width) -> String {
+pub fn text(r: &CheckReport, width: crate::Width) -> String {
     let mut out = match &r.error {
         Some(e) => {
             format!("Could not evaluate: {} ({})\n{}\n", e.kind.summary(), plain(&e.message, TEXT), not_judged(r))
@@ -43,7 +46,7 @@ pub fn text(r: &CheckReport, width: super::Width) -> String {
     }
     // A failed run measured nothing: its error above is the whole story.
     if let Some(b) = r.bench.as_ref().filter(|b| b.failure.is_none()) {
-        match super::sweep::run_line(b) {
+        match sweep::run_line(b) {
             Some(line) => out.push_str(&format!("Run: {}\n", plain(&line, TEXT))),
             None => {
                 let figures: Vec<String> = run_figures(b, r.bench_ceiling.as_ref())
@@ -59,16 +62,21 @@ pub fn text(r: &CheckReport, width: super::Width) -> String {
     } else if let Some(c) = &r.comparison {
         // The verdict and its reasons are the check's, above: the comparison adds its table.
         out.push('\n');
-        out.push_str(&super::text::comparison_table(c, width));
+        out.push_str(&comparison::text_table(c, width));
     }
     if let Some(t) = &r.trace_comparison {
         out.push_str(&trace_text(t));
     }
     if let Some(a) = &r.attribution {
         out.push('\n');
-        out.push_str(&super::text::attribution(a, width));
+        out.push_str(&attribution::text(a, width));
     }
     out
+}
+
+/// Renders a check report as pretty JSON (formats.md, "Check report").
+pub fn json(r: &CheckReport) -> String {
+    super::json::pretty(r)
 }
 
 /// At most this many reasons are listed in the comment (then how many more), and at most this
@@ -82,7 +90,7 @@ const HOTSPOTS_SHOWN: usize = 30;
 /// the verdict, the reasons and the hotspot table stay.
 pub fn markdown(r: &CheckReport) -> String {
     let head = head(r);
-    let mut body = vec![metrics_section(r), hotspots_section(r), reasons_section(r)];
+    let mut body = [metrics_section(r), hotspots_section(r), reasons_section(r)];
     let mut details = details_sections(r);
     let mut cut = false;
     loop {
@@ -97,14 +105,16 @@ pub fn markdown(r: &CheckReport) -> String {
     }
     if !r.workloads.is_empty() {
         // Several workloads: the folded groups lose their tables; every verdict stays.
-        body[0] = workloads::markdown(&r.workloads, true);
+        let [metrics, _, _] = &mut body;
+        *metrics = workloads::markdown(&r.workloads, true);
         let text = assemble(&head, &body, &[], true);
         if text.chars().count() <= GITHUB_COMMENT_LIMIT {
             return text;
         }
     }
     // Only a forged report gets here (its metric rows are the one list left unbounded).
-    body[0] = String::new();
+    let [metrics, _, _] = &mut body;
+    *metrics = String::new();
     let text = assemble(&head, &body, &[], true);
     text.chars().take(GITHUB_COMMENT_LIMIT).collect()
 }
@@ -184,7 +194,9 @@ fn context_lines(r: &CheckReport) -> String {
     if let Some(job) = &r.job {
         let mut parts = Vec::new();
         if let Some(c) = &job.commit {
-            parts.push(format!("head `{}`", &c[..c.len().min(12)]));
+            // Hex when the report was made or read; a string slice must not panic on one that is not.
+            let short = c.get(..c.len().min(12)).map_or_else(|| c.chars().take(12).collect(), str::to_string);
+            parts.push(format!("head `{short}`"));
         }
         if let Some(url) = &job.run_url {
             // Checked to be https and plain URL characters when the report was made or read.
@@ -233,18 +245,18 @@ fn metrics_section(r: &CheckReport) -> String {
     format!(
         "Against {} ({}):\n\n{}\n{}",
         code_span(&c.baseline.path, PATH),
-        super::power_line(c),
-        metric_table(c),
-        chart(r.bench.as_ref().map_or("current", |b| b.workload.id.as_str()), c)
+        power_line(c),
+        comparison::markdown_table(c),
+        change_chart(r.bench.as_ref().map_or("current", |b| b.workload.id.as_str()), c)
     )
 }
 
-/// The change chart of the judged metrics against ±δ ([`super::chart::change_chart`]).
-fn chart(workload: &str, c: &Comparison) -> String {
-    if super::sweep::is_sweep(c) {
-        return super::sweep::busbw_chart(c).unwrap_or_default();
+/// The change chart of the judged metrics against ±δ ([`chart::change_chart`]).
+fn change_chart(workload: &str, c: &Comparison) -> String {
+    if sweep::is_sweep(c) {
+        return sweep::busbw_chart(c).unwrap_or_default();
     }
-    super::chart::change_chart(&[super::chart::series_from(workload, c)], 100.0 * c.delta).unwrap_or_default()
+    chart::change_chart(&[chart::series_from(workload, c)], 100.0 * c.delta).unwrap_or_default()
 }
 
 /// One change chart over every compared workload (one line each), against the widest δ among
@@ -252,8 +264,8 @@ fn chart(workload: &str, c: &Comparison) -> String {
 fn workloads_chart(workloads: &[commgate_gate::check::WorkloadReport]) -> String {
     let compared: Vec<_> = workloads.iter().filter_map(|w| w.comparison.as_ref().map(|c| (w.id.as_str(), c))).collect();
     let delta = compared.iter().map(|(_, c)| c.delta).fold(0.0, f64::max);
-    let series: Vec<_> = compared.iter().map(|(id, c)| super::chart::series_from(id, c)).collect();
-    super::chart::change_chart(&series, 100.0 * delta).map_or_else(String::new, |chart| format!("{chart}\n"))
+    let series: Vec<_> = compared.iter().map(|(id, c)| chart::series_from(id, c)).collect();
+    chart::change_chart(&series, 100.0 * delta).map_or_else(String::new, |chart| format!("{chart}\n"))
 }
 
 /// The hotspot table with the mitigation and next measurements, and each collective's state
@@ -265,6 +277,7 @@ fn hotspots_section(r: &CheckReport) -> String {
     collectives.sort_by(|x, y| y.exposed_comm_ms.total_cmp(&x.exposed_comm_ms));
     let more = collectives.len().saturating_sub(HOTSPOTS_SHOWN);
     collectives.truncate(HOTSPOTS_SHOWN);
+    let fields = hotspot_fields();
     let rows: Vec<Vec<String>> = collectives
         .iter()
         .map(|h| {
@@ -275,50 +288,53 @@ fn hotspots_section(r: &CheckReport) -> String {
                     format!("{mark}{}", md_cell(&trace_state(c), NAME))
                 },
             );
-            vec![
-                md_cell(&h.collective, NAME),
-                ms(h.exposed_comm_ms),
-                super::optional_ms(h.transfer_ms),
-                super::optional_ms(h.wait_ms),
-                state,
-                ms(h.total_comm_ms),
-                two(h.overlap_ratio),
-                super::imbalance(h),
-                payload(h),
-            ]
+            table::row(&fields, &HotspotRow { h, state }, Context::Markdown)
         })
         .collect();
-    let columns = [
-        ("collective", Align::Left),
-        ("exposed ms/step", Align::Right),
-        ("transfer ms/step", Align::Right),
-        ("wait ms/step", Align::Right),
-        ("vs trace baseline", Align::Left),
-        ("comm ms/step", Align::Right),
-        ("overlap", Align::Right),
-        ("imbalance", Align::Right),
-        ("payload/step", Align::Right),
-    ];
     let more = if more > 0 {
         format!("\n_{more} more collectives with less exposed time (the JSON report lists them all)._\n")
     } else {
         String::new()
     };
-    let what_if = a.what_if.as_ref().map(|w| format!("\n{}", super::whatif::markdown(w))).unwrap_or_default();
+    let what_if = a.what_if.as_ref().map(|w| format!("\n{}", whatif::markdown(w))).unwrap_or_default();
     format!(
         "#### Hotspots ({} ranks, {} steps)\n\n{}{}{more}\n{}{what_if}",
         a.ranks.len(),
         a.source.steps,
-        super::markdown::notes(a),
-        table::markdown(&columns, &rows),
+        attribution::notes(a),
+        table::markdown(&table::columns(&fields, Context::Markdown), &rows),
         mitigation(a)
     )
+}
+
+/// A row of the hotspot table: a collective, and its state against the trace baseline
+/// (escaped; `-` when the traces were not judged).
+struct HotspotRow<'a> {
+    h: &'a Hotspot,
+    state: String,
+}
+
+/// The hotspot table's columns: what the gate judges (exposed time, transfer, wait) and the
+/// state against the trace baseline first. A function rather than a constant: its rows borrow
+/// the attribution.
+fn hotspot_fields<'a>() -> [Field<HotspotRow<'a>>; 9] {
+    [
+        Column::left("collective").cell(|r, ctx| ctx.escape(&r.h.collective, NAME)),
+        Column::right("exposed ms/step").cell(|r, _| ms(r.h.exposed_comm_ms)),
+        Column::right("transfer ms/step").cell(|r, _| optional_ms(r.h.transfer_ms)),
+        Column::right("wait ms/step").cell(|r, _| optional_ms(r.h.wait_ms)),
+        Column::left("vs trace baseline").cell(|r, _| r.state.clone()),
+        Column::right("comm ms/step").cell(|r, _| ms(r.h.total_comm_ms)),
+        Column::right("overlap").cell(|r, _| two(r.h.overlap_ratio)),
+        Column::right("imbalance").cell(|r, _| imbalance(r.h)),
+        Column::right("payload/step").cell(|r, _| payload(r.h)),
+    ]
 }
 
 fn mitigation(a: &Diagnosis) -> String {
     let m = &a.mitigation;
     let next: Vec<String> = m.next_measurements.iter().map(|s| code_span(s, NAME)).collect();
-    let fixes = a.what_if.as_ref().and_then(|w| super::whatif::ranked_line(w, table::Context::Markdown));
+    let fixes = a.what_if.as_ref().and_then(|w| whatif::ranked_line(w, Context::Markdown));
     format!(
         "**Mitigation:** `{}`{} — measure next: {}\n{}",
         m.strategy.as_str(),
@@ -354,11 +370,11 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
         let rows = vec![
             ["program".to_string(), format!("nccl-tests {}", code_cell(&s.program, NAME))],
             ["hardware".to_string(), cell(&hardware_line(h))],
-            ["hosts".to_string(), cell(&super::sweep::hosts_line(&hosts))],
+            ["hosts".to_string(), cell(&sweep::hosts_line(&hosts))],
             ["NCCL".to_string(), cell(sw.nccl.as_deref().unwrap_or("-"))],
             ["NCCL settings".to_string(), nccl_settings(&sw.nccl_env)],
             ["fingerprint".to_string(), code_cell(&h.fingerprint, NAME)],
-            ["points".to_string(), cell(&super::sweep::points_line(s))],
+            ["points".to_string(), cell(&sweep::points_line(s))],
         ];
         out.push(fold("nccl-tests run", &table::markdown_pairs(&rows)));
     } else if let Some(b) = &r.bench {
@@ -404,55 +420,6 @@ fn details_sections(r: &CheckReport) -> Vec<String> {
     out
 }
 
-/// The benchmark run's own figures as (label, value), the same in the terminal and the PR
-/// comment. An undefined figure reads `-`; with one rank, bus bandwidth does not apply.
-pub(crate) fn run_figures(
-    b: &RunResult,
-    ceiling: Option<&commgate_gate::baseline::ceiling::BenchCeiling>,
-) -> [(&'static str, String); 3] {
-    // Held against this runner's nccl-tests ceiling at the same size, when a sweep set one.
-    let of_peak = |v: f64| {
-        ceiling.map_or_else(String::new, |c| {
-            format!(
-                " ({:.0} % of this runner's nccl-tests peak at {}, {:.0} % of its plateau)",
-                100.0 * v / c.ceiling_gbps,
-                commgate_core::units::bytes(c.size),
-                100.0 * v / c.plateau_gbps
-            )
-        })
-    };
-    let busbw = match b.metrics.busbw_gbps {
-        Some(v) => format!("{} GB/s{}", two(v), of_peak(v)),
-        None if b.workload.world_size == 1 => "not applicable (one rank communicates nothing)".to_string(),
-        None => "-".to_string(),
-    };
-    let matmul = b.metrics.matmul_tflops.map_or_else(|| "-".to_string(), flops);
-    [("busbw", busbw), ("matmul", matmul), ("overlap", overlap_against_serial(&b.comparison))]
-}
-
-/// A matmul rate in the unit that shows its digits: TFLOPS from 1 up, GFLOPS below (a CPU run's
-/// 0.02 TFLOPS reads as 20 GFLOPS).
-fn flops(tflops: f64) -> String {
-    if tflops >= 1.0 || tflops == 0.0 || !tflops.is_finite() {
-        format!("{} TFLOPS", two(tflops))
-    } else {
-        format!("{} GFLOPS", two(tflops * 1e3))
-    }
-}
-
-/// A saving, or a penalty when overlapping is slower than running serially.
-fn overlap_against_serial(c: &RunComparison) -> String {
-    match (c.penalty(), c.saved_ms) {
-        (Some(penalty), _) => format!("{} ms slower than serial per step", ms(penalty)),
-        (None, Some(saved)) => format!(
-            "saves {} ms per step{}",
-            ms(saved),
-            c.overlap_gain_ratio.map(|g| format!(" ({:.1} % of serial)", 100.0 * g)).unwrap_or_default()
-        ),
-        (None, None) => "-".to_string(),
-    }
-}
-
 /// "regressed: wait, rank 5 last in 93 %", "unchanged", "new, inconclusive".
 fn trace_state(c: &CollectiveComparison) -> String {
     let mut out = c.state.as_str().to_string();
@@ -485,14 +452,7 @@ fn trace_text(t: &TraceComparison) -> String {
         let metrics: Vec<String> = c
             .metrics
             .iter()
-            .map(|m| {
-                format!(
-                    "{} {} ({})",
-                    m.quantity.as_str(),
-                    commgate_core::units::change(m.judged.ratio),
-                    commgate_core::units::interval(m.judged.ci)
-                )
-            })
+            .map(|m| format!("{} {} ({})", m.quantity.as_str(), change(m.judged.ratio), interval(m.judged.ci)))
             .collect();
         let note = c.note.as_ref().map(|n| format!(" [{}]", plain(n, TEXT))).unwrap_or_default();
         out.push_str(&format!(
@@ -508,62 +468,68 @@ fn trace_text(t: &TraceComparison) -> String {
     out
 }
 
+/// A row of the trace evidence table: one quantity of one collective.
+struct TraceRow<'a> {
+    c: &'a CollectiveComparison,
+    m: &'a TraceMetric,
+}
+
+/// The trace evidence table's columns. A function rather than a constant: its rows borrow the
+/// trace comparison.
+fn trace_fields<'a>() -> [Field<TraceRow<'a>>; 8] {
+    fn finite_ms(v: f64) -> String {
+        if v.is_finite() {
+            ms(v)
+        } else {
+            "-".into()
+        }
+    }
+    [
+        Column::left("collective").cell(|r, ctx| ctx.escape(&r.c.collective, NAME)),
+        Column::left("quantity").cell(|r, _| r.m.quantity.as_str().to_string()),
+        Column::right("baseline ms/step").cell(|r, _| finite_ms(r.m.judged.baseline)),
+        Column::right("current ms/step").cell(|r, _| finite_ms(r.m.judged.current)),
+        Column::right("change (95 % CI)")
+            .cell(|r, _| format!("{} ({})", change(r.m.judged.ratio), interval(r.m.judged.ci))),
+        Column::right("δ").cell(|r, _| pct(r.m.judged.against.delta)),
+        Column::left("state").cell(|r, _| r.m.judged.state.as_str().to_string()),
+        Column::left("note")
+            .cell(|r, ctx| r.m.note.as_ref().or(r.c.note.as_ref()).map_or_else(String::new, |n| ctx.escape(n, TEXT))),
+    ]
+}
+
 fn trace_markdown(t: &TraceComparison) -> String {
+    let fields = trace_fields();
+    let ctx = Context::Markdown;
     let rows: Vec<Vec<String>> = t
         .collectives
         .iter()
-        .flat_map(|c| c.metrics.iter().map(move |m| (c, m)))
-        .map(|(c, m)| {
-            vec![
-                md_cell(&c.collective, NAME),
-                m.quantity.as_str().to_string(),
-                if m.judged.baseline.is_finite() { ms(m.judged.baseline) } else { "-".into() },
-                if m.judged.current.is_finite() { ms(m.judged.current) } else { "-".into() },
-                format!(
-                    "{} ({})",
-                    commgate_core::units::change(m.judged.ratio),
-                    commgate_core::units::interval(m.judged.ci)
-                ),
-                super::pct(m.judged.against.delta),
-                m.judged.state.as_str().to_string(),
-                m.note.as_ref().or(c.note.as_ref()).map_or_else(String::new, |n| md_cell(n, TEXT)),
-            ]
-        })
+        .flat_map(|c| c.metrics.iter().map(move |m| TraceRow { c, m }))
+        .map(|row| table::row(&fields, &row, ctx))
         .collect();
-    let columns = [
-        ("collective", Align::Left),
-        ("quantity", Align::Left),
-        ("baseline ms/step", Align::Right),
-        ("current ms/step", Align::Right),
-        ("change (95 % CI)", Align::Right),
-        ("δ", Align::Right),
-        ("state", Align::Left),
-        ("note", Align::Left),
-    ];
     let unusable = t.unusable.as_ref().map(|why| format!("Not judged: {}\n\n", md_text(why, TEXT))).unwrap_or_default();
     let notes: String = t.notes.iter().map(|n| format!("\n_{}_\n", md_text(n, TEXT))).collect();
     format!(
         "Baseline {}: {}.\n\n{unusable}{}{notes}",
         code_span(&t.name, PATH),
         trace_basis(t),
-        if rows.is_empty() { String::new() } else { table::markdown(&columns, &rows) }
+        if rows.is_empty() { String::new() } else { table::markdown(&table::columns(&fields, ctx), &rows) }
     )
 }
 
+/// The per-rank overlap table's columns (Markdown, folded).
+const RANKS: [Field<RankSummary>; 5] = [
+    Column::right("rank").cell(|r, _| r.rank.to_string()),
+    Column::right("comm ms").cell(|r, _| ms(r.comm_ms)),
+    Column::right("compute ms").cell(|r, _| ms(r.compute_ms)),
+    Column::right("exposed ms").cell(|r, _| ms(r.exposed_ms)),
+    Column::right("overlap %").cell(|r, _| two(r.overlap_pct)),
+];
+
 fn ranks(a: &Attribution) -> String {
-    let rows: Vec<Vec<String>> = a
-        .ranks
-        .iter()
-        .map(|r| vec![r.rank.to_string(), ms(r.comm_ms), ms(r.compute_ms), ms(r.exposed_ms), two(r.overlap_pct)])
-        .collect();
-    let columns = [
-        ("rank", Align::Right),
-        ("comm ms", Align::Right),
-        ("compute ms", Align::Right),
-        ("exposed ms", Align::Right),
-        ("overlap %", Align::Right),
-    ];
-    table::markdown(&columns, &rows)
+    let ctx = Context::Markdown;
+    let rows: Vec<Vec<String>> = a.ranks.iter().map(|r| table::row(&RANKS, r, ctx)).collect();
+    table::markdown(&table::columns(&RANKS, ctx), &rows)
 }
 
 fn fold(summary: &str, inner: &str) -> String {
@@ -581,6 +547,7 @@ fn nccl_settings(env: &std::collections::BTreeMap<String, String>) -> String {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use commgate_core::result::RunResult;
     use commgate_gate::check::{BaselineRef, CheckReport};
     use commgate_gate::decide::mitigation::{diagnose, Thresholds};
     use commgate_gate::decide::FailOn;
@@ -736,7 +703,7 @@ pub(super) mod tests {
         for (i, bench) in runs.into_iter().enumerate() {
             let report = CheckReport { bench: Some(bench), ..report(2, 4) };
             let path = dir.path().join(format!("report-{i}.json"));
-            std::fs::write(&path, super::super::json::check(&report)).expect("write");
+            std::fs::write(&path, json(&report)).expect("write");
             let back = commgate_gate::check::load_report(&path).unwrap_or_else(|e| panic!("report {i}: {e}"));
             // Floats may differ in the last bit (serde_json's parser); what is null stays null.
             let shape = |r: &CheckReport| {

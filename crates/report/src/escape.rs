@@ -97,20 +97,19 @@ pub fn md_text(s: &str, max: usize) -> String {
     let chars: Vec<char> = s.trim_matches(blank).chars().take(max.saturating_add(8)).collect();
     let mut out = Bounded::new(max);
     let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
+    while let Some(&c) = chars.get(i) {
         let next = |k: usize| chars.get(i + k).copied().unwrap_or('\0');
         let starts = |word: &str| {
             word.chars().enumerate().all(|(k, w)| chars.get(i + k).is_some_and(|c| c.eq_ignore_ascii_case(&w)))
         };
-        let leading_digits = i > 0 && chars[..i].iter().all(char::is_ascii_digit);
+        let leading_digits = i > 0 && chars.iter().take(i).all(char::is_ascii_digit);
         let (piece, used): (String, usize) = match c {
             '@' => ("`@`".into(), 1),
             '#' if next(1).is_ascii_digit() => ("`#`".into(), 1),
             'g' | 'G' if starts("gh-") && next(3).is_ascii_digit() => {
-                (format!("`{}`", chars[i..i + 3].iter().collect::<String>()), 3)
+                (format!("`{}`", chars.iter().skip(i).take(3).collect::<String>()), 3)
             }
-            'w' | 'W' if starts("www.") => (format!("`{}`", chars[i..i + 4].iter().collect::<String>()), 4),
+            'w' | 'W' if starts("www.") => (format!("`{}`", chars.iter().skip(i).take(4).collect::<String>()), 4),
             ':' if starts("://") => ("`://`".into(), 3),
             '<' => ("&lt;".into(), 1),
             '>' => ("&gt;".into(), 1),
@@ -165,9 +164,9 @@ fn code(s: &str, max: usize, in_table: bool) -> String {
     }
     let taken: Vec<char> = s.chars().take(max.saturating_add(1)).collect();
     let cut = taken.len() > max;
-    let kept = if cut { &taken[..max.saturating_sub(1)] } else { &taken[..] };
+    let kept = if cut { max.saturating_sub(1) } else { taken.len() };
     let mut inner = String::new();
-    for &c in kept {
+    for &c in taken.iter().take(kept) {
         match c {
             '|' if in_table => inner.push_str("\\|"),
             c if c.is_control() => inner.push(' '),

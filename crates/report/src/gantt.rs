@@ -17,7 +17,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{counted, ms};
+use crate::cells::{counted, ms};
 use commgate_trace::attribute::picture::{Picture, PictureBar, PictureKind, PictureRank, PIXELS};
 
 /// The chart's mermaid configuration: compact rows; room on the left for `rank 1023 (fastest)`;

@@ -4,7 +4,8 @@
 //! untrusted: it passes through one function of [`super::escape`] where it enters the output.
 
 use super::escape::{md_text, plain, NAME, PATH, TEXT};
-use super::table::{self, Align, Column, Context};
+use super::json::pretty;
+use super::table::{self, Column, Context};
 use super::Format;
 use commgate_core::result::Schedule;
 use commgate_gate::baseline::history::{distinct_labels, Entry};
@@ -47,31 +48,19 @@ struct Versioned<'a, T: serde::Serialize> {
     body: &'a T,
 }
 
-fn pretty<T: serde::Serialize>(value: &T) -> String {
-    // Derived Serialize impls with string keys: serialising cannot fail.
-    #[expect(clippy::expect_used, reason = "infallible for these types (the comment above)")]
-    let mut out = serde_json::to_string_pretty(value).expect("history types always serialise to JSON");
-    out.push('\n');
-    out
-}
-
 fn ms(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_string(), |x| format!("{x:.3}"))
 }
 
 /// Every column of these tables is left-aligned, numbers too (as they have always read).
-const fn left<const N: usize>(heads: [&'static str; N]) -> [Column<'static>; N] {
-    let mut columns = [("", Align::Left); N];
-    let mut i = 0;
-    while i < N {
-        columns[i].0 = heads[i];
-        i += 1;
-    }
-    columns
+fn left<const N: usize>(heads: [&'static str; N]) -> [Column; N] {
+    heads.map(Column::left)
 }
 
-const LIST_COLUMNS: [Column<'static>; 7] =
-    left(["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms", "trace runs"]);
+/// The listing's columns; [`list_rows`] fills them in this order.
+fn list_columns() -> [Column; 7] {
+    left(["profile", "workload", "runs", "newest", "overlap median ms", "serial median ms", "trace runs"])
+}
 
 /// "default: 5, nightly: 2", or `-` without trace runs.
 fn trace_runs(st: &commgate_gate::baseline::list::StoreStats, ctx: Context) -> String {
@@ -119,7 +108,7 @@ fn list_text(l: &Listing) -> String {
         return format!("No baseline stores in {dir}.\n");
     }
     let mut out = format!("Baseline stores in {dir} ({}):\n\n", l.stores.len());
-    out.push_str(&table::text_unruled(&LIST_COLUMNS, &list_rows(l, Context::Text)));
+    out.push_str(&table::text_unruled(&list_columns(), &list_rows(l, Context::Text)));
     out
 }
 
@@ -129,7 +118,7 @@ fn list_markdown(l: &Listing) -> String {
         return format!("No baseline stores in {dir}\\.\n");
     }
     let mut out = format!("### Baseline stores in {dir}\n\n");
-    out.push_str(&table::markdown(&LIST_COLUMNS, &list_rows(l, Context::Markdown)));
+    out.push_str(&table::markdown(&list_columns(), &list_rows(l, Context::Markdown)));
     out
 }
 
@@ -148,23 +137,27 @@ fn short_software(e: &Entry) -> String {
     parts.iter().map(|p| p.as_deref().unwrap_or("-")).collect::<Vec<_>>().join(" / ")
 }
 
-const SHOW_COLUMNS: [Column<'static>; 15] = left([
-    "#",
-    "date",
-    "commit",
-    "driver / CUDA / NCCL",
-    "kept",
-    "overlap med",
-    "overlap p95",
-    "serial med",
-    "serial p95",
-    "comm med",
-    "comm p95",
-    "compute med",
-    "compute p95",
-    "busbw GB/s",
-    "spread",
-]);
+/// A store's columns, one row per run; [`show_rows`] fills them in this order (a median and a
+/// P95 per schedule of [`SCHEDULES`]).
+fn show_columns() -> [Column; 15] {
+    left([
+        "#",
+        "date",
+        "commit",
+        "driver / CUDA / NCCL",
+        "kept",
+        "overlap med",
+        "overlap p95",
+        "serial med",
+        "serial p95",
+        "comm med",
+        "comm p95",
+        "compute med",
+        "compute p95",
+        "busbw GB/s",
+        "spread",
+    ])
+}
 
 fn show_rows(s: &Shown, ctx: Context) -> Vec<Vec<String>> {
     let esc = |s: &str, max: usize| ctx.escape(s, max);
@@ -205,7 +198,8 @@ fn heading(s: &Shown, esc: impl Fn(&str, usize) -> String) -> String {
 /// The newest [`TREND_POINTS`] medians of `schedule`, oldest first (runs without it skipped).
 fn medians(s: &Shown, schedule: Schedule) -> Vec<f64> {
     let all: Vec<f64> = s.runs.iter().filter_map(|e| e.summary.schedules.get(&schedule)).map(|x| x.median_ms).collect();
-    all[all.len().saturating_sub(TREND_POINTS)..].to_vec()
+    let newest = all.len().saturating_sub(TREND_POINTS);
+    all.into_iter().skip(newest).collect()
 }
 
 /// One character per value, `▁` for the smallest to `█` for the largest; all equal is a flat
@@ -223,7 +217,7 @@ pub fn sparkline(values: &[f64]) -> String {
                 BARS[3]
             } else {
                 let level = ((x - lo) / (hi - lo) * 7.0).round() as usize;
-                BARS[level.min(7)]
+                BARS.get(level).copied().unwrap_or('█')
             }
         })
         .collect()
@@ -231,7 +225,9 @@ pub fn sparkline(values: &[f64]) -> String {
 
 /// The newest sweep's table of an nccl-tests store: each point's bus bandwidth and the ceiling
 /// this runner keeps for it.
-const SWEEP_COLUMNS: [Column<'static>; 5] = left(["size", "place", "newest busbw GB/s", "ceiling GB/s", "of ceiling"]);
+fn sweep_columns() -> [Column; 5] {
+    left(["size", "place", "newest busbw GB/s", "ceiling GB/s", "of ceiling"])
+}
 
 fn sweep_rows(s: &Shown, ctx: Context) -> Vec<Vec<String>> {
     let gbps = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
@@ -257,10 +253,10 @@ fn show_text(s: &Shown) -> String {
     let mut out = format!("Store {}\n{}\n\n", plain(&s.path, PATH), heading(s, plain));
     if !s.sweep.is_empty() {
         out.push_str("The newest nccl-tests sweep against this runner's ceiling:\n");
-        out.push_str(&table::text_unruled(&SWEEP_COLUMNS, &sweep_rows(s, Context::Text)));
+        out.push_str(&table::text_unruled(&sweep_columns(), &sweep_rows(s, Context::Text)));
         out.push('\n');
     }
-    out.push_str(&table::text_unruled(&SHOW_COLUMNS, &show_rows(s, Context::Text)));
+    out.push_str(&table::text_unruled(&show_columns(), &show_rows(s, Context::Text)));
     out.push_str(&format!("\nTrend of the medians (ms; the newest {TREND_POINTS} runs at most, oldest first):\n"));
     for sch in SCHEDULES {
         let m = medians(s, sch);
@@ -275,10 +271,10 @@ fn show_markdown(s: &Shown) -> String {
     let mut out = format!("### Baseline {}\n\n{}\n\n", md_text(&s.path, PATH), heading(s, md_text));
     if !s.sweep.is_empty() {
         out.push_str("The newest nccl-tests sweep against this runner's ceiling:\n\n");
-        out.push_str(&table::markdown(&SWEEP_COLUMNS, &sweep_rows(s, Context::Markdown)));
+        out.push_str(&table::markdown(&sweep_columns(), &sweep_rows(s, Context::Markdown)));
         out.push('\n');
     }
-    out.push_str(&table::markdown(&SHOW_COLUMNS, &show_rows(s, Context::Markdown)));
+    out.push_str(&table::markdown(&show_columns(), &show_rows(s, Context::Markdown)));
     out.push('\n');
     out.push_str(&chart(s));
     out
@@ -293,9 +289,10 @@ fn chart(s: &Shown) -> String {
             e.summary.schedules.get(&Schedule::Overlap).map(|x| (e.summary.created_at.as_str(), x.median_ms))
         })
         .collect();
-    let runs = &runs[runs.len().saturating_sub(TREND_POINTS)..];
+    let newest = runs.len().saturating_sub(TREND_POINTS);
+    let runs: Vec<(&str, f64)> = runs.into_iter().skip(newest).collect();
     let labels = distinct_labels(&runs.iter().map(|(c, _)| *c).collect::<Vec<_>>());
-    let points: Vec<(String, f64)> = labels.into_iter().zip(runs).map(|(l, (_, ms))| (l, *ms)).collect();
+    let points: Vec<(String, f64)> = labels.into_iter().zip(&runs).map(|(l, (_, ms))| (l, *ms)).collect();
     super::chart::trend_chart("Overlap median (ms), oldest to newest", &points, None).unwrap_or_default()
 }
 

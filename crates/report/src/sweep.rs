@@ -3,39 +3,58 @@
 //! bus bandwidth at both medians, the share of this runner's ceiling and plateau it reached, and
 //! the state. The figures are the comparison's ([`commgate_gate::compare::sweep`]); nothing here judges.
 
-use super::escape::md_text;
-use super::table::{Align, Column, Context};
-use super::{change_cell, p_value, two};
+use super::cells::{hardware_line, metric_change, p_value, two};
+use super::escape::{md_text, NAME};
+use super::table::{self, Column, Context, Field};
 use commgate_core::result::sweep::SweepData;
 use commgate_core::result::RunResult;
 use commgate_core::units::interval;
 use commgate_gate::compare::{Comparison, MetricComparison};
 
-/// The sweep table's columns; [`cells`] fills them in this order.
-pub(crate) const COLUMNS: [Column<'static>; 13] = [
-    ("size", Align::Right),
-    ("place", Align::Left),
-    ("base µs", Align::Right),
-    ("now µs", Align::Right),
-    ("change", Align::Right),
-    ("95 % CI", Align::Right),
-    ("busbw base GB/s", Align::Right),
-    ("busbw now GB/s", Align::Right),
-    ("of peak", Align::Right),
-    ("of plateau", Align::Right),
-    ("p (Holm)", Align::Right),
-    ("n base/cur", Align::Right),
-    ("state", Align::Left),
-];
+/// One point of the sweep table: its comparison, and whether its size cell names its curve.
+struct Point<'a> {
+    m: &'a MetricComparison,
+    /// The sweep holds several (collective, dtype, op) curves.
+    full: bool,
+}
 
-/// The order the text table leaves columns out in to fit 100 characters (least important
-/// first): the counts, the p-value, the plateau, the baseline time, the interval.
-pub(crate) const DROP: [usize; 6] = [11, 10, 9, 2, 5, 3];
+impl Point<'_> {
+    /// The bus bandwidth at the current median, GB/s.
+    fn busbw_now(&self) -> Option<f64> {
+        self.m.throughput.as_ref().map(|t| t.current)
+    }
+}
 
-/// The columns the Markdown table shows (a PR comment is about 900 px wide): the point, the
-/// change and its interval, the bus bandwidth before and now, the share of this runner's peak,
-/// the state. The text report (`--wide`) and the JSON carry the rest.
-pub(crate) const MARKDOWN: [usize; 8] = [0, 1, 4, 5, 6, 7, 8, 12];
+/// The sweep table's columns. A text table that must fit 100 characters leaves out the counts,
+/// the p-value, the plateau, the baseline time, the interval and the current time, in that order
+/// (`drop_rank` 1 first). The Markdown table (a PR comment is about 900 px wide) shows the point,
+/// the change and its interval, the bus bandwidth before and now, the share of this runner's
+/// peak and the state; the text report (`--wide`) and the JSON carry the rest. A function rather
+/// than a constant: its rows borrow the comparison.
+fn fields<'a>() -> [Field<Point<'a>>; 13] {
+    [
+        Column::right("size").cell(|p, ctx| ctx.escape(&size_cell(p.m, p.full), NAME)),
+        Column::left("place").cell(|p, ctx| ctx.escape(&place_cell(p.m), NAME)),
+        Column::right("base µs").drop_rank(4).text_only().cell(|p, _| two(p.m.judged.baseline * 1e3)),
+        Column::right("now µs").drop_rank(6).text_only().cell(|p, _| two(p.m.judged.current * 1e3)),
+        Column::right("change").cell(|p, _| metric_change(p.m)),
+        Column::right("95 % CI").drop_rank(5).cell(|p, _| interval(p.m.judged.ci)),
+        Column::right("busbw base GB/s").cell(|p, _| gbps(p.m.throughput.as_ref().map(|t| t.baseline))),
+        Column::right("busbw now GB/s").cell(|p, _| gbps(p.busbw_now())),
+        Column::right("of peak")
+            .cell(|p, _| share(p.m.point.as_ref().zip(p.busbw_now()).and_then(|(x, b)| x.of_ceiling(b)))),
+        Column::right("of plateau")
+            .drop_rank(3)
+            .text_only()
+            .cell(|p, _| share(p.m.point.as_ref().zip(p.busbw_now()).and_then(|(x, b)| x.of_plateau(b)))),
+        Column::right("p (Holm)").drop_rank(2).text_only().cell(|p, _| p_value(p.m.judged.p_adjusted)),
+        Column::right("n base/cur")
+            .drop_rank(1)
+            .text_only()
+            .cell(|p, _| format!("{}/{}", p.m.judged.n_baseline, p.m.judged.n_current)),
+        Column::left("state").cell(|p, ctx| ctx.code(p.m.judged.state.as_str())),
+    ]
+}
 
 /// Whether a comparison is a sweep's (its metrics are points).
 pub(crate) fn is_sweep(c: &Comparison) -> bool {
@@ -87,36 +106,16 @@ fn gbps(v: Option<f64>) -> String {
     v.filter(|v| v.is_finite() && *v > 0.0).map_or_else(|| "-".to_string(), two)
 }
 
-/// One point's row (`state` as `ctx` writes a state).
-pub(crate) fn cells(m: &MetricComparison, full: bool, ctx: Context) -> Vec<String> {
-    let t = m.throughput.as_ref();
-    let busbw_now = t.map(|t| t.current);
-    let point = m.point.as_ref();
-    let state = match ctx {
-        Context::Markdown => format!("`{}`", m.judged.state.as_str()),
-        Context::Text => m.judged.state.as_str().to_string(),
-    };
-    vec![
-        ctx.escape(&size_cell(m, full), super::escape::NAME),
-        ctx.escape(&place_cell(m), super::escape::NAME),
-        two(m.judged.baseline * 1e3),
-        two(m.judged.current * 1e3),
-        change_cell(m),
-        interval(m.judged.ci),
-        gbps(t.map(|t| t.baseline)),
-        gbps(busbw_now),
-        share(point.zip(busbw_now).and_then(|(p, b)| p.of_ceiling(b))),
-        share(point.zip(busbw_now).and_then(|(p, b)| p.of_plateau(b))),
-        p_value(m.judged.p_adjusted),
-        format!("{}/{}", m.judged.n_baseline, m.judged.n_current),
-        state,
-    ]
+/// Every point's row of the columns `ctx` shows, in the sweep's order.
+pub fn rows(c: &Comparison, ctx: Context) -> Vec<Vec<String>> {
+    let fields = fields();
+    let full = several_curves(c);
+    c.metrics.iter().map(|m| table::row(&fields, &Point { m, full }, ctx)).collect()
 }
 
-/// Every point's row, in the sweep's order.
-pub fn rows(c: &Comparison, ctx: Context) -> Vec<Vec<String>> {
-    let full = several_curves(c);
-    c.metrics.iter().map(|m| cells(m, full, ctx)).collect()
+/// The text table, `width` wide.
+pub(crate) fn text_table(c: &Comparison, width: crate::Width) -> String {
+    table::fitted(&table::columns(&fields(), Context::Text), &rows(c, Context::Text), width)
 }
 
 /// At most this many points are rows of the Markdown table (a sweep of every dtype has
@@ -124,20 +123,28 @@ pub fn rows(c: &Comparison, ctx: Context) -> Vec<Vec<String>> {
 /// first, then unchanged ones, in the sweep's order; a line says how many were left out.
 pub const MARKDOWN_ROWS: usize = 64;
 
-/// The Markdown table: `MARKDOWN`'s columns of at most [`MARKDOWN_ROWS`] points.
+/// The Markdown table: the Markdown columns of at most [`MARKDOWN_ROWS`] points.
 pub fn markdown_table(c: &Comparison) -> String {
-    let columns: Vec<Column<'static>> = MARKDOWN.iter().map(|&i| COLUMNS[i]).collect();
-    let all = rows(c, Context::Markdown);
-    let unchanged = |i: usize| c.metrics[i].judged.state == commgate_gate::compare::State::Unchanged;
-    let mut keep: Vec<usize> = (0..all.len()).filter(|&i| !unchanged(i)).take(MARKDOWN_ROWS).collect();
-    let room = MARKDOWN_ROWS - keep.len();
-    keep.extend((0..all.len()).filter(|&i| unchanged(i)).take(room));
-    keep.sort_unstable();
-    let rows: Vec<Vec<String>> = keep.iter().map(|&i| MARKDOWN.iter().map(|&k| all[i][k].clone()).collect()).collect();
-    let mut out = super::table::markdown(&columns, &rows);
-    let left_out = all.len() - keep.len();
+    let unchanged = |m: &MetricComparison| m.judged.state == commgate_gate::compare::State::Unchanged;
+    let changed = c.metrics.iter().filter(|m| !unchanged(m)).count().min(MARKDOWN_ROWS);
+    // Every changed point up to the limit, then unchanged ones in the room left, in order.
+    let (mut changed_left, mut quiet_left) = (changed, MARKDOWN_ROWS - changed);
+    let keep: Vec<bool> = c
+        .metrics
+        .iter()
+        .map(|m| {
+            let left = if unchanged(m) { &mut quiet_left } else { &mut changed_left };
+            let kept = *left > 0;
+            *left = left.saturating_sub(1);
+            kept
+        })
+        .collect();
+    let rows: Vec<Vec<String>> =
+        rows(c, Context::Markdown).into_iter().zip(&keep).filter(|(_, &k)| k).map(|(r, _)| r).collect();
+    let mut out = table::markdown(&table::columns(&fields(), Context::Markdown), &rows);
+    let left_out = c.metrics.len() - rows.len();
     if left_out > 0 {
-        let quiet = (0..all.len()).filter(|&i| unchanged(i) && !keep.contains(&i)).count();
+        let quiet = c.metrics.iter().zip(&keep).filter(|(m, &k)| unchanged(m) && !k).count();
         out.push_str(&format!(
             "\n{left_out} more points are not listed ({quiet} of them unchanged); the text report and the JSON list \
              every point.\n"
@@ -151,7 +158,7 @@ pub fn markdown_table(c: &Comparison) -> String {
 /// `None` for a benchmark run.
 pub(crate) fn run_line(b: &RunResult) -> Option<String> {
     let s = b.sweep.as_ref()?;
-    let machine = super::hardware_line(&b.hardware);
+    let machine = hardware_line(&b.hardware);
     let nccl = b.software.nccl.as_deref().map(|v| format!(", NCCL {v}")).unwrap_or_default();
     Some(format!("nccl-tests {} on {machine}{nccl}: {}", s.program, points_line(s)))
 }
@@ -217,7 +224,7 @@ pub fn busbw_chart(c: &Comparison) -> Option<String> {
         c.metrics.iter().filter(same).filter(|m| m.throughput.as_ref().is_some_and(|t| t.current > 0.0)).collect();
     drawn.sort_by_key(|m| m.point.as_ref().map_or(0, |p| p.key.size));
     let skipped = drawn.len().saturating_sub(MAX_SIZES);
-    let drawn = &drawn[skipped..];
+    let drawn: Vec<&MetricComparison> = drawn.into_iter().skip(skipped).collect();
     if drawn.len() < 2 {
         return None;
     }

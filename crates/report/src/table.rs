@@ -1,7 +1,10 @@
 //! The one table writer of the text and Markdown reports. It owns how a table is drawn in each
-//! output [`Context`] (alignment, the rule under the heads, cell separators) and how a string
-//! from a file is made safe for a cell there (`Context::escape`: [`plain`] in a terminal,
-//! [`md_cell`] in Markdown). A renderer says only which columns and which rows.
+//! output [`Context`] (alignment, the rule under the heads, cell separators), how a text table
+//! is fitted to `TEXT_WIDTH`, and how a string from a file is made safe for a cell there
+//! (`Context::escape`: [`plain`] in a terminal, [`md_cell`] in Markdown). A renderer says only
+//! which columns and which rows: each column declared once as a `Column` (head, alignment,
+//! drop rank, text-only, needs compute) and, where its cells come from one item per row, a
+//! `Field` whose cell function the row builders call; nothing picks a column by position.
 //!
 //! - **Text**: columns padded to their widest cell (counted in characters, so non-ASCII names stay
 //!   aligned), two spaces apart, names left and numbers right, no trailing whitespace.
@@ -18,8 +21,88 @@ pub(crate) enum Align {
     Right,
 }
 
-/// A column: its head and its alignment.
-pub(crate) type Column<'a> = (&'a str, Align);
+/// A column of a report's table, declared once with its head, its alignment and its named
+/// properties; the writer, the fitting and the row builder read them from here, never by
+/// position. Written as `Column::right("exposed ms/step").drop_rank(14).needs_compute()`, then
+/// given its cell with [`Column::cell`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Column {
+    pub(crate) head: &'static str,
+    pub(crate) align: Align,
+    /// When a text table must fit [`TEXT_WIDTH`], the columns with a rank are left out in rank
+    /// order, 1 first, until the rest fit ([`text_fitted`]); a column without one always stays.
+    pub(crate) drop_rank: Option<u8>,
+    /// Shown in the terminal only: the Markdown table of a PR comment (about 900 px wide) leaves
+    /// it out ([`columns`]); `--wide` and the JSON carry it.
+    pub(crate) text_only: bool,
+    /// A figure only a source with compute can measure (exposed time, overlap): without compute
+    /// its cell reads `n/a` ([`measured_row`]), absent, never a zero.
+    pub(crate) needs_compute: bool,
+}
+
+impl Column {
+    /// A left-aligned column (names, words).
+    pub(crate) const fn left(head: &'static str) -> Column {
+        Column { head, align: Align::Left, drop_rank: None, text_only: false, needs_compute: false }
+    }
+
+    /// A right-aligned column (numbers).
+    pub(crate) const fn right(head: &'static str) -> Column {
+        Column { align: Align::Right, ..Column::left(head) }
+    }
+
+    /// The column, left out `rank`th when a text table must fit.
+    pub(crate) const fn drop_rank(self, rank: u8) -> Column {
+        Column { drop_rank: Some(rank), ..self }
+    }
+
+    /// The column, left out of the Markdown table.
+    pub(crate) const fn text_only(self) -> Column {
+        Column { text_only: true, ..self }
+    }
+
+    /// The column, `n/a` unless the source observed compute.
+    pub(crate) const fn needs_compute(self) -> Column {
+        Column { needs_compute: true, ..self }
+    }
+
+    /// The column with its cell: how a row's item (a collective, a metric, a point) is written
+    /// in it, a string from a file made safe for the context.
+    pub(crate) const fn cell<R>(self, cell: fn(&R, Context) -> String) -> Field<R> {
+        Field { column: self, cell }
+    }
+}
+
+/// A column and the cell it writes for each row's item `R`: what a content module declares,
+/// one per column in table order, so the heads and the cells cannot fall out of step.
+pub(crate) struct Field<R> {
+    pub(crate) column: Column,
+    pub(crate) cell: fn(&R, Context) -> String,
+}
+
+/// The fields a table in `ctx` shows: every one in text, all but the text-only ones in Markdown.
+fn shown<R>(fields: &[Field<R>], ctx: Context) -> impl Iterator<Item = &Field<R>> {
+    fields.iter().filter(move |f| ctx == Context::Text || !f.column.text_only)
+}
+
+/// The columns a table of `fields` shows in `ctx`.
+pub(crate) fn columns<R>(fields: &[Field<R>], ctx: Context) -> Vec<Column> {
+    shown(fields, ctx).map(|f| f.column).collect()
+}
+
+/// The cells of `item` under [`columns`], for a table none of whose fields needs compute.
+pub(crate) fn row<R>(fields: &[Field<R>], item: &R, ctx: Context) -> Vec<String> {
+    debug_assert!(fields.iter().all(|f| !f.column.needs_compute), "a figure that needs compute: use measured_row");
+    measured_row(fields, item, ctx, true)
+}
+
+/// The cells of `item` under [`columns`]; unless `compute_observed`, a field that needs compute
+/// reads `n/a`: a figure the source cannot measure is shown absent, never as a zero.
+pub(crate) fn measured_row<R>(fields: &[Field<R>], item: &R, ctx: Context, compute_observed: bool) -> Vec<String> {
+    shown(fields, ctx)
+        .map(|f| if f.column.needs_compute && !compute_observed { "n/a".to_string() } else { (f.cell)(item, ctx) })
+        .collect()
+}
 
 /// Where a table is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +123,17 @@ impl Context {
         }
     }
 
+    /// A word this crate owns (a state) as this context sets one: plain in a terminal, in code
+    /// in Markdown.
+    pub(crate) fn code(self, word: &str) -> String {
+        match self {
+            Context::Text => word.to_string(),
+            Context::Markdown => format!("`{word}`"),
+        }
+    }
+
     /// The table of `rows` under `columns` in this context (text with its dashed rule).
-    pub(crate) fn table(self, columns: &[Column<'_>], rows: &[Vec<String>]) -> String {
+    pub(crate) fn table(self, columns: &[Column], rows: &[Vec<String>]) -> String {
         match self {
             Context::Text => text(columns, rows),
             Context::Markdown => markdown(columns, rows),
@@ -50,7 +142,7 @@ impl Context {
 }
 
 /// An aligned text table: the heads, a dashed rule, then the rows.
-pub(crate) fn text(columns: &[Column<'_>], rows: &[Vec<String>]) -> String {
+pub(crate) fn text(columns: &[Column], rows: &[Vec<String>]) -> String {
     aligned(columns, rows, true)
 }
 
@@ -58,20 +150,15 @@ pub(crate) fn text(columns: &[Column<'_>], rows: &[Vec<String>]) -> String {
 /// 100 characters.
 pub(crate) const TEXT_WIDTH: usize = 100;
 
-/// An aligned text table of at most `width` characters: columns are left out in `drop_order`
-/// (indices, least important first) until the rest fit, the first column never; a table that
-/// fits keeps them all. Returns the table and the heads of the columns left out, in table order.
-pub(crate) fn text_fitted(
-    columns: &[Column<'_>],
-    rows: &[Vec<String>],
-    drop_order: &[usize],
-    width: Option<usize>,
-) -> (String, Vec<String>) {
+/// An aligned text table of at most `width` characters: columns are left out in the order of
+/// their drop rank (1 first) until the rest fit, a column without one never; a table that fits
+/// keeps them all. Returns the table and the heads of the columns left out, in table order.
+fn text_fitted(columns: &[Column], rows: &[Vec<String>], width: Option<usize>) -> (String, Vec<String>) {
     let widths: Vec<usize> = columns
         .iter()
         .enumerate()
-        .map(|(i, (head, _))| {
-            rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).fold(head.chars().count(), usize::max)
+        .map(|(i, c)| {
+            rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).fold(c.head.chars().count(), usize::max)
         })
         .collect();
     let mut kept: Vec<bool> = vec![true; columns.len()];
@@ -80,23 +167,34 @@ pub(crate) fn text_fitted(
         shown.iter().sum::<usize>() + 2 * shown.len().saturating_sub(1)
     };
     if let Some(max) = width {
-        for &i in drop_order.iter().filter(|&&i| i > 0 && i < columns.len()) {
+        let mut ranked: Vec<(u8, usize)> =
+            columns.iter().enumerate().filter_map(|(i, c)| Some((c.drop_rank?, i))).collect();
+        ranked.sort_unstable();
+        for (_, i) in ranked {
             if total(&kept) <= max {
                 break;
             }
-            kept[i] = false;
+            if let Some(k) = kept.get_mut(i) {
+                *k = false;
+            }
         }
     }
     let pick =
         |row: &[String]| -> Vec<String> { row.iter().zip(&kept).filter(|(_, &k)| k).map(|(c, _)| c.clone()).collect() };
-    let shown_columns: Vec<Column<'_>> = columns.iter().zip(&kept).filter(|(_, &k)| k).map(|(c, _)| *c).collect();
+    let shown_columns: Vec<Column> = columns.iter().zip(&kept).filter(|(_, &k)| k).map(|(c, _)| *c).collect();
     let shown_rows: Vec<Vec<String>> = rows.iter().map(|r| pick(r)).collect();
-    let dropped = columns.iter().zip(&kept).filter(|(_, &k)| !k).map(|((h, _), _)| h.to_string()).collect();
+    let dropped = columns.iter().zip(&kept).filter(|(_, &k)| !k).map(|(c, _)| c.head.to_string()).collect();
     (text(&shown_columns, &shown_rows), dropped)
 }
 
+/// [`text_fitted`] at `width`, with the line that names what was left out under it.
+pub(crate) fn fitted(columns: &[Column], rows: &[Vec<String>], width: crate::Width) -> String {
+    let (table, dropped) = text_fitted(columns, rows, width.limit());
+    table + &left_out_line(&dropped)
+}
+
 /// The line under a fitted table that names what was left out, or nothing.
-pub(crate) fn left_out_line(dropped: &[String]) -> String {
+fn left_out_line(dropped: &[String]) -> String {
     if dropped.is_empty() {
         String::new()
     } else {
@@ -128,20 +226,20 @@ fn wrap(text: &str, width: usize) -> String {
 }
 
 /// An aligned text table without the dashed rule (the `baseline list` and `show` tables).
-pub(crate) fn text_unruled(columns: &[Column<'_>], rows: &[Vec<String>]) -> String {
+pub(crate) fn text_unruled(columns: &[Column], rows: &[Vec<String>]) -> String {
     aligned(columns, rows, false)
 }
 
-fn aligned(columns: &[Column<'_>], rows: &[Vec<String>], ruled: bool) -> String {
+fn aligned(columns: &[Column], rows: &[Vec<String>], ruled: bool) -> String {
     let widths: Vec<usize> = columns
         .iter()
         .enumerate()
-        .map(|(i, (head, _))| {
+        .map(|(i, c)| {
             let cells = rows.iter().filter_map(|row| row.get(i)).map(|c| c.chars().count());
-            cells.fold(head.chars().count(), usize::max)
+            cells.fold(c.head.chars().count(), usize::max)
         })
         .collect();
-    let heads: Vec<String> = columns.iter().map(|(head, _)| head.to_string()).collect();
+    let heads: Vec<String> = columns.iter().map(|c| c.head.to_string()).collect();
     let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
     let lines = [Some(&heads), ruled.then_some(&rule)].into_iter().flatten().chain(rows);
     lines.map(|row| format!("{}\n", aligned_line(columns, &widths, row))).collect()
@@ -149,14 +247,14 @@ fn aligned(columns: &[Column<'_>], rows: &[Vec<String>], ruled: bool) -> String 
 
 /// One line of cells, each padded to its column's width on its alignment's side, the line's
 /// trailing spaces dropped. A missing cell is blank.
-fn aligned_line(columns: &[Column<'_>], widths: &[usize], row: &[String]) -> String {
+fn aligned_line(columns: &[Column], widths: &[usize], row: &[String]) -> String {
     let cells: Vec<String> = columns
         .iter()
         .zip(widths)
         .enumerate()
-        .map(|(i, ((_, align), &width))| {
+        .map(|(i, (c, &width))| {
             let cell = row.get(i).map_or("", String::as_str);
-            match align {
+            match c.align {
                 Align::Left => format!("{cell:<width$}"),
                 Align::Right => format!("{cell:>width$}"),
             }
@@ -166,11 +264,11 @@ fn aligned_line(columns: &[Column<'_>], widths: &[usize], row: &[String]) -> Str
 }
 
 /// A GFM table; the cells must already be escaped.
-pub(crate) fn markdown(columns: &[Column<'_>], rows: &[Vec<String>]) -> String {
-    let heads: Vec<&str> = columns.iter().map(|(head, _)| *head).collect();
+pub(crate) fn markdown(columns: &[Column], rows: &[Vec<String>]) -> String {
+    let heads: Vec<&str> = columns.iter().map(|c| c.head).collect();
     let rule: Vec<&str> = columns
         .iter()
-        .map(|(_, align)| match align {
+        .map(|c| match c.align {
             Align::Left => "---",
             Align::Right => "---:",
         })
@@ -204,20 +302,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_wide_table_leaves_out_columns_in_order_until_it_fits_and_names_them() {
-        let heads: Vec<String> = (0..12).map(|i| format!("column {i:02}")).collect();
-        let columns: Vec<Column<'_>> = heads.iter().map(|h| (h.as_str(), Align::Right)).collect();
+    fn a_wide_table_leaves_out_columns_by_rank_until_it_fits_and_names_them() {
+        const HEADS: [&str; 12] = [
+            "column 00",
+            "column 01",
+            "column 02",
+            "column 03",
+            "column 04",
+            "column 05",
+            "column 06",
+            "column 07",
+            "column 08",
+            "column 09",
+            "column 10",
+            "column 11",
+        ];
+        // The last column goes first, the first never.
+        let columns: Vec<Column> = HEADS
+            .iter()
+            .zip(0u8..)
+            .map(|(h, i)| if i == 0 { Column::right(h) } else { Column::right(h).drop_rank(12 - i) })
+            .collect();
         let rows = vec![(0..12).map(|i| format!("{i}")).collect::<Vec<String>>()];
-        let order: Vec<usize> = (0..12).rev().collect();
-        let (fitted, dropped) = text_fitted(&columns, &rows, &order, Some(TEXT_WIDTH));
+        let (fitted, dropped) = text_fitted(&columns, &rows, Some(TEXT_WIDTH));
         assert!(fitted.lines().all(|l| l.chars().count() <= TEXT_WIDTH), "{fitted}");
         assert!(fitted.starts_with("column 00  column 01"), "the first columns stay: {fitted}");
         assert_eq!(dropped, ["column 09", "column 10", "column 11"]);
-        let (all, none) = text_fitted(&columns, &rows, &order, None);
+        let (all, none) = text_fitted(&columns, &rows, None);
         assert!(none.is_empty() && all.lines().next().is_some_and(|l| l.ends_with("column 11")));
         let note = left_out_line(&dropped);
         assert!(note.lines().all(|l| l.chars().count() <= TEXT_WIDTH) && note.contains("--wide"), "{note}");
         assert_eq!(left_out_line(&[]), "");
+        let unranked: Vec<Column> = HEADS.iter().map(|h| Column::right(h)).collect();
+        assert!(text_fitted(&unranked, &rows, Some(TEXT_WIDTH)).1.is_empty(), "a column without a rank stays");
+    }
+
+    struct Item {
+        name: &'static str,
+        ms: f64,
+    }
+
+    const FIELDS: [Field<Item>; 3] = [
+        Column::left("name").cell(|i, ctx| ctx.escape(i.name, 200)),
+        Column::right("ms").needs_compute().cell(|i, _| format!("{:.1}", i.ms)),
+        Column::left("state").text_only().cell(|_, ctx| ctx.code("unchanged")),
+    ];
+
+    #[test]
+    fn fields_give_each_context_its_columns_and_cells() {
+        let item = Item { name: "a|b", ms: 1.5 };
+        let heads = |ctx| columns(&FIELDS, ctx).iter().map(|c| c.head).collect::<Vec<_>>();
+        assert_eq!(heads(Context::Text), ["name", "ms", "state"]);
+        assert_eq!(heads(Context::Markdown), ["name", "ms"], "text-only columns stay out of Markdown");
+        assert_eq!(measured_row(&FIELDS, &item, Context::Text, true), ["a|b", "1.5", "unchanged"]);
+        assert_eq!(measured_row(&FIELDS, &item, Context::Markdown, true), ["a\\|b", "1.5"]);
+        assert_eq!(measured_row(&FIELDS, &item, Context::Text, false), ["a|b", "n/a", "unchanged"]);
     }
 
     fn rows() -> Vec<Vec<String>> {
@@ -227,7 +366,7 @@ mod tests {
         ]
     }
 
-    const COLUMNS: [Column<'static>; 3] = [("name", Align::Left), ("ms", Align::Right), ("note", Align::Left)];
+    const COLUMNS: [Column; 3] = [Column::left("name"), Column::right("ms"), Column::left("note")];
 
     #[test]
     fn text_aligns_names_left_and_numbers_right_without_trailing_spaces() {
@@ -241,7 +380,7 @@ mod tests {
     #[test]
     fn text_widths_count_characters() {
         let rows = vec![vec!["≥ 1.0 KiB".to_string(), "1".to_string()]];
-        let columns = [("size", Align::Right), ("n", Align::Right)];
+        let columns = [Column::right("size"), Column::right("n")];
         assert_eq!(text(&columns, &rows), "     size  n\n---------  -\n≥ 1.0 KiB  1\n");
     }
 

@@ -1,27 +1,33 @@
-//! What would fix it, as every renderer shows it: the fixes ranked by the time they would save
-//! (a table, and one line for the decision lines), and the critical path of the median step in
-//! one line. Collective names come from traces and are escaped for the context.
+//! What would fix it, the what-if section of an attribution, as every renderer shows it: the
+//! fixes ranked by the time they would save (a table, and one line for the decision lines), the
+//! critical path of the median step, and in Markdown the gantt of that step. Its JSON is the
+//! attribution's `what_if` field. Collective names come from traces and are escaped for the
+//! context.
 
+use super::cells::{counted, fixed, ms};
 use super::escape::{md_text, plain, NAME};
-use super::table::Context;
-use super::{fixed, ms, Align};
+use super::table::{self, Column, Context, Field};
 use commgate_trace::attribute::whatif::{PathPart, PathRole, Scenario, ScenarioKind, WhatIf};
 
-/// The columns of the fixes table.
-pub(crate) const COLUMNS: [(&str, Align); 5] = [
-    ("fix", Align::Left),
-    ("saves ms/step", Align::Right),
-    ("of step", Align::Right),
-    ("10-90 % of steps", Align::Right),
-    ("step ms", Align::Right),
+/// The columns of the fixes table, one row per fix. A text table that must fit leaves out the
+/// predicted step, the spread over the steps and the share of the step, in that order; what a
+/// fix is and what it saves stay.
+const FIXES: [Field<Scenario>; 5] = [
+    Column::left("fix").cell(|s, ctx| fix(s, ctx, true)),
+    Column::right("saves ms/step").cell(|s, _| ms(s.saving_ms)),
+    Column::right("of step").drop_rank(3).cell(|s, _| format!("{} %", fixed(s.saving_pct, 1))),
+    Column::right("10-90 % of steps")
+        .drop_rank(2)
+        .cell(|s, _| format!("{}-{}", ms(s.saving_low_ms), ms(s.saving_high_ms))),
+    Column::right("step ms").drop_rank(1).cell(|s, _| ms(s.step_ms)),
 ];
 
 /// The most fixes the tables and the line show (the JSON has every one).
-pub(crate) const MAX_FIXES: usize = 6;
+const MAX_FIXES: usize = 6;
 
 /// The title above the table: how much was replayed.
-pub(crate) fn title(w: &WhatIf) -> String {
-    let steps = super::counted(w.steps as usize, "step", "steps");
+fn title(w: &WhatIf) -> String {
+    let steps = counted(w.steps as usize, "step", "steps");
     format!("What would fix it (replay of {steps}; median step {} ms from first kernel to last):", ms(w.step_ms))
 }
 
@@ -34,7 +40,7 @@ fn in_text(s: &str, ctx: Context) -> String {
 }
 
 /// What a scenario changes, in a reviewer's words, for a cell (`cell`) or running text.
-pub(crate) fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
+fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
     let collective = s.collective.as_deref().unwrap_or("?");
     let name = || if cell { ctx.escape(collective, NAME) } else { in_text(collective, ctx) };
     match s.kind {
@@ -52,20 +58,8 @@ pub(crate) fn fix(s: &Scenario, ctx: Context, cell: bool) -> String {
 }
 
 /// One row per fix, largest saving first, at most [`MAX_FIXES`].
-pub(crate) fn rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
-    w.scenarios
-        .iter()
-        .take(MAX_FIXES)
-        .map(|s| {
-            vec![
-                fix(s, ctx, true),
-                ms(s.saving_ms),
-                format!("{} %", fixed(s.saving_pct, 1)),
-                format!("{}-{}", ms(s.saving_low_ms), ms(s.saving_high_ms)),
-                ms(s.step_ms),
-            ]
-        })
-        .collect()
+fn fix_rows(w: &WhatIf, ctx: Context) -> Vec<Vec<String>> {
+    w.scenarios.iter().take(MAX_FIXES).map(|s| table::row(&FIXES, s, ctx)).collect()
 }
 
 /// The fixes that save something, ranked, for the decision lines: `all_to_all hidden saves
@@ -97,7 +91,7 @@ const HOST_BOUND_SHARE: f64 = 0.25;
 
 /// The warning of a host-bound step: the path's time on no GPU work, when it is at least
 /// [`HOST_BOUND_SHARE`] of the step.
-pub(crate) fn host_bound_note(w: &WhatIf) -> Option<String> {
+fn host_bound_note(w: &WhatIf) -> Option<String> {
     let p = &w.critical_path;
     let idle: f64 = p.parts.iter().filter(|part| part.role == PathRole::Gap).map(|part| part.ms).sum();
     (p.step_ms > 0.0 && idle >= HOST_BOUND_SHARE * p.step_ms).then(|| {
@@ -126,7 +120,7 @@ fn parts_left_out(w: &WhatIf) -> usize {
 }
 
 /// The critical path of the median step by part, largest first, one line of text.
-pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
+fn path_line(w: &WhatIf, ctx: Context) -> String {
     let parts: Vec<String> = w
         .critical_path
         .parts
@@ -142,17 +136,17 @@ pub(crate) fn path_line(w: &WhatIf, ctx: Context) -> String {
 /// The same as a Markdown table: a collective's name (from a trace) stays in a cell, where a
 /// hostile one cannot read as a fence or a table in running text.
 fn path_table(w: &WhatIf) -> String {
-    let columns = [("on the critical path", Align::Left), ("ms", Align::Right)];
-    let rows: Vec<Vec<String>> = w
-        .critical_path
-        .parts
-        .iter()
-        .take(PATH_PARTS)
-        .map(|part| vec![part_name(part, Context::Markdown, true), ms(part.ms)])
-        .collect();
+    const PARTS: [Field<PathPart>; 2] = [
+        Column::left("on the critical path").cell(|part, ctx| part_name(part, ctx, true)),
+        Column::right("ms").cell(|part, _| ms(part.ms)),
+    ];
+    let ctx = Context::Markdown;
+    let rows: Vec<Vec<String>> =
+        w.critical_path.parts.iter().take(PATH_PARTS).map(|part| table::row(&PARTS, part, ctx)).collect();
+    let columns = table::columns(&PARTS, ctx);
     let more = parts_left_out(w);
     let more = if more > 0 { format!("\n_{more} more parts in the JSON report._\n") } else { String::new() };
-    format!("{}:\n\n{}{more}", path_head(w), super::table::markdown(&columns, &rows))
+    format!("{}:\n\n{}{more}", path_head(w), table::markdown(&columns, &rows))
 }
 
 fn part_name(p: &PathPart, ctx: Context, cell: bool) -> String {
@@ -166,6 +160,18 @@ fn part_name(p: &PathPart, ctx: Context, cell: bool) -> String {
     }
 }
 
+/// The terminal section, under the attribution's tables: the title, the fixes table `width`
+/// wide, the critical path in one line and the host-bound note.
+pub(crate) fn text(w: &WhatIf, width: crate::Width) -> String {
+    let mut out = format!("\n{}\n", title(w));
+    out.push_str(&table::fitted(&table::columns(&FIXES, Context::Text), &fix_rows(w, Context::Text), width));
+    out.push_str(&format!("{}\n", path_line(w, Context::Text)));
+    if let Some(note) = host_bound_note(w) {
+        out.push_str(&format!("Note: {note}\n"));
+    }
+    out
+}
+
 /// The Markdown section: the fixes table, the critical path and the gantt of the median step.
 pub(crate) fn markdown(w: &WhatIf) -> String {
     let ctx = Context::Markdown;
@@ -173,7 +179,7 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
     if w.scenarios.is_empty() {
         out.push_str("_No fix to replay: no rank stood out as late and no collective ran._\n");
     } else {
-        out.push_str(&super::table::markdown(&COLUMNS, &rows(w, ctx)));
+        out.push_str(&table::markdown(&table::columns(&FIXES, ctx), &fix_rows(w, ctx)));
     }
     out.push_str(&format!("\n{}", path_table(w)));
     if let Some(note) = host_bound_note(w) {

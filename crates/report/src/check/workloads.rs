@@ -3,9 +3,9 @@
 //! workload, the first few that need attention open and the rest folded into `<details>`.
 //! Every string from a file goes through the escape helper of its context.
 
-use super::super::escape::{code_span, md_text, plain, NAME, TEXT};
-use super::super::markdown::metric_table;
 use super::fold;
+use crate::comparison;
+use crate::escape::{code_span, md_text, plain, NAME, TEXT};
 use commgate_gate::check::{TrendPoint, WorkloadReport};
 use commgate_gate::decide::Decision;
 
@@ -44,7 +44,7 @@ pub(super) fn text(workloads: &[WorkloadReport], width: crate::Width) -> String 
             out.push_str(&format!("  {t}\n"));
         }
         if let Some(c) = &w.comparison {
-            out.push_str(&super::super::text::comparison_table(c, width));
+            out.push_str(&comparison::text_table(c, width));
         }
     }
     out
@@ -77,7 +77,11 @@ pub(super) fn markdown(workloads: &[WorkloadReport], compact: bool) -> String {
             continue;
         }
         if let Some(c) = &w.comparison {
-            inner.push_str(&format!("\nAgainst {}:\n\n{}", code_span(&c.baseline.path, NAME), metric_table(c)));
+            inner.push_str(&format!(
+                "\nAgainst {}:\n\n{}",
+                code_span(&c.baseline.path, NAME),
+                comparison::markdown_table(c)
+            ));
         }
         if shown_open {
             out.push_str(&format!("\n#### {heading}\n\n{inner}"));
