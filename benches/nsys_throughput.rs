@@ -42,7 +42,7 @@ fn kernels_per_step(spec: &SynthSpec, dir: &Path) -> Result<u64, Box<dyn Error>>
             write_all_ranks(&SynthSpec { world_size: 1, straggler_rank: 0, ..s.clone() }, &dir.join(name), false)?;
         match load_files(&files)? {
             Inputs::Kineto(t) => Ok(t.iter().map(|t| t.kernels.len() as u64).sum()),
-            Inputs::Events { .. } => Err("the generator wrote seed events".into()),
+            Inputs::Events { .. } => Err("the generator wrote aggregated events".into()),
         }
     };
     Ok(count(&two, "two")?.saturating_sub(count(&one, "one")?).max(1))

@@ -140,7 +140,7 @@ fn cell(
     let mut tally = Tally::default();
     for _ in 0..trials {
         let (runs, cur) = draw(&mut rng, stored, current, k, disjoint);
-        let t = prepare("default", &runs, cur, opts).finish_alone(opts);
+        let t = prepare("default", &runs, cur, opts).finish_alone(opts, commgate_gate::decide::metric_state::RULES);
         tally.trials += 1;
         tally.regressed += usize::from(t.regressed().next().is_some());
         tally.detected += usize::from(expect.found(&t));

@@ -458,7 +458,7 @@ const STORE: &str = include_str!("fixtures/compare/baselines/SIM-MOCK/par-overla
 
 #[test]
 fn a_json_value_that_is_not_a_trace_says_what_it_is() {
-    let expected = "expected a PyTorch profiler trace (an object with `traceEvents`) or seed events";
+    let expected = "expected a PyTorch profiler trace (an object with `traceEvents`) or aggregated events";
     for (doc, found) in [
         ("[1, 2]", "a JSON array of numbers"),
         ("[[1]]", "a JSON array of arrays"),

@@ -283,7 +283,7 @@ impl DocKind {
             DocKind::CheckReport => "commgate check report",
             DocKind::AttributionReport => "commgate attribution report",
             DocKind::ProfilerTrace => "PyTorch profiler trace",
-            DocKind::SeedEvents => "seed events file",
+            DocKind::SeedEvents => "aggregated events file",
         }
     }
 }

@@ -124,15 +124,15 @@ impl ErrorKind {
 /// What kind of job the evidence describes, for the measurements that exist for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Job {
-    /// The seed's aggregated events: the seed's measurements, whatever the job.
-    Seed,
+    /// Aggregated events: the measurements the rules were first written with, whatever the job.
+    Aggregated,
     /// Traces with mixture-of-experts markers (`moe`, `expert`, DeepEP kernels, …).
     Moe,
     /// Traces without them: no experts, no tokens routed between ranks.
     Dense,
 }
 
-/// The mitigations, in the seed's vocabulary.
+/// The mitigations, as the result, the reports and the PR comment name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
@@ -160,7 +160,7 @@ impl Strategy {
     }
 
     /// What to measure next when this mitigation is tried on a job of this kind: expert and
-    /// token measurements only where the job routes tokens to experts (and for the seed format,
+    /// token measurements only where the job routes tokens to experts (and for aggregated events,
     /// whose rules name them).
     pub fn next_measurements(self, job: Job) -> &'static [&'static str] {
         match (self, job) {
@@ -170,12 +170,12 @@ impl Strategy {
             (Strategy::ReduceRoutingTraffic, Job::Dense) => {
                 &["payload_bytes", "per_rank_payload_bytes", "exposed_comm_ms"]
             }
-            (strategy, _) => strategy.seed_measurements(),
+            (strategy, _) => strategy.measurements_for_any_job(),
         }
     }
 
-    /// The seed's measurements for this mitigation.
-    fn seed_measurements(self) -> &'static [&'static str] {
+    /// The measurements for this mitigation whatever the job (the rules' first list).
+    fn measurements_for_any_job(self) -> &'static [&'static str] {
         match self {
             Strategy::RebalanceRanksOrExperts => &["rank_elapsed_ms", "expert_load_skew", "cross_rank_token_ratio"],
             Strategy::IncreaseOverlapOrDelaySync => &["exposed_comm_ms", "overlap_ratio", "step_time_ms"],

@@ -53,7 +53,7 @@ fn hostile_report(s: &str, could_not_evaluate: bool) -> CheckReport {
     let opts = CompareOptions { resamples: 50, ..CompareOptions::default() };
     let mut traces =
         commgate_gate::compare::traces::prepare(s, std::slice::from_ref(&attribution), &attribution, &opts)
-            .finish_alone(&opts);
+            .finish_alone(&opts, commgate_gate::decide::metric_state::RULES);
     traces.notes.push(s.to_string());
     let mut r = CheckReport {
         job: None,

@@ -1,5 +1,5 @@
 //! Whole-trace loading for tests: every input file parsed into its complete [`RankTrace`] (or
-//! its seed events), ranks resolved and checked as `commgate attribute` does. The shipped path,
+//! its aggregated events), ranks resolved and checked as `commgate attribute` does. The shipped path,
 //! [`commgate_trace::load::attribute_paths`], reduces each rank to its analysis as soon as it is
 //! parsed instead; tests that inspect the parsed traces themselves use this.
 
@@ -15,7 +15,7 @@ use commgate_trace::model::RankTrace;
 pub enum Inputs {
     /// One trace per rank, sorted by rank.
     Kineto(Vec<RankTrace>),
-    /// Seed events from every file, in file order.
+    /// Aggregated events from every file, in file order.
     Events { files: Vec<PathBuf>, events: Vec<CommEvent> },
 }
 

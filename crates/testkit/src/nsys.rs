@@ -46,7 +46,7 @@ pub(super) fn timeline(spec: &SynthSpec, rank: u32) -> io::Result<RankTrace> {
     write_rank(spec, rank, &mut json)?;
     match parse_document(json.as_slice()) {
         Ok(Document::Timeline(t)) => Ok(*t),
-        Ok(Document::Events(_)) => Err(io::Error::other("the generator wrote seed events")),
+        Ok(Document::Events(_)) => Err(io::Error::other("the generator wrote aggregated events")),
         Err(e) => Err(io::Error::other(e.to_string())),
     }
 }

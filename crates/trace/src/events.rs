@@ -1,4 +1,4 @@
-//! The seed's aggregated-events format: a JSON array (or `{"events": [...]}`) of objects with
+//! The aggregated-events format: a JSON array (or `{"events": [...]}`) of objects with
 //! `collective`, `exposed_comm_ms`, `payload_bytes`, `overlap_ratio`, optional
 //! `rank_imbalance_ratio`, `rank_imbalance_observed`, `sync_count` (default 1) and
 //! `total_comm_ms` (default `exposed_comm_ms`). Validation names the field that is wrong.
@@ -30,7 +30,7 @@ pub struct RawSeedEvent {
     sync_count: Option<Value>,
 }
 
-/// Checks one seed event and fills the defaults.
+/// Checks one aggregated event and fills the defaults.
 pub fn validate(raw: RawSeedEvent) -> Result<CommEvent, String> {
     let collective = match raw.collective {
         Some(Value::String(s)) if !s.trim().is_empty() => cap_name(&s).0.into_owned(),

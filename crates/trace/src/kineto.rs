@@ -2,7 +2,7 @@
 //! trace and keeps, per event, only what attribution needs ([`RankTrace`]). Events may come in
 //! any order; times are kept as exact integer nanoseconds.
 //!
-//! The same walker recognises the seed's aggregated-events shape (a top-level `events` array,
+//! The same walker recognises the aggregated-events shape (a top-level `events` array,
 //! or a bare array whose elements carry `collective`), so one entry point reads any input file.
 
 use std::borrow::Cow;
@@ -186,8 +186,8 @@ const ELEMENT: Keep = Keep::Object(&[
 
 const DISTRIBUTED_INFO: Keep = Keep::Object(&[("rank", Keep::Raw), ("world_size", Keep::Raw)]);
 
-/// Just enough of an array element to tell the two formats apart: a seed event has a
-/// `collective`, or (when it lacks one, which its reader then reports) the seed's figures and
+/// Just enough of an array element to tell the two formats apart: an aggregated event has a
+/// `collective`, or (when it lacks one, which its reader then reports) an aggregated event's figures and
 /// none of a trace event's `ph` and `ts`.
 #[derive(Deserialize)]
 struct Sniff {
@@ -206,7 +206,7 @@ struct Sniff {
 }
 
 impl Sniff {
-    fn is_seed(&self) -> bool {
+    fn is_aggregated_event(&self) -> bool {
         let figures = self.exposed_comm_ms.is_some() || self.payload_bytes.is_some() || self.overlap_ratio.is_some();
         self.collective.is_some() || (figures && self.ph.is_none() && self.ts.is_none())
     }
@@ -259,18 +259,19 @@ fn parse_value<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits, fast: bool) -
             }
             // An oversized first element is sniffed from its reduced text, which then stands in
             // for it (the stream has moved past it).
-            let (seed, first) =
-                match s.with_value_within::<Owned<Sniff>, _, _>(false, MAX_INLINE_VALUE, |v| v.is_seed())? {
-                    Some(seed) => (seed, None),
-                    None => {
-                        let offset = s.offset();
-                        let text = s.reduce(&ELEMENT)?;
-                        let seed = serde_json::from_slice::<Sniff>(&text).is_ok_and(|v| v.is_seed());
-                        (seed, Some((offset, text)))
-                    }
-                };
-            if seed {
-                Ok(Document::Events(seed_elements(s, limits, first)?))
+            let (aggregated, first) = match s
+                .with_value_within::<Owned<Sniff>, _, _>(false, MAX_INLINE_VALUE, |v| v.is_aggregated_event())?
+            {
+                Some(aggregated) => (aggregated, None),
+                None => {
+                    let offset = s.offset();
+                    let text = s.reduce(&ELEMENT)?;
+                    let aggregated = serde_json::from_slice::<Sniff>(&text).is_ok_and(|v| v.is_aggregated_event());
+                    (aggregated, Some((offset, text)))
+                }
+            };
+            if aggregated {
+                Ok(Document::Events(event_elements(s, limits, first)?))
             } else {
                 let mut b = Builder::new(limits, fast);
                 trace_elements(s, &mut b, first)?;
@@ -320,7 +321,7 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits, fast: bool) 
     s.expect(b'{', "an object")?;
     let mut b = Builder::new(limits, fast);
     let mut saw_trace = false;
-    let mut seed: Option<Vec<CommEvent>> = None;
+    let mut aggregated: Option<Vec<CommEvent>> = None;
     let mut keys = input::DocKeys::default();
     if s.peek()? == Some(b'}') {
         return Err(ReadError::NotATrace { found: "an empty JSON object".to_string() });
@@ -338,7 +339,7 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits, fast: bool) 
             }
             "events" => {
                 expect_array(s, "events")?;
-                seed = Some(seed_elements(s, limits, None)?);
+                aggregated = Some(event_elements(s, limits, None)?);
             }
             "distributedInfo" => {
                 let info = s
@@ -360,7 +361,7 @@ fn parse_object<R: Read>(s: &mut JsonStream<R>, limits: ReadLimits, fast: bool) 
     if saw_trace {
         return Ok(Document::Timeline(Box::new(b.finish())));
     }
-    match seed {
+    match aggregated {
         Some(events) => Ok(Document::Events(events)),
         None => Err(ReadError::NotATrace {
             found: match keys.kind() {
@@ -553,8 +554,8 @@ fn read_run(slice: &[u8], b: &mut Builder, stop: Option<usize>) -> usize {
     }
 }
 
-/// The seed events of an array; `first` as for [`trace_elements`].
-fn seed_elements<R: Read>(
+/// The aggregated events of an array; `first` as for [`trace_elements`].
+fn event_elements<R: Read>(
     s: &mut JsonStream<R>,
     limits: ReadLimits,
     mut first: Option<(u64, Vec<u8>)>,
@@ -1092,7 +1093,7 @@ mod tests {
         assert_eq!(t.steps, vec![Step { name: "ProfilerStep#3".into(), ts: 50_000 }]);
     }
 
-    /// Seed events without `collective` are malformed seed input, named, not an empty trace.
+    /// Aggregated events without `collective` are malformed aggregated-events input, named, not an empty trace.
     #[test]
     fn seed_events_without_a_collective_are_refused_as_seed_input() {
         for doc in [

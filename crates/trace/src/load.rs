@@ -89,7 +89,7 @@ pub fn partial_paths(paths: &[PathBuf], opts: &AttributeOptions) -> Result<Parti
     match gather(paths, opts, true)? {
         Gathered::Events { files, .. } => Err(LoadError::new(
             files.first().map_or(Path::new("."), PathBuf::as_path),
-            "holds seed events; partial files are written from profiler traces (attribute seed events directly)",
+            "holds aggregated events; partial files are written from profiler traces (attribute aggregated events directly)",
         )),
         Gathered::Ranks { ranks, format } => Ok(Partial {
             format,
@@ -125,7 +125,7 @@ impl AnalysisSource {
 
 /// Every input, read and reduced.
 enum Gathered {
-    /// Seed events (from these files).
+    /// Aggregated events (from these files).
     Events { files: Vec<PathBuf>, events: Vec<CommEvent> },
     /// Ranks, sorted and each once, of one trace format (`None`: Kineto).
     Ranks { ranks: Vec<(ReducedRank, AnalysisSource)>, format: Option<String> },
@@ -305,7 +305,7 @@ fn reread_rank(path: &Path, rank: u32, limits: ReadLimits) -> Result<RankTrace, 
         .ok_or_else(|| LoadError::new(path, "changed while being read; run again"))
 }
 
-/// Reads one trace file of any kind: Kineto JSON or seed events (plain or gzip), an Nsight
+/// Reads one trace file of any kind: Kineto JSON or aggregated events (plain or gzip), an Nsight
 /// Systems SQLite export (told by its header, whatever its name), a `.nsys-rep` report
 /// (exported through `nsys` first) or an NCCL Inspector log.
 pub fn read_input(path: &Path, limits: ReadLimits) -> Result<Input, LoadError> {
@@ -391,7 +391,7 @@ fn read_nsys(shown: &Path, db: &Path, limits: ReadLimits) -> Result<Input, LoadE
 }
 
 /// What a worker hands back for one file: ranks (`true` when a partial file held them) or
-/// seed events.
+/// aggregated events.
 enum Loaded {
     Rank(Box<ReducedRank>, bool),
     Events(Vec<CommEvent>),
@@ -509,12 +509,12 @@ fn looks_like_trace(p: &Path) -> bool {
     is_trace_name(p) || rank_n.is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
 }
 
-/// Seed events and profiler traces are attributed separately, never mixed.
+/// Aggregated events and profiler traces are attributed separately, never mixed.
 pub fn check_one_format(traces: bool, event_files: &[PathBuf]) -> Result<(), LoadError> {
     match event_files.first() {
         Some(first) if traces => Err(LoadError::new(
             first,
-            "holds seed events while other inputs are profiler traces; attribute them separately",
+            "holds aggregated events while other inputs are profiler traces; attribute them separately",
         )),
         _ => Ok(()),
     }
@@ -624,7 +624,7 @@ fn describe(e: &ReadError, gzip: bool) -> String {
         ),
         ReadError::NotATrace { found } => format!(
             "is not a profiler trace ({found}); expected a PyTorch profiler trace (an object with `traceEvents`) \
-             or seed events (an array of objects with `collective`, or `{{\"events\": [...]}}`)"
+             or aggregated events (an array of objects with `collective`, or `{{\"events\": [...]}}`)"
         ),
     }
 }

@@ -12,14 +12,14 @@ pub type Ns = i64;
 
 /// One input file as the readers hand it to attribution, whatever its source: a rank's
 /// timeline of kernels (a Kineto JSON trace, one GPU of an Nsight Systems export, or an NCCL
-/// Inspector log, each read into the same [`RankTrace`]), or the seed format's aggregated events.
+/// Inspector log, each read into the same [`RankTrace`]), or aggregated events.
 #[derive(Debug)]
 pub enum Document {
     Timeline(Box<RankTrace>),
     Events(Vec<CommEvent>),
 }
 
-/// One communication observation in the seed's aggregated shape (a whole trace already reduced
+/// One communication observation in the aggregated-events shape (a whole trace already reduced
 /// to one record per collective call, or per collective and rank).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommEvent {
@@ -34,7 +34,7 @@ pub struct CommEvent {
 }
 
 impl CommEvent {
-    /// An event with the seed's defaults: one sync, total time equal to the exposed time, no
+    /// An event with the aggregated-events defaults: one sync, total time equal to the exposed time, no
     /// imbalance observed.
     pub fn new(collective: &str, exposed_comm_ms: f64, payload_bytes: f64, overlap_ratio: f64) -> Self {
         CommEvent {

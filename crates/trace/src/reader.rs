@@ -29,7 +29,7 @@ pub enum ReadError {
     Syntax { offset: u64, message: String },
     /// The document ended before it was complete.
     Truncated { offset: u64 },
-    /// Well-formed JSON that is neither a profiler trace nor seed events: `found` says what it
+    /// Well-formed JSON that is neither a profiler trace nor aggregated events: `found` says what it
     /// is (`a JSON array of numbers`, `a commgate result file`).
     NotATrace { found: String },
     /// The document holds more events than the limit allows.

@@ -10,8 +10,8 @@
 use super::estimate::{row_note, runs_needed, Estimate, Metric};
 use super::traces::{PendingTraces, TraceComparison};
 use super::{
-    cause, metric_comparison, moves, phases, BaselineSummary, CompareOptions, MetricComparison, RunsNeeded, StepCause,
-    SweepSummary,
+    cause, metric_comparison, moves, phases, BaselineSummary, CompareOptions, MetricComparison, RunsNeeded, StateRules,
+    StepCause, SweepSummary,
 };
 use commgate_core::result::Workload;
 use commgate_stats::holm::holm_adjust;
@@ -115,13 +115,13 @@ impl Pending {
     }
 
     /// Holm over this comparison's metrics alone (what `compare` does).
-    pub fn adjust_alone(self, opts: &CompareOptions) -> Adjusted {
+    pub fn adjust_alone(self, opts: &CompareOptions, rules: StateRules) -> Adjusted {
         let (reg, imp) = self.raw();
-        self.adjust(&holm_adjust(&reg), &holm_adjust(&imp), opts)
+        self.adjust(&holm_adjust(&reg), &holm_adjust(&imp), opts, rules)
     }
 
     /// States from the adjusted p-values (one per judged metric).
-    fn adjust(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> Adjusted {
+    fn adjust(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions, rules: StateRules) -> Adjusted {
         let Pending { summary, delta, stage } = self;
         let j = match stage {
             Stage::Unusable(reason) => {
@@ -145,7 +145,7 @@ impl Pending {
                     .into_iter()
                     .map(|p| {
                         let n = p.raw().0.len();
-                        p.adjust(take_front(&mut reg, n), take_front(&mut imp, n), opts)
+                        p.adjust(take_front(&mut reg, n), take_front(&mut imp, n), opts, rules)
                     })
                     .collect();
                 return merge(adjusted);
@@ -157,7 +157,7 @@ impl Pending {
             .iter()
             .zip(p_reg.iter().zip(p_imp))
             .map(|((m, e), (&r, &i))| {
-                metric_comparison(*m, e, r, i, delta, row_note(*m, &j.dependence), &j.workload, opts)
+                metric_comparison(*m, e, r, i, delta, row_note(*m, &j.dependence), &j.workload, opts, rules)
             })
             .collect();
         let cause = cause::mover(moves(&metrics)).map(|c| (c, cause::sentence(c, &phases(&metrics))));
@@ -210,8 +210,8 @@ pub struct Adjusted {
 
 /// Adjusts several comparisons as one family: Holm over all their judged metrics together. The
 /// output is in the input order.
-pub fn adjust_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Adjusted> {
-    adjust_with_traces(pending, None, opts).0
+pub fn adjust_together(pending: Vec<Pending>, opts: &CompareOptions, rules: StateRules) -> Vec<Adjusted> {
+    adjust_with_traces(pending, None, opts, rules).0
 }
 
 /// [`adjust_together`] with the trace comparison's quantities in the same family, so that a gate
@@ -220,6 +220,7 @@ pub fn adjust_with_traces(
     pending: Vec<Pending>,
     traces: Option<PendingTraces>,
     opts: &CompareOptions,
+    rules: StateRules,
 ) -> (Vec<Adjusted>, Option<TraceComparison>) {
     let mut raw: Vec<(Vec<f64>, Vec<f64>)> = pending.iter().map(Pending::raw).collect();
     raw.extend(traces.as_ref().map(PendingTraces::raw));
@@ -229,11 +230,13 @@ pub fn adjust_with_traces(
     let comparisons = pending
         .into_iter()
         .zip(&raw)
-        .map(|(p, (r, _))| p.adjust(take_front(&mut reg_left, r.len()), take_front(&mut imp_left, r.len()), opts))
+        .map(|(p, (r, _))| {
+            p.adjust(take_front(&mut reg_left, r.len()), take_front(&mut imp_left, r.len()), opts, rules)
+        })
         .collect();
     let traces = traces.map(|t| {
         let n = raw.last().map_or(0, |(r, _)| r.len());
-        t.finish(take_front(&mut reg_left, n), take_front(&mut imp_left, n), opts)
+        t.finish(take_front(&mut reg_left, n), take_front(&mut imp_left, n), opts, rules)
     });
     (comparisons, traces)
 }

@@ -1,7 +1,7 @@
 //! `commgate compare`'s estimates: is each metric of the current run slower than its baseline,
 //! faster, the same, or is the evidence not enough? This module computes the per-metric
-//! estimates and hands them to the decision layer for their four states (`decide::metric_state`,
-//! `docs/gate.md`); the comparison's verdict, headline and advice are the decision layer's too
+//! estimates and applies the state rules it is handed ([`StateRules`]: `decide::metric_state`'s,
+//! `docs/gate.md`) without naming them; the comparison's verdict, headline and advice are the decision layer's too
 //! (`decide::comparison`), and renderers only display them.
 //!
 //! The run is the unit of evidence: clocks, NCCL's algorithm choice and placement move a whole
@@ -29,6 +29,7 @@
 mod bound;
 mod cause;
 mod estimate;
+mod evidence;
 pub mod family;
 mod judged;
 pub mod limits;
@@ -46,7 +47,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::Baseline;
-use crate::decide::metric_state::{self, MetricEvidence, LOOKS_REGRESSED};
 pub use bound::SAMPLE_LIMIT;
 use bound::{Bounder, Whose};
 pub use cause::{mover, Moves, StepCause};
@@ -57,6 +57,7 @@ use commgate_stats::interval::robust_spread;
 use commgate_stats::rng::Rng;
 use commgate_stats::runlevel::group_ids;
 use estimate::{bootstrap_run, history, pooled, Estimate, History, Metric, RunRows, Weights, METRICS};
+pub use evidence::{MetricEvidence, MetricState, StateRules, LOOKS_REGRESSED};
 pub use family::{adjust_together, adjust_with_traces, Adjusted, Pending};
 pub use judged::{Judged, OwnDelta, SharedDelta};
 pub use throughput::{Throughput, ThroughputKind};
@@ -507,8 +508,8 @@ fn unusable(current: &RunResult, baseline_runs: usize) -> Option<String> {
     (baseline_runs == 0).then(|| "the baseline holds no finished run to compare with".to_string())
 }
 
-/// A metric's comparison: its numbers, with the state [`metric_state::metric_state`] decides from
-/// them (gate.md, "The four states").
+/// A metric's comparison: its numbers, with the state `rules.metric` decides from them (gate.md,
+/// "The four states").
 #[expect(clippy::too_many_arguments, reason = "one call site; the judgement reads each of them once")]
 fn metric_comparison(
     m: Metric,
@@ -519,8 +520,9 @@ fn metric_comparison(
     dependence: Option<String>,
     workload: &Workload,
     opts: &CompareOptions,
+    rules: StateRules,
 ) -> MetricComparison {
-    let decided = metric_state::metric_state(MetricEvidence {
+    let decided = (rules.metric)(MetricEvidence {
         p_reg,
         p_imp,
         ci: e.ci,

@@ -3,6 +3,7 @@
 //! reasons in the order a reviewer reads them. [`judge`], [`judge_together`] and
 //! [`judge_with_traces`] are the whole comparison: `compare` estimates and adjusts, this decides.
 
+use super::metric_state::RULES;
 use super::mitigation::for_trace_causes;
 use super::vocab::{Decision, Verdict};
 use crate::baseline::Baseline;
@@ -17,7 +18,7 @@ use commgate_core::units::{change, in_words, interval, pct, plural};
 
 /// Compares `current` with `baseline`: Holm's family is this comparison's judged metrics.
 pub fn judge(baseline: &Baseline, current: &RunResult, opts: &CompareOptions) -> Comparison {
-    conclude(prepare(baseline, current, opts).adjust_alone(opts), opts)
+    conclude(prepare(baseline, current, opts).adjust_alone(opts, RULES), opts)
 }
 
 /// [`judge`] with the ceilings the store kept for nccl-tests sweeps (`baseline::ceiling`).
@@ -28,18 +29,18 @@ pub fn judge_kept(
     kept: &[crate::baseline::ceiling::Ceiling],
 ) -> Comparison {
     let pending = crate::compare::prepare_runs_kept(baseline, std::slice::from_ref(current), opts, kept);
-    conclude(pending.adjust_alone(opts), opts)
+    conclude(pending.adjust_alone(opts, RULES), opts)
 }
 
 /// [`judge`] with the current side as K runs of one workload (`check --runs K`).
 pub fn judge_runs(baseline: &Baseline, current: &[RunResult], opts: &CompareOptions) -> Comparison {
-    conclude(prepare_runs(baseline, current, opts).adjust_alone(opts), opts)
+    conclude(prepare_runs(baseline, current, opts).adjust_alone(opts, RULES), opts)
 }
 
 /// Judges several comparisons as one family (Holm over all their judged metrics together), each
 /// then concluded with the rule `compare` uses. The output is in the input order.
 pub fn judge_together(pending: Vec<Pending>, opts: &CompareOptions) -> Vec<Comparison> {
-    adjust_together(pending, opts).into_iter().map(|j| conclude(j, opts)).collect()
+    adjust_together(pending, opts, RULES).into_iter().map(|j| conclude(j, opts)).collect()
 }
 
 /// [`judge_together`] with the trace comparison's quantities in the same family, so that a gate
@@ -50,7 +51,7 @@ pub fn judge_with_traces(
     traces: Option<PendingTraces>,
     opts: &CompareOptions,
 ) -> (Vec<Comparison>, Option<TraceComparison>) {
-    let (judged, mut traces) = adjust_with_traces(pending, traces, opts);
+    let (judged, mut traces) = adjust_with_traces(pending, traces, opts, RULES);
     if let Some(t) = &mut traces {
         for_trace_causes(t);
     }

@@ -2,12 +2,15 @@
 //! adjusted p-values, the interval and δ, for benchmark and trace metrics alike; and
 //! [`metric_state`], which a benchmark metric goes through, where what the estimate cannot confirm
 //! turns `regressed` into `inconclusive` with a "looks regressed, but …" note. `compare` gathers
-//! the numbers and calls these; the state is decided here.
+//! the numbers ([`MetricEvidence`]) and applies the rules it is handed ([`RULES`], through
+//! [`StateRules`]), so the state is decided here while `compare` imports nothing of `decide`.
 
-use crate::compare::State;
+use crate::compare::{MetricEvidence, MetricState, State, StateRules, LOOKS_REGRESSED};
 
-/// How the note of a metric that looks regressed but may not block opens; what follows is why.
-pub(crate) const LOOKS_REGRESSED: &str = "looks regressed, but ";
+/// The rules the comparison is run with: [`metric_state`] for a benchmark metric, [`four_states`]
+/// for a trace quantity. `decide::comparison` hands them to `compare`, which gathers the numbers
+/// and never names a rule itself.
+pub const RULES: StateRules = StateRules { metric: metric_state, four_states };
 
 /// THE four-state rule (gate.md, "The four states"), for benchmark and trace metrics alike:
 /// regressed when the adjusted p-value is significant and the whole interval of the ratio lies
@@ -25,44 +28,6 @@ pub fn four_states(p_reg: f64, p_imp: f64, [lo, hi]: [f64; 2], delta: f64, alpha
     } else {
         State::Inconclusive
     }
-}
-
-/// What a benchmark metric is judged from: its Holm-adjusted p-values, its interval, δ and α,
-/// and what may keep it from blocking, in the order a reason is named.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MetricEvidence<'a> {
-    /// Holm-adjusted one-sided p-values for "slower" and "faster".
-    pub p_reg: f64,
-    pub p_imp: f64,
-    /// The interval of the ratio, current over baseline.
-    pub ci: [f64; 2],
-    pub delta: f64,
-    pub alpha: f64,
-    /// Why the estimate cannot block, when it cannot: 1–2 baseline runs and one current run, an
-    /// unseen NCCL choice, a runner the baseline cannot judge, what one current run cannot confirm.
-    pub cannot_block: Option<&'a str>,
-    /// The dependence guard's finding on a row the metric reads, when it fired.
-    pub dependence: Option<String>,
-    /// For a tail metric (P95), the smaller side's sample count (after the warm-up cut); `None`
-    /// for a median or the exposed communication.
-    pub tail_samples: Option<usize>,
-    /// A P95 may block only with at least this many samples on each side.
-    pub p95_min_samples: usize,
-}
-
-/// A benchmark metric's state, and whether it may block at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetricState {
-    pub state: State,
-    /// "looks regressed, but …" when the four-state rule said `regressed` and something kept the
-    /// metric from blocking (`state` is then `inconclusive`).
-    pub vetoed: Option<String>,
-    /// Whether the metric may block a merge on this evidence: the estimate can, and a P95 has
-    /// enough samples.
-    pub can_block: bool,
-    /// Whether a P95 has enough samples per side (a median always does); a minimum detectable
-    /// effect means something only then.
-    pub enough_samples: bool,
 }
 
 /// A benchmark metric's state: [`four_states`], with `regressed` turned `inconclusive` when the

@@ -62,13 +62,13 @@ pub struct Context {
 
 impl Context {
     /// The rules as first written, for aggregated events: compute observed.
-    pub const SEED: Context = Context { compute_observed: true, job: Job::Seed, world_size: 0 };
+    pub const AGGREGATED: Context = Context { compute_observed: true, job: Job::Aggregated, world_size: 0 };
 
     /// The context of an attribution: aggregated events keep the rules as first written; traces get the
     /// measurements of their kind of job and the worst-rank rule.
     pub fn of(a: &Attribution) -> Self {
         let job = match (a.source.format.as_str(), a.source.moe_markers) {
-            ("events", _) => Job::Seed,
+            ("events", _) => Job::Aggregated,
             (_, true) => Job::Moe,
             (_, false) => Job::Dense,
         };
@@ -190,7 +190,7 @@ fn worst_rank_over(hotspots: &BTreeMap<String, Hotspot>, budget: f64, ctx: Conte
 /// The worst rank and its exposed time, shown beside a mean over two or more ranks of a trace.
 fn worst_rank(h: &Hotspot, ctx: Context) -> Option<(u32, f64)> {
     h.worst_exposed_rank
-        .filter(|_| ctx.job != Job::Seed && h.participants >= 2)
+        .filter(|_| ctx.job != Job::Aggregated && h.participants >= 2)
         .map(|rank| (rank, h.exposed_comm_ms_max_rank))
 }
 
@@ -205,7 +205,7 @@ fn imbalance_note(h: &Hotspot, strategy: Strategy, ctx: Context) -> String {
     match h.rank_imbalance_ratio {
         Some(r)
             if strategy == Strategy::RebalanceRanksOrExperts
-                && ctx.job != Job::Seed
+                && ctx.job != Job::Aggregated
                 && h.participants > 0
                 && ctx.world_size > 0 =>
         {
@@ -245,13 +245,13 @@ pub fn for_trace_causes(t: &mut TraceComparison) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use commgate_trace::attribute::{seed_events, summarize_comm_hotspots, CommEvent};
+    use commgate_trace::attribute::{example_events, summarize_comm_hotspots, CommEvent};
 
     #[test]
     fn the_seed_fixture_asks_to_reduce_routing_traffic() {
-        let s = summarize_comm_hotspots(&seed_events());
+        let s = summarize_comm_hotspots(&example_events());
         let p = priority(&s).expect("a priority");
-        let m = choose_comm_mitigation(Some(p), &Thresholds::default(), Context::SEED);
+        let m = choose_comm_mitigation(Some(p), &Thresholds::default(), Context::AGGREGATED);
         assert_eq!(m.strategy, Strategy::ReduceRoutingTraffic);
         assert_eq!(m.target.as_deref(), Some("all_to_all"));
     }
@@ -260,15 +260,15 @@ mod tests {
     fn mitigation_order_imbalance_then_low_overlap() {
         let t = Thresholds::default();
         let s = summarize_comm_hotspots(&[CommEvent::new("all_reduce", 16.0, 4096.0, 0.10)]);
-        let m = choose_comm_mitigation(priority(&s), &t, Context::SEED);
+        let m = choose_comm_mitigation(priority(&s), &t, Context::AGGREGATED);
         assert_eq!(m.strategy, Strategy::IncreaseOverlapOrDelaySync);
         assert_eq!(m.next_measurements, ["exposed_comm_ms", "overlap_ratio", "step_time_ms"]);
 
         let s = summarize_comm_hotspots(&[CommEvent::new("all_to_all", 12.0, 4096.0, 0.10).with_imbalance(0.35)]);
-        let m = choose_comm_mitigation(priority(&s), &t, Context::SEED);
+        let m = choose_comm_mitigation(priority(&s), &t, Context::AGGREGATED);
         assert_eq!(m.strategy, Strategy::RebalanceRanksOrExperts);
 
-        let m = choose_comm_mitigation(None, &t, Context::SEED);
+        let m = choose_comm_mitigation(None, &t, Context::AGGREGATED);
         assert_eq!(m.strategy, Strategy::CollectTrace);
         assert_eq!(m.target, None);
     }
@@ -276,14 +276,14 @@ mod tests {
     #[test]
     fn followup_empty_accept_and_tune() {
         let t = Thresholds::default();
-        let f = recommend_comm_followup(&BTreeMap::new(), &t, Context::SEED);
+        let f = recommend_comm_followup(&BTreeMap::new(), &t, Context::AGGREGATED);
         assert_eq!(f.decision, Decision::CollectMoreEvidence);
 
         let s = summarize_comm_hotspots(&[CommEvent::new("broadcast", 2.0, 512.0, 0.90)]);
-        let f = recommend_comm_followup(&s, &t, Context::SEED);
+        let f = recommend_comm_followup(&s, &t, Context::AGGREGATED);
         assert_eq!(f.decision, Decision::Accept);
 
-        let f = recommend_comm_followup(&summarize_comm_hotspots(&seed_events()), &t, Context::SEED);
+        let f = recommend_comm_followup(&summarize_comm_hotspots(&example_events()), &t, Context::AGGREGATED);
         assert_eq!(f.decision, Decision::Tune);
         assert!(f.next_measurements.iter().any(|m| m == "dispatch_payload_bytes"));
         assert!(f.reason.contains("all_to_all"), "{}", f.reason);
@@ -292,18 +292,18 @@ mod tests {
     #[test]
     fn thresholds_are_honoured() {
         let t = Thresholds { accept_exposed_ms: 25.0, ..Thresholds::default() };
-        let f = recommend_comm_followup(&summarize_comm_hotspots(&seed_events()), &t, Context::SEED);
+        let f = recommend_comm_followup(&summarize_comm_hotspots(&example_events()), &t, Context::AGGREGATED);
         assert_eq!(f.decision, Decision::Accept);
         let t = Thresholds { low_overlap_ratio: 0.7, ..Thresholds::default() };
-        let s = summarize_comm_hotspots(&seed_events());
+        let s = summarize_comm_hotspots(&example_events());
         assert_eq!(
-            choose_comm_mitigation(priority(&s), &t, Context::SEED).strategy,
+            choose_comm_mitigation(priority(&s), &t, Context::AGGREGATED).strategy,
             Strategy::IncreaseOverlapOrDelaySync
         );
     }
 
     /// The rules' context for a source without compute kernels.
-    const COMM_ONLY: Context = Context { compute_observed: false, ..Context::SEED };
+    const COMM_ONLY: Context = Context { compute_observed: false, ..Context::AGGREGATED };
 
     /// A source without compute kernels: its overlap ratio is 0 and its exposed time is all of
     /// its communication time, as the attribution of such a source fills them in.
@@ -316,7 +316,7 @@ mod tests {
         let t = Thresholds::default();
         let s = comm_only("all_reduce", 16.0);
         assert_eq!(
-            choose_comm_mitigation(priority(&s), &t, Context::SEED).strategy,
+            choose_comm_mitigation(priority(&s), &t, Context::AGGREGATED).strategy,
             Strategy::IncreaseOverlapOrDelaySync
         );
         let m = choose_comm_mitigation(priority(&s), &t, COMM_ONLY);
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(f.reason, "all_reduce has the most communication time, 2.000 ms, within the 5.0 ms budget");
         assert!(!f.reason.contains("exposed"));
         // The first wording stays for sources with compute.
-        let f = recommend_comm_followup(&comm_only("all_reduce", 16.0), &t, Context::SEED);
+        let f = recommend_comm_followup(&comm_only("all_reduce", 16.0), &t, Context::AGGREGATED);
         assert_eq!(
             f.reason,
             "all_reduce exposes 16.000 ms of communication (over the 5.0 ms budget): try increase_overlap_or_delay_sync"
@@ -377,12 +377,12 @@ mod tests {
         assert_eq!(f.decision, Decision::Accept);
         assert!(f.reason.contains("4.660 ms on average (worst rank 3: 4.900 ms)"), "{}", f.reason);
         // Aggregated events keep the first rule: their worst is an event, not a rank.
-        assert_eq!(recommend_comm_followup(&two_ranks(4.66, 11.0), &t, Context::SEED).decision, Decision::Accept);
+        assert_eq!(recommend_comm_followup(&two_ranks(4.66, 11.0), &t, Context::AGGREGATED).decision, Decision::Accept);
     }
 
     #[test]
     fn measurements_follow_the_job() {
-        let seed = Strategy::RebalanceRanksOrExperts.next_measurements(Job::Seed);
+        let seed = Strategy::RebalanceRanksOrExperts.next_measurements(Job::Aggregated);
         assert_eq!(Strategy::RebalanceRanksOrExperts.next_measurements(Job::Moe), seed);
         assert!(seed.contains(&"expert_load_skew"));
         let dense = Strategy::RebalanceRanksOrExperts.next_measurements(Job::Dense);

@@ -13,8 +13,9 @@
 //! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
 //!
 //! This layer sits above the work (`bench`, `compare`, `trace`): those compute estimates and call
-//! no decision but [`metric_state`], to which `compare` hands each metric's numbers for its state;
-//! their callers (`check`, the binary's `commands`) hand the rest of the evidence here.
+//! no decision. A metric's state is decided by [`metric_state`]'s rules, which [`comparison`]
+//! hands to `compare` ([`metric_state::RULES`]) when it runs it, so `compare` never imports this
+//! layer; the callers (`check`, the binary's `commands`) hand the rest of the evidence here.
 
 pub mod balance;
 pub mod bench_run;

@@ -1,16 +1,16 @@
-//! The attributions the renderers' tests share: the seed's fixture, a two-rank Kineto-like
+//! The attributions the renderers' tests share: the aggregated-events fixture, a two-rank Kineto-like
 //! result and an empty one.
 
 use std::collections::BTreeMap;
 
 use commgate_gate::decide::mitigation::{diagnose, Diagnosis, Thresholds};
-use commgate_trace::attribute::{attribute_events, conclude, seed_events, Compat, RankSummary, Source};
+use commgate_trace::attribute::{attribute_events, conclude, example_events, Compat, RankSummary, Source};
 use commgate_trace::attribute::{Hotspot, StepSeries};
 use commgate_trace::caveats::{RankCoverage, StepsIgnored};
 
-/// The seed's fixture through the events path, with its exact values.
+/// The aggregated-events fixture through the events path, with its exact values.
 pub fn seed() -> Diagnosis {
-    diagnose(attribute_events(vec!["seed.json".into()], &seed_events()), &Thresholds::default())
+    diagnose(attribute_events(vec!["seed.json".into()], &example_events()), &Thresholds::default())
 }
 
 fn hotspot(collective: &str) -> Hotspot {

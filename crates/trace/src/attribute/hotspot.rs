@@ -1,6 +1,6 @@
-//! The attribution's data: one communication observation of the seed's format ([`CommEvent`]),
+//! The attribution's data: one communication observation of the aggregated-events format ([`CommEvent`]),
 //! everything known about one collective ([`Hotspot`]), its per-step samples and per-size
-//! distributions; and the two seed functions that only aggregate: [`summarize_comm_hotspots`]
+//! distributions; and the two functions that only aggregate: [`summarize_comm_hotspots`]
 //! and [`priority`]. The rules that turn a hotspot into a mitigation and a follow-up are the
 //! decision layer's (`decide::mitigation`). Definitions: `docs/attribution.md`.
 
@@ -20,11 +20,11 @@ fn is_zero_u32(n: &u32) -> bool {
 }
 
 /// Everything known about one collective, aggregated. For traces every time, byte and count
-/// figure is per step (see attribution.md); for seed events they are sums over the events.
+/// figure is per step (see attribution.md); for aggregated events they are sums over the events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hotspot {
     pub collective: String,
-    /// Instances seen (kernels for traces, events for the seed format).
+    /// Instances seen (kernels for traces, events for aggregated events).
     pub count: u64,
     /// Calls per step, mean over ranks.
     pub sync_count: f64,
@@ -41,7 +41,7 @@ pub struct Hotspot {
     /// Bytes moved per step; `None` when no event said (never reported as 0).
     pub payload_bytes: Option<u64>,
     pub payload_known: bool,
-    /// `1 − exposed/total`, on the worst rank (the seed keeps the worst overlap).
+    /// `1 − exposed/total`, on the worst rank (aggregated events keep the worst overlap).
     pub overlap_ratio: f64,
     pub rank_imbalance_ratio: Option<f64>,
     pub rank_imbalance_observed: bool,
@@ -52,7 +52,7 @@ pub struct Hotspot {
     /// Instances that did not match on every rank.
     pub unmatched: u64,
     /// Per step: Σ over matched instances of the shortest duration among the ranks (the time the
-    /// data moved once the last rank arrived). `None` for seed events or without a matched
+    /// data moved once the last rank arrived). `None` for aggregated events or without a matched
     /// instance.
     #[serde(default)]
     pub transfer_ms: Option<f64>,
@@ -158,7 +158,7 @@ impl Hotspot {
     }
 }
 
-/// Aggregates seed events per collective: count, summed sync count, times and payload, the
+/// Aggregates aggregated events per collective: count, summed sync count, times and payload, the
 /// worst (lowest) overlap and the largest observed imbalance.
 pub fn summarize_comm_hotspots(events: &[CommEvent]) -> BTreeMap<String, Hotspot> {
     let mut out: BTreeMap<String, Hotspot> = BTreeMap::new();
@@ -196,10 +196,10 @@ pub fn priority(hotspots: &BTreeMap<String, Hotspot>) -> Option<&Hotspot> {
     best
 }
 
-/// The seed's fixture, with its exact values (tests of the aggregation, the rules and the
+/// The aggregated-events fixture, with its exact values (tests of the aggregation, the rules and the
 /// renderers share it).
 #[doc(hidden)]
-pub fn seed_events() -> Vec<CommEvent> {
+pub fn example_events() -> Vec<CommEvent> {
     vec![
         CommEvent::new("all_reduce", 8.0, 1024.0, 0.60).with_imbalance(0.00),
         CommEvent::new("all_reduce", 6.0, 2048.0, 0.45).with_imbalance(0.05),
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn summarize_aggregates_per_collective_and_picks_max_exposed() {
-        let s = summarize_comm_hotspots(&seed_events());
+        let s = summarize_comm_hotspots(&example_events());
         let ar = &s["all_reduce"];
         assert_eq!(ar.count, 2);
         assert_eq!(ar.sync_count, 2.0);

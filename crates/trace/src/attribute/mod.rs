@@ -1,4 +1,4 @@
-//! Pure attribution: parsed ranks (or seed events) in, per-collective hotspots, per-rank overlap
+//! Pure attribution: parsed ranks (or aggregated events) in, per-collective hotspots, per-rank overlap
 //! and the priority out. No I/O, and no decision: the mitigation and the follow-up are the
 //! decision layer's (`decide::mitigation::diagnose`).
 //!
@@ -6,7 +6,7 @@
 //! sweep, cross-rank matching and the clock-free imbalance ratio, and HTA's parity rules under
 //! [`Compat::Hta`].
 //!
-//! Submodules: `hotspot` (the data: seed events, hotspots, and their aggregation), `combine` (per collective over ranks), `transfer` (instances matched across
+//! Submodules: `hotspot` (the data: aggregated events, hotspots, and their aggregation), `combine` (per collective over ranks), `transfer` (instances matched across
 //! ranks: imbalance, transfer, wait, bus bandwidth, last arrival) and [`series`] (which step a
 //! kernel belongs to, and the per-step samples) and `sizes` (per-call distributions by message
 //! size, for sources without compute).
@@ -22,7 +22,7 @@ pub mod whatif;
 
 pub use crate::model::CommEvent;
 #[doc(hidden)]
-pub use hotspot::seed_events;
+pub use hotspot::example_events;
 pub use hotspot::{priority, summarize_comm_hotspots, Hotspot, SizeBucket, StepSeries};
 pub use transfer::{bus_factor, LAST_ARRIVAL_ALPHA};
 
@@ -97,7 +97,7 @@ impl StepsSetting {
 /// Where the numbers came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Source {
-    /// `kineto` or `events` (the seed's aggregated shape).
+    /// `kineto` or `events` (the aggregated-events shape).
     pub format: String,
     pub files: Vec<String>,
     pub ranks: Vec<u32>,
@@ -107,7 +107,7 @@ pub struct Source {
     /// `steps` (ProfilerStep window), `trace` (whole trace), `hta` (HTA's window) or `events`.
     pub window: String,
     pub compat: Compat,
-    /// Which of the job's ranks the traces cover (absent for seed events, which have no ranks,
+    /// Which of the job's ranks the traces cover (absent for aggregated events, which have no ranks,
     /// and in files written before commgate recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<RankCoverage>,
@@ -301,7 +301,7 @@ pub fn conclude(
     }
 }
 
-/// Attribution of seed-format events (already aggregated by whoever wrote them).
+/// Attribution of aggregated events (already aggregated by whoever wrote them).
 ///
 /// Their collective names get the same bounds as a Kineto trace's: each is cut to the name limit
 /// (the reader already cut it; a cut name ends in the truncation mark) and names past the

@@ -29,8 +29,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::estimate::Estimate;
-use super::{CompareOptions, Judged, Method, OwnDelta, State};
-use crate::decide::metric_state::four_states;
+use super::{CompareOptions, Judged, Method, OwnDelta, State, StateRules};
 #[cfg(test)]
 pub(crate) use cause::explain;
 pub use cause::{cause_of, looks_regressed, mitigation_sentence, sentence, CollectiveCause};
@@ -354,14 +353,14 @@ impl PendingTraces {
     }
 
     /// Holm over these quantities alone.
-    pub fn finish_alone(self, opts: &CompareOptions) -> TraceComparison {
+    pub fn finish_alone(self, opts: &CompareOptions, rules: StateRules) -> TraceComparison {
         let (reg, imp) = self.raw();
-        self.finish(&commgate_stats::holm::holm_adjust(&reg), &commgate_stats::holm::holm_adjust(&imp), opts)
+        self.finish(&commgate_stats::holm::holm_adjust(&reg), &commgate_stats::holm::holm_adjust(&imp), opts, rules)
     }
 
     /// States and causes from the adjusted p-values (one per judged quantity); the mitigations
     /// are `decide::mitigation::for_trace_causes`'s.
-    pub fn finish(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions) -> TraceComparison {
+    pub fn finish(self, p_reg: &[f64], p_imp: &[f64], opts: &CompareOptions, rules: StateRules) -> TraceComparison {
         let method = if self.runs >= 3 { Method::History } else { Method::Pooled };
         // The adjusted p-values, one pair per quantity, in the collectives' order.
         let mut adjusted = p_reg.iter().zip(p_imp);
@@ -373,7 +372,7 @@ impl PendingTraces {
                     .estimates
                     .into_iter()
                     .zip(adjusted.by_ref())
-                    .map(|((q, e), (&r, &i))| metric(q, e, r, i, opts.alpha))
+                    .map(|((q, e), (&r, &i))| metric(q, e, r, i, opts.alpha, rules))
                     .collect();
                 let state = collective_state(&metrics);
                 let mut out = CollectiveComparison {
@@ -409,9 +408,9 @@ impl PendingTraces {
     }
 }
 
-fn metric(q: Quantity, judged: WithDelta, p_reg: f64, p_imp: f64, alpha: f64) -> TraceMetric {
+fn metric(q: Quantity, judged: WithDelta, p_reg: f64, p_imp: f64, alpha: f64, rules: StateRules) -> TraceMetric {
     let WithDelta { estimate: e, delta } = judged;
-    let state = four_states(p_reg, p_imp, e.ci, delta, alpha);
+    let state = (rules.four_states)(p_reg, p_imp, e.ci, delta, alpha);
     TraceMetric { quantity: q, judged: Judged::of(&e, p_reg, p_imp, state, OwnDelta { delta }), note: e.note }
 }
 

@@ -39,7 +39,7 @@ fn opts() -> CompareOptions {
 }
 
 fn judged(stored: &[Attribution], current: &Attribution) -> TraceComparison {
-    prepare("default", stored, current, &opts()).finish_alone(&opts())
+    prepare("default", stored, current, &opts()).finish_alone(&opts(), crate::decide::metric_state::RULES)
 }
 
 fn history(c: &[(&str, f64, f64, f64)]) -> Vec<Attribution> {
