@@ -13,8 +13,10 @@
 //! | [`result`] | the result file's typed, versioned schema |
 
 // This crate reads untrusted files: no index or slice that could panic on their contents
-// (`get`, iterators and patterns instead); tests are exempt through clippy.toml.
+// (`get`, iterators and patterns instead; tests are exempt through clippy.toml), and no cast that
+// could silently truncate a size or count read from them.
 #![deny(clippy::indexing_slicing)]
+#![deny(clippy::cast_possible_truncation)]
 
 pub mod base_commit;
 pub mod diag;

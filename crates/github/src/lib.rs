@@ -16,8 +16,10 @@
 //! - Callers are synchronous. Each call builds its own current-thread Tokio runtime on a scoped
 //!   thread, which works whether or not the caller already runs inside a runtime.
 
-// This crate reads event payloads and API answers: no index or slice that could panic on them.
+// This crate reads event payloads and API answers: no index or slice that could panic on them,
+// no cast that could truncate a size read from them.
 #![deny(clippy::indexing_slicing)]
+#![deny(clippy::cast_possible_truncation)]
 
 mod actions;
 mod comment;
@@ -251,7 +253,7 @@ mod tests {
         let on_issue = write("issue.json", r#"{"issue": {"number": 9}}"#);
         let push = write("push.json", r#"{"ref": "refs/heads/main"}"#);
         let big = dir.path().join("big.json");
-        std::fs::write(&big, vec![b' '; (MAX_PAYLOAD_BYTES + 1) as usize]).expect("write");
+        std::fs::write(&big, vec![b' '; usize::try_from(MAX_PAYLOAD_BYTES + 1).expect("fits")]).expect("write");
         let big = big.display().to_string();
         let missing = dir.path().join("missing.json").display().to_string();
         let base = |event: &str, path: Option<&str>| {
