@@ -526,6 +526,12 @@ pub fn bench_flags(args: BenchFlags, file: &FileConfig, env: impl Fn(&str) -> Op
                 algo: s.nccl_algo.or(f.nccl_algo),
                 proto: s.nccl_proto.or(f.nccl_proto),
             },
+            env: commgate_bench::settings::nccl_env(f.env.as_ref().unwrap_or(&Default::default())).map_err(
+                |(name, why)| {
+                    let shown = if name.is_empty() { String::new() } else { format!(".{}", name.escape_debug()) };
+                    anyhow::anyhow!("{}: bench.env{shown}: {why}", file.path().display())
+                },
+            )?,
         },
     };
     Ok(request)

@@ -88,3 +88,39 @@ fn the_tuning_logs_settings_are_not_recorded_and_its_directory_goes() {
     );
     assert_eq!(v["software"]["nccl_env"]["NCCL_DEBUG"], "WARN");
 }
+
+#[test]
+fn bench_env_variables_are_the_runs_and_are_recorded() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        tmp.path().join("commgate.toml"),
+        "[bench]\npayload_elements = 4096\ncompute_dim = 32\nrepeats = 20\nwarmup = 1\n\n\
+         [bench.env]\nNCCL_BUFFSIZE = \"65536\"\nNCCL_MIN_NCHANNELS = \"4\"\n",
+    )
+    .expect("settings");
+    // The file's value wins over the job's own.
+    let v = bench(tmp.path(), &["--backend", "cpu"], &[("NCCL_BUFFSIZE", "4194304")]);
+    assert_eq!(v["software"]["nccl_env"]["NCCL_BUFFSIZE"], "65536");
+    assert_eq!(v["software"]["nccl_env"]["NCCL_MIN_NCHANNELS"], "4");
+    let v = bench(tmp.path(), &["--backend", "mock"], &[]);
+    assert_eq!(v["software"]["nccl_env"]["NCCL_BUFFSIZE"], "65536", "recorded on mock too");
+}
+
+#[test]
+fn bench_env_refuses_what_is_not_an_nccl_setting() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (table, expected) in [
+        ("LD_PRELOAD = \"/tmp/x.so\"", "commgate.toml: bench.env.LD_PRELOAD: only NCCL's own variables go here"),
+        ("NCCL_ALGO = \"Ring\"", "commgate.toml: bench.env.NCCL_ALGO: pin the algorithm and protocol with nccl_algo"),
+        ("NCCL_BUFFSIZE = \"12\"", "commgate.toml: bench.env.NCCL_BUFFSIZE: give a byte count from 4096 to 1073741824"),
+        ("NCCL_DEBUG = \"INFO\\nx\"", "commgate.toml: bench.env.NCCL_DEBUG: give one line"),
+    ] {
+        std::fs::write(tmp.path().join("commgate.toml"), format!("[bench.env]\n{table}\n")).expect("settings");
+        let out = commgate_in(tmp.path()).args(["bench", "--backend", "mock"]).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(expected), "{table}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert!(!tmp.path().join("benchmarks").exists(), "nothing ran");
+}

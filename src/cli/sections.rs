@@ -305,6 +305,13 @@ section! {
         /// cpu and mock it is only recorded. With --nccl-algo it is the run's software.nccl_choice.
         #[arg(long, value_name = "PROTO", value_parser = clap::value_parser!(Proto))]
         pub nccl_proto: Proto,
+
+        /// `[bench.env]`: `NCCL_*` variables the benchmark runs with (e.g. `NCCL_BUFFSIZE =
+        /// "65536"`), set for NCCL before it starts and recorded in the result's
+        /// software.nccl_env; they win over the same variables in the job's environment. The CPU
+        /// backend's ring cuts its all-reduce by NCCL_BUFFSIZE as NCCL does.
+        #[arg(skip)]
+        pub env: std::collections::BTreeMap<String, String>,
     }
 }
 

@@ -64,9 +64,13 @@ pub(super) fn run_environment(launch: Option<&Launch>, log: Option<&TuningLog>) 
 /// into this process's environment now, on the main thread before anything is probed or any
 /// thread started, for NCCL to read when the CUDA backend initialises it ([`nccl::apply`]).
 /// Only for a backend that may be CUDA; cpu and mock only record the pinned values. The log's
-/// directory lives as long as what this returns.
+/// directory lives as long as what this returns. `[bench.env]`'s variables go in first, on every
+/// backend: the run records them in `software.nccl_env`, and the CPU backend reads
+/// `NCCL_BUFFSIZE` there.
 pub(super) fn nccl_setup(declared: &[bench::settings::Declared]) -> Option<TuningLog> {
     let request = &declared.first()?.request;
+    let from_file: Vec<(String, String)> = request.run.env.clone().into_iter().collect();
+    nccl::apply(&from_file);
     if !matches!(request.backend, BackendChoice::Cuda | BackendChoice::Auto) || request.run.dry_run {
         return None;
     }

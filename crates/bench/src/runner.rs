@@ -106,11 +106,15 @@ pub fn run(
     let (tx, rx) = mpsc::channel();
     {
         let (plan, settings, launch, progress) = (plan.clone(), settings.clone(), launch.clone(), progress.clone());
-        let (fault, barrier_off) = (env.mock_fault.clone(), env.cuda_barrier_off.clone());
+        let backend_env = BackendEnv {
+            fault: env.mock_fault.clone(),
+            barrier_off: env.cuda_barrier_off.clone(),
+            buffsize: super::settings::buffsize(&env.nccl_env),
+        };
         std::thread::Builder::new()
             .name("commgate-bench".to_string())
             .spawn(move || {
-                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), (fault, barrier_off), &progress));
+                let _ = tx.send(measure(&plan, &settings, launch.as_ref(), backend_env, &progress));
             })
             .map_err(|e| BenchError::failed("internal", format!("cannot start the benchmark thread: {e}"), None))?;
     }
@@ -234,7 +238,7 @@ fn measure(
     plan: &Plan,
     settings: &BenchSettings,
     launch: Option<&Launch>,
-    env: (Option<mock::Fault>, Result<Option<String>, String>),
+    env: BackendEnv,
     progress: &AtomicU64,
 ) -> Result<Measured, BenchError> {
     let rendezvous = launch.map(|l| Rendezvous::connect(l, settings.run.timeout)).transpose()?;
@@ -289,18 +293,27 @@ fn measure(
     Ok(Measured { backend: name, evidence_level, hardware, timings: gathered? })
 }
 
+/// What the environment tells the backend that opens: the mock's fault, why the CUDA timing
+/// barrier is off, and `NCCL_BUFFSIZE` for the CPU ring (from the run's NCCL environment, so
+/// `[bench.env]` included).
+struct BackendEnv {
+    fault: Option<mock::Fault>,
+    barrier_off: Result<Option<String>, String>,
+    buffsize: Option<u64>,
+}
+
 fn open_backend(
     plan: &Plan,
     settings: &BenchSettings,
     launch: Option<&Launch>,
-    (fault, barrier_off): (Option<mock::Fault>, Result<Option<String>, String>),
+    env: BackendEnv,
     rendezvous: Option<Rendezvous>,
 ) -> Result<Box<dyn Backend>, BenchError> {
     let ranks = || launch.map_or_else(|| (0..plan.world_size).collect(), |l| vec![l.rank]);
     match settings.backend {
-        BackendKind::Mock => Ok(Box::new(mock::MockBackend::new(plan, ranks(), fault))),
-        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::open(plan, launch, rendezvous)?)),
-        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous, barrier_off)?)),
+        BackendKind::Mock => Ok(Box::new(mock::MockBackend::new(plan, ranks(), env.fault))),
+        BackendKind::Cpu => Ok(Box::new(cpu::CpuBackend::open_with(plan, launch, rendezvous, env.buffsize)?)),
+        BackendKind::Cuda => Ok(Box::new(cuda::CudaBackend::open(plan, launch, rendezvous, env.barrier_off)?)),
     }
 }
 

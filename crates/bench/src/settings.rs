@@ -5,6 +5,7 @@
 //! hands back at most one note for stderr. Nothing below the top layer probes the machine to
 //! decide a setting.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -80,6 +81,8 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// The NCCL algorithm and protocol pinned for the run (`--nccl-algo`, `--nccl-proto`).
     pub nccl: super::nccl::Tuning,
+    /// `[bench.env]`: the `NCCL_*` variables the run is given ([`nccl_env`] checked them).
+    pub env: BTreeMap<String, String>,
 }
 
 /// Everything `commgate bench` needs, resolved against the machine.
@@ -169,6 +172,60 @@ pub fn timeout(seconds: &u64) -> Result<(), String> {
     Ok(())
 }
 
+/// At most this many `[bench.env]` variables (as many as a result's `software.nccl_env` keeps).
+pub const MAX_ENV_VARS: usize = 64;
+/// A `[bench.env]` value longer than this is no NCCL setting.
+pub const MAX_ENV_VALUE_CHARS: usize = 256;
+/// `NCCL_BUFFSIZE` in `[bench.env]`: NCCL's own floor is a few KiB, and past 1 GiB a buffer per
+/// peer and channel no longer fits a GPU.
+pub const BUFFSIZE_RANGE: std::ops::RangeInclusive<u64> = 4096..=(1 << 30);
+
+/// `[bench.env]`: each name an `NCCL_*` variable (capitals, digits, `_`; at most 64 characters),
+/// each value one line of at most [`MAX_ENV_VALUE_CHARS`], `NCCL_BUFFSIZE` a byte count in
+/// [`BUFFSIZE_RANGE`], and not the algorithm or protocol, which `nccl_algo` and `nccl_proto`
+/// pin (and record). `Err((name, why))` names the first variable refused.
+pub fn nccl_env(table: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, (String, String)> {
+    if table.len() > MAX_ENV_VARS {
+        return Err((String::new(), format!("at most {MAX_ENV_VARS} variables")));
+    }
+    for (name, value) in table {
+        let refuse = |why: String| Err((name.clone(), why));
+        let well_named = name.len() <= 64
+            && name.strip_prefix("NCCL_").is_some_and(|rest| {
+                !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+            });
+        if !well_named {
+            return refuse(
+                "only NCCL's own variables go here: NCCL_ followed by capitals, digits and '_' (at most 64 characters)"
+                    .to_string(),
+            );
+        }
+        if matches!(name.as_str(), "NCCL_ALGO" | "NCCL_PROTO") {
+            return refuse(
+                "pin the algorithm and protocol with nccl_algo and nccl_proto under [bench] (or --nccl-algo and \
+                 --nccl-proto), which the result records as NCCL's choice"
+                    .to_string(),
+            );
+        }
+        if value.chars().count() > MAX_ENV_VALUE_CHARS || value.chars().any(char::is_control) {
+            return refuse(format!("give one line of at most {MAX_ENV_VALUE_CHARS} characters"));
+        }
+        if name == "NCCL_BUFFSIZE" && buffsize(table).is_none() {
+            return refuse(format!(
+                "give a byte count from {} to {} (NCCL's default is 4194304)",
+                BUFFSIZE_RANGE.start(),
+                BUFFSIZE_RANGE.end()
+            ));
+        }
+    }
+    Ok(table.clone())
+}
+
+/// `NCCL_BUFFSIZE` of an NCCL environment, when it is a byte count NCCL would use.
+pub fn buffsize(env: &BTreeMap<String, String>) -> Option<u64> {
+    env.get("NCCL_BUFFSIZE").and_then(|v| v.trim().parse::<u64>().ok()).filter(|b| BUFFSIZE_RANGE.contains(b))
+}
+
 /// `--environment-profile` names a directory of the baseline store: it must be a name the store
 /// accepts, checked before the run rather than after it.
 pub fn environment_profile(s: Setting<String>) -> Result<String, LimitError> {
@@ -255,6 +312,7 @@ mod tests {
                 progress: false,
                 dry_run: false,
                 nccl: Default::default(),
+                env: BTreeMap::new(),
             },
         }
     }

@@ -66,6 +66,19 @@ impl CpuBackend {
         launch: Option<&Launch>,
         rendezvous: Option<Rendezvous>,
     ) -> Result<CpuBackend, BenchError> {
+        Self::open_with(plan, launch, rendezvous, None)
+    }
+
+    /// [`CpuBackend::open`] with NCCL's buffer size (`NCCL_BUFFSIZE`, bytes): the all-reduce then
+    /// moves the payload in NCCL's loops ([`ring::loop_elements`]), one ring pass per loop with
+    /// its own steps, so a smaller buffer costs more synchronised steps, as on a GPU. Without
+    /// it each rank's chunk moves in one piece.
+    pub fn open_with(
+        plan: &Plan,
+        launch: Option<&Launch>,
+        rendezvous: Option<Rendezvous>,
+        buffsize: Option<u64>,
+    ) -> Result<CpuBackend, BenchError> {
         let world_size = plan.world_size;
         if world_size == 0 {
             return Err(BenchError::Unavailable("the plan has 0 ranks: pass --world-size 1 or more".to_string()));
@@ -113,9 +126,10 @@ impl CpuBackend {
             Ring(Arc<Ring>),
             Tcp(Rendezvous),
         }
+        let piece = ring::loop_elements(world_size as usize, plan.dtype.size(), buffsize);
         let mode = match rendezvous {
             Some(rdzv) => Mode::Tcp(rdzv),
-            None => Mode::Ring(Arc::new(Ring::new(world_size as usize, elements))),
+            None => Mode::Ring(Arc::new(Ring::new(world_size as usize, elements, piece))),
         };
         let mut backend = CpuBackend {
             workers: Vec::with_capacity(local_ranks.len()),
@@ -142,7 +156,7 @@ impl CpuBackend {
         for &rank in &local_ranks {
             let comm = match &mode {
                 Mode::Ring(ring) => Comm::Ring { ring: Arc::clone(ring), rank: rank as usize },
-                Mode::Tcp(rdzv) => Comm::Tcp { rendezvous: rdzv.clone(), buffer: vec![0.0; elements], rank },
+                Mode::Tcp(rdzv) => Comm::Tcp { rendezvous: rdzv.clone(), buffer: vec![0.0; elements], rank, piece },
             };
             let matmul = Matmul::new(dim, plan.seed.wrapping_add(u64::from(rank)));
             backend.workers.push(Worker::spawn(rank, comm, matmul)?);

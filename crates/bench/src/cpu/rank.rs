@@ -87,8 +87,17 @@ impl ComputeThread {
 /// How a rank all-reduces: through the shared ring (one process) or the rendezvous (one rank per
 /// process).
 pub(super) enum Comm {
-    Ring { ring: Arc<Ring>, rank: usize },
-    Tcp { rendezvous: Rendezvous, buffer: Vec<f32>, rank: u32 },
+    Ring {
+        ring: Arc<Ring>,
+        rank: usize,
+    },
+    /// `piece`: the elements of one of NCCL's loops ([`super::ring::loop_elements`]).
+    Tcp {
+        rendezvous: Rendezvous,
+        buffer: Vec<f32>,
+        rank: u32,
+        piece: usize,
+    },
 }
 
 impl Comm {
@@ -99,7 +108,7 @@ impl Comm {
                 ring.fill(*rank, |i| initial_value(*rank, i));
                 ring.barrier.wait().map_err(|_| RankFailure::Aborted)
             }
-            Comm::Tcp { rendezvous, buffer, rank } => {
+            Comm::Tcp { rendezvous, buffer, rank, .. } => {
                 for (i, x) in buffer.iter_mut().enumerate() {
                     *x = initial_value(*rank as usize, i);
                 }
@@ -111,7 +120,10 @@ impl Comm {
     fn all_reduce(&mut self) -> Result<(), RankFailure> {
         match self {
             Comm::Ring { ring, rank } => ring.all_reduce(*rank).map_err(|_| RankFailure::Aborted),
-            Comm::Tcp { rendezvous, buffer, .. } => rendezvous.all_reduce_sum_f32(buffer).map_err(RankFailure::Error),
+            Comm::Tcp { rendezvous, buffer, piece, .. } => buffer
+                .chunks_mut((*piece).max(1))
+                .try_for_each(|part| rendezvous.all_reduce_sum_f32(part))
+                .map_err(RankFailure::Error),
         }
     }
 }

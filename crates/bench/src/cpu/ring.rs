@@ -70,29 +70,56 @@ impl StepBarrier {
     }
 }
 
-/// The ranks' payloads in shared memory, each cut into `world` chunks (the first `n % world`
-/// chunks one element longer), one mutex per chunk.
+/// The elements of one of NCCL's loops for a ring all-reduce with buffer size `buffsize` (bytes):
+/// NCCL's Simple protocol moves a chunk of `NCCL_STEPS / 2` steps of `buffsize / NCCL_STEPS` bytes
+/// each, half the buffer (`ALLREDUCE_CHUNKSTEPS`, `src/include/collectives.h`), and a loop covers
+/// one chunk per rank (`loopSize = nChannels · nranks · chunkSize`, one channel here). The
+/// payload's bytes are counted at the plan's dtype (`dtype_bytes`), as NCCL counts them. `None`:
+/// the whole payload in one loop.
+pub(super) fn loop_elements(world: usize, dtype_bytes: u64, buffsize: Option<u64>) -> usize {
+    let Some(buffsize) = buffsize else { return usize::MAX };
+    let chunk_elements = (buffsize / 2 / dtype_bytes.max(1)).max(1);
+    usize::try_from(chunk_elements).unwrap_or(usize::MAX).saturating_mul(world.max(1))
+}
+
+/// The ranks' payloads in shared memory, cut into loops of at most `piece` elements (NCCL's,
+/// [`loop_elements`]) and each loop into `world` chunks (the first `n % world` chunks of a loop
+/// one element longer), one mutex per chunk.
 pub(super) struct Ring {
     world: usize,
+    /// Each chunk's elements, loop by loop: chunk `c` of loop `l` is `bounds[l · world + c]`.
     bounds: Vec<Range<usize>>,
-    /// `chunks[rank][chunk]`.
+    /// `chunks[rank][l · world + c]`.
     chunks: Vec<Vec<Mutex<Vec<f32>>>>,
     pub(super) barrier: StepBarrier,
 }
 
 impl Ring {
-    pub(super) fn new(world: usize, elements: usize) -> Ring {
-        let (base, extra) = (elements / world, elements % world);
-        let mut bounds = Vec::with_capacity(world);
+    pub(super) fn new(world: usize, elements: usize, piece: usize) -> Ring {
+        let world = world.max(1);
+        let piece = piece.max(world);
+        let mut bounds = Vec::new();
         let mut start = 0;
-        for chunk in 0..world {
-            let len = base + usize::from(chunk < extra);
-            bounds.push(start..start + len);
-            start += len;
+        loop {
+            let this = (elements - start).min(piece);
+            let (base, extra) = (this / world, this % world);
+            for chunk in 0..world {
+                let len = base + usize::from(chunk < extra);
+                bounds.push(start..start + len);
+                start += len;
+            }
+            if start >= elements {
+                break;
+            }
         }
         let chunks =
             (0..world).map(|_| bounds.iter().map(|range| Mutex::new(vec![0.0; range.len()])).collect()).collect();
         Ring { world, bounds, chunks, barrier: StepBarrier::new(world) }
+    }
+
+    /// How many of NCCL's loops one all-reduce takes.
+    pub(super) fn loops(&self) -> usize {
+        self.bounds.len() / self.world
     }
 
     /// Sets `rank`'s payload to `value(index)`.
@@ -105,40 +132,43 @@ impl Ring {
     }
 
     /// Rank `rank`'s part of the ring all-reduce; every rank calls it at once. Rank r receives
-    /// from its left neighbour r−1. Reduce-scatter step s: r adds the neighbour's chunk r−1−s into
-    /// its own, after which r holds the full sum of chunk r+1; all-gather step s: r copies the
-    /// neighbour's (complete) chunk r−s. In a step, rank r writes its chunk c and reads the
-    /// neighbour's chunk c while rank r+1 reads r's chunk c+1, so the locks never contend; the
-    /// barrier orders the steps. No barrier after the last step: a rank is done when its own
-    /// buffer is, as with NCCL, and nothing writes the buffers until every rank has reported.
+    /// from its left neighbour r−1. Loop by loop, reduce-scatter step s: r adds the neighbour's
+    /// chunk r−1−s into its own, after which r holds the full sum of chunk r+1; all-gather step s:
+    /// r copies the neighbour's (complete) chunk r−s. In a step, rank r writes its chunk c and
+    /// reads the neighbour's chunk c while rank r+1 reads r's chunk c+1, so the locks never
+    /// contend; the barrier orders the steps, and the loops, as NCCL's steps wait for their
+    /// slots. No barrier after the last step: a rank is done when its own buffer is, as with
+    /// NCCL, and nothing writes the buffers until every rank has reported.
     pub(super) fn all_reduce(&self, rank: usize) -> Result<(), Aborted> {
         let world = self.world;
         if world == 1 {
             return Ok(());
         }
         let left = (rank + world - 1) % world;
-        for step in 0..world - 1 {
-            if step > 0 {
+        for base in (0..self.loops()).map(|l| l * world) {
+            for step in 0..world - 1 {
+                if step > 0 || base > 0 {
+                    self.barrier.wait()?;
+                }
+                let chunk = base + (rank + 2 * world - 1 - step) % world;
+                let source = lock(self.chunk(left, chunk)?);
+                let mut target = lock(self.chunk(rank, chunk)?);
+                for (t, s) in target.iter_mut().zip(source.iter()) {
+                    *t += *s;
+                }
+            }
+            for step in 0..world - 1 {
                 self.barrier.wait()?;
+                let chunk = base + (rank + world - step) % world;
+                let source = lock(self.chunk(left, chunk)?);
+                lock(self.chunk(rank, chunk)?).copy_from_slice(&source);
             }
-            let chunk = (rank + 2 * world - 1 - step) % world;
-            let source = lock(self.chunk(left, chunk)?);
-            let mut target = lock(self.chunk(rank, chunk)?);
-            for (t, s) in target.iter_mut().zip(source.iter()) {
-                *t += *s;
-            }
-        }
-        for step in 0..world - 1 {
-            self.barrier.wait()?;
-            let chunk = (rank + world - step) % world;
-            let source = lock(self.chunk(left, chunk)?);
-            lock(self.chunk(rank, chunk)?).copy_from_slice(&source);
         }
         Ok(())
     }
 
-    /// `rank`'s copy of chunk `chunk`. Both are below `world` (taken modulo it); a rank outside
-    /// the ring would have no part in it, and is released as after an abort.
+    /// `rank`'s copy of chunk `chunk` (of all the loops' chunks). A rank or chunk outside the
+    /// ring would have no part in it, and is released as after an abort.
     fn chunk(&self, rank: usize, chunk: usize) -> Result<&Mutex<Vec<f32>>, Aborted> {
         self.chunks.get(rank).and_then(|chunks| chunks.get(chunk)).ok_or(Aborted)
     }
@@ -156,7 +186,11 @@ mod tests {
     use super::*;
 
     fn ring_all_reduce(world: usize, elements: usize) -> Vec<Vec<f32>> {
-        let ring = Ring::new(world, elements);
+        ring_all_reduce_in(world, elements, usize::MAX)
+    }
+
+    fn ring_all_reduce_in(world: usize, elements: usize, piece: usize) -> Vec<Vec<f32>> {
+        let ring = Ring::new(world, elements, piece);
         std::thread::scope(|scope| {
             for rank in 0..world {
                 let ring = &ring;
@@ -177,6 +211,23 @@ mod tests {
             let expected: Vec<f32> = (0..elements).map(|i| (0..world).map(|r| initial_value(r, i)).sum()).collect();
             for (rank, got) in ring_all_reduce(world, elements).into_iter().enumerate() {
                 assert_eq!(got, expected, "world {world}, {elements} elements, rank {rank}");
+            }
+        }
+    }
+
+    #[test]
+    fn nccl_loops_cut_the_payload_and_still_sum() {
+        // NCCL's default 4 MiB buffer: 2 MiB chunks, so 2 ranks of bf16 move 2 Mi elements a loop.
+        assert_eq!(loop_elements(2, 2, Some(4 << 20)), 2 << 20);
+        assert_eq!(loop_elements(8, 4, Some(65_536)), 8 * 8_192);
+        assert_eq!(loop_elements(2, 2, None), usize::MAX);
+        assert_eq!(Ring::new(2, 1 << 20, loop_elements(2, 2, Some(4 << 20))).loops(), 1);
+        assert_eq!(Ring::new(2, 1 << 20, loop_elements(2, 2, Some(65_536))).loops(), 32);
+        assert_eq!(Ring::new(3, 10, 4).loops(), 3, "10 elements in loops of 4, 4 and 2");
+        for (world, elements, piece) in [(2, 7, 2), (3, 10, 4), (4, 10, 8), (3, 1000, 64), (2, 1, 2), (4, 3, 4)] {
+            let expected: Vec<f32> = (0..elements).map(|i| (0..world).map(|r| initial_value(r, i)).sum()).collect();
+            for (rank, got) in ring_all_reduce_in(world, elements, piece).into_iter().enumerate() {
+                assert_eq!(got, expected, "world {world}, {elements} elements in loops of {piece}, rank {rank}");
             }
         }
     }
