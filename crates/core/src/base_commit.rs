@@ -105,9 +105,69 @@ impl BaseCommit {
         changed_paths(&self.cwd, &self.sha, &rels.iter().map(PathBuf::as_path).collect::<Vec<_>>())
     }
 
+    /// The whole commit checked out in a temporary git worktree (detached, hooks off), for a
+    /// measurement of the base beside the working tree's. [`Worktree::dir`] is the working
+    /// directory's counterpart there; the worktree is removed, and git's record of it pruned,
+    /// when the value drops, after a failure too.
+    pub fn worktree(&self) -> Result<Worktree, BaseError> {
+        let temp = tempfile::Builder::new()
+            .prefix("commgate-base-tree-")
+            .tempdir()
+            .map_err(|e| BaseError::Io { dir: std::env::temp_dir().display().to_string(), message: e.to_string() })?;
+        let root = temp.path().join("tree");
+        let hooks_off = format!("core.hooksPath={}", if cfg!(windows) { "NUL" } else { "/dev/null" });
+        git(
+            &self.cwd,
+            [
+                OsStr::new("-c"),
+                OsStr::new(&hooks_off),
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("--detach"),
+                OsStr::new("--quiet"),
+                OsStr::new("--end-of-options"),
+                root.as_os_str(),
+                OsStr::new(&self.sha),
+            ],
+        )?;
+        let dir = root.join(&self.prefix);
+        Ok(Worktree { repo: self.cwd.clone(), root, dir, _temp: temp })
+    }
+
     /// The first 12 digits, for messages.
     pub fn short(&self) -> &str {
         &self.sha[..self.sha.len().min(12)]
+    }
+}
+
+/// A commit checked out in a temporary git worktree ([`BaseCommit::worktree`]); removed on drop.
+#[derive(Debug)]
+pub struct Worktree {
+    /// Where `git` runs for the repository that owns the worktree.
+    repo: PathBuf,
+    /// The worktree's top level.
+    root: PathBuf,
+    /// The working directory's counterpart in the worktree.
+    dir: PathBuf,
+    _temp: tempfile::TempDir,
+}
+
+impl Worktree {
+    /// The working directory's counterpart in the worktree: run the base's commands here.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Worktree {
+    fn drop(&mut self) {
+        // Best effort: the temporary directory goes with `_temp` whatever git says, and
+        // `worktree prune` forgets a worktree whose directory is gone.
+        let _ = git(
+            &self.repo,
+            [OsStr::new("worktree"), OsStr::new("remove"), OsStr::new("--force"), self.root.as_os_str()],
+        );
+        let _ = git(&self.repo, ["worktree", "prune"]);
     }
 }
 
@@ -406,6 +466,30 @@ mod tests {
         std::fs::write(d.join("baselines/P/w.json"), "{\"forged\": true}\n").expect("store");
         run(&["commit", "-qam", "head edits the gate"]);
         (tmp, sha)
+    }
+
+    #[test]
+    fn the_base_is_checked_out_beside_the_working_tree_and_removed_after() {
+        let (tmp, sha) = repo();
+        let base = BaseCommit::resolve(tmp.path(), &sha).expect("resolves");
+        let tree = base.worktree().expect("checks out");
+        let dir = tree.dir().to_path_buf();
+        assert_eq!(std::fs::read_to_string(dir.join("commgate.toml")).expect("base file"), "min_effect = 0.03\n");
+        assert_ne!(
+            std::fs::read_to_string(tmp.path().join("commgate.toml")).expect("head file"),
+            "min_effect = 0.03\n",
+            "the working tree keeps the head's"
+        );
+        let listed = git_in(tmp.path(), &["worktree", "list", "--porcelain"]);
+        assert!(listed.contains("detached"), "{listed}");
+        drop(tree);
+        assert!(!dir.exists(), "removed");
+        assert_eq!(git_in(tmp.path(), &["worktree", "list", "--porcelain"]).matches("worktree ").count(), 1);
+        // From a subdirectory, the base's counterpart of it.
+        let sub = BaseCommit::resolve(&tmp.path().join("baselines"), &sha).expect("resolves");
+        let tree = sub.worktree().expect("checks out");
+        assert!(tree.dir().ends_with("tree/baselines"), "{}", tree.dir().display());
+        assert!(tree.dir().join("P").is_dir());
     }
 
     /// A program that prints without end is stopped at the limit, not read into memory.
