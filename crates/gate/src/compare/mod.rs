@@ -36,6 +36,7 @@ pub mod limits;
 mod modes;
 pub(crate) mod nullable;
 mod one_run;
+pub mod paired;
 pub mod sweep;
 mod throughput;
 pub mod traces;

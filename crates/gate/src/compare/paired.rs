@@ -1,0 +1,162 @@
+//! One round of a paired measurement: the base arm's run and the head arm's, measured one after
+//! the other on the same runner, reduced to each metric's log ratio `ln(head / base)` of the two
+//! runs' medians. The round is the unit of evidence (`commgate_stats::paired`): whatever the
+//! machine did in that minute touched both arms, and the ratio cancels it.
+//!
+//! The two runs must be two measurements of the same kind of thing: both finished, on the same
+//! backend, evidence level, timing mode and number of ranks, each with every schedule's row. The
+//! sizes may differ (a pull request that changes `[bench]` changes what it measures, and that is
+//! its change); a round whose runs cannot be compared is refused naming the field, never judged.
+
+use commgate_core::result::{RunResult, Schedule};
+use commgate_stats::quantile::median;
+
+/// The metrics a round compares, in report order: the step times' medians of each schedule,
+/// and the exposed communication (overlap − compute only) when it is positive in both runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PairedMetric {
+    Median(Schedule),
+    Exposed,
+}
+
+impl PairedMetric {
+    /// Every metric, the primary first (the overlap median, as in the stored comparison).
+    pub const ALL: [PairedMetric; 5] = [
+        PairedMetric::Median(Schedule::Overlap),
+        PairedMetric::Median(Schedule::Serial),
+        PairedMetric::Exposed,
+        PairedMetric::Median(Schedule::CommOnly),
+        PairedMetric::Median(Schedule::ComputeOnly),
+    ];
+
+    /// "overlap median", "exposed comm".
+    pub fn label(self) -> String {
+        match self {
+            PairedMetric::Median(s) => format!("{} median", s.as_str()),
+            PairedMetric::Exposed => "exposed comm".to_string(),
+        }
+    }
+}
+
+/// A round: each metric's log ratio head / base, `None` where it is undefined (an exposed time
+/// of zero or less in either run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Round {
+    pub log_ratios: Vec<(PairedMetric, Option<f64>)>,
+}
+
+impl Round {
+    /// The log ratio of `metric` in this round.
+    pub fn of(&self, metric: PairedMetric) -> Option<f64> {
+        self.log_ratios.iter().find(|(m, _)| *m == metric).and_then(|(_, v)| *v)
+    }
+}
+
+/// The round of `base` and `head`, or why they cannot be compared (one line naming the field).
+pub fn round(base: &RunResult, head: &RunResult) -> Result<Round, String> {
+    for (arm, run) in [("base", base), ("head", head)] {
+        if let Some(f) = &run.failure {
+            return Err(format!("the {arm} arm's run failed ({}: {})", f.kind, f.message));
+        }
+        if !run.is_usable() {
+            return Err(format!("the {arm} arm's run measured nothing (a dry run)"));
+        }
+    }
+    let (b, h) = (&base.workload, &head.workload);
+    let differ = |field: &str, there: &dyn std::fmt::Display, here: &dyn std::fmt::Display| {
+        Err(format!(
+            "the arms measured different things: workload.{field} is {there} on base and {here} on head; \
+             run both arms with the same --backend and launcher"
+        ))
+    };
+    if b.backend != h.backend {
+        return differ("backend", &b.backend, &h.backend);
+    }
+    if b.world_size != h.world_size {
+        return differ("world_size", &b.world_size, &h.world_size);
+    }
+    if b.timing != h.timing {
+        return differ(
+            "timing",
+            &b.timing.as_deref().unwrap_or("unrecorded"),
+            &h.timing.as_deref().unwrap_or("unrecorded"),
+        );
+    }
+    if base.evidence_level != head.evidence_level {
+        return differ("evidence_level", &format!("{:?}", base.evidence_level), &format!("{:?}", head.evidence_level));
+    }
+    let medians = |arm: &str, run: &RunResult| -> Result<[f64; 4], String> {
+        let mut out = [0.0; 4];
+        for (slot, schedule) in out.iter_mut().zip(Schedule::ALL) {
+            let row =
+                run.row(schedule).ok_or_else(|| format!("the {arm} arm's run has no {} row", schedule.as_str()))?;
+            let mut samples = row.samples_ms.clone();
+            if samples.is_empty() || samples.iter().any(|v| !v.is_finite() || *v <= 0.0) {
+                return Err(format!(
+                    "the {arm} arm's {} row needs positive, finite step times (rows[].samples_ms)",
+                    schedule.as_str()
+                ));
+            }
+            samples.sort_by(f64::total_cmp);
+            *slot = median(&samples);
+        }
+        Ok(out)
+    };
+    let (mb, mh) = (medians("base", base)?, medians("head", head)?);
+    let at = |m: &[f64; 4], s: Schedule| Schedule::ALL.iter().position(|&x| x == s).and_then(|i| m.get(i)).copied();
+    let log_ratios = PairedMetric::ALL
+        .iter()
+        .map(|&metric| {
+            let value = match metric {
+                PairedMetric::Median(s) => at(&mh, s).zip(at(&mb, s)).map(|(h, b)| (h / b).ln()),
+                PairedMetric::Exposed => {
+                    let exposed =
+                        |m: &[f64; 4]| at(m, Schedule::Overlap).zip(at(m, Schedule::ComputeOnly)).map(|(o, c)| o - c);
+                    exposed(&mh).zip(exposed(&mb)).filter(|(h, b)| *h > 0.0 && *b > 0.0).map(|(h, b)| (h / b).ln())
+                }
+            };
+            (metric, value.filter(|v| v.is_finite()))
+        })
+        .collect();
+    Ok(Round { log_ratios })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use commgate_core::result::Failure;
+
+    fn run(scale: f64) -> RunResult {
+        commgate_testkit::results::run(&[10.0 * scale, 11.0 * scale, 12.5 * scale])
+    }
+
+    #[test]
+    fn a_slower_head_gives_positive_log_ratios() {
+        let r = round(&run(1.0), &run(1.1)).expect("comparable");
+        for metric in [PairedMetric::Median(Schedule::Overlap), PairedMetric::Median(Schedule::CommOnly)] {
+            let v = r.of(metric).expect("defined");
+            assert!((v - 1.1f64.ln()).abs() < 1e-12, "{metric:?}: {v}");
+        }
+        assert_eq!(r.log_ratios.len(), PairedMetric::ALL.len());
+        assert_eq!(round(&run(1.0), &run(1.0)).expect("same").of(PairedMetric::Median(Schedule::Serial)), Some(0.0));
+    }
+
+    #[test]
+    fn runs_that_cannot_be_compared_are_named() {
+        let mut failed = run(1.0);
+        failed.failure = Some(Failure { kind: "rank_died".into(), message: "rank 1".into(), rank: Some(1) });
+        assert!(round(&failed, &run(1.0)).unwrap_err().starts_with("the base arm's run failed (rank_died"));
+        let mut other = run(1.0);
+        other.workload.world_size += 1;
+        let e = round(&run(1.0), &other).unwrap_err();
+        assert!(e.contains("workload.world_size is 2 on base and 3 on head"), "{e}");
+        let mut missing = run(1.0);
+        missing.rows.retain(|r| r.schedule != Schedule::Serial);
+        assert_eq!(round(&run(1.0), &missing).unwrap_err(), "the head arm's run has no serial row");
+        let mut zero = run(1.0);
+        if let Some(v) = zero.rows.first_mut().and_then(|r| r.samples_ms.first_mut()) {
+            *v = 0.0;
+        }
+        assert!(round(&zero, &run(1.0)).unwrap_err().contains("needs positive, finite step times"));
+    }
+}
