@@ -1,0 +1,169 @@
+//! The paired mode's rules: after each round, each metric's state from its look
+//! (`commgate_stats::paired::look`, read by the same four-state rule as the stored comparison,
+//! at the look's one-sided level), whether the sequence stops, and the verdict it stops with.
+//!
+//! **Several metrics, one family.** Every metric is looked at after every round, so the family's
+//! α is split evenly over them (Bonferroni) before it is spent over the looks: each metric's
+//! intervals then hold together with probability at least `1 − α`, whichever round the sequence
+//! stops at.
+//!
+//! **When to stop, what to say.** Any metric confirmed regressed (its whole interval above
+//! `1 + δ`) stops with `tune`, blocking. Otherwise the primary metric (the overlap median)
+//! unchanged or improved, and no metric regressed, stops with `accept`; the other metrics are
+//! reported as they stand (a noisy row that has not settled does not hold a clean primary back).
+//! When the plan's last round is done undecided: `collect_more_evidence`, with the primary's MDE
+//! and the projected rounds that would decide it.
+
+use super::metric_state::four_states;
+use super::vocab::{Decision, Verdict};
+use crate::compare::paired::{PairedMetric, Round};
+use crate::compare::State;
+use commgate_core::units::{change, interval, pct};
+use commgate_stats::paired::{further_rounds, look, next, Look, Next, Plan};
+
+/// One metric after a round: its look and the state the four-state rule reads from it; `None`
+/// before the first look or where the metric is undefined in a round so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricLook {
+    pub metric: PairedMetric,
+    pub look: Option<Look>,
+    pub state: State,
+}
+
+/// Where the sequence stands after a round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    pub metrics: Vec<MetricLook>,
+    pub next: Next,
+    /// The verdict, once the sequence stops ([`Next::Stop`] or [`Next::BudgetSpent`]).
+    pub verdict: Option<Verdict>,
+}
+
+/// Each metric's plan: the family's α split evenly over the metrics, spent over the looks.
+pub fn metric_plan(max_rounds: usize, alpha: f64) -> Option<Plan> {
+    Plan::new(max_rounds, alpha / PairedMetric::ALL.len() as f64)
+}
+
+/// Where the sequence stands after `rounds` (δ the smallest change worth acting on).
+pub fn standing(rounds: &[Round], plan: Plan, delta: f64) -> Standing {
+    let metrics: Vec<MetricLook> = PairedMetric::ALL
+        .iter()
+        .map(|&metric| {
+            let values: Option<Vec<f64>> = rounds.iter().map(|r| r.of(metric)).collect();
+            let look = values.and_then(|v| look(&v, plan));
+            let state = look.map_or(State::Inconclusive, |l| {
+                four_states(l.p_slower, l.p_faster, l.ci, delta, l.one_sided_alpha())
+            });
+            MetricLook { metric, look, state }
+        })
+        .collect();
+    let regressed: Vec<&MetricLook> = metrics.iter().filter(|m| m.state == State::Regressed).collect();
+    let primary = metrics.first();
+    let primary_settled = primary.is_some_and(|p| matches!(p.state, State::Unchanged | State::Improved));
+    let settled = !regressed.is_empty() || primary_settled;
+    let step = next(settled, rounds.len(), plan);
+    let verdict = match step {
+        Next::AnotherRound => None,
+        Next::Stop | Next::BudgetSpent => Some(verdict(&metrics, &regressed, rounds.len(), plan, delta)),
+    };
+    Standing { metrics, next: step, verdict }
+}
+
+/// The verdict the sequence stops with (see the module doc).
+fn verdict(metrics: &[MetricLook], regressed: &[&MetricLook], rounds: usize, plan: Plan, delta: f64) -> Verdict {
+    let said = |m: &MetricLook| match &m.look {
+        Some(l) => format!("{} {} ({}) over {rounds} rounds", m.metric.label(), change(l.ratio), interval(l.ci)),
+        None => format!("{} not measured", m.metric.label()),
+    };
+    if !regressed.is_empty() {
+        let reasons = regressed.iter().map(|m| format!("head is slower than base: {}", said(m))).collect();
+        return Verdict::regression(reasons);
+    }
+    let Some(primary) = metrics.first() else {
+        return Verdict::because(Decision::CollectMoreEvidence, "no metric was judged".to_string());
+    };
+    match primary.state {
+        State::Unchanged => Verdict::because(
+            Decision::Accept,
+            format!("head and base are the same within ±{}: {}", pct(delta), said(primary)),
+        ),
+        State::Improved => Verdict::because(Decision::Accept, format!("head is faster than base: {}", said(primary))),
+        State::Regressed | State::Inconclusive => {
+            let more = primary.look.as_ref().and_then(|l| further_rounds(l, plan, delta));
+            let mde = primary.look.as_ref().map_or_else(|| "no look".to_string(), |l| format!("±{}", pct(l.mde)));
+            let projection = match more {
+                Some(n) => format!("; about {n} more rounds would decide it at this spread (a projection)"),
+                None => "; at this spread no number of rounds would (the change sits on ±δ)".to_string(),
+            };
+            Verdict::because(
+                Decision::CollectMoreEvidence,
+                format!(
+                    "undecided after {rounds} of {} rounds: {}; the smallest change these rounds can show is {mde}{projection}",
+                    plan.max_rounds(),
+                    said(primary)
+                ),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use commgate_core::result::Schedule;
+
+    /// A round whose every metric moved by `ln_ratio`.
+    fn round(ln_ratio: f64) -> Round {
+        Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(ln_ratio))).collect() }
+    }
+
+    fn rounds(values: &[f64]) -> Vec<Round> {
+        values.iter().map(|&v| round(v)).collect()
+    }
+
+    #[test]
+    fn unchanged_rounds_accept_once_the_interval_fits_within_delta() {
+        let plan = metric_plan(10, 0.01).expect("plan");
+        let early = standing(&rounds(&[0.001, -0.002]), plan, 0.03);
+        assert_eq!((early.next, early.verdict.is_none()), (Next::AnotherRound, true), "no look before 3 rounds");
+        let quiet = standing(&rounds(&[0.001, -0.002, 0.0015, -0.001, 0.0005]), plan, 0.03);
+        assert_eq!(quiet.next, Next::Stop);
+        let v = quiet.verdict.expect("stopped");
+        assert_eq!(v.decision, Decision::Accept);
+        assert!(v.reasons[0].starts_with("head and base are the same within ±3"), "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn a_clear_slowdown_blocks_and_names_the_metric() {
+        let plan = metric_plan(10, 0.01).expect("plan");
+        let slow = standing(&rounds(&[0.10, 0.11, 0.095, 0.105]), plan, 0.03);
+        assert_eq!(slow.next, Next::Stop);
+        let v = slow.verdict.expect("stopped");
+        assert!(v.blocking && v.decision == Decision::Tune, "{v:?}");
+        assert!(v.reasons.iter().any(|r| r.starts_with("head is slower than base: overlap median +10")), "{v:?}");
+        assert_eq!(slow.metrics.first().map(|m| m.metric), Some(PairedMetric::Median(Schedule::Overlap)));
+    }
+
+    #[test]
+    fn noise_that_never_settles_ends_undecided_with_a_projection() {
+        let plan = metric_plan(5, 0.01).expect("plan");
+        let noisy = standing(&rounds(&[0.05, -0.04, 0.06, -0.05, 0.04]), plan, 0.03);
+        assert_eq!(noisy.next, Next::BudgetSpent);
+        let v = noisy.verdict.expect("stopped");
+        assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
+        assert!(v.reasons[0].starts_with("undecided after 5 of 5 rounds: overlap median"), "{:?}", v.reasons);
+        assert!(v.reasons[0].contains("the smallest change these rounds can show is ±"), "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn a_metric_undefined_in_any_round_is_not_judged() {
+        let plan = metric_plan(10, 0.01).expect("plan");
+        let mut rs = rounds(&[0.0, 0.001, -0.001, 0.0]);
+        if let Some(slot) = rs[1].log_ratios.iter_mut().find(|(m, _)| *m == PairedMetric::Exposed) {
+            slot.1 = None;
+        }
+        let s = standing(&rs, plan, 0.03);
+        let exposed = s.metrics.iter().find(|m| m.metric == PairedMetric::Exposed).expect("listed");
+        assert_eq!((exposed.look.is_none(), exposed.state), (true, State::Inconclusive));
+    }
+}
