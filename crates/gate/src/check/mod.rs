@@ -22,6 +22,7 @@ use commgate_trace::attribute::whatif::{Busbw, WhatIfOptions};
 use commgate_trace::attribute::AttributeOptions;
 use commgate_trace::load::attribute_paths;
 
+pub mod paired;
 pub mod several;
 pub use several::{TrendPoint, WorkloadReport};
 

@@ -23,6 +23,7 @@ pub mod comparison;
 pub mod gate;
 pub mod late_rank;
 pub mod metric_state;
+pub mod paired;
 pub mod mitigation;
 pub use commgate_core::vocab;
 
