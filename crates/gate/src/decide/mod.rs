@@ -11,6 +11,7 @@
 //! | [`late_rank`] | whether a regressed collective's late rank is named (`LATE_RANK_SHARE`) |
 //! | [`balance`] | whether the late rank's cost (the what-if's saving) grew past `--fail-on-savings-ms` |
 //! | [`gate`] | the gate's verdict over every workload and the traces, and every exit code |
+//! | [`paired`] | a paired measurement's metric states after each round, when its rounds stop, and the verdict they stop with |
 //!
 //! This layer sits above the work (`bench`, `compare`, `trace`): those compute estimates and call
 //! no decision. A metric's state is decided by [`metric_state`]'s rules, which [`comparison`]
