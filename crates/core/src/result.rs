@@ -78,7 +78,7 @@ impl Workload {
     pub fn mismatch_advice(field: &str) -> &'static str {
         match field {
             "timing" => {
-                "the stored runs were timed another way (CUDA runs recorded before the timing gate \
+                "the stored runs were timed another way (CUDA runs recorded before the timing barrier \
                  existed, or with COMMGATE_CUDA_GATE=off): move the store file aside (git keeps its \
                  history) and record new runs"
             }
