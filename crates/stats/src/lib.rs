@@ -11,6 +11,7 @@
 //! | [`interval`] | mean/sd, Student's t, prediction interval for a new run, 1.4826·MAD | Hahn & Meeker 1991; Hampel 1974 |
 //! | [`runlevel`] | the run-level contrast of current and baseline runs, grouped by runner (one-way random effects) | Searle, Casella & McCulloch 1992; Hahn & Meeker 1991 |
 //! | [`tail`] | exceedance test: share above the baseline's HD quantile, one-sided Fisher exact | Fisher 1922; Agresti 2013 |
+//! | [`paired`] | paired rounds judged sequentially: each look's Student-t interval of the per-round log ratios at its spent level ([`Plan`]: Pocock-type alpha spending, union bound over looks), p-values, MDE, projected further rounds, the stopping rule | Lan & DeMets, Biometrika 70(3), 1983; Jennison & Turnbull 2000; Abedi & Brecht, ICPE 2017; Laaber, Scheuner & Leitner, EMSE 24, 2019 |
 //! | [`holm`] | Holm step-down adjusted p-values for the family of compared metrics | Holm 1979 |
 //! | [`serial`] | lag-1 autocorrelation (raw and rank), AR(1) block length, Ljung–Box on ranks | Box, Jenkins & Reinsel; Bartels 1982; Ljung & Box 1978 |
 //! | [`warmup`] | MSER-5 warm-up truncation | White 1997; White, Cobb & Spratt 2000 |
@@ -26,6 +27,7 @@ pub mod bootstrap;
 pub mod holm;
 pub mod interval;
 pub mod mann_whitney;
+pub mod paired;
 pub mod quantile;
 pub mod rng;
 pub mod runlevel;
@@ -38,6 +40,7 @@ pub use bootstrap::{block_length, percentile_interval, resample_blocks, SortedRe
 pub use holm::holm_adjust;
 pub use interval::{mean_sd, prediction_interval, robust_spread, t_quantile, t_sf, PredictionInterval};
 pub use mann_whitney::{mann_whitney_u, MannWhitney};
+pub use paired::{further_rounds, look, next, Look, Next, Plan, MIN_ROUNDS};
 pub use quantile::{harrell_davis, median, type7_quantile, HdWeights};
 pub use rng::Rng;
 pub use serial::{dependent_block_length, lag1_autocorrelation, rank_lag1_autocorrelation, rank_ljung_box, LjungBox};
