@@ -24,8 +24,8 @@ pub mod comparison;
 pub mod gate;
 pub mod late_rank;
 pub mod metric_state;
-pub mod paired;
 pub mod mitigation;
+pub mod paired;
 pub use commgate_core::vocab;
 
 pub use gate::FailOn;

@@ -51,9 +51,8 @@ pub fn standing(rounds: &[Round], plan: Plan, delta: f64) -> Standing {
         .map(|&metric| {
             let values: Option<Vec<f64>> = rounds.iter().map(|r| r.of(metric)).collect();
             let look = values.and_then(|v| look(&v, plan));
-            let state = look.map_or(State::Inconclusive, |l| {
-                four_states(l.p_slower, l.p_faster, l.ci, delta, l.one_sided_alpha())
-            });
+            let state = look
+                .map_or(State::Inconclusive, |l| four_states(l.p_slower, l.p_faster, l.ci, delta, l.one_sided_alpha()));
             MetricLook { metric, look, state }
         })
         .collect();
