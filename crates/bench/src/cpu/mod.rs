@@ -70,9 +70,9 @@ impl CpuBackend {
     }
 
     /// [`CpuBackend::open`] with NCCL's buffer size (`NCCL_BUFFSIZE`, bytes): the all-reduce then
-    /// moves the payload in NCCL's loops ([`ring::loop_elements`]), one ring pass per loop with
-    /// its own steps, so a smaller buffer costs more synchronised steps, as on a GPU. Without
-    /// it each rank's chunk moves in one piece.
+    /// moves the payload in NCCL's loops (half the buffer per rank per loop), one ring pass per
+    /// loop with its own steps, so a smaller buffer costs more synchronised steps, as on a GPU.
+    /// Without it each rank's chunk moves in one piece.
     pub fn open_with(
         plan: &Plan,
         launch: Option<&Launch>,
