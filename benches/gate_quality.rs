@@ -108,7 +108,7 @@ use commgate_testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel, 
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{print_grid, print_table, rate, Line, Target};
+use targets::{env_number, print_grid, print_table, rate, Line, Target};
 
 const A_A_SIZES: [usize; 4] = [30, 50, 100, 200];
 const BASELINE_RUNS: usize = 10;
@@ -1250,13 +1250,6 @@ impl Runner {
         let Some(id) = self.next(&cell.label()) else { return FamilyTally::default() };
         let opts = &self.opts;
         run_trials(self.trials, self.threads, |i| family_trial(&cell, id, i, opts), FamilyTally::add)
-    }
-}
-
-fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box<dyn Error>> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().map_err(|_| format!("{name}={v:?} is not a positive whole number").into()),
-        Err(_) => Ok(default),
     }
 }
 

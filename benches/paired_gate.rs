@@ -69,7 +69,7 @@ use commgate_stats::rng::Rng;
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{print_grid, print_table, rate, Line, Target};
+use targets::{env_number, print_grid, print_table, rate, Line, Target};
 
 /// δ, the production default `min_effect`.
 const DELTA: f64 = 0.03;
@@ -407,13 +407,6 @@ fn run_trials(trials: usize, threads: usize, one: impl Fn(u64) -> Tally + Sync) 
         }
     });
     total
-}
-
-fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box<dyn Error>> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().map_err(|_| format!("{name}={v:?} is not a positive whole number").into()),
-        Err(_) => Ok(default),
-    }
 }
 
 fn main() -> ExitCode {

@@ -144,3 +144,12 @@ pub fn print_grid(header: &[String], rows: &[Vec<String>]) {
         line(r);
     }
 }
+
+/// The bench's setting `name` from the environment (`COMMGATE_GATE_TRIALS=200`), else `default`;
+/// a value that does not parse is an error naming it.
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box<dyn std::error::Error>> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().map_err(|_| format!("{name}={v:?} is not a positive whole number").into()),
+        Err(_) => Ok(default),
+    }
+}
