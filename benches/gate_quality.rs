@@ -108,7 +108,7 @@ use commgate_testkit::simulate::{synthetic_run_with_spread, Effect, NoiseModel, 
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{env_number, print_grid, print_table, rate, Line, Target};
+use targets::{env_number, print_grid, print_table, rate, run_trials, Line, Target};
 
 const A_A_SIZES: [usize; 4] = [30, 50, 100, 200];
 const BASELINE_RUNS: usize = 10;
@@ -394,34 +394,6 @@ fn times_named(t: &Tally, cause: StepCause) -> usize {
 /// All trials of one cell, split over `threads` scoped threads.
 fn run_cell(cell: &Cell, cell_id: u64, trials: usize, threads: usize, opts: &CompareOptions) -> Tally {
     run_trials(trials, threads, |i| trial(cell, cell_id, i, opts), Tally::add)
-}
-
-/// Trials `0..trials` of `one`, split over `threads` scoped threads and summed with `add`.
-fn run_trials<T: Default + Send>(
-    trials: usize,
-    threads: usize,
-    one: impl Fn(u64) -> T + Sync,
-    add: fn(&mut T, T),
-) -> T {
-    let mut total = T::default();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let one = &one;
-                s.spawn(move || {
-                    let mut tally = T::default();
-                    for i in (t..trials).step_by(threads) {
-                        add(&mut tally, one(i as u64));
-                    }
-                    tally
-                })
-            })
-            .collect();
-        for h in handles {
-            add(&mut total, h.join().expect("a trial thread panicked"));
-        }
-    });
-    total
 }
 
 /// Workloads judged together in a several-workloads cell.

@@ -69,7 +69,7 @@ use commgate_stats::rng::Rng;
 
 #[path = "support/targets.rs"]
 mod targets;
-use targets::{env_number, print_grid, print_table, rate, Line, Target};
+use targets::{env_number, print_grid, print_table, rate, run_trials, Line, Target};
 
 /// δ, the production default `min_effect`.
 const DELTA: f64 = 0.03;
@@ -386,29 +386,6 @@ fn stored_trial(cell: &Cell, trial: u64) -> Tally {
     tally
 }
 
-/// Trials `0..trials` of `one`, split over `threads` scoped threads and summed.
-fn run_trials(trials: usize, threads: usize, one: impl Fn(u64) -> Tally + Sync) -> Tally {
-    let mut total = Tally::default();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let one = &one;
-                s.spawn(move || {
-                    let mut tally = Tally::default();
-                    for i in (t..trials).step_by(threads) {
-                        tally.add(one(i as u64));
-                    }
-                    tally
-                })
-            })
-            .collect();
-        for h in handles {
-            total.add(h.join().expect("a trial thread panicked"));
-        }
-    });
-    total
-}
-
 fn main() -> ExitCode {
     match bench() {
         Ok(()) => ExitCode::SUCCESS,
@@ -455,11 +432,11 @@ fn bench() -> Result<(), Box<dyn Error>> {
         let section = Instant::now();
         let paired = |effect: f64, max_rounds: usize| {
             let cell = Cell { family, effect, max_rounds };
-            run_trials(trials, threads, |i| paired_trial(&cell, i))
+            run_trials(trials, threads, |i| paired_trial(&cell, i), Tally::add)
         };
         let stored = |effect: f64| {
             let cell = Cell { family, effect, max_rounds: 1 };
-            run_trials(trials, threads, |i| stored_trial(&cell, i))
+            run_trials(trials, threads, |i| stored_trial(&cell, i), Tally::add)
         };
         let r = FamilyResult {
             family,

@@ -3,6 +3,8 @@
 
 // Each bench compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
+// A trial thread that panicked is the bench failing, with its message.
+#![allow(clippy::expect_used)]
 
 /// 95 % Wilson interval of `k` successes in `n` trials, as fractions.
 pub fn wilson(k: usize, n: usize) -> (f64, f64) {
@@ -152,4 +154,32 @@ pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Box
         Ok(v) => v.trim().parse().map_err(|_| format!("{name}={v:?} is not a positive whole number").into()),
         Err(_) => Ok(default),
     }
+}
+
+/// Trials `0..trials` of `one`, split over `threads` scoped threads and summed with `add`.
+pub fn run_trials<T: Default + Send>(
+    trials: usize,
+    threads: usize,
+    one: impl Fn(u64) -> T + Sync,
+    add: fn(&mut T, T),
+) -> T {
+    let mut total = T::default();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let one = &one;
+                s.spawn(move || {
+                    let mut tally = T::default();
+                    for i in (t..trials).step_by(threads) {
+                        add(&mut tally, one(i as u64));
+                    }
+                    tally
+                })
+            })
+            .collect();
+        for h in handles {
+            add(&mut total, h.join().expect("a trial thread panicked"));
+        }
+    });
+    total
 }
