@@ -287,6 +287,21 @@ pub struct CheckConfig {
     /// Text tables with every column.
     pub width: commgate_report::Width,
     pub output: Option<PathBuf>,
+    /// Stored baselines, or base and head in rounds (`--paired`, `[check] mode`).
+    pub mode: commgate_gate::check::Mode,
+    pub paired: PairedSettings,
+}
+
+/// The paired mode's settings (`[check]`; read in either mode, so a bad value is refused
+/// whichever runs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairedSettings {
+    pub max_rounds: usize,
+    pub budget_minutes: f64,
+    /// Run once in each arm's tree before its first round.
+    pub prepare: Option<String>,
+    /// Run in each arm's tree in every round, `{out}` its trace directory.
+    pub capture: Option<String>,
 }
 
 pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<String>) -> Result<CheckConfig> {
@@ -303,6 +318,21 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
     }
     let runs = if args.result.is_empty() { runs } else { 1 };
     let savings_arg = args.settings.fail_on_savings_ms;
+    let paired = PairedSettings {
+        max_rounds: file.value(&specs.max_rounds, args.settings.max_rounds, file.check.max_rounds)?,
+        budget_minutes: file.value(&specs.budget_minutes, args.settings.budget_minutes, file.check.budget_minutes)?,
+        prepare: file
+            .setting(&specs.prepare, args.settings.prepare.clone(), file.check.prepare.clone())?
+            .map(|s| s.value),
+        capture: file
+            .setting(&specs.capture, args.settings.capture.clone(), file.check.capture.clone())?
+            .map(|s| s.value),
+    };
+    let mode = if args.paired {
+        commgate_gate::check::Mode::Paired
+    } else {
+        specs.mode.or_default(args.settings.mode.or(file.check.mode))
+    };
     let c = args.settings.or(&file.check);
     let fail_on = specs.fail_on.or_default(c.fail_on);
     let comment = specs.comment.or_default(c.comment);
@@ -350,6 +380,8 @@ pub fn check(args: CheckArgs, file: &FileConfig, env: impl Fn(&str) -> Option<St
         comment,
         format,
         output: c.output,
+        mode,
+        paired,
     })
 }
 

@@ -245,6 +245,11 @@ pub struct CheckArgs {
     #[arg(long)]
     pub wide: bool,
 
+    /// Measure the base commit and the working tree in alternating rounds on this runner and
+    /// judge head against base (--mode paired; docs/gate.md, "Paired mode").
+    #[arg(long, conflicts_with_all = ["mode", "result", "traces"])]
+    pub paired: bool,
+
     #[command(flatten)]
     pub settings: CheckSection,
 

@@ -29,6 +29,7 @@ use commgate_bench::sizes;
 use commgate_bench::Dtype;
 use commgate_gate::baseline::history::MAX_HISTORY;
 use commgate_gate::baseline::{DEFAULT_HISTORY_KEEP, DEFAULT_KEEP};
+use commgate_gate::check::{paired, Mode};
 use commgate_gate::compare::CompareOptions;
 use commgate_gate::decide::mitigation::Thresholds;
 use commgate_gate::decide::FailOn;
@@ -228,6 +229,32 @@ section! {
         /// (or 0 without them). Needs --traces.
         #[arg(long, env = "COMMGATE_FAIL_ON_SAVINGS_MS", hide_env_values = true, value_name = "MS")]
         pub fail_on_savings_ms: f64 => milliseconds,
+
+        /// How the gate measures: stored (this run against the baselines stored in the
+        /// repository) or paired (the base commit and the working tree measured in alternating
+        /// rounds on this runner, in the same job; --paired).
+        #[arg(long, value_enum, env = "COMMGATE_MODE", hide_env_values = true)]
+        pub mode: Mode = Mode::Stored,
+
+        /// Paired mode: the most rounds (3 to 100; default 10). Each round benchmarks both arms.
+        #[arg(long, env = "COMMGATE_MAX_ROUNDS", hide_env_values = true, value_name = "N")]
+        pub max_rounds: usize = paired::DEFAULT_MAX_ROUNDS => paired::max_rounds,
+
+        /// Paired mode: stop undecided (collect_more_evidence) once this many minutes have
+        /// passed, after the round under way (default 20; at most 1440).
+        #[arg(long, env = "COMMGATE_BUDGET_MINUTES", hide_env_values = true, value_name = "MINUTES")]
+        pub budget_minutes: f64 = paired::DEFAULT_BUDGET_MINUTES => paired::budget_minutes,
+
+        /// Paired mode: a shell command run once in each arm's tree before its first round
+        /// (e.g. `uv sync --frozen`, so each arm gets the libraries of its own lock file).
+        #[arg(long, value_name = "CMD")]
+        pub prepare: String => paired::prepare,
+
+        /// Paired mode: a shell command that captures the arm's own training step in every
+        /// round, run in the arm's tree; `{out}` is replaced by the directory its traces go to
+        /// (e.g. `torchrun --nproc-per-node 8 train.py --steps 30 --profile-dir {out}`).
+        #[arg(long, value_name = "CMD")]
+        pub capture: String => paired::capture,
 
         /// Retired: traces are judged statistically against the stored trace runs. Read only to
         /// say so when a settings file still sets it.

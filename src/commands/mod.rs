@@ -58,7 +58,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Attribute(args) => attribute::run(args, &file),
         Command::Compare(args) => compare::run(args, &file),
         Command::Bench(args) => bench::run(args, &file),
-        Command::Check(args) => check::run(*args, &file, base.as_ref(), &config_path),
+        Command::Check(args) => check::run(*args, &file, base.as_ref(), &config_path, cli.config.is_some()),
         Command::Comment(args) => comment::run(args),
         Command::Init(args) => init::run(&args),
         Command::Completions(args) => crate::cli::shell::completions(&args),
@@ -75,7 +75,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
 fn may_run_cuda(command: &Command) -> bool {
     let (flags, judges_results) = match command {
         Command::Bench(args) => (&args.flags, false),
-        Command::Check(args) => (&args.bench, !args.result.is_empty()),
+        // A paired check runs each arm's benchmark as a process of its own, which readies them.
+        Command::Check(args) => (&args.bench, !args.result.is_empty() || args.paired),
         _ => return false,
     };
     !judges_results && !matches!(flags.settings.backend, Some(BackendChoice::Cpu | BackendChoice::Mock))

@@ -76,9 +76,60 @@ pub const MOCK_FAULT: EnvOnly = EnvOnly {
 pub const ENV_ONLY: [EnvOnly; 7] =
     [COMMENT_AUTHOR, CUDA_GATE, MOCK_FAULT, NCCL_LINK_DIR, NCCL_TUNING_LOG, RENDEZVOUS_BIND, RENDEZVOUS_SECRET];
 
+/// Variables never handed to a process commgate starts for a pull request's code (a paired
+/// check's `prepare`, `capture` and benchmark arms): the job's files that later steps trust
+/// (`GITHUB_ENV`, `GITHUB_OUTPUT`, `GITHUB_PATH`, `GITHUB_STATE`, `GITHUB_STEP_SUMMARY`), the
+/// runner's service endpoints, and every name that looks like a credential (it contains
+/// `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL` or `API_KEY`, or ends in `_KEY`; any
+/// case), plus `SSH_AUTH_SOCK`.
+pub fn withheld_from_children(name: &str) -> bool {
+    const NAMES: [&str; 10] = [
+        "GITHUB_ENV",
+        "GITHUB_OUTPUT",
+        "GITHUB_PATH",
+        "GITHUB_STATE",
+        "GITHUB_STEP_SUMMARY",
+        "ACTIONS_RUNTIME_URL",
+        "ACTIONS_ID_TOKEN_REQUEST_URL",
+        "ACTIONS_CACHE_URL",
+        "ACTIONS_RESULTS_URL",
+        "SSH_AUTH_SOCK",
+    ];
+    const WORDS: [&str; 5] = ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
+    let upper = name.to_ascii_uppercase();
+    NAMES.contains(&upper.as_str())
+        || WORDS.iter().any(|w| upper.contains(w))
+        || upper.contains("API_KEY")
+        || upper.ends_with("_KEY")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_and_the_jobs_files_are_withheld_from_children() {
+        for name in [
+            "GITHUB_TOKEN",
+            "github_token",
+            "ACTIONS_RUNTIME_TOKEN",
+            "COMMGATE_RENDEZVOUS_SECRET",
+            "AWS_SECRET_ACCESS_KEY",
+            "WANDB_API_KEY",
+            "HF_TOKEN",
+            "GITHUB_ENV",
+            "GITHUB_STEP_SUMMARY",
+            "DB_PASSWORD",
+            "SSH_AUTH_SOCK",
+            "MY_SIGNING_KEY",
+        ] {
+            assert!(withheld_from_children(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "LD_LIBRARY_PATH", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "GITHUB_SHA", "KEYBOARD"]
+        {
+            assert!(!withheld_from_children(name), "{name}");
+        }
+    }
 
     #[test]
     fn names_are_unique_sorted_and_prefixed() {

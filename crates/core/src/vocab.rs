@@ -96,6 +96,9 @@ pub enum ErrorKind {
     BaselineInvalid,
     /// `--traces` were given and could not be read.
     TracesUnreadable,
+    /// A paired check could not measure one of its arms: the base commit could not be
+    /// materialised, or an arm's `prepare`, `capture` or benchmark failed or timed out.
+    ArmFailed,
 }
 
 impl ErrorKind {
@@ -106,6 +109,7 @@ impl ErrorKind {
             ErrorKind::BaselinesMissing => "baselines_missing",
             ErrorKind::BaselineInvalid => "baseline_invalid",
             ErrorKind::TracesUnreadable => "traces_unreadable",
+            ErrorKind::ArmFailed => "arm_failed",
         }
     }
 
@@ -117,6 +121,7 @@ impl ErrorKind {
             ErrorKind::BaselinesMissing => "the baselines directory does not exist",
             ErrorKind::BaselineInvalid => "the baseline file cannot be used",
             ErrorKind::TracesUnreadable => "the traces could not be read",
+            ErrorKind::ArmFailed => "an arm of the paired check could not be measured",
         }
     }
 }

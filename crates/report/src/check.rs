@@ -559,6 +559,7 @@ pub(super) mod tests {
             .map(|i| CommEvent::new(&format!("{i}_{}", "x".repeat(name_len)), 1.0 + i as f64, 1024.0, 0.5))
             .collect();
         CheckReport {
+            paired: None,
             job: None,
             bench_ceiling: None,
             balance: None,

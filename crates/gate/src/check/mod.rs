@@ -29,6 +29,18 @@ pub use several::{TrendPoint, WorkloadReport};
 /// The report embeds a result (`bench`), so it shares the result file's version.
 pub const SCHEMA_VERSION: u32 = commgate_core::result::SCHEMA_VERSION;
 
+/// How `check` measures the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// One run of the working tree against the baselines stored in the repository.
+    #[default]
+    Stored,
+    /// The base commit and the working tree measured in alternating rounds on this runner, in
+    /// the same job (`check --paired`).
+    Paired,
+}
+
 /// Settings of the gate beyond the benchmark's (resolved by `config`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckOptions {
@@ -138,6 +150,10 @@ pub struct CheckReport {
     /// gave a what-if.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance: Option<Balance>,
+    /// The paired measurement (`check --paired`): base and head measured in rounds on this
+    /// runner, every round kept. The verdict is then the paired sequence's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<paired::PairedReport>,
 }
 
 /// Which commit a report judged and the job run that wrote it, each checked before it is kept:
@@ -291,6 +307,7 @@ pub fn evaluate_runs_with(
     let (bench, comparison) = first.map_or((None, None), |g| (Some(g.result), g.comparison));
     let bench_ceiling = bench.as_ref().and_then(|b| crate::baseline::ceiling::for_bench(&opts.baselines, b));
     Ok(CheckReport {
+        paired: None,
         job: None,
         bench_ceiling,
         schema_version: SCHEMA_VERSION,
@@ -489,7 +506,7 @@ fn warn_if_stored(stored: &[RunResult], current: &[RunResult], shown: &Path) {
 }
 
 /// The baseline reference of a report with no result: the store directory.
-fn no_store(opts: &CheckOptions) -> BaselineRef {
+pub(crate) fn no_store(opts: &CheckOptions) -> BaselineRef {
     BaselineRef { path: opts.baselines.display().to_string(), exists: false, runs: 0, fingerprint_match: false }
 }
 
@@ -542,6 +559,7 @@ pub fn not_started(error: EvaluationError, opts: &CheckOptions) -> CheckReport {
         job: None,
         bench_ceiling: None,
         balance: None,
+        paired: None,
         schema_version: SCHEMA_VERSION,
         error: Some(error),
         verdict: v.decision,
@@ -655,7 +673,10 @@ pub fn load_report(path: &Path) -> Result<CheckReport, FileError> {
 pub fn consistent(r: &CheckReport) -> Result<(), String> {
     let comparisons = r.comparison.iter().chain(r.workloads.iter().filter_map(|w| w.comparison.as_ref()));
     let errors = r.error.iter().chain(r.workloads.iter().filter_map(|w| w.error.as_ref()));
-    match gate::contradiction(r.verdict, r.blocking, errors, comparisons, r.trace_comparison.as_ref()) {
+    let paired = r.paired.as_ref().and_then(|p| p.contradiction(r.verdict, r.blocking));
+    match paired
+        .or_else(|| gate::contradiction(r.verdict, r.blocking, errors, comparisons, r.trace_comparison.as_ref()))
+    {
         Some(why) => Err(why),
         None => Ok(()),
     }

@@ -1,7 +1,8 @@
 //! The evidence of a paired measurement: rounds of the base arm and the head arm measured one
 //! after the other on this runner, in an order drawn at random each round (so neither arm is
 //! always first, after a warm cache or into a slow minute), until the rules of
-//! [`crate::decide::paired`] stop the sequence or the plan's last round is done.
+//! [`crate::decide::paired`] stop the sequence, the plan's last round is done or the time
+//! budget ends; and the report's `paired` section made of it.
 //!
 //! How an arm is measured is the caller's (`run`: a benchmark process in the arm's tree, a mock
 //! in tests); this module only orders, reduces and asks. A run that fails, or two runs that
@@ -10,14 +11,76 @@
 
 use std::fmt;
 
-use crate::compare::paired::{round, Round};
-use crate::decide::paired::{standing, Standing};
+use serde::{Deserialize, Serialize};
+
+use super::{no_store, CheckOptions, CheckReport, SCHEMA_VERSION};
+use crate::compare::paired::{round, ArmMedians, Round};
+use crate::compare::State;
+use crate::decide::paired::{standing, Budget, Plans, Standing};
+use crate::decide::{Decision, ErrorKind, EvaluationError, Verdict};
 use commgate_core::result::RunResult;
-use commgate_stats::paired::{Next, Plan};
+use commgate_stats::paired::Next;
 use commgate_stats::rng::Rng;
 
+/// Rounds a paired check may run at most by default: at one to two minutes a round on GPUs, a
+/// CI job's worth.
+pub const DEFAULT_MAX_ROUNDS: usize = 10;
+
+/// The most rounds a paired check may be asked for.
+pub const MAX_ROUNDS: usize = 100;
+
+/// Minutes a paired check may run by default before it stops undecided.
+pub const DEFAULT_BUDGET_MINUTES: f64 = 20.0;
+
+/// `[check] max_rounds`: from the first look's rounds up to [`MAX_ROUNDS`].
+pub fn max_rounds(value: &usize) -> Result<(), String> {
+    let first = commgate_stats::paired::MIN_ROUNDS;
+    if (first..=MAX_ROUNDS).contains(value) {
+        Ok(())
+    } else {
+        Err(format!(
+            "give {first} to {MAX_ROUNDS} rounds (the first look is after {first}; default {DEFAULT_MAX_ROUNDS})"
+        ))
+    }
+}
+
+/// `[check] budget_minutes`: more than 0, at most a day.
+pub fn budget_minutes(value: &f64) -> Result<(), String> {
+    if value.is_finite() && *value > 0.0 && *value <= 1440.0 {
+        Ok(())
+    } else {
+        Err(format!("give more than 0 and at most 1440 minutes (default {DEFAULT_BUDGET_MINUTES})"))
+    }
+}
+
+/// `[check] prepare`: one shell command line of at most 4096 bytes.
+pub fn prepare(value: &String) -> Result<(), String> {
+    command_line(value)
+}
+
+/// `[check] capture`: as `prepare`, and it must name `{out}`, the directory its traces go to.
+pub fn capture(value: &String) -> Result<(), String> {
+    command_line(value)?;
+    if value.contains("{out}") {
+        Ok(())
+    } else {
+        Err("it must contain {out}, replaced by the directory the arm's traces are to be written to".to_string())
+    }
+}
+
+fn command_line(value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        Err("it is empty: give a shell command, or remove the key".to_string())
+    } else if value.len() > 4096 || value.contains('\0') {
+        Err("give one shell command of at most 4096 bytes, without NUL bytes".to_string())
+    } else {
+        Ok(())
+    }
+}
+
 /// One side of the comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Arm {
     /// The pull request's base commit.
     Base,
@@ -48,12 +111,14 @@ pub struct PairedEvidence {
     pub standing: Standing,
 }
 
-/// Why the sequence could not go on: the round (1-based), the arm when one is to blame, and what.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why the sequence could not go on: the round (1-based), the arm when one is to blame, and
+/// what; with the rounds finished before it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct PairedError {
     pub round: usize,
     pub arm: Option<Arm>,
     pub message: String,
+    pub done: Vec<RoundRecord>,
 }
 
 impl fmt::Display for PairedError {
@@ -65,12 +130,14 @@ impl fmt::Display for PairedError {
     }
 }
 
-/// Runs rounds under `plan` until the rules stop them (δ the smallest change worth acting on),
-/// each round's order drawn from `seed`. `run(arm, round)` measures one arm once.
+/// Runs rounds under `plans` until the rules stop them (δ the smallest change worth acting on),
+/// each round's order drawn from `seed`. `run(arm, round)` measures one arm once; `time_up()`
+/// is asked after each round (true: the time budget has ended, stop undecided).
 pub fn measure_rounds(
-    plan: Plan,
+    plans: Plans,
     delta: f64,
     seed: u64,
+    mut time_up: impl FnMut() -> bool,
     mut run: impl FnMut(Arm, usize) -> Result<RunResult, String>,
 ) -> Result<PairedEvidence, PairedError> {
     let mut rng = Rng::new(seed);
@@ -79,26 +146,252 @@ pub fn measure_rounds(
         let number = records.len() + 1;
         let first = if rng.below(2) == 0 { Arm::Base } else { Arm::Head };
         let second = if first == Arm::Base { Arm::Head } else { Arm::Base };
-        let measure = |arm: Arm, run: &mut dyn FnMut(Arm, usize) -> Result<RunResult, String>| {
-            run(arm, number).map_err(|message| PairedError { round: number, arm: Some(arm), message })
+        let mut measure = |arm: Arm, records: &[RoundRecord]| {
+            run(arm, number).map_err(|message| PairedError {
+                round: number,
+                arm: Some(arm),
+                message,
+                done: records.to_vec(),
+            })
         };
-        let a = measure(first, &mut run)?;
-        let b = measure(second, &mut run)?;
+        let a = measure(first, &records)?;
+        let b = measure(second, &records)?;
         let (base, head) = if first == Arm::Base { (a, b) } else { (b, a) };
-        let round = round(&base, &head).map_err(|message| PairedError { round: number, arm: None, message })?;
+        let round = round(&base, &head).map_err(|message| PairedError {
+            round: number,
+            arm: None,
+            message,
+            done: records.clone(),
+        })?;
         records.push(RoundRecord { first, round });
         let rounds: Vec<Round> = records.iter().map(|r| r.round.clone()).collect();
-        let now = standing(&rounds, plan, delta);
+        let budget = if time_up() { Budget::TimeSpent } else { Budget::Left };
+        let now = standing(&rounds, plans, delta, budget);
         if now.next != Next::AnotherRound {
             return Ok(PairedEvidence { rounds: records, standing: now });
         }
     }
 }
 
+/// How the sequence was set up: what the report says it compared, and under which plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedSetup {
+    /// The base commit's SHA.
+    pub base: String,
+    /// The family's two-sided α over every metric and look.
+    pub alpha: f64,
+    /// The smallest relative change worth acting on.
+    pub delta: f64,
+    pub max_rounds: usize,
+    pub budget_minutes: f64,
+    /// The seed of each round's order.
+    pub seed: u64,
+    /// The command run once in each arm's tree before its first round, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<String>,
+    /// The command run in each arm's tree before its benchmark in every round, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<String>,
+}
+
+/// How the sequence ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// A look settled it: `accept` or a confirmed regression.
+    Decided,
+    /// The plan's last round was done undecided.
+    MaxRounds,
+    /// The time budget ended undecided.
+    TimeBudget,
+    /// An arm could not be measured (the report's `error`).
+    Failed,
+}
+
+/// One round in the report: which arm ran first, each metric's ratio head / base (`null` where
+/// undefined), and each schedule's medians.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedRound {
+    pub round: usize,
+    pub first: Arm,
+    pub ratios: Vec<MetricRatio>,
+    pub medians: Vec<ArmMedians>,
+}
+
+/// A metric's ratio head / base in one round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricRatio {
+    pub metric: String,
+    pub ratio: Option<f64>,
+}
+
+/// A metric after the last round: its state, the ratio over the rounds (`exp` of the mean log
+/// ratio), its interval at the level the last look spent, the one-sided p-values, and the
+/// smallest change the rounds can show. The figures are absent before the first look.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedMetricReport {
+    pub metric: String,
+    pub state: State,
+    pub ratio: Option<f64>,
+    pub ci: Option<[f64; 2]>,
+    /// The two-sided level this look spent (`1 − level` is the interval's confidence).
+    pub level_spent: Option<f64>,
+    pub p_slower: Option<f64>,
+    pub p_faster: Option<f64>,
+    pub mde: Option<f64>,
+}
+
+/// The `paired` section of a check report: the setup, every round, and every metric's standing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedReport {
+    pub setup: PairedSetup,
+    pub stop: Stop,
+    /// Wall time of the whole sequence (prepare included), seconds.
+    pub elapsed_s: f64,
+    pub rounds: Vec<PairedRound>,
+    pub metrics: Vec<PairedMetricReport>,
+}
+
+impl PairedReport {
+    /// "head vs base on this runner, 6 rounds, interleaved".
+    pub fn compared(&self) -> String {
+        let n = self.rounds.len();
+        format!("head vs base on this runner, {n} round{}, interleaved", if n == 1 { "" } else { "s" })
+    }
+
+    /// Whether the metrics' states contradict the verdict (a report read back from a file):
+    /// `Err` names the first contradiction.
+    pub fn contradiction(&self, verdict: Decision, blocking: bool) -> Option<String> {
+        let regressed = self.metrics.iter().find(|m| m.state == State::Regressed);
+        if let Some(m) = regressed.filter(|_| !(verdict == Decision::Tune && blocking)) {
+            return Some(format!("its paired {} is regressed but the verdict is not a blocking `tune`", m.metric));
+        }
+        let primary = self.metrics.first().map(|m| m.state);
+        if verdict == Decision::Accept && !matches!(primary, Some(State::Unchanged | State::Improved)) {
+            return Some("its verdict is `accept` but its paired primary metric is not settled".to_string());
+        }
+        None
+    }
+}
+
+fn rounds_of(records: &[RoundRecord]) -> Vec<PairedRound> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| PairedRound {
+            round: i + 1,
+            first: r.first,
+            ratios: r
+                .round
+                .log_ratios
+                .iter()
+                .map(|(m, v)| MetricRatio { metric: m.label(), ratio: v.map(f64::exp) })
+                .collect(),
+            medians: r.round.medians.clone(),
+        })
+        .collect()
+}
+
+fn metrics_of(standing: Option<&Standing>) -> Vec<PairedMetricReport> {
+    let Some(s) = standing else { return Vec::new() };
+    s.metrics
+        .iter()
+        .map(|m| PairedMetricReport {
+            metric: m.metric.label(),
+            state: m.state,
+            ratio: m.look.map(|l| l.ratio),
+            ci: m.look.map(|l| l.ci),
+            level_spent: m.look.map(|l| l.spent),
+            p_slower: m.look.map(|l| l.p_slower),
+            p_faster: m.look.map(|l| l.p_faster),
+            mde: m.look.map(|l| l.mde),
+        })
+        .collect()
+}
+
+/// The check report of a paired sequence that ran to its end; `head` is the head arm's last
+/// run (the report's `bench`: what the runner measured).
+pub fn report(
+    evidence: PairedEvidence,
+    setup: PairedSetup,
+    elapsed_s: f64,
+    head: Option<RunResult>,
+    opts: &CheckOptions,
+) -> CheckReport {
+    let stop = match evidence.standing.next {
+        Next::Stop => Stop::Decided,
+        _ if evidence.rounds.len() >= setup.max_rounds => Stop::MaxRounds,
+        _ => Stop::TimeBudget,
+    };
+    let verdict = evidence.standing.verdict.clone().unwrap_or_else(|| {
+        Verdict::because(Decision::CollectMoreEvidence, "the rounds stopped before a look".to_string())
+    });
+    let paired = PairedReport {
+        stop,
+        elapsed_s,
+        rounds: rounds_of(&evidence.rounds),
+        metrics: metrics_of(Some(&evidence.standing)),
+        setup,
+    };
+    let mut reasons = verdict.reasons;
+    reasons.insert(0, paired.compared());
+    build(None, verdict.decision, verdict.blocking, reasons, paired, head, opts)
+}
+
+/// The check report of a paired sequence that could not go on: exit 2, naming the round, the
+/// arm and the step; the rounds done before it are kept.
+pub fn failed(error: &PairedError, setup: PairedSetup, elapsed_s: f64, opts: &CheckOptions) -> CheckReport {
+    failed_with(EvaluationError::new(ErrorKind::ArmFailed, error.to_string()), &error.done, setup, elapsed_s, opts)
+}
+
+/// The check report of a paired check that failed before or between rounds (`done`: the rounds
+/// finished before it).
+pub fn failed_with(
+    error: EvaluationError,
+    done: &[RoundRecord],
+    setup: PairedSetup,
+    elapsed_s: f64,
+    opts: &CheckOptions,
+) -> CheckReport {
+    let paired = PairedReport { stop: Stop::Failed, elapsed_s, rounds: rounds_of(done), metrics: Vec::new(), setup };
+    let reasons = vec![format!("could not evaluate: {}", error.message)];
+    build(Some(error), Decision::CollectMoreEvidence, false, reasons, paired, None, opts)
+}
+
+fn build(
+    error: Option<EvaluationError>,
+    verdict: Decision,
+    blocking: bool,
+    reasons: Vec<String>,
+    paired: PairedReport,
+    head: Option<RunResult>,
+    opts: &CheckOptions,
+) -> CheckReport {
+    CheckReport {
+        schema_version: SCHEMA_VERSION,
+        error,
+        verdict,
+        blocking,
+        reasons,
+        fail_on: opts.fail_on,
+        bench: head,
+        comparison: None,
+        attribution: None,
+        trace_comparison: None,
+        baseline: no_store(opts),
+        base: opts.base.clone(),
+        workloads: Vec::new(),
+        job: None,
+        bench_ceiling: None,
+        balance: None,
+        paired: Some(paired),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::paired::metric_plan;
+    use crate::decide::paired::{Plans, ALPHA};
     use commgate_core::vocab::Decision;
 
     fn run(scale: f64) -> RunResult {
@@ -107,12 +400,18 @@ mod tests {
 
     #[test]
     fn identical_arms_are_accepted_at_the_first_look() {
-        let plan = metric_plan(10, 0.01).expect("plan");
+        let plan = Plans::new(10, ALPHA).expect("plan");
         let mut calls = Vec::new();
-        let e = measure_rounds(plan, 0.03, 7, |arm, n| {
-            calls.push((arm, n));
-            Ok(run(1.0))
-        })
+        let e = measure_rounds(
+            plan,
+            0.03,
+            7,
+            || false,
+            |arm, n| {
+                calls.push((arm, n));
+                Ok(run(1.0))
+            },
+        )
         .expect("measured");
         assert_eq!(e.rounds.len(), 3, "the first look decides");
         assert_eq!(e.standing.verdict.as_ref().map(|v| v.decision), Some(Decision::Accept));
@@ -125,34 +424,50 @@ mod tests {
 
     #[test]
     fn the_order_is_drawn_each_round() {
-        let plan = metric_plan(30, 0.01).expect("plan");
+        let plan = Plans::new(30, ALPHA).expect("plan");
         // Noisy enough never to settle: both orders turn up over 30 rounds.
         let mut k = 0u32;
-        let e = measure_rounds(plan, 0.001, 3, |arm, _| {
-            k += 1;
-            let wobble = if k % 4 < 2 { 1.05 } else { 0.95 };
-            Ok(run(if arm == Arm::Head { wobble } else { 1.0 }))
-        })
+        let e = measure_rounds(
+            plan,
+            0.001,
+            3,
+            || false,
+            |arm, _| {
+                k += 1;
+                let wobble = if k % 4 < 2 { 1.05 } else { 0.95 };
+                Ok(run(if arm == Arm::Head { wobble } else { 1.0 }))
+            },
+        )
         .expect("measured");
         assert!(e.rounds.iter().any(|r| r.first == Arm::Base) && e.rounds.iter().any(|r| r.first == Arm::Head));
     }
 
     #[test]
     fn a_slower_head_blocks_and_a_failing_arm_is_named() {
-        let plan = metric_plan(10, 0.01).expect("plan");
-        let e = measure_rounds(plan, 0.03, 1, |arm, n| {
-            Ok(run(if arm == Arm::Head { 1.10 + 0.001 * n as f64 } else { 1.0 }))
-        })
+        let plan = Plans::new(10, ALPHA).expect("plan");
+        let e = measure_rounds(
+            plan,
+            0.03,
+            1,
+            || false,
+            |arm, n| Ok(run(if arm == Arm::Head { 1.10 + 0.001 * n as f64 } else { 1.0 })),
+        )
         .expect("measured");
         let v = e.standing.verdict.expect("stopped");
         assert!(v.blocking, "{v:?}");
-        let e = measure_rounds(plan, 0.03, 1, |arm, n| {
-            if arm == Arm::Base && n == 2 {
-                Err("the benchmark exited 2".to_string())
-            } else {
-                Ok(run(1.0))
-            }
-        })
+        let e = measure_rounds(
+            plan,
+            0.03,
+            1,
+            || false,
+            |arm, n| {
+                if arm == Arm::Base && n == 2 {
+                    Err("the benchmark exited 2".to_string())
+                } else {
+                    Ok(run(1.0))
+                }
+            },
+        )
         .unwrap_err();
         assert_eq!(e.to_string(), "round 2, the base arm: the benchmark exited 2");
     }

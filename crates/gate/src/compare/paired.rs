@@ -39,10 +39,20 @@ impl PairedMetric {
 }
 
 /// A round: each metric's log ratio head / base, `None` where it is undefined (an exposed time
-/// of zero or less in either run).
+/// of zero or less in either run), and the medians it was taken from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Round {
     pub log_ratios: Vec<(PairedMetric, Option<f64>)>,
+    /// Each schedule's median step time (ms) in the base run and the head run.
+    pub medians: Vec<ArmMedians>,
+}
+
+/// One schedule's median step time (ms) in each arm's run of a round.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ArmMedians {
+    pub schedule: Schedule,
+    pub base_ms: f64,
+    pub head_ms: f64,
 }
 
 impl Round {
@@ -118,7 +128,11 @@ pub fn round(base: &RunResult, head: &RunResult) -> Result<Round, String> {
             (metric, value.filter(|v| v.is_finite()))
         })
         .collect();
-    Ok(Round { log_ratios })
+    let medians = Schedule::ALL
+        .iter()
+        .filter_map(|&s| Some(ArmMedians { schedule: s, base_ms: at(&mb, s)?, head_ms: at(&mh, s)? }))
+        .collect();
+    Ok(Round { log_ratios, medians })
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! at the look's one-sided level), whether the sequence stops, and the verdict it stops with.
 //!
 //! **Several metrics, one family.** Every metric is looked at after every round, so the family's
-//! α is split evenly over them (Bonferroni) before it is spent over the looks: each metric's
-//! intervals then hold together with probability at least `1 − α`, whichever round the sequence
-//! stops at.
+//! α ([`ALPHA`]) is split over them before it is spent over the looks, by weighted Bonferroni:
+//! half to the primary metric (the overlap median, which alone can accept), the other half
+//! evenly over the four others (which can only block). Every metric's intervals then hold
+//! together with probability at least `1 − α`, whichever round the sequence stops at, and the
+//! metric that decides `accept` keeps the narrower interval.
 //!
 //! **When to stop, what to say.** Any metric confirmed regressed (its whole interval above
 //! `1 + δ`) stops with `tune`, blocking. Otherwise the primary metric (the overlap median)
@@ -19,7 +21,7 @@ use super::vocab::{Decision, Verdict};
 use crate::compare::paired::{PairedMetric, Round};
 use crate::compare::State;
 use commgate_core::units::{change, interval, pct};
-use commgate_stats::paired::{further_rounds, look, next, Look, Next, Plan};
+use commgate_stats::paired::{further_rounds, look, next, Look, Next, Plan, MIN_ROUNDS};
 
 /// One metric after a round: its look and the state the four-state rule reads from it; `None`
 /// before the first look or where the metric is undefined in a round so far.
@@ -39,18 +41,67 @@ pub struct Standing {
     pub verdict: Option<Verdict>,
 }
 
-/// Each metric's plan: the family's α split evenly over the metrics, spent over the looks.
-pub fn metric_plan(max_rounds: usize, alpha: f64) -> Option<Plan> {
-    Plan::new(max_rounds, alpha / PairedMetric::ALL.len() as f64)
+/// The paired family's two-sided α over all its metrics and looks: the stored comparison's
+/// metrics are judged at 0.01 against runs stored on other days; a paired round cancels the
+/// machine's state, and its false-block rate is measured in `docs/performance.md`.
+pub const ALPHA: f64 = 0.05;
+
+/// Each metric's share of the family's α: half to the primary, the rest evenly to the others.
+const PRIMARY_SHARE: f64 = 0.5;
+
+/// The plans of a paired sequence: the most rounds it may run, and each metric's α spent over
+/// its looks (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plans {
+    primary: Plan,
+    other: Plan,
+}
+
+impl Plans {
+    /// `None` unless `max_rounds ≥ MIN_ROUNDS` and `0 < alpha < 1`.
+    pub fn new(max_rounds: usize, alpha: f64) -> Option<Plans> {
+        let others = (PairedMetric::ALL.len() - 1) as f64;
+        Some(Plans {
+            primary: Plan::new(max_rounds, alpha * PRIMARY_SHARE)?,
+            other: Plan::new(max_rounds, alpha * (1.0 - PRIMARY_SHARE) / others)?,
+        })
+    }
+
+    /// The plan `metric` is looked at with.
+    pub fn of(self, metric: PairedMetric) -> Plan {
+        if metric == PairedMetric::ALL[0] {
+            self.primary
+        } else {
+            self.other
+        }
+    }
+
+    pub fn max_rounds(self) -> usize {
+        self.primary.max_rounds()
+    }
+
+    /// The family's α.
+    pub fn alpha(self) -> f64 {
+        self.primary.alpha() / PRIMARY_SHARE
+    }
+}
+
+/// Why a sequence that has not settled stops anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// Rounds may go on up to the plan's last.
+    Left,
+    /// The time budget ended: the rounds done are all there will be.
+    TimeSpent,
 }
 
 /// Where the sequence stands after `rounds` (δ the smallest change worth acting on).
-pub fn standing(rounds: &[Round], plan: Plan, delta: f64) -> Standing {
+pub fn standing(rounds: &[Round], plans: Plans, delta: f64, budget: Budget) -> Standing {
     let metrics: Vec<MetricLook> = PairedMetric::ALL
         .iter()
         .map(|&metric| {
             let values: Option<Vec<f64>> = rounds.iter().map(|r| r.of(metric)).collect();
-            let look = values.and_then(|v| look(&v, plan));
+            let look = values.and_then(|v| look(&v, plans.of(metric)));
             let state = look
                 .map_or(State::Inconclusive, |l| four_states(l.p_slower, l.p_faster, l.ci, delta, l.one_sided_alpha()));
             MetricLook { metric, look, state }
@@ -60,19 +111,32 @@ pub fn standing(rounds: &[Round], plan: Plan, delta: f64) -> Standing {
     let primary = metrics.first();
     let primary_settled = primary.is_some_and(|p| matches!(p.state, State::Unchanged | State::Improved));
     let settled = !regressed.is_empty() || primary_settled;
-    let step = next(settled, rounds.len(), plan);
+    let step = match next(settled, rounds.len(), plans.primary) {
+        Next::AnotherRound if budget == Budget::TimeSpent => Next::BudgetSpent,
+        step => step,
+    };
     let verdict = match step {
         Next::AnotherRound => None,
-        Next::Stop | Next::BudgetSpent => Some(verdict(&metrics, &regressed, rounds.len(), plan, delta)),
+        Next::Stop | Next::BudgetSpent => Some(verdict(&metrics, &regressed, rounds.len(), plans, delta, budget)),
     };
     Standing { metrics, next: step, verdict }
 }
 
 /// The verdict the sequence stops with (see the module doc).
-fn verdict(metrics: &[MetricLook], regressed: &[&MetricLook], rounds: usize, plan: Plan, delta: f64) -> Verdict {
+fn verdict(
+    metrics: &[MetricLook],
+    regressed: &[&MetricLook],
+    rounds: usize,
+    plans: Plans,
+    delta: f64,
+    budget: Budget,
+) -> Verdict {
     let said = |m: &MetricLook| match &m.look {
         Some(l) => format!("{} {} ({}) over {rounds} rounds", m.metric.label(), change(l.ratio), interval(l.ci)),
-        None => format!("{} not measured", m.metric.label()),
+        None if rounds < MIN_ROUNDS => {
+            format!("{} not judged (the first look is after {MIN_ROUNDS} rounds)", m.metric.label())
+        }
+        None => format!("{} not measured in every round", m.metric.label()),
     };
     if !regressed.is_empty() {
         let reasons = regressed.iter().map(|m| format!("head is slower than base: {}", said(m))).collect();
@@ -88,18 +152,26 @@ fn verdict(metrics: &[MetricLook], regressed: &[&MetricLook], rounds: usize, pla
         ),
         State::Improved => Verdict::because(Decision::Accept, format!("head is faster than base: {}", said(primary))),
         State::Regressed | State::Inconclusive => {
-            let more = primary.look.as_ref().and_then(|l| further_rounds(l, plan, delta));
-            let mde = primary.look.as_ref().map_or_else(|| "no look".to_string(), |l| format!("±{}", pct(l.mde)));
-            let projection = match more {
+            let ended = match budget {
+                Budget::Left => format!("undecided after {rounds} of {} rounds", plans.max_rounds()),
+                Budget::TimeSpent => format!("undecided when the time budget ended, after {rounds} rounds"),
+            };
+            let Some(l) = primary.look.as_ref() else {
+                return Verdict::because(
+                    Decision::CollectMoreEvidence,
+                    format!("{ended}: {}; give the check more time (--budget-minutes)", said(primary)),
+                );
+            };
+            let projection = match further_rounds(l, plans.of(primary.metric), delta) {
                 Some(n) => format!("; about {n} more rounds would decide it at this spread (a projection)"),
                 None => "; at this spread no number of rounds would (the change sits on ±δ)".to_string(),
             };
             Verdict::because(
                 Decision::CollectMoreEvidence,
                 format!(
-                    "undecided after {rounds} of {} rounds: {}; the smallest change these rounds can show is {mde}{projection}",
-                    plan.max_rounds(),
-                    said(primary)
+                    "{ended}: {}; the smallest change these rounds can show is ±{}{projection}",
+                    said(primary),
+                    pct(l.mde)
                 ),
             )
         }
@@ -113,7 +185,7 @@ mod tests {
 
     /// A round whose every metric moved by `ln_ratio`.
     fn round(ln_ratio: f64) -> Round {
-        Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(ln_ratio))).collect() }
+        Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(ln_ratio))).collect(), medians: Vec::new() }
     }
 
     fn rounds(values: &[f64]) -> Vec<Round> {
@@ -122,10 +194,10 @@ mod tests {
 
     #[test]
     fn unchanged_rounds_accept_once_the_interval_fits_within_delta() {
-        let plan = metric_plan(10, 0.01).expect("plan");
-        let early = standing(&rounds(&[0.001, -0.002]), plan, 0.03);
+        let plan = Plans::new(10, ALPHA).expect("plan");
+        let early = standing(&rounds(&[0.001, -0.002]), plan, 0.03, Budget::Left);
         assert_eq!((early.next, early.verdict.is_none()), (Next::AnotherRound, true), "no look before 3 rounds");
-        let quiet = standing(&rounds(&[0.001, -0.002, 0.0015, -0.001, 0.0005]), plan, 0.03);
+        let quiet = standing(&rounds(&[0.001, -0.002, 0.0015, -0.001, 0.0005]), plan, 0.03, Budget::Left);
         assert_eq!(quiet.next, Next::Stop);
         let v = quiet.verdict.expect("stopped");
         assert_eq!(v.decision, Decision::Accept);
@@ -134,8 +206,8 @@ mod tests {
 
     #[test]
     fn a_clear_slowdown_blocks_and_names_the_metric() {
-        let plan = metric_plan(10, 0.01).expect("plan");
-        let slow = standing(&rounds(&[0.10, 0.11, 0.095, 0.105]), plan, 0.03);
+        let plan = Plans::new(10, ALPHA).expect("plan");
+        let slow = standing(&rounds(&[0.10, 0.11, 0.095, 0.105]), plan, 0.03, Budget::Left);
         assert_eq!(slow.next, Next::Stop);
         let v = slow.verdict.expect("stopped");
         assert!(v.blocking && v.decision == Decision::Tune, "{v:?}");
@@ -145,8 +217,8 @@ mod tests {
 
     #[test]
     fn noise_that_never_settles_ends_undecided_with_a_projection() {
-        let plan = metric_plan(5, 0.01).expect("plan");
-        let noisy = standing(&rounds(&[0.05, -0.04, 0.06, -0.05, 0.04]), plan, 0.03);
+        let plan = Plans::new(5, ALPHA).expect("plan");
+        let noisy = standing(&rounds(&[0.05, -0.04, 0.06, -0.05, 0.04]), plan, 0.03, Budget::Left);
         assert_eq!(noisy.next, Next::BudgetSpent);
         let v = noisy.verdict.expect("stopped");
         assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
@@ -156,12 +228,12 @@ mod tests {
 
     #[test]
     fn a_metric_undefined_in_any_round_is_not_judged() {
-        let plan = metric_plan(10, 0.01).expect("plan");
+        let plan = Plans::new(10, ALPHA).expect("plan");
         let mut rs = rounds(&[0.0, 0.001, -0.001, 0.0]);
         if let Some(slot) = rs[1].log_ratios.iter_mut().find(|(m, _)| *m == PairedMetric::Exposed) {
             slot.1 = None;
         }
-        let s = standing(&rs, plan, 0.03);
+        let s = standing(&rs, plan, 0.03, Budget::Left);
         let exposed = s.metrics.iter().find(|m| m.metric == PairedMetric::Exposed).expect("listed");
         assert_eq!((exposed.look.is_none(), exposed.state), (true, State::Inconclusive));
     }

@@ -1,6 +1,9 @@
 //! `commgate check`: the gate. Measure (or read `--result`), compare with the baselines, attribute
 //! the traces, decide, and publish the report everywhere it goes.
 
+mod arm;
+mod paired;
+
 use super::bench::{nccl_setup, rank_failed, resolve_workloads, run_environment};
 use commgate_gate::check;
 use std::path::{Path, PathBuf};
@@ -31,8 +34,14 @@ pub(super) fn run(
     file: &config::FileConfig,
     base: Option<&BaseCommit>,
     config_path: &Path,
+    config_given: bool,
 ) -> Result<Outcome> {
+    let arm_flags = paired::bench_flags(&args);
     let mut cfg = config::check(args, file, |k| std::env::var(k).ok())?;
+    if cfg.mode == check::Mode::Paired {
+        let report = paired::run(&cfg, base, &arm_flags, config_path, config_given)?;
+        return finish(&cfg, report);
+    }
     // Held until the gate is done: the private copy of the base commit's baselines.
     let _copy = match base {
         Some(b) => use_base_baselines(b, config_path, &mut cfg)?,
@@ -116,11 +125,16 @@ fn run_check(cfg: config::CheckConfig) -> Result<Outcome> {
             .collect::<Result<Vec<_>>>()?;
         check::evaluate_runs(check::several::group_runs(loaded)?, &cfg.options)?
     };
+    finish(&cfg, report)
+}
+
+/// Publishes the report and says how the command ends.
+fn finish(cfg: &config::CheckConfig, report: check::CheckReport) -> Result<Outcome> {
     if let Some(a) = &report.attribution {
         print_notes(a);
     }
     let report = check::CheckReport { job: check::JobRef::from_env(|k| std::env::var(k).ok()), ..report };
-    publish(&cfg, &report)?;
+    publish(cfg, &report)?;
     let outcome = report.outcome();
     if let Some(e) = &report.error {
         if outcome == Outcome::CouldNotEvaluate {
