@@ -303,5 +303,40 @@ pub fn trend_chart(title: &str, points: &[(String, f64)], current: Option<f64>) 
     ))
 }
 
+/// The paired check's chart: one metric's change head / base in each round (in %), with the
+/// ±δ band, rounds in order (at most [`MAX_TREND_POINTS`], the newest); `None` when no round
+/// has a finite value. Each round cancels the machine's state of its minute, so a change that
+/// is real sits on one side of zero round after round.
+pub fn rounds_chart(title: &str, changes_pct: &[Option<f64>], delta_pct: f64) -> Option<String> {
+    let skip = changes_pct.len().saturating_sub(MAX_TREND_POINTS);
+    let shown: Vec<(usize, f64)> = changes_pct
+        .iter()
+        .enumerate()
+        .skip(skip)
+        .filter_map(|(i, v)| v.filter(|v| v.is_finite()).map(|v| (i + 1, v)))
+        .collect();
+    if shown.is_empty() {
+        return None;
+    }
+    let (lo, hi) = shown.iter().fold((-delta_pct, delta_pct), |(lo, hi), (_, v)| (lo.min(*v), hi.max(*v)));
+    let margin = ((hi - lo) * 0.1).max(0.1);
+    let labels: Vec<String> = shown.iter().map(|(i, _)| format!("\"{i}\"")).collect();
+    let values: Vec<f64> = shown.iter().map(|(_, v)| *v).collect();
+    let band = |v: f64| numbers(&vec![v; shown.len()]);
+    Some(format!(
+        "```mermaid\n{}\nxychart-beta\n    title {}\n    x-axis \"round\" [{}]\n    y-axis \"change (%)\" {} --> {}\n    line [{}]\n    line [{}]\n    line [{}]\n```\n\n\
+         <sub>Blue: head against base in each round; red: ±{} (δ).</sub>\n",
+        init(TREND_HEIGHT, &[CHANGE_COLOUR, BAND_COLOUR, BAND_COLOUR]),
+        mermaid_label(title, 80),
+        labels.join(", "),
+        number(lo - margin),
+        number(hi + margin),
+        numbers(&values),
+        band(delta_pct),
+        band(-delta_pct),
+        number(delta_pct).trim_end_matches('0').trim_end_matches('.').to_string() + " %"
+    ))
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 //! size limit. A report that could not be evaluated leads with what failed and the exit code it
 //! gives, in every format, before anything else.
 
+mod paired;
 mod workloads;
 
 use super::attribution::{self, imbalance, payload};
@@ -56,6 +57,10 @@ pub fn text(r: &CheckReport, width: crate::Width) -> String {
                 out.push_str(&format!("Run: {}\n", figures.join(" · ")));
             }
         }
+    }
+    if let Some(p) = &r.paired {
+        out.push('\n');
+        out.push_str(&paired::text(p));
     }
     if !r.workloads.is_empty() {
         out.push_str(&workloads::text(&r.workloads, width));
@@ -146,7 +151,9 @@ fn not_judged(r: &CheckReport) -> &'static str {
 /// The reasons other than the error's own line, which the report shows first on its own.
 fn other_reasons(r: &CheckReport) -> impl Iterator<Item = &String> {
     let lead = r.error.as_ref().map(EvaluationError::to_string);
-    r.reasons.iter().filter(move |x| Some(x.as_str()) != lead.as_deref())
+    // A paired verdict's first reason is its headline.
+    let skip = usize::from(r.paired.is_some() && r.error.is_none());
+    r.reasons.iter().skip(skip).filter(move |x| Some(x.as_str()) != lead.as_deref())
 }
 
 /// The comparison headline the report leads with (the gate decided it; this only picks whose):
@@ -156,6 +163,9 @@ fn other_reasons(r: &CheckReport) -> impl Iterator<Item = &String> {
 fn headline(r: &CheckReport) -> Option<String> {
     if r.error.is_some() {
         return None;
+    }
+    if r.paired.is_some() {
+        return r.reasons.first().cloned();
     }
     if let Some(w) = r.workloads.iter().find(|w| r.blocking && w.comparison.as_ref().is_some_and(|c| c.regression)) {
         return w.comparison.as_ref().map(|c| format!("{}: {}", w.id, c.headline));
@@ -173,7 +183,10 @@ fn head(r: &CheckReport) -> String {
         (Decision::Accept, _) => "🟢",
         _ => "🟡",
     };
-    let lead = r.reasons.first().map(|x| format!("\n\n{}", md_text(x, TEXT))).unwrap_or_default();
+    let lead = match &r.paired {
+        Some(p) => format!("\n\n{}", md_text(&paired::compared(p), TEXT)),
+        None => r.reasons.first().map(|x| format!("\n\n{}", md_text(x, TEXT))).unwrap_or_default(),
+    };
     let context = context_lines(r);
     match headline(r) {
         Some(h) => {
@@ -234,6 +247,9 @@ fn error_head(r: &CheckReport, e: &EvaluationError) -> String {
 fn metrics_section(r: &CheckReport) -> String {
     if !r.workloads.is_empty() {
         return format!("{}{}", workloads_chart(&r.workloads), workloads::markdown(&r.workloads, false));
+    }
+    if let Some(p) = &r.paired {
+        return paired::markdown(p);
     }
     let Some(c) = &r.comparison else {
         return format!(

@@ -119,6 +119,9 @@ pub(super) fn run(
         capture: p.capture.clone(),
     };
     let budget = Duration::from_secs_f64(p.budget_minutes * 60.0);
+    // A step alone longer than the whole budget has hung (never less than five minutes: a
+    // short budget ends the rounds, not the step under way).
+    let step_timeout = budget.max(Duration::from_secs(300));
     let fail = |message: String, setup: PairedSetup| {
         gate_paired::failed_with(
             EvaluationError::new(ErrorKind::ArmFailed, message),
@@ -154,7 +157,7 @@ pub(super) fn run(
                 dir: &tree.dir,
                 env: arm_env(&tree.dir),
                 log: work.path().join(format!("prepare-{}.log", tree.arm.as_str())),
-                timeout: budget,
+                timeout: step_timeout,
             };
             if let Err(e) = arm::run(&step) {
                 let _ = work.keep();
@@ -171,7 +174,7 @@ pub(super) fn run(
         || started.elapsed() >= budget,
         |arm, round| {
             let Some(tree) = trees.iter().find(|t| t.arm == arm) else { return Err("no tree".to_string()) };
-            let result = measure(tree, round, &exe, bench_flags, work.path(), p.capture.as_deref(), budget)?;
+            let result = measure(tree, round, &exe, bench_flags, work.path(), p.capture.as_deref(), step_timeout)?;
             if arm == Arm::Head {
                 last_head = Some(result.clone());
             }

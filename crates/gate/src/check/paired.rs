@@ -333,9 +333,7 @@ pub fn report(
         metrics: metrics_of(Some(&evidence.standing)),
         setup,
     };
-    let mut reasons = verdict.reasons;
-    reasons.insert(0, paired.compared());
-    build(None, verdict.decision, verdict.blocking, reasons, paired, head, opts)
+    build(None, verdict.decision, verdict.blocking, verdict.reasons, paired, head, opts)
 }
 
 /// The check report of a paired sequence that could not go on: exit 2, naming the round, the
