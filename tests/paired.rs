@@ -139,7 +139,9 @@ fn a_failing_prepare_names_the_arm_and_its_last_line() {
 fn a_failing_capture_names_the_round_and_the_arm() {
     let (tmp, _) = repository(MOCK, MOCK);
     // The base's training script writes a trace; the head's is broken.
-    std::fs::write(tmp.path().join("train.sh"), "echo '{}' > \"$1/trace.json\"\n").expect("script");
+    let traces = common::root().join("tests/fixtures/hand_checked");
+    std::fs::write(tmp.path().join("train.sh"), format!("cp '{}'/rank-*.json \"$1\"\n", traces.display()))
+        .expect("script");
     git(tmp.path(), &["add", "-A"]);
     git(tmp.path(), &["commit", "-qm", "train"]);
     let base = git(tmp.path(), &["rev-parse", "HEAD"]);
@@ -148,6 +150,25 @@ fn a_failing_capture_names_the_round_and_the_arm() {
     assert_eq!(out.status.code(), Some(2));
     let m = report(&out)["error"]["message"].as_str().expect("message").to_string();
     assert!(m.starts_with("round 1, the head arm: capture (`sh train.sh {out}`) exited 1: Traceback: boom"), "{m}");
+}
+
+#[test]
+fn each_rounds_captures_are_attributed_side_by_side() {
+    let (tmp, base) = repository(MOCK, MOCK);
+    let traces = common::root().join("tests/fixtures/hand_checked");
+    let line = format!("cp '{}'/rank-*.json {{out}}", traces.display());
+    let out = paired(tmp.path(), &base, &["--capture", &line]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = report(&out);
+    let round = &r["paired"]["rounds"][0];
+    let first = &round["capture"][0];
+    assert!(first["collective"].is_string(), "{round}");
+    assert_eq!(first["base_exposed_ms"], first["head_exposed_ms"], "the same traces in both arms");
+    // Traces that cannot be read end the check, naming the arm.
+    let out = paired(tmp.path(), &base, &["--capture", "echo '{' > {out}/rank-0.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let m = report(&out)["error"]["message"].as_str().expect("message").to_string();
+    assert!(m.starts_with("round 1, the ") && m.contains("capture's traces cannot be attributed"), "{m}");
 }
 
 #[test]

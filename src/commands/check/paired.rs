@@ -24,11 +24,13 @@ use commgate_core::base_commit::BaseCommit;
 use commgate_core::diag;
 use commgate_core::result::{self, RunResult};
 use commgate_core::units::change;
-use commgate_gate::check::paired::{self as gate_paired, Arm, PairedSetup};
+use commgate_gate::check::paired::{self as gate_paired, Arm, CapturedCollective, PairedSetup};
 use commgate_gate::check::CheckReport;
 use commgate_gate::compare::paired::PairedMetric;
 use commgate_gate::decide::paired::{Plans, ALPHA};
 use commgate_gate::decide::{ErrorKind, EvaluationError};
+use commgate_trace::attribute::AttributeOptions;
+use commgate_trace::load::attribute_paths;
 
 /// The `commgate bench` flags of the check's command line, for both arms alike: what the
 /// command line sets wins over each arm's own `commgate.toml`, as it would for `bench`.
@@ -167,6 +169,7 @@ pub(super) fn run(
     }
     let exe = std::env::current_exe().context("cannot find this program to run the arms")?;
     let mut last_head: Option<RunResult> = None;
+    let mut captured: Vec<(usize, Arm, Vec<(String, f64)>)> = Vec::new();
     let measured = gate_paired::measure_rounds(
         plans,
         delta,
@@ -174,7 +177,11 @@ pub(super) fn run(
         || started.elapsed() >= budget,
         |arm, round| {
             let Some(tree) = trees.iter().find(|t| t.arm == arm) else { return Err("no tree".to_string()) };
-            let result = measure(tree, round, &exe, bench_flags, work.path(), p.capture.as_deref(), step_timeout)?;
+            if let Some(line) = p.capture.as_deref() {
+                let exposed = capture(tree, round, line, work.path(), &cfg.options.attribute, step_timeout)?;
+                captured.push((round, arm, exposed));
+            }
+            let result = measure(tree, round, &exe, bench_flags, work.path(), step_timeout)?;
             if arm == Arm::Head {
                 last_head = Some(result.clone());
             }
@@ -187,7 +194,13 @@ pub(super) fn run(
             if let Some(last) = evidence.rounds.last() {
                 progress(evidence.rounds.len(), &last.round);
             }
-            gate_paired::report(evidence, setup, elapsed, last_head, &cfg.options)
+            let mut report = gate_paired::report(evidence, setup, elapsed, last_head, &cfg.options);
+            if let Some(paired) = report.paired.as_mut() {
+                for r in &mut paired.rounds {
+                    r.capture = captured_round(&captured, r.round);
+                }
+            }
+            report
         }
         Err(e) => {
             // The failed step's log is named in the error: it stays.
@@ -198,39 +211,67 @@ pub(super) fn run(
     })
 }
 
-/// One arm measured once: its `capture` (when set), then its benchmark.
+/// One arm's `capture` in one round, its traces attributed: each collective's exposed time.
+fn capture(
+    tree: &Tree,
+    round: usize,
+    line: &str,
+    work: &Path,
+    attribute: &AttributeOptions,
+    timeout: Duration,
+) -> Result<Vec<(String, f64)>, String> {
+    let stem = format!("round-{round}-{}", tree.arm.as_str());
+    let out = work.join(format!("{stem}-traces"));
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let command = line.replace("{out}", &shell_quote(&out.to_string_lossy()));
+    arm::run(&Step {
+        what: format!("capture (`{}`)", short(line)),
+        program: Program::Shell(&command),
+        dir: &tree.dir,
+        env: arm_env(&tree.dir),
+        log: work.join(format!("{stem}-capture.log")),
+        timeout,
+    })?;
+    let found = std::fs::read_dir(&out).map(|mut d| d.next().is_some()).unwrap_or(false);
+    if !found {
+        return Err(format!(
+            "capture (`{}`) wrote no trace into {{out}} ({}): have it write its profiler traces there",
+            short(line),
+            out.display()
+        ));
+    }
+    let a = attribute_paths(&[out], attribute).map_err(|e| format!("capture's traces cannot be attributed: {e}"))?;
+    Ok(a.by_collective.values().map(|h| (h.collective.clone(), h.exposed_comm_ms)).collect())
+}
+
+/// Round `round`'s captures side by side, by collective.
+fn captured_round(captured: &[(usize, Arm, Vec<(String, f64)>)], round: usize) -> Vec<CapturedCollective> {
+    let of = |arm: Arm| captured.iter().find(|(r, a, _)| *r == round && *a == arm).map(|(_, _, v)| v.as_slice());
+    let (base, head) = (of(Arm::Base).unwrap_or_default(), of(Arm::Head).unwrap_or_default());
+    let mut names: Vec<&String> = base.iter().chain(head).map(|(n, _)| n).collect();
+    names.sort();
+    names.dedup();
+    let find = |list: &[(String, f64)], n: &str| list.iter().find(|(x, _)| x == n).map(|(_, v)| *v);
+    names
+        .into_iter()
+        .map(|n| CapturedCollective {
+            collective: n.clone(),
+            base_exposed_ms: find(base, n),
+            head_exposed_ms: find(head, n),
+        })
+        .collect()
+}
+
+/// One arm's benchmark, measured once in its tree.
 fn measure(
     tree: &Tree,
     round: usize,
     exe: &Path,
     bench_flags: &[OsString],
     work: &Path,
-    capture: Option<&str>,
     timeout: Duration,
 ) -> Result<RunResult, String> {
-    let arm = tree.arm.as_str();
-    let stem = format!("round-{round}-{arm}");
-    if let Some(line) = capture {
-        let out = work.join(format!("{stem}-traces"));
-        std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-        let command = line.replace("{out}", &shell_quote(&out.to_string_lossy()));
-        arm::run(&Step {
-            what: format!("capture (`{}`)", short(line)),
-            program: Program::Shell(&command),
-            dir: &tree.dir,
-            env: arm_env(&tree.dir),
-            log: work.join(format!("{stem}-capture.log")),
-            timeout,
-        })?;
-        let found = std::fs::read_dir(&out).map(|mut d| d.next().is_some()).unwrap_or(false);
-        if !found {
-            return Err(format!(
-                "capture (`{}`) wrote no trace into {{out}} ({}): have it write its profiler traces there",
-                short(line),
-                out.display()
-            ));
-        }
-    }
+    let stem = format!("round-{round}-{}", tree.arm.as_str());
     let output = work.join(format!("{stem}.json"));
     let mut args: Vec<OsString> = Vec::new();
     if let Some(c) = &tree.config {

@@ -216,6 +216,19 @@ pub struct PairedRound {
     pub first: Arm,
     pub ratios: Vec<MetricRatio>,
     pub medians: Vec<ArmMedians>,
+    /// With `capture`: each collective's exposed time in the arms' own training steps, as the
+    /// attribution of each arm's traces of this round measured it (recorded, not yet judged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capture: Vec<CapturedCollective>,
+}
+
+/// One collective of a round's captures: its exposed time (ms, over the capture) in each arm,
+/// `None` where that arm's traces did not have it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapturedCollective {
+    pub collective: String,
+    pub base_exposed_ms: Option<f64>,
+    pub head_exposed_ms: Option<f64>,
 }
 
 /// A metric's ratio head / base in one round.
@@ -288,6 +301,7 @@ fn rounds_of(records: &[RoundRecord]) -> Vec<PairedRound> {
                 .map(|(m, v)| MetricRatio { metric: m.label(), ratio: v.map(f64::exp) })
                 .collect(),
             medians: r.round.medians.clone(),
+            capture: Vec::new(),
         })
         .collect()
 }
