@@ -2,6 +2,10 @@
 //! with `commgate_stats::paired`, side by side with today's stored-baseline comparison, on a
 //! simulated shared machine whose state moves in wall time and is shared by runs close in time.
 //!
+//! The rule measured is the production one, `commgate_gate::decide::paired::standing` at the
+//! family α `decide::paired::ALPHA` with its split over the five metrics; every metric of a
+//! simulated round moves by the same ratio (the machine scales every step of a run alike).
+//!
 //! `cargo bench --bench paired_gate`. It prints, it does not assert: PASS/FAIL compares the point
 //! estimate with the target, and the Wilson 95 % interval says how sure that is at this many
 //! trials. The measured figures and what they mean: `docs/performance.md`, "Paired rounds
@@ -63,7 +67,9 @@ use std::time::Instant;
 use commgate_gate::compare::State;
 use commgate_gate::decide::metric_state::four_states;
 use commgate_stats::interval::{prediction_interval, t_sf};
-use commgate_stats::paired::{further_rounds, look, next, Next, Plan};
+use commgate_gate::compare::paired::{PairedMetric, Round};
+use commgate_gate::decide::paired::{standing, Budget, Plans};
+use commgate_stats::paired::{further_rounds, Next};
 use commgate_stats::quantile::median;
 use commgate_stats::rng::Rng;
 
@@ -73,8 +79,8 @@ use targets::{env_number, print_grid, print_table, rate, run_trials, Line, Targe
 
 /// δ, the production default `min_effect`.
 const DELTA: f64 = 0.03;
-/// The paired mode's family α over all looks (two-sided: the intervals hold together at 95 %).
-const PAIRED_ALPHA: f64 = 0.05;
+/// The paired mode's family α over all metrics and looks (the production constant).
+const PAIRED_ALPHA: f64 = commgate_gate::decide::paired::ALPHA;
 /// Steps measured per run, and a step's nominal time.
 const STEPS: usize = 200;
 const STEP_MS: f64 = 10.0;
@@ -325,13 +331,13 @@ fn seeds(family: Family, trial: u64, stream: u64) -> Rng {
     Rng::new((f << 40) ^ (stream << 32) ^ trial ^ 0x9A1E_D000_0000_0000)
 }
 
-/// One paired job: rounds until the look settles or the budget ends.
+/// One paired job: rounds until the production rule stops them or the budget ends.
 fn paired_trial(cell: &Cell, trial: u64) -> Tally {
-    let plan = Plan::new(cell.max_rounds, PAIRED_ALPHA).expect("a valid plan");
+    let plans = Plans::new(cell.max_rounds, PAIRED_ALPHA).expect("a valid plan");
     let machine = Machine::new(cell.family, &mut seeds(cell.family, trial, 1));
     let mut rng = seeds(cell.family, trial, 2);
     let mut t = uniform(&mut rng, 0.0, 300.0);
-    let mut d = Vec::with_capacity(cell.max_rounds);
+    let mut rounds: Vec<Round> = Vec::with_capacity(cell.max_rounds);
     let mut tally = Tally::default();
     for round in 1..=cell.max_rounds {
         let head_first = rng.next_f64() < 0.5;
@@ -339,29 +345,25 @@ fn paired_trial(cell: &Cell, trial: u64) -> Tally {
         let (second, t2) = machine.run(t1, if head_first { 0.0 } else { cell.effect }, &mut rng);
         t = t2;
         let (head, base) = if head_first { (first, second) } else { (second, first) };
-        d.push((head / base).ln());
-        let Some(l) = look(&d, plan) else { continue };
-        let (state, step) = paired_step(&l, plan);
-        match step {
+        let d = (head / base).ln();
+        rounds.push(Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(d))).collect(), medians: Vec::new() });
+        let now = standing(&rounds, plans, DELTA, Budget::Left);
+        let Some(primary) = now.metrics.first() else { continue };
+        let Some(l) = primary.look else { continue };
+        match now.next {
             Next::AnotherRound => continue,
             Next::Stop => tally.rounds.push(round),
             Next::BudgetSpent => {
                 tally.mde_sum += l.mde;
-                tally.further.push(further_rounds(&l, plan, DELTA));
+                tally.further.push(further_rounds(&l, plans.of(primary.metric), DELTA));
             }
         }
         tally.sd_sum += l.sd_log;
-        tally.count(state);
+        let blocked = now.metrics.iter().any(|m| m.state == State::Regressed);
+        tally.count(if blocked { State::Regressed } else { primary.state });
         break;
     }
     tally
-}
-
-/// The paired mode's decision after a look: the gate's four-state rule on the look's interval
-/// and p-values, then the stopping rule. What a `decide/paired.rs` would own.
-fn paired_step(l: &commgate_stats::paired::Look, plan: Plan) -> (State, Next) {
-    let state = four_states(l.p_slower, l.p_faster, l.ci, DELTA, l.one_sided_alpha());
-    (state, next(state != State::Inconclusive, l.rounds, plan))
 }
 
 /// One stored-baseline comparison: 5 stored runs and the head run, each on a machine of its own.

@@ -83,6 +83,12 @@ fn refuse(cfg: &CheckConfig, base: Option<&BaseCommit>) -> Result<()> {
     if cfg.workloads.len() > 1 {
         bail!("--paired judges one workload and {} are declared: pick one with --workload", cfg.workloads.len());
     }
+    if !cfg.result.is_empty() || !cfg.options.traces.is_empty() {
+        bail!(
+            "--paired measures both arms itself: drop --result and --traces ([check] capture has each arm \
+             capture its own traces)"
+        );
+    }
     if cfg.runs > 1 {
         bail!("--paired measures one run per arm in every round: drop --runs (--max-rounds sets how many rounds)");
     }

@@ -66,16 +66,16 @@ pub(super) fn text(p: &PairedReport) -> String {
         }
     }
     if let Some(first) = p.rounds.first() {
-        let names: Vec<String> = first.ratios.iter().map(|m| plain(&m.metric, 16)).collect();
+        let names: Vec<String> = first.ratios.iter().map(|m| plain(&m.metric, 19)).collect();
         out.push_str(&format!("\n{:<6} {:<6}", "round", "first"));
         for n in &names {
-            out.push_str(&format!(" {n:>16}"));
+            out.push_str(&format!(" {n:>19}"));
         }
         out.push('\n');
         for r in p.rounds.iter().take(ROUNDS_SHOWN) {
             out.push_str(&format!("{:<6} {:<6}", r.round, r.first.as_str()));
             for i in 0..names.len() {
-                out.push_str(&format!(" {:>16}", round_cell(r, i)));
+                out.push_str(&format!(" {:>19}", round_cell(r, i)));
             }
             out.push('\n');
         }
