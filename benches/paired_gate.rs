@@ -64,11 +64,11 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use commgate_gate::compare::paired::{PairedMetric, Round};
 use commgate_gate::compare::State;
 use commgate_gate::decide::metric_state::four_states;
-use commgate_stats::interval::{prediction_interval, t_sf};
-use commgate_gate::compare::paired::{PairedMetric, Round};
 use commgate_gate::decide::paired::{standing, Budget, Plans};
+use commgate_stats::interval::{prediction_interval, t_sf};
 use commgate_stats::paired::{further_rounds, Next};
 use commgate_stats::quantile::median;
 use commgate_stats::rng::Rng;
@@ -346,7 +346,8 @@ fn paired_trial(cell: &Cell, trial: u64) -> Tally {
         t = t2;
         let (head, base) = if head_first { (first, second) } else { (second, first) };
         let d = (head / base).ln();
-        rounds.push(Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(d))).collect(), medians: Vec::new() });
+        rounds
+            .push(Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(d))).collect(), medians: Vec::new() });
         let now = standing(&rounds, plans, DELTA, Budget::Left);
         let Some(primary) = now.metrics.first() else { continue };
         let Some(l) = primary.look else { continue };

@@ -95,10 +95,8 @@ fn a_slower_head_blocks_with_exit_1_and_the_comment_shows_each_round() {
     assert!(md.contains("head vs base on this runner, 3 rounds, interleaved"), "{md}");
     assert!(md.contains("x-axis \"round\" [\"1\", \"2\", \"3\"]"), "{md}");
     // docs/gate.md shows this check's verdict and reasons as the binary prints them.
-    let text = commgate(tmp.path())
-        .args(["check", "--paired", "--base", &base, "--comment", "never"])
-        .output()
-        .expect("runs");
+    let text =
+        commgate(tmp.path()).args(["check", "--paired", "--base", &base, "--comment", "never"]).output().expect("runs");
     let text = String::from_utf8_lossy(&text.stdout);
     let shown: String = text.lines().take_while(|l| !l.starts_with("Run:")).map(|l| format!("{l}\n")).collect();
     let page = std::fs::read_to_string(common::root().join("docs/gate.md")).expect("docs");

@@ -127,7 +127,7 @@ mod tests {
             what: "the head arm's prepare".to_string(),
             program: Program::Shell(line),
             dir,
-            env: vec![("COMMGATE_TEST_ARM".into(), "head".into())],
+            env: vec![("ARM_UNDER_TEST".into(), "head".into())],
             log: dir.join("step.log"),
             timeout,
         }
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn a_step_runs_in_its_tree_with_its_variables() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let s = step(tmp.path(), "echo $COMMGATE_TEST_ARM > arm.txt", Duration::from_secs(30));
+        let s = step(tmp.path(), "echo $ARM_UNDER_TEST > arm.txt", Duration::from_secs(30));
         assert_eq!(run(&s), Ok(()));
         assert_eq!(std::fs::read_to_string(tmp.path().join("arm.txt")).expect("written"), "head\n");
     }

@@ -227,6 +227,29 @@ mod tests {
     }
 
     #[test]
+    fn a_spent_time_budget_ends_undecided_and_says_so() {
+        let plan = Plans::new(10, ALPHA).expect("plan");
+        let one = standing(&rounds(&[0.01]), plan, 0.03, Budget::TimeSpent);
+        assert_eq!(one.next, Next::BudgetSpent);
+        let v = one.verdict.expect("stopped");
+        assert_eq!((v.decision, v.blocking), (Decision::CollectMoreEvidence, false));
+        assert!(v.reasons[0].starts_with("undecided when the time budget ended, after 1 rounds"), "{:?}", v.reasons);
+        assert!(v.reasons[0].contains("--budget-minutes"), "{:?}", v.reasons);
+        // Decided rounds stop as decided, budget or not.
+        let quiet = standing(&rounds(&[0.001, -0.002, 0.0015, -0.001, 0.0005]), plan, 0.03, Budget::TimeSpent);
+        assert_eq!(quiet.next, Next::Stop);
+    }
+
+    #[test]
+    fn the_primary_metric_gets_half_of_alpha() {
+        let plan = Plans::new(10, ALPHA).expect("plan");
+        assert!((plan.of(PairedMetric::ALL[0]).alpha() - 0.025).abs() < 1e-12);
+        assert!((plan.of(PairedMetric::Exposed).alpha() - 0.00625).abs() < 1e-12);
+        assert!((plan.alpha() - ALPHA).abs() < 1e-12);
+        assert_eq!(Plans::new(2, ALPHA), None, "the first look is after 3 rounds");
+    }
+
+    #[test]
     fn a_metric_undefined_in_any_round_is_not_judged() {
         let plan = Plans::new(10, ALPHA).expect("plan");
         let mut rs = rounds(&[0.0, 0.001, -0.001, 0.0]);

@@ -127,3 +127,93 @@ pub(super) fn markdown(p: &PairedReport) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Format;
+    use commgate_core::result::Schedule;
+    use commgate_gate::check::paired::{Arm, MetricRatio, PairedSetup};
+    use commgate_gate::check::CheckReport;
+    use commgate_gate::compare::paired::ArmMedians;
+    use commgate_gate::compare::State;
+    use commgate_gate::decide::{Decision, FailOn};
+
+    fn report(ratios: &[f64], decision: Decision, blocking: bool, reason: &str) -> CheckReport {
+        let metric = |name: &str, state: State, ratio: f64| PairedMetricReport {
+            metric: name.to_string(),
+            state,
+            ratio: Some(ratio),
+            ci: Some([ratio - 0.004, ratio + 0.004]),
+            level_spent: Some(0.0105),
+            p_slower: Some(0.4),
+            p_faster: Some(0.6),
+            mde: Some(0.004),
+        };
+        let rounds = ratios
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| PairedRound {
+                round: i + 1,
+                first: if i % 2 == 0 { Arm::Base } else { Arm::Head },
+                ratios: vec![
+                    MetricRatio { metric: "overlap median".into(), ratio: Some(r) },
+                    MetricRatio { metric: "exposed comm".into(), ratio: None },
+                ],
+                medians: vec![ArmMedians { schedule: Schedule::Overlap, base_ms: 10.0, head_ms: 10.0 * r }],
+                capture: Vec::new(),
+            })
+            .collect();
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        let state = if blocking { State::Regressed } else { State::Unchanged };
+        let paired = PairedReport {
+            setup: PairedSetup {
+                base: "0123456789abcdef0123456789abcdef01234567".into(),
+                alpha: 0.05,
+                delta: 0.03,
+                max_rounds: 10,
+                budget_minutes: 20.0,
+                seed: 7,
+                prepare: Some("uv sync --frozen".into()),
+                capture: None,
+            },
+            stop: Stop::Decided,
+            elapsed_s: 62.4,
+            rounds,
+            metrics: vec![metric("overlap median", state, mean), metric("exposed comm", State::Inconclusive, 1.0)],
+        };
+        let mut r = crate::check::tests::report(0, 4);
+        r.attribution = None;
+        CheckReport {
+            verdict: decision,
+            blocking,
+            reasons: vec![reason.to_string()],
+            fail_on: FailOn::Regression,
+            paired: Some(paired),
+            ..r
+        }
+    }
+
+    #[test]
+    fn a_paired_report_says_what_it_compared_and_shows_every_round() {
+        let accept = report(
+            &[1.002, 0.998, 1.001],
+            Decision::Accept,
+            false,
+            "head and base are the same within ±3 %: overlap median +0.0 % (−0.4…+0.4 %) over 3 rounds",
+        );
+        insta::assert_snapshot!("paired_accept_text", crate::render_check(&accept, Format::Text));
+        insta::assert_snapshot!("paired_accept_markdown", crate::render_check(&accept, Format::Markdown));
+        let tune = report(
+            &[1.09, 1.11, 1.10, 1.10],
+            Decision::Tune,
+            true,
+            "head is slower than base: overlap median +10.0 % (+9.6…+10.4 %) over 4 rounds",
+        );
+        let md = crate::render_check(&tune, Format::Markdown);
+        assert!(md.contains("### 🔴 commgate `tune`: head is slower than base"), "{md}");
+        assert!(md.contains("head vs base on this runner, 4 rounds, interleaved"), "{md}");
+        assert!(md.contains("line [9.00, 11.00, 10.00, 10.00]"), "{md}");
+        assert_eq!(md.matches("head vs base on this runner").count(), 1, "said once: {md}");
+    }
+}
