@@ -175,7 +175,7 @@ pub(super) fn run(
     }
     let exe = std::env::current_exe().context("cannot find this program to run the arms")?;
     let mut last_head: Option<RunResult> = None;
-    let mut captured: Vec<(usize, Arm, Vec<(String, f64)>)> = Vec::new();
+    let mut captured: Vec<Captured> = Vec::new();
     let measured = gate_paired::measure_rounds(
         plans,
         delta,
@@ -217,6 +217,9 @@ pub(super) fn run(
     })
 }
 
+/// One arm's captures of one round: the round, the arm, each collective's exposed time (ms).
+type Captured = (usize, Arm, Vec<(String, f64)>);
+
 /// One arm's `capture` in one round, its traces attributed: each collective's exposed time.
 fn capture(
     tree: &Tree,
@@ -251,7 +254,7 @@ fn capture(
 }
 
 /// Round `round`'s captures side by side, by collective.
-fn captured_round(captured: &[(usize, Arm, Vec<(String, f64)>)], round: usize) -> Vec<CapturedCollective> {
+fn captured_round(captured: &[Captured], round: usize) -> Vec<CapturedCollective> {
     let of = |arm: Arm| captured.iter().find(|(r, a, _)| *r == round && *a == arm).map(|(_, _, v)| v.as_slice());
     let (base, head) = (of(Arm::Base).unwrap_or_default(), of(Arm::Head).unwrap_or_default());
     let mut names: Vec<&String> = base.iter().chain(head).map(|(n, _)| n).collect();

@@ -54,11 +54,13 @@ pub fn budget_minutes(value: &f64) -> Result<(), String> {
 }
 
 /// `[check] prepare`: one shell command line of at most 4096 bytes.
+#[expect(clippy::ptr_arg, reason = "a setting's limit takes `&T`, and this `T` is `String`")]
 pub fn prepare(value: &String) -> Result<(), String> {
     command_line(value)
 }
 
 /// `[check] capture`: as `prepare`, and it must name `{out}`, the directory its traces go to.
+#[expect(clippy::ptr_arg, reason = "a setting's limit takes `&T`, and this `T` is `String`")]
 pub fn capture(value: &String) -> Result<(), String> {
     command_line(value)?;
     if value.contains("{out}") {
