@@ -255,3 +255,29 @@ fn the_cpu_backend_measures_both_arms_for_real() {
         }
     }
 }
+
+#[test]
+fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
+    let (tmp, base) = repository(MOCK, "[bench]\nbackend = \"mock\"\npayload_elements = 5000000\n");
+    let path = tmp.path().join("report.json");
+    let out = paired(tmp.path(), &base, &["--output", path.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let comment = commgate(tmp.path())
+        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
+        .output()
+        .expect("runs");
+    assert_eq!(comment.status.code(), Some(0), "{}", String::from_utf8_lossy(&comment.stderr));
+    assert!(String::from_utf8_lossy(&comment.stdout).contains("head vs base on this runner, 3 rounds, interleaved"));
+    // A fork's job rewrites the verdict to accept and keeps its regressed metrics.
+    let mut forged: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+    forged["verdict"] = "accept".into();
+    forged["blocking"] = false.into();
+    std::fs::write(&path, forged.to_string()).expect("write");
+    let comment = commgate(tmp.path())
+        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
+        .output()
+        .expect("runs");
+    assert_eq!(comment.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&comment.stderr);
+    assert!(err.contains("its paired overlap median is regressed but the verdict is not a blocking `tune`"), "{err}");
+}
