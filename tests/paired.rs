@@ -281,3 +281,32 @@ fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
     let err = String::from_utf8_lossy(&comment.stderr);
     assert!(err.contains("its paired overlap median is regressed but the verdict is not a blocking `tune`"), "{err}");
 }
+
+#[test]
+fn the_runners_history_is_shown_beside_the_paired_verdict_and_never_in_it() {
+    let (tmp, _) = repository(MOCK, MOCK);
+    let d = tmp.path();
+    for seed in ["2", "3", "4"] {
+        let run = d.join(format!("run-{seed}.json"));
+        let out = commgate(d)
+            .args(["bench", "--quiet", "--seed", seed, "--output", run.to_str().expect("utf-8")])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out =
+            commgate(d).args(["baseline", "update", "--from", run.to_str().expect("utf-8")]).output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::remove_file(&run).expect("remove");
+    }
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-qm", "baselines"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    let out = paired(d, &base, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = report(&out);
+    assert_eq!(r["verdict"], "accept");
+    let history = r["paired"]["history"].as_str().expect("a history line");
+    assert!(history.starts_with("this runner against its stored history (3 runs in baselines"), "{history}");
+    assert!(history.ends_with("(not part of the paired verdict)"), "{history}");
+    assert!(r["comparison"].is_null(), "the stored comparison does not judge");
+}

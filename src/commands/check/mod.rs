@@ -39,6 +39,16 @@ pub(super) fn run(
     let arm_flags = paired::bench_flags(&args);
     let mut cfg = config::check(args, file, |k| std::env::var(k).ok())?;
     if cfg.mode == check::Mode::Paired {
+        // The stored runs only inform a paired report (the runner's history): a store the base
+        // commit cannot give is said, not fatal.
+        let _copy = match base.map(|b| use_base_baselines(b, config_path, &mut cfg)) {
+            Some(Ok(copy)) => copy,
+            Some(Err(e)) => {
+                diag::warn(format_args!("the stored history is left out of the paired report: {e:#}"));
+                None
+            }
+            None => None,
+        };
         let report = paired::run(&cfg, base, &arm_flags, config_path, config_given)?;
         return finish(&cfg, report);
     }

@@ -265,6 +265,10 @@ pub struct PairedReport {
     pub elapsed_s: f64,
     pub rounds: Vec<PairedRound>,
     pub metrics: Vec<PairedMetricReport>,
+    /// The head arm's last run against this runner's stored baseline, when there is one: the
+    /// runner's history, shown beside the paired verdict and never part of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
 }
 
 impl PairedReport {
@@ -287,6 +291,22 @@ impl PairedReport {
         }
         None
     }
+}
+
+/// The head's run against the stored baseline of its workload (`None` without one, or when the
+/// store cannot be read): "this runner now differs from its history", told apart from "this
+/// pull request changed it".
+fn history(head: &RunResult, opts: &CheckOptions) -> Option<String> {
+    let stored = CheckOptions { traces: Vec::new(), ..opts.clone() };
+    let report = super::evaluate_runs(vec![vec![head.clone()]], &stored).ok()?;
+    if report.error.is_some() {
+        return None;
+    }
+    let c = report.comparison?;
+    Some(format!(
+        "this runner against its stored history ({} runs in {}): {} (not part of the paired verdict)",
+        c.baseline.runs, c.baseline.path, c.headline
+    ))
 }
 
 fn rounds_of(records: &[RoundRecord]) -> Vec<PairedRound> {
@@ -348,6 +368,7 @@ pub fn report(
         rounds: rounds_of(&evidence.rounds),
         metrics: metrics_of(Some(&evidence.standing)),
         setup,
+        history: head.as_ref().and_then(|h| history(h, opts)),
     };
     build(None, verdict.decision, verdict.blocking, verdict.reasons, paired, head, opts)
 }
@@ -367,7 +388,14 @@ pub fn failed_with(
     elapsed_s: f64,
     opts: &CheckOptions,
 ) -> CheckReport {
-    let paired = PairedReport { stop: Stop::Failed, elapsed_s, rounds: rounds_of(done), metrics: Vec::new(), setup };
+    let paired = PairedReport {
+        stop: Stop::Failed,
+        elapsed_s,
+        rounds: rounds_of(done),
+        metrics: Vec::new(),
+        setup,
+        history: None,
+    };
     let reasons = vec![format!("could not evaluate: {}", error.message)];
     build(Some(error), Decision::CollectMoreEvidence, false, reasons, paired, None, opts)
 }

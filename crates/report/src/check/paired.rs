@@ -3,7 +3,7 @@
 //! with the per-round chart of the primary metric, and (in the JSON) every round's figures.
 
 use crate::chart;
-use crate::escape::{md_cell, plain, NAME, TEXT};
+use crate::escape::{md_cell, md_text, plain, NAME, TEXT};
 use commgate_core::units::{change, interval, pct};
 use commgate_gate::check::paired::{PairedMetricReport, PairedReport, PairedRound, Stop};
 
@@ -49,6 +49,9 @@ fn round_cell(r: &PairedRound, metric: usize) -> String {
 /// Terminal text: the metrics, then the rounds.
 pub(super) fn text(p: &PairedReport) -> String {
     let mut out = format!("Paired: {}\n", plain(&compared(p), TEXT));
+    if let Some(h) = &p.history {
+        out.push_str(&format!("History: {}\n", plain(h, TEXT)));
+    }
     if !p.metrics.is_empty() {
         out.push_str(&format!(
             "\n{:<22} {:<13} {:>10} {:>22} {:>10}\n",
@@ -90,6 +93,9 @@ pub(super) fn text(p: &PairedReport) -> String {
 /// and the rounds folded.
 pub(super) fn markdown(p: &PairedReport) -> String {
     let mut out = String::new();
+    if let Some(h) = &p.history {
+        out.push_str(&format!("> {}\n\n", md_text(h, TEXT)));
+    }
     if !p.metrics.is_empty() {
         out.push_str("| metric | state | head / base | interval | MDE |\n|---|---|---:|---:|---:|\n");
         for m in &p.metrics {
@@ -181,6 +187,7 @@ mod tests {
             elapsed_s: 62.4,
             rounds,
             metrics: vec![metric("overlap median", state, mean), metric("exposed comm", State::Inconclusive, 1.0)],
+            history: None,
         };
         let mut r = crate::check::tests::report(0, 4);
         r.attribution = None;
