@@ -5,6 +5,7 @@
 #
 #   scripts/paired-loaded.sh [N] [BUFFSIZE]      (defaults: 10 checks each, 1048576 bytes)
 #
+# COMMGATE_PAIRED_LOAD=0 runs the same checks without the busy loops (the machine as it is).
 # Uses target/release/commgate (build it first). Prints one line per check (verdict, exit code,
 # rounds, seconds) and a summary per configuration.
 set -euo pipefail
@@ -20,7 +21,9 @@ cd "$repo"
 git init -q && git config user.email paired@example.com && git config user.name paired
 printf '[bench]\nbackend = "cpu"\n' > commgate.toml
 git add commgate.toml && git commit -qm base
-for _ in $(seq "$(nproc)"); do (while :; do :; done) & busy+=($!); done
+if [ "${COMMGATE_PAIRED_LOAD:-1}" != 0 ]; then
+  for _ in $(seq "$(nproc)"); do (while :; do :; done) & busy+=($!); done
+fi
 run() {
   local label=$1 i out rc
   for i in $(seq "$n"); do
@@ -34,7 +37,11 @@ label, i, rc, secs, path = sys.argv[1:]
 try:
     r = json.load(open(path))
     p = r.get("paired") or {}
-    print(f"{label} {i}: {r['verdict']}{' (blocking)' if r['blocking'] else ''} exit {rc}, {len(p.get('rounds', []))} rounds, {secs} s")
+    first = (p.get("metrics") or [{}])[0]
+    mde = first.get("mde")
+    ratio = first.get("ratio")
+    said = f", overlap median head/base {ratio:.3f} ± {100 * mde:.1f} %" if ratio and mde is not None else ""
+    print(f"{label} {i}: {r['verdict']}{' (blocking)' if r['blocking'] else ''} exit {rc}, {len(p.get('rounds', []))} rounds, {secs} s{said}")
 except Exception as e:
     print(f"{label} {i}: no report ({e}), exit {rc}, {secs} s")
 PY
