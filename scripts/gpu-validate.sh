@@ -2,7 +2,8 @@
 # GPU validation of `commgate bench --backend cuda`: one prepared run on a GPU machine with no
 # network, no cargo and no nccl-tests needed, torch installed with pip (which brings pip's cuBLAS
 # and NCCL under site-packages/nvidia/*/lib). Estimated time on one H200: about 1.5 minutes
-# (8 short commgate runs of 3-12 s each, two Python processes that import torch); with 2+ GPUs
+# (8 short commgate runs of 1-10 s each, two Python processes that import torch; 44-45 s measured
+# on one H200 on 2026-12-04); with 2+ GPUs
 # about 1 minute more (2.5 if the killed peer's survivor takes all of KILL_DEADLINE); under 5
 # minutes unless something hangs (each run then stops at its own limit, and once BUDGET seconds
 # have passed the runs not started yet are skipped).
@@ -12,9 +13,11 @@
 #
 # Checks, one line each: PASS|FAIL|SKIP <name>: <figures and the tolerance>. On one GPU (world
 # size 1, --allow-single-rank):
-#   gemm-<dtype>-<dim>   commgate's compute_only TFLOPS (2*dim^3 / median) >= 0.95 x torch.mm's,
-#                        timed the same way (CUDA events around one matmul while torch.cuda._sleep
-#                        holds the GPU, median of REPEATS after WARMUP); fp32 with TF32 off
+#   gemm-<dtype>-<dim>   commgate's compute_only TFLOPS (2*dim^3 / median) >= 0.95 x the lower of
+#                        torch.mm's two: held (CUDA events around one matmul while torch.cuda._sleep
+#                        holds the GPU, after an idle gap) and back to back (the GPU never idle);
+#                        median of REPEATS after WARMUP; fp32 with TF32 off. A power-bound GEMM
+#                        differs between the two: bf16 8192^3 on one H200, 795 vs 695 TFLOPS
 #   gate-timing          workload.timing: gated by default, ungated with COMMGATE_CUDA_GATE=off
 #                        and with CUDA_LAUNCH_BLOCKING=1 (bf16, GATE_DIM)
 #   gate-medians         the compute_only medians of those three: ungated >= gated x 0.97
@@ -23,7 +26,9 @@
 #   gpu-memory           hardware.gpu_memory_mib within 1 % of torch's total_memory // 2**20
 #   topology             single-gpu and gpu_count 1 for a one-rank run (torch's count shown)
 #   libraries            the libcublas, libcublasLt and libnccl files the commgate process mapped
-#                        (its /proc/PID/maps, polled while it runs) are the ones torch maps
+#                        (its /proc/PID/maps, polled while it runs) are the ones torch maps, or
+#                        the ones the dynamic loader finds by name (ldconfig -p), which come
+#                        first in commgate's search
 # With 2+ GPUs, also (on one GPU they print "SKIP ...: not applicable" and are not counted):
 #   world-n              all GPUs in one process: finished, world size and gpu_count N, a
 #                        multi-GPU topology, a busbw, consistent schedules (BUSBW_BYTES per rank)

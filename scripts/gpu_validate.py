@@ -339,13 +339,30 @@ def check_gemm(out_dir, runs, name, torch_ref, torch_problem):
     if not ref or not ref.get("median_ms"):
         return Check(name, "SKIP", f"commgate {mine:.1f} TFLOPS ({fmt_ms(mine_ms)}); torch measured no {dtype} {dim}^3")
     ref_tflops = tflops(dim, ref["median_ms"])
-    ratio = mine / ref_tflops
     held = "" if ref.get("held", True) else " (torch.cuda._sleep missing: torch's window holds a launch latency)"
+    # A power-bound GEMM's speed depends on how busy the GPU was just before: torch's held
+    # window follows an idle gap, commgate's compute_only sits in a rotation of schedules that
+    # keeps the GPU busy. So torch brackets it: held after an idle gap and sustained back to
+    # back; commgate must reach the lower, and is noted when beyond the higher.
+    sustained_ms = ref.get("sustained_median_ms")
+    if sustained_ms:
+        sustained = tflops(dim, sustained_ms)
+        low, high = min(ref_tflops, sustained), max(ref_tflops, sustained)
+        versus = (
+            f"torch.mm {ref_tflops:.1f} TFLOPS held after an idle gap ({fmt_ms(ref['median_ms'])}{held}), "
+            f"{sustained:.1f} back to back ({fmt_ms(sustained_ms)})"
+        )
+        against = " to the lower"
+    else:
+        low = high = ref_tflops
+        versus = f"torch.mm {ref_tflops:.1f} TFLOPS ({fmt_ms(ref['median_ms'])}{held})"
+        against = ""
+    ratio = mine / low
     detail = (
-        f"commgate {mine:.1f} TFLOPS (compute_only median {fmt_ms(mine_ms)} of {repeats}) vs torch.mm "
-        f"{ref_tflops:.1f} TFLOPS ({fmt_ms(ref['median_ms'])}{held}): ratio {ratio:.3f}, needs >= {GEMM_MIN_RATIO}"
+        f"commgate {mine:.1f} TFLOPS (compute_only median {fmt_ms(mine_ms)} of {repeats}) vs {versus}: "
+        f"ratio {ratio:.3f}{against}, needs >= {GEMM_MIN_RATIO}"
     )
-    if ratio > GEMM_NOTE_RATIO:
+    if mine / high > GEMM_NOTE_RATIO:
         detail += f"; note: more than {GEMM_NOTE_RATIO - 1:.0%} faster than torch: check the sizes and the math (TF32?)"
     return Check(name, "PASS" if ratio >= GEMM_MIN_RATIO else "FAIL", detail)
 
@@ -480,7 +497,8 @@ def check_libraries(out_dir, runs, plan, torch_ref, torch_problem):
         return Check("libraries", "SKIP", f"commgate loaded: {found}; {torch_problem}")
     theirs = parse_maps(torch_ref.get("maps") or [])
     site = torch_ref.get("site_libraries") or {}
-    extra, differ = [], []
+    loader = torch_ref.get("loader_libraries") or {}
+    extra, differ, by_loader = [], [], []
     for lib in LIBRARIES:
         ours = sorted(mine[lib])
         refs = sorted(theirs[lib])
@@ -499,16 +517,25 @@ def check_libraries(out_dir, runs, plan, torch_ref, torch_problem):
             or (ref in theirs[lib] and mine[lib][path] == theirs[lib][ref] and mine[lib][path][1] != "0")
             for ref in refs
         )
-        if not same:
-            differ.append(f"{lib}: commgate {path}, torch {', '.join(refs)}")
+        if same:
+            continue
+        # The loader's own copy comes first in commgate's search: taking it is right, not torch's.
+        system = loader.get(lib) or []
+        if os.path.realpath(path) in system:
+            by_loader.append(lib)
+            extra.append(f"{' ' * len(lib)}  (the dynamic loader's copy, found by name before torch's)")
+            continue
+        differ.append(f"{lib}: commgate {path}, torch {', '.join(refs)}")
     if differ:
         return Check("libraries", "FAIL", "not the same files: " + "; ".join(differ), extra)
-    return Check(
-        "libraries",
-        "PASS",
-        "commgate (without LD_LIBRARY_PATH) loaded the same libcublas, libcublasLt and libnccl files as torch",
-        extra,
-    )
+    if by_loader:
+        detail = (
+            "commgate (without LD_LIBRARY_PATH) loaded torch's files, or the dynamic loader's where it has one "
+            f"({', '.join(by_loader)}: found by name in ldconfig's cache, first in commgate's search)"
+        )
+    else:
+        detail = "commgate (without LD_LIBRARY_PATH) loaded the same libcublas, libcublasLt and libnccl files as torch"
+    return Check("libraries", "PASS", detail, extra)
 
 
 def check_world_n(out_dir, runs, plan):
@@ -794,6 +821,25 @@ def watch_maps(pid, out_path, interval=0.1, limit_s=900):
             f.write(seen[path] + "\n")
 
 
+def loader_libraries():
+    """What the dynamic loader finds by name without LD_LIBRARY_PATH (`ldconfig -p`, the cache
+    of /etc/ld.so.conf's directories): {lib: [real paths]}. commgate asks the loader first and
+    falls back to torch's site-packages copies only when it finds none (docs/install.md)."""
+    found = {lib: [] for lib in LIBRARIES}
+    try:
+        listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=20, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return found
+    for line in listing.splitlines():
+        _, arrow, path = line.partition("=>")
+        match = LIBRARY_PATH.search(path.strip()) if arrow else None
+        if match:
+            real = os.path.realpath(path.strip())
+            if real not in found[match.group(1)]:
+                found[match.group(1)].append(real)
+    return found
+
+
 def site_libraries(extra_dirs):
     """torch's own copies: nvidia/*/lib/{libcublas,libcublasLt,libnccl}.so* under site-packages."""
     import site  # noqa: PLC0415
@@ -823,7 +869,8 @@ def site_libraries(extra_dirs):
 
 def time_mm(torch, short, n, warmup, repeats):
     """The windows (ms) of `repeats` single n x n x n matmuls after `warmup` untimed ones: held
-    (torch.cuda._sleep first, as commgate's gate holds the GPU) and plain (an idle GPU)."""
+    (torch.cuda._sleep first, as commgate's gate holds the GPU), plain (an idle GPU) and sustained
+    (back to back, the GPU never idle)."""
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[short]
     a = torch.rand(n, n, device="cuda", dtype=dt) * 2 - 1
     b = torch.rand(n, n, device="cuda", dtype=dt) * 2 - 1
@@ -846,7 +893,16 @@ def time_mm(torch, short, n, warmup, repeats):
 
     held = [window_ms(sleep is not None) for _ in range(repeats)]
     plain = [window_ms(False) for _ in range(repeats)]
-    return held, plain
+    # Back to back: one event between consecutive matmuls, the GPU never idle. A power-bound
+    # GEMM (bf16 8192^3 on an H200) runs 10-15 % slower so than right after an idle gap.
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(repeats + 1)]
+    marks[0].record()
+    for mark in marks[1:]:
+        torch.mm(a, b, out=c)
+        mark.record()
+    torch.cuda.synchronize()
+    sustained = [marks[i].elapsed_time(marks[i + 1]) for i in range(repeats)]
+    return held, plain, sustained
 
 
 def torch_ref(out_path, specs, warmup, repeats):
@@ -878,12 +934,13 @@ def torch_ref(out_path, specs, warmup, repeats):
     }
     for spec in specs:
         short, dim = spec.split(":")
-        held, plain = time_mm(torch, short, int(dim), warmup, repeats)
+        held, plain, sustained = time_mm(torch, short, int(dim), warmup, repeats)
         out["gemm"][f"gemm-{short}-{int(dim)}"] = {
             "dtype": DTYPES[short],
             "dim": int(dim),
             "median_ms": median(held),
             "plain_median_ms": median(plain),
+            "sustained_median_ms": median(sustained),
             "held": sleep is not None,
             "tf32": torch.backends.cuda.matmul.allow_tf32,
         }
@@ -898,6 +955,7 @@ def torch_ref(out_path, specs, warmup, repeats):
                 lines.setdefault(parts[5].strip(), line.rstrip("\n"))
     out["maps"] = [lines[p] for p in sorted(lines)]
     out["site_libraries"] = site_libraries([os.path.dirname(os.path.dirname(torch.__file__))])
+    out["loader_libraries"] = loader_libraries()
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)
     return 0

@@ -204,12 +204,17 @@ const MAX_NCCL_VARS: usize = 64;
 /// …each value cut to this many characters: settings, not payloads.
 const MAX_NCCL_VALUE_CHARS: usize = 256;
 
+/// `NCCL_*` variables that NCCL never reads: NVIDIA's CUDA container images set `NCCL_VERSION`
+/// to the version of the libnccl2 they install (seen on an H200 runner image). The NCCL loaded
+/// is recorded in `software.nccl` instead.
+const NOT_NCCL_SETTINGS: [&str; 1] = ["NCCL_VERSION"];
+
 /// The `NCCL_*` variables among `vars` (the process environment in production), bounded.
 /// They tune NCCL's algorithms and transports, so a change in them is a software change.
 pub fn nccl_environment(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = vars
         .into_iter()
-        .filter(|(k, _)| k.starts_with("NCCL_") && k.len() <= 64)
+        .filter(|(k, _)| k.starts_with("NCCL_") && k.len() <= 64 && !NOT_NCCL_SETTINGS.contains(&k.as_str()))
         .map(|(k, v)| (k, v.chars().take(MAX_NCCL_VALUE_CHARS).collect()))
         .collect();
     while out.len() > MAX_NCCL_VARS {
@@ -447,6 +452,8 @@ mod tests {
             ("PATH".to_string(), "/bin".to_string()),
             ("NCCL_DEBUG".to_string(), "x".repeat(1000)),
             ("GITHUB_TOKEN".to_string(), "secret".to_string()),
+            // The CUDA images' label, not a setting: NCCL never reads it.
+            ("NCCL_VERSION".to_string(), "2.28.3-1".to_string()),
         ];
         let env = nccl_environment(vars);
         assert_eq!(env.keys().collect::<Vec<_>>(), ["NCCL_ALGO", "NCCL_DEBUG"]);

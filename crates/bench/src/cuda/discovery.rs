@@ -254,6 +254,9 @@ struct SearchEnv {
     virtual_env: Option<OsString>,
     conda_prefix: Option<OsString>,
     home: Option<OsString>,
+    /// `PATH`: a virtualenv whose `bin` is on it counts as active (an image that puts
+    /// `/opt/venv/bin` first on `PATH` and never sets `VIRTUAL_ENV`).
+    path: Option<OsString>,
 }
 
 impl SearchEnv {
@@ -263,6 +266,7 @@ impl SearchEnv {
             virtual_env: std::env::var_os("VIRTUAL_ENV"),
             conda_prefix: std::env::var_os("CONDA_PREFIX"),
             home: std::env::var_os("HOME"),
+            path: std::env::var_os("PATH"),
         }
     }
 }
@@ -293,6 +297,7 @@ fn candidate_dirs(env: &SearchEnv, system: &[PathBuf], wheel_dirs: &[&str]) -> V
     if let Some(conda) = &env.conda_prefix {
         dirs.push(PathBuf::from(conda).join("lib"));
     }
+    prefixes.extend(venvs_on_path(env.path.as_deref()));
     if let Some(home) = &env.home {
         prefixes.push(PathBuf::from(home).join(".local"));
     }
@@ -317,6 +322,17 @@ fn candidate_dirs(env: &SearchEnv, system: &[PathBuf], wheel_dirs: &[&str]) -> V
         .map(PathBuf::from),
     );
     dirs
+}
+
+/// The virtualenvs whose `bin` directory is on `PATH`, in `PATH`'s order: a directory named
+/// `bin` whose parent holds `pyvenv.cfg` (the file every venv has). Listed, never run.
+fn venvs_on_path(path: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+    let Some(path) = path else { return Vec::new() };
+    std::env::split_paths(path)
+        .filter(|dir| dir.file_name().is_some_and(|name| name == "bin"))
+        .filter_map(|dir| dir.parent().map(Path::to_path_buf))
+        .filter(|prefix| prefix.join("pyvenv.cfg").is_file())
+        .collect()
 }
 
 /// `LIB/python3*/{site,dist}-packages` and `LIB/python3/dist-packages` (Debian), newest Python
@@ -566,6 +582,23 @@ mod tests {
         std::fs::write(conda.join("lib/libnccl.so.2"), "").expect("write");
         let env = SearchEnv { conda_prefix: Some(conda.clone().into_os_string()), ..SearchEnv::default() };
         assert_eq!(first_so2(&env, &system), Some(conda.join("lib/libnccl.so.2")));
+    }
+
+    /// A venv whose `bin` is on `PATH` is searched without `VIRTUAL_ENV` (torch's image puts
+    /// `/opt/torch/.venv/bin` first on `PATH`); a `bin` on `PATH` that is no venv is not.
+    #[test]
+    fn a_venv_on_path_is_searched() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let venv = root.path().join("opt/torch/.venv");
+        let lib = venv.join("lib/python3.12/site-packages/nvidia/nccl/lib");
+        std::fs::create_dir_all(&lib).expect("mkdir");
+        std::fs::create_dir_all(venv.join("bin")).expect("mkdir");
+        std::fs::write(lib.join("libnccl.so.2"), "").expect("write");
+        let path = std::env::join_paths([root.path().join("usr/bin"), venv.join("bin")]).expect("join");
+        let env = SearchEnv { path: Some(path), ..SearchEnv::default() };
+        assert_eq!(first_so2(&env, &[]).filter(|p| p.starts_with(root.path())), None, "no pyvenv.cfg yet");
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").expect("write");
+        assert_eq!(first_so2(&env, &[]), Some(lib.join("libnccl.so.2")));
     }
 
     #[test]
