@@ -3,7 +3,7 @@
 //! simulated shared machine whose state moves in wall time and is shared by runs close in time.
 //!
 //! The rule measured is the production one, `commgate_gate::decide::paired::standing` at the
-//! family α `decide::paired::ALPHA` with its split over the five metrics; every metric of a
+//! family α `decide::paired::ALPHA` with its split over the seven metrics; every metric of a
 //! simulated round moves by the same ratio (the machine scales every step of a run alike).
 //!
 //! `cargo bench --bench paired_gate`. It prints, it does not assert: PASS/FAIL compares the point

@@ -9,6 +9,10 @@ use commgate_gate::check::paired::{PairedMetricReport, PairedReport, PairedRound
 
 /// At most this many rounds are listed in the text and the comment (the JSON keeps them all).
 const ROUNDS_SHOWN: usize = 30;
+/// The text's table of rounds: rounds per line, the metric names' column and each round's.
+const ROUNDS_PER_LINE: usize = 8;
+const ROUND_LABEL: usize = 19;
+const ROUND_CELL: usize = 8;
 
 /// The line under the verdict: what was compared and how the sequence ended.
 pub(super) fn compared(p: &PairedReport) -> String {
@@ -69,18 +73,25 @@ pub(super) fn text(p: &PairedReport) -> String {
         }
     }
     if let Some(first) = p.rounds.first() {
-        let names: Vec<String> = first.ratios.iter().map(|m| plain(&m.metric, 19)).collect();
-        out.push_str(&format!("\n{:<6} {:<6}", "round", "first"));
-        for n in &names {
-            out.push_str(&format!(" {n:>19}"));
-        }
-        out.push('\n');
-        for r in p.rounds.iter().take(ROUNDS_SHOWN) {
-            out.push_str(&format!("{:<6} {:<6}", r.round, r.first.as_str()));
-            for i in 0..names.len() {
-                out.push_str(&format!(" {:>19}", round_cell(r, i)));
+        // Rounds across, metrics down: eight rounds and the longest metric name fit 100 columns.
+        let names: Vec<String> = first.ratios.iter().map(|m| plain(&m.metric, ROUND_LABEL)).collect();
+        for chunk in p.rounds.iter().take(ROUNDS_SHOWN).collect::<Vec<_>>().chunks(ROUNDS_PER_LINE) {
+            out.push_str(&format!("\n{:<ROUND_LABEL$}", "round"));
+            for r in chunk {
+                out.push_str(&format!(" {:>ROUND_CELL$}", r.round));
+            }
+            out.push_str(&format!("\n{:<ROUND_LABEL$}", "first"));
+            for r in chunk {
+                out.push_str(&format!(" {:>ROUND_CELL$}", r.first.as_str()));
             }
             out.push('\n');
+            for (i, name) in names.iter().enumerate() {
+                out.push_str(&format!("{name:<ROUND_LABEL$}"));
+                for r in chunk {
+                    out.push_str(&format!(" {:>ROUND_CELL$}", round_cell(r, i)));
+                }
+                out.push('\n');
+            }
         }
         if p.rounds.len() > ROUNDS_SHOWN {
             out.push_str(&format!("… and {} more rounds in the JSON report\n", p.rounds.len() - ROUNDS_SHOWN));
@@ -222,5 +233,19 @@ mod tests {
         assert!(md.contains("head vs base on this runner, 4 rounds, interleaved"), "{md}");
         assert!(md.contains("line [9.00, 11.00, 10.00, 10.00]"), "{md}");
         assert_eq!(md.matches("head vs base on this runner").count(), 1, "said once: {md}");
+    }
+
+    /// Twelve rounds wrap after the eighth, and no line of the text is wider than 100 columns,
+    /// whatever a metric's ratio.
+    #[test]
+    fn the_rounds_fit_a_terminal() {
+        let many: Vec<f64> = (0..12).map(|i| if i == 5 { 2.412 } else { 0.655 + 0.01 * f64::from(i) }).collect();
+        let text = crate::render_check(&report(&many, Decision::Accept, false, "x"), Format::Text);
+        let rounds = text.split_once("\nround").map(|(_, t)| t).expect("rounds");
+        assert_eq!(text.matches("\nround ").count(), 2, "{text}");
+        assert!(rounds.contains("+141.2 %"), "{text}");
+        for line in rounds.lines() {
+            assert!(line.chars().count() <= 100, "{} columns: {line}", line.chars().count());
+        }
     }
 }
