@@ -346,8 +346,11 @@ fn paired_trial(cell: &Cell, trial: u64) -> Tally {
         t = t2;
         let (head, base) = if head_first { (first, second) } else { (second, first) };
         let d = (head / base).ln();
-        rounds
-            .push(Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(d))).collect(), medians: Vec::new() });
+        rounds.push(Round {
+            log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(d))).collect(),
+            medians: Vec::new(),
+            captured: Vec::new(),
+        });
         let now = standing(&rounds, plans, DELTA, Budget::Left);
         let Some(primary) = now.metrics.first() else { continue };
         let Some(l) = primary.look else { continue };
@@ -356,7 +359,7 @@ fn paired_trial(cell: &Cell, trial: u64) -> Tally {
             Next::Stop => tally.rounds.push(round),
             Next::BudgetSpent => {
                 tally.mde_sum += l.mde;
-                tally.further.push(further_rounds(&l, plans.of(primary.metric), DELTA));
+                tally.further.push(further_rounds(&l, plans.primary(), DELTA));
             }
         }
         tally.sd_sum += l.sd_log;

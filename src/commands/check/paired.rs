@@ -183,15 +183,16 @@ pub(super) fn run(
         || started.elapsed() >= budget,
         |arm, round| {
             let Some(tree) = trees.iter().find(|t| t.arm == arm) else { return Err("no tree".to_string()) };
+            let mut exposed = Vec::new();
             if let Some(line) = p.capture.as_deref() {
-                let exposed = capture(tree, round, line, work.path(), &cfg.options.attribute, step_timeout)?;
-                captured.push((round, arm, exposed));
+                exposed = capture(tree, round, line, work.path(), &cfg.options.attribute, step_timeout)?;
+                captured.push((round, arm, exposed.clone()));
             }
             let result = measure(tree, round, &exe, bench_flags, work.path(), step_timeout)?;
             if arm == Arm::Head {
                 last_head = Some(result.clone());
             }
-            Ok(result)
+            Ok(gate_paired::ArmRun { result, captured: exposed })
         },
     );
     let elapsed = started.elapsed().as_secs_f64();

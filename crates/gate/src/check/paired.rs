@@ -14,7 +14,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{no_store, CheckOptions, CheckReport, SCHEMA_VERSION};
-use crate::compare::paired::{round, ArmMedians, Round};
+use crate::compare::paired::{judged_collectives, round, ArmMedians, Round};
 use crate::compare::State;
 use crate::decide::paired::{standing, Budget, Plans, Standing};
 use crate::decide::{Decision, ErrorKind, EvaluationError, Verdict};
@@ -132,18 +132,34 @@ impl fmt::Display for PairedError {
     }
 }
 
+/// One arm measured once: its benchmark's result, and with `[check] capture` each collective's
+/// exposed time (ms) in its own training step's traces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArmRun {
+    pub result: RunResult,
+    pub captured: Vec<(String, f64)>,
+}
+
+impl From<RunResult> for ArmRun {
+    fn from(result: RunResult) -> ArmRun {
+        ArmRun { result, captured: Vec::new() }
+    }
+}
+
 /// Runs rounds under `plans` until the rules stop them (δ the smallest change worth acting on),
 /// each round's order drawn from `seed`. `run(arm, round)` measures one arm once; `time_up()`
-/// is asked after each round (true: the time budget has ended, stop undecided).
+/// is asked after each round (true: the time budget has ended, stop undecided). The first
+/// round's captures fix which collectives are judged (`judged_collectives`).
 pub fn measure_rounds(
     plans: Plans,
     delta: f64,
     seed: u64,
     mut time_up: impl FnMut() -> bool,
-    mut run: impl FnMut(Arm, usize) -> Result<RunResult, String>,
+    mut run: impl FnMut(Arm, usize) -> Result<ArmRun, String>,
 ) -> Result<PairedEvidence, PairedError> {
     let mut rng = Rng::new(seed);
     let mut records: Vec<RoundRecord> = Vec::new();
+    let mut judged: Option<Vec<String>> = None;
     loop {
         let number = records.len() + 1;
         let first = if rng.below(2) == 0 { Arm::Base } else { Arm::Head };
@@ -159,12 +175,10 @@ pub fn measure_rounds(
         let a = measure(first, &records)?;
         let b = measure(second, &records)?;
         let (base, head) = if first == Arm::Base { (a, b) } else { (b, a) };
-        let round = round(&base, &head).map_err(|message| PairedError {
-            round: number,
-            arm: None,
-            message,
-            done: records.clone(),
-        })?;
+        let names = judged.get_or_insert_with(|| judged_collectives(&base.captured, &head.captured));
+        let round = round(&base.result, &head.result)
+            .map_err(|message| PairedError { round: number, arm: None, message, done: records.clone() })?
+            .with_captures(names, &base.captured, &head.captured);
         records.push(RoundRecord { first, round });
         let rounds: Vec<Round> = records.iter().map(|r| r.round.clone()).collect();
         let budget = if time_up() { Budget::TimeSpent } else { Budget::Left };
@@ -318,9 +332,9 @@ fn rounds_of(records: &[RoundRecord]) -> Vec<PairedRound> {
             first: r.first,
             ratios: r
                 .round
-                .log_ratios
-                .iter()
-                .map(|(m, v)| MetricRatio { metric: m.label(), ratio: v.map(f64::exp) })
+                .metrics()
+                .into_iter()
+                .map(|m| MetricRatio { metric: r.round.label(m), ratio: r.round.of(m).map(f64::exp) })
                 .collect(),
             medians: r.round.medians.clone(),
             capture: Vec::new(),
@@ -333,7 +347,7 @@ fn metrics_of(standing: Option<&Standing>) -> Vec<PairedMetricReport> {
     s.metrics
         .iter()
         .map(|m| PairedMetricReport {
-            metric: m.metric.label(),
+            metric: m.label.clone(),
             state: m.state,
             ratio: m.look.map(|l| l.ratio),
             ci: m.look.map(|l| l.ci),
@@ -451,7 +465,7 @@ mod tests {
             || false,
             |arm, n| {
                 calls.push((arm, n));
-                Ok(run(1.0))
+                Ok(run(1.0).into())
             },
         )
         .expect("measured");
@@ -477,7 +491,7 @@ mod tests {
             |arm, _| {
                 k += 1;
                 let wobble = if k % 4 < 2 { 1.05 } else { 0.95 };
-                Ok(run(if arm == Arm::Head { wobble } else { 1.0 }))
+                Ok(run(if arm == Arm::Head { wobble } else { 1.0 }).into())
             },
         )
         .expect("measured");
@@ -492,7 +506,7 @@ mod tests {
             0.03,
             1,
             || false,
-            |arm, n| Ok(run(if arm == Arm::Head { 1.10 + 0.001 * n as f64 } else { 1.0 })),
+            |arm, n| Ok(run(if arm == Arm::Head { 1.10 + 0.001 * n as f64 } else { 1.0 }).into()),
         )
         .expect("measured");
         let v = e.standing.verdict.expect("stopped");
@@ -506,11 +520,43 @@ mod tests {
                 if arm == Arm::Base && n == 2 {
                     Err("the benchmark exited 2".to_string())
                 } else {
-                    Ok(run(1.0))
+                    Ok(run(1.0).into())
                 }
             },
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "round 2, the base arm: the benchmark exited 2");
+    }
+
+    /// The benchmark unchanged, the training step's all-reduce 20 % more exposed in the head's
+    /// captures: blocked by the captured collective, which the report names and lists per round.
+    #[test]
+    fn a_captured_collective_can_block() {
+        let plan = Plans::new(10, ALPHA).expect("plan");
+        let e = measure_rounds(
+            plan,
+            0.03,
+            3,
+            || false,
+            |arm, n| {
+                let wobble = 1.0 + 0.002 * (n % 3) as f64;
+                let all_reduce = if arm == Arm::Head { 1.2 * wobble } else { wobble };
+                Ok(ArmRun {
+                    result: run(1.0),
+                    captured: vec![("all_reduce".into(), all_reduce), ("all_gather".into(), 0.5 * wobble)],
+                })
+            },
+        )
+        .expect("measured");
+        let v = e.standing.verdict.clone().expect("stopped");
+        assert!(v.blocking, "{v:?}");
+        assert!(
+            v.reasons.iter().any(|r| r.starts_with("head is slower than base: all_reduce exposed (capture) +20")),
+            "{v:?}"
+        );
+        assert!(!v.reasons.iter().any(|r| r.contains("all_gather")), "{v:?}");
+        let rounds = rounds_of(&e.rounds);
+        let names: Vec<&str> = rounds[0].ratios.iter().map(|m| m.metric.as_str()).collect();
+        assert_eq!(names[names.len() - 2..], ["all_reduce exposed (capture)", "all_gather exposed (capture)"]);
     }
 }

@@ -27,6 +27,10 @@ pub enum PairedMetric {
     Median(Schedule),
     Exposed,
     Min(Schedule),
+    /// The `i`-th judged collective of the arms' own training steps (`[check] capture`): its
+    /// exposed time over the capture. Which collectives, and in which order, is fixed by the
+    /// first round ([`judged_collectives`]); the name is the round's ([`Round::label`]).
+    Captured(u8),
 }
 
 impl PairedMetric {
@@ -47,8 +51,41 @@ impl PairedMetric {
             PairedMetric::Median(s) => format!("{} median", s.as_str()),
             PairedMetric::Exposed => "exposed comm".to_string(),
             PairedMetric::Min(s) => format!("{} min", s.as_str()),
+            PairedMetric::Captured(i) => format!("captured collective {}", u16::from(i) + 1),
         }
     }
+}
+
+/// At most this many collectives of a capture are judged: the ones with the most exposed time
+/// in the first round (each judged metric takes a share of the family's α).
+pub const MAX_JUDGED_COLLECTIVES: usize = 4;
+
+/// The collectives a paired sequence judges, from its first round's captures (each arm's
+/// collectives with their exposed time, ms): those with exposed time in both arms, the most
+/// exposed first, at most [`MAX_JUDGED_COLLECTIVES`]. A collective only one arm has cannot be
+/// paired (the report lists it in the round's captures).
+pub fn judged_collectives(base: &[(String, f64)], head: &[(String, f64)]) -> Vec<String> {
+    let exposed = |list: &[(String, f64)], name: &str| {
+        list.iter().filter(|(n, _)| n == name).map(|(_, v)| *v).find(|v| v.is_finite() && *v > 0.0)
+    };
+    let mut both: Vec<(String, f64)> = base
+        .iter()
+        .filter_map(|(name, _)| {
+            let (b, h) = (exposed(base, name)?, exposed(head, name)?);
+            Some((name.clone(), b.max(h)))
+        })
+        .collect();
+    both.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    both.dedup_by(|a, b| a.0 == b.0);
+    both.into_iter().take(MAX_JUDGED_COLLECTIVES).map(|(n, _)| n).collect()
+}
+
+/// One judged collective in a round: its name and `ln(head / base)` of its exposed time (`None`
+/// where an arm's capture lacks it or has none exposed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapturedRatio {
+    pub collective: String,
+    pub log_ratio: Option<f64>,
 }
 
 /// A round: each metric's log ratio head / base, `None` where it is undefined (an exposed time
@@ -58,6 +95,9 @@ pub struct Round {
     pub log_ratios: Vec<(PairedMetric, Option<f64>)>,
     /// Each schedule's median step time (ms) in the base run and the head run.
     pub medians: Vec<ArmMedians>,
+    /// The judged collectives of the arms' captures, in the sequence's order (empty without
+    /// `[check] capture`).
+    pub captured: Vec<CapturedRatio>,
 }
 
 /// One schedule's median step time (ms) in each arm's run of a round.
@@ -71,7 +111,44 @@ pub struct ArmMedians {
 impl Round {
     /// The log ratio of `metric` in this round.
     pub fn of(&self, metric: PairedMetric) -> Option<f64> {
-        self.log_ratios.iter().find(|(m, _)| *m == metric).and_then(|(_, v)| *v)
+        match metric {
+            PairedMetric::Captured(i) => self.captured.get(usize::from(i)).and_then(|c| c.log_ratio),
+            _ => self.log_ratios.iter().find(|(m, _)| *m == metric).and_then(|(_, v)| *v),
+        }
+    }
+
+    /// Every metric of this round, the benchmark's then the judged collectives'.
+    pub fn metrics(&self) -> Vec<PairedMetric> {
+        let captured = (0..self.captured.len()).filter_map(|i| u8::try_from(i).ok()).map(PairedMetric::Captured);
+        PairedMetric::ALL.iter().copied().chain(captured).collect()
+    }
+
+    /// The report's name of `metric`: "overlap median", "all_reduce exposed (capture)".
+    pub fn label(&self, metric: PairedMetric) -> String {
+        match metric {
+            PairedMetric::Captured(i) => self
+                .captured
+                .get(usize::from(i))
+                .map_or_else(|| metric.label(), |c| format!("{} exposed (capture)", c.collective)),
+            _ => metric.label(),
+        }
+    }
+
+    /// This round with the judged collectives' ratios of the arms' captures (`names` in the
+    /// sequence's order; each capture is a collective's exposed time, ms).
+    pub fn with_captures(mut self, names: &[String], base: &[(String, f64)], head: &[(String, f64)]) -> Round {
+        let exposed = |list: &[(String, f64)], name: &str| {
+            list.iter().filter(|(n, _)| n == name).map(|(_, v)| *v).find(|v| v.is_finite() && *v > 0.0)
+        };
+        self.captured = names
+            .iter()
+            .take(MAX_JUDGED_COLLECTIVES)
+            .map(|name| CapturedRatio {
+                collective: name.clone(),
+                log_ratio: exposed(head, name).zip(exposed(base, name)).map(|(h, b)| (h / b).ln()),
+            })
+            .collect();
+        self
     }
 }
 
@@ -145,6 +222,8 @@ pub fn round(base: &RunResult, head: &RunResult) -> Result<Round, String> {
                     exposed(&mh).zip(exposed(&mb)).filter(|(h, b)| *h > 0.0 && *b > 0.0).map(|(h, b)| (h / b).ln())
                 }
                 PairedMetric::Min(s) => min_at(&mh, s).zip(min_at(&mb, s)).map(|(h, b)| (h / b).ln()),
+                // Not the benchmark's: `with_captures` adds them.
+                PairedMetric::Captured(_) => None,
             };
             (metric, value.filter(|v| v.is_finite()))
         })
@@ -153,7 +232,7 @@ pub fn round(base: &RunResult, head: &RunResult) -> Result<Round, String> {
         .iter()
         .filter_map(|&s| Some(ArmMedians { schedule: s, base_ms: at(&mb, s)?, head_ms: at(&mh, s)? }))
         .collect();
-    Ok(Round { log_ratios, medians })
+    Ok(Round { log_ratios, medians, captured: Vec::new() })
 }
 
 #[cfg(test)]
@@ -188,6 +267,25 @@ mod tests {
         assert_eq!(r.of(PairedMetric::Min(Schedule::Overlap)), Some(0.0));
         assert!(r.of(PairedMetric::Median(Schedule::Overlap)).is_some_and(|v| v > 0.3));
         assert_eq!(PairedMetric::Min(Schedule::CommOnly).label(), "comm_only min");
+    }
+
+    /// The collectives judged are those both arms have, the most exposed first; each round's
+    /// ratio is head / base of their exposed time, `None` where an arm lacks it.
+    #[test]
+    fn captured_collectives_are_paired_by_name() {
+        let base = vec![("all_reduce".to_string(), 2.0), ("all_gather".to_string(), 5.0), ("broadcast".into(), 1.0)];
+        let head = vec![("all_reduce".to_string(), 3.0), ("all_gather".to_string(), 5.0), ("send".into(), 9.0)];
+        let names = judged_collectives(&base, &head);
+        assert_eq!(names, ["all_gather", "all_reduce"]);
+        let r = round(&run(1.0), &run(1.0)).expect("comparable").with_captures(&names, &base, &head);
+        assert_eq!(r.of(PairedMetric::Captured(0)), Some(0.0));
+        assert!(r.of(PairedMetric::Captured(1)).is_some_and(|v| (v - 1.5f64.ln()).abs() < 1e-12));
+        assert_eq!(r.label(PairedMetric::Captured(1)), "all_reduce exposed (capture)");
+        assert_eq!(r.metrics().len(), PairedMetric::ALL.len() + 2);
+        let lacking = round(&run(1.0), &run(1.0)).expect("comparable").with_captures(&names, &base, &[]);
+        assert_eq!(lacking.of(PairedMetric::Captured(0)), None);
+        let many: Vec<(String, f64)> = (0..9).map(|i| (format!("c{i}"), 1.0 + f64::from(i))).collect();
+        assert_eq!(judged_collectives(&many, &many).len(), MAX_JUDGED_COLLECTIVES);
     }
 
     #[test]

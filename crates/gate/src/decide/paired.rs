@@ -5,7 +5,8 @@
 //! **Several metrics, one family.** Every metric is looked at after every round, so the family's
 //! α ([`ALPHA`]) is split over them before it is spent over the looks, by weighted Bonferroni:
 //! half to the primary metric (the overlap median, which alone can accept), the other half
-//! evenly over the six others (which can only block). Every metric's intervals then hold
+//! evenly over the others (which can only block): the benchmark's six, and with `[check]
+//! capture` the judged collectives of the arms' own training steps. Every metric's intervals then hold
 //! together with probability at least `1 − α`, whichever round the sequence stops at, and the
 //! metric that decides `accept` keeps the narrower interval.
 //!
@@ -28,6 +29,8 @@ use commgate_stats::paired::{further_rounds, look, next, Look, Next, Plan, MIN_R
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricLook {
     pub metric: PairedMetric,
+    /// The report's name of the metric ("overlap median", "all_reduce exposed (capture)").
+    pub label: String,
     pub look: Option<Look>,
     pub state: State,
 }
@@ -54,26 +57,31 @@ const PRIMARY_SHARE: f64 = 0.5;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plans {
     primary: Plan,
-    other: Plan,
+    /// The family's α less the primary's share, split evenly over the other metrics.
+    others_alpha: f64,
 }
 
 impl Plans {
     /// `None` unless `max_rounds ≥ MIN_ROUNDS` and `0 < alpha < 1`.
     pub fn new(max_rounds: usize, alpha: f64) -> Option<Plans> {
-        let others = (PairedMetric::ALL.len() - 1) as f64;
-        Some(Plans {
-            primary: Plan::new(max_rounds, alpha * PRIMARY_SHARE)?,
-            other: Plan::new(max_rounds, alpha * (1.0 - PRIMARY_SHARE) / others)?,
-        })
+        let primary = Plan::new(max_rounds, alpha * PRIMARY_SHARE)?;
+        Some(Plans { primary, others_alpha: alpha * (1.0 - PRIMARY_SHARE) })
     }
 
-    /// The plan `metric` is looked at with.
-    pub fn of(self, metric: PairedMetric) -> Plan {
+    /// The plan `metric` is looked at with when the family has `count` metrics (the benchmark's
+    /// and the judged collectives'): the primary's, or an even share of the rest.
+    pub fn of(self, metric: PairedMetric, count: usize) -> Plan {
         if metric == PairedMetric::ALL[0] {
-            self.primary
-        } else {
-            self.other
+            return self.primary;
         }
+        let others = count.saturating_sub(1).max(1) as f64;
+        // Valid whenever `new` was: the same rounds, and a positive α below the primary's.
+        Plan::new(self.primary.max_rounds(), self.others_alpha / others).unwrap_or(self.primary)
+    }
+
+    /// The primary metric's plan.
+    pub fn primary(self) -> Plan {
+        self.primary
     }
 
     pub fn max_rounds(self) -> usize {
@@ -97,14 +105,18 @@ pub enum Budget {
 
 /// Where the sequence stands after `rounds` (δ the smallest change worth acting on).
 pub fn standing(rounds: &[Round], plans: Plans, delta: f64, budget: Budget) -> Standing {
-    let metrics: Vec<MetricLook> = PairedMetric::ALL
-        .iter()
-        .map(|&metric| {
+    // The first round fixes the family: the benchmark's metrics and the judged collectives.
+    let family = rounds.first().map_or_else(|| PairedMetric::ALL.to_vec(), Round::metrics);
+    let count = family.len();
+    let metrics: Vec<MetricLook> = family
+        .into_iter()
+        .map(|metric| {
             let values: Option<Vec<f64>> = rounds.iter().map(|r| r.of(metric)).collect();
-            let look = values.and_then(|v| look(&v, plans.of(metric)));
+            let look = values.and_then(|v| look(&v, plans.of(metric, count)));
             let state = look
                 .map_or(State::Inconclusive, |l| four_states(l.p_slower, l.p_faster, l.ci, delta, l.one_sided_alpha()));
-            MetricLook { metric, look, state }
+            let label = rounds.first().map_or_else(|| metric.label(), |r| r.label(metric));
+            MetricLook { metric, label, look, state }
         })
         .collect();
     let regressed: Vec<&MetricLook> = metrics.iter().filter(|m| m.state == State::Regressed).collect();
@@ -132,11 +144,9 @@ fn verdict(
     budget: Budget,
 ) -> Verdict {
     let said = |m: &MetricLook| match &m.look {
-        Some(l) => format!("{} {} ({}) over {rounds} rounds", m.metric.label(), change(l.ratio), interval(l.ci)),
-        None if rounds < MIN_ROUNDS => {
-            format!("{} not judged (the first look is after {MIN_ROUNDS} rounds)", m.metric.label())
-        }
-        None => format!("{} not measured in every round", m.metric.label()),
+        Some(l) => format!("{} {} ({}) over {rounds} rounds", m.label, change(l.ratio), interval(l.ci)),
+        None if rounds < MIN_ROUNDS => format!("{} not judged (the first look is after {MIN_ROUNDS} rounds)", m.label),
+        None => format!("{} not measured in every round", m.label),
     };
     if !regressed.is_empty() {
         let reasons = regressed.iter().map(|m| format!("head is slower than base: {}", said(m))).collect();
@@ -162,7 +172,7 @@ fn verdict(
                     format!("{ended}: {}; give the check more time (--budget-minutes)", said(primary)),
                 );
             };
-            let projection = match further_rounds(l, plans.of(primary.metric), delta) {
+            let projection = match further_rounds(l, plans.primary(), delta) {
                 Some(n) => format!("; about {n} more rounds would decide it at this spread (a projection)"),
                 None => "; at this spread no number of rounds would (the change sits on ±δ)".to_string(),
             };
@@ -185,7 +195,11 @@ mod tests {
 
     /// A round whose every metric moved by `ln_ratio`.
     fn round(ln_ratio: f64) -> Round {
-        Round { log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(ln_ratio))).collect(), medians: Vec::new() }
+        Round {
+            log_ratios: PairedMetric::ALL.iter().map(|&m| (m, Some(ln_ratio))).collect(),
+            medians: Vec::new(),
+            captured: Vec::new(),
+        }
     }
 
     fn rounds(values: &[f64]) -> Vec<Round> {
@@ -243,8 +257,12 @@ mod tests {
     #[test]
     fn the_primary_metric_gets_half_of_alpha() {
         let plan = Plans::new(10, ALPHA).expect("plan");
-        assert!((plan.of(PairedMetric::ALL[0]).alpha() - 0.025).abs() < 1e-12);
-        assert!((plan.of(PairedMetric::Exposed).alpha() - 0.025 / 6.0).abs() < 1e-12);
+        let count = PairedMetric::ALL.len();
+        assert!((plan.of(PairedMetric::ALL[0], count).alpha() - 0.025).abs() < 1e-12);
+        assert!((plan.of(PairedMetric::Exposed, count).alpha() - 0.025 / 6.0).abs() < 1e-12);
+        // Two judged collectives share the other half with the benchmark's six.
+        assert!((plan.of(PairedMetric::Captured(1), count + 2).alpha() - 0.025 / 8.0).abs() < 1e-12);
+        assert!((plan.of(PairedMetric::ALL[0], count + 2).alpha() - 0.025).abs() < 1e-12);
         assert!((plan.alpha() - ALPHA).abs() < 1e-12);
         assert_eq!(Plans::new(2, ALPHA), None, "the first look is after 3 rounds");
     }
