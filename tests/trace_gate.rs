@@ -212,3 +212,34 @@ fn inspector_logs_are_judged_on_transfer_and_wait_only() {
     let reasons: Vec<&str> = v["reasons"].as_array().expect("reasons").iter().filter_map(Value::as_str).collect();
     assert!(reasons[0].contains("of its baseline time"), "{reasons:#?}");
 }
+
+/// A retried job stores its traces again, from the same directory or from a copy in another
+/// workspace: the store keeps one copy, and `baseline list` and `check` keep working.
+#[test]
+fn a_retried_trace_update_changes_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store_with_trace_runs(tmp.path(), 1);
+    let first = tmp.path().join("base-1");
+    let copy = tmp.path().join("retry/workspace/base-1");
+    std::fs::create_dir_all(&copy).expect("dir");
+    for entry in std::fs::read_dir(&first).expect("traces") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).expect("copy");
+    }
+    for traces in [&first, &copy] {
+        let out = commgate()
+            .args(["baseline", "update", "--environment-profile", "SIM-MOCK", "--baselines"])
+            .arg(&store)
+            .arg("--traces")
+            .arg(traces)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("already holds this trace run; it holds 1 trace run \"default\""), "{stderr}");
+    }
+    let list = commgate().args(["baseline", "list", "--baselines"]).arg(&store).output().expect("runs");
+    assert_eq!(list.status.code(), Some(0), "{}", String::from_utf8_lossy(&list.stderr));
+    let (code, _) = check(&store, &first);
+    assert_eq!(code, Some(0));
+}

@@ -35,7 +35,11 @@ impl TraceRuns {
     /// nothing), then keeps the newest `keep`. Returns whether it was added and how many old
     /// runs were dropped.
     pub fn add(&mut self, run: Attribution, keep: usize) -> (bool, usize) {
-        if self.0.contains(&run) {
+        // Compared as the store will hold it: a fresh attribution and the same one read back
+        // from the store file can differ in memory (figures the file does not keep), and a
+        // retried update must still find its copy.
+        let run = as_stored(run);
+        if self.0.iter().any(|held| same_capture(held, &run)) {
             return (false, 0);
         }
         self.0.push(run);
@@ -84,6 +88,26 @@ impl TraceRuns {
         }
         Ok(())
     }
+}
+
+/// Whether two attributions are of the same capture: equal in everything but where their files
+/// were read from (a retried job reads the same traces from another workspace path).
+fn same_capture(a: &Attribution, b: &Attribution) -> bool {
+    let placeless = |run: &Attribution| {
+        let mut run = run.clone();
+        run.source.files.clear();
+        for rank in &mut run.ranks {
+            rank.file.clear();
+        }
+        run
+    };
+    a.source.files.len() == b.source.files.len() && placeless(a) == placeless(b)
+}
+
+/// `run` as a store file gives it back: written and read again (unchanged if that fails, which
+/// a valid attribution never does).
+fn as_stored(run: Attribution) -> Attribution {
+    serde_json::to_string(&run).ok().and_then(|text| serde_json::from_str(&text).ok()).unwrap_or(run)
 }
 
 /// The first figure of a stored attribution that is negative (or not a number), as its JSON path:
