@@ -306,6 +306,32 @@ pub enum BaselineCommand {
     List(ListArgs),
     /// Show every run a store knows, oldest first (judged runs and summaries), with a trend.
     Show(ShowArgs),
+    /// Take runs out of a store: benchmark runs by run id, trace runs by name and position
+    /// (under the store's lock, atomic write; the store must be valid afterwards).
+    Remove(RemoveArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    /// A store file, or a workload id looked up under --baselines.
+    #[arg(value_name = "FILE|WORKLOAD")]
+    pub target: String,
+
+    #[command(flatten)]
+    pub store: StoreDir,
+
+    /// The environment profile (for a workload id held by several profiles).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// Benchmark runs to remove, by run id: 12 or more of its hex digits, as `baseline update`
+    /// printed it (`baseline show --format json` lists every run's id).
+    #[arg(long = "run", value_name = "ID", num_args = 1.., required_unless_present = "trace_run")]
+    pub runs: Vec<String>,
+
+    /// Trace runs to remove: NAME:N, the N-th run stored under NAME, oldest first (1-based).
+    #[arg(long, value_name = "NAME:N", num_args = 1..)]
+    pub trace_run: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,4 +1,5 @@
-//! `commgate baseline update | list | show`: the store changed under its lock, listed, shown.
+//! `commgate baseline update | list | show | remove`: the store changed under its lock, listed,
+//! shown, mended.
 
 use commgate_gate::baseline;
 
@@ -70,5 +71,26 @@ pub(super) fn show(args: crate::cli::ShowArgs, file: &config::FileConfig) -> Res
     let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
     let shown = baseline::show::show(&path)?;
     emit(&report::history::show(&shown, args.format), None)?;
+    Ok(Outcome::Passed)
+}
+
+/// `commgate baseline remove`.
+pub(super) fn remove(args: crate::cli::RemoveArgs, file: &config::FileConfig) -> Result<Outcome> {
+    let dir = config::store_dir(&args.store, file);
+    let trace_runs = args
+        .trace_run
+        .iter()
+        .map(|t| baseline::remove::trace_run(t))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|m| anyhow::anyhow!("--trace-run {m}"))?;
+    let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
+    let removal = baseline::remove::Removal { runs: args.runs, trace_runs };
+    // The lock of the store the file is in (`<dir>/<profile>/<workload>.json`), as `update` takes it.
+    let store = path.parent().and_then(std::path::Path::parent).filter(|d| !d.as_os_str().is_empty());
+    let lock_dir = store.map_or_else(|| dir.clone(), std::path::Path::to_path_buf);
+    let waiting = || diag::info(format_args!("waiting for another update of {} to finish", lock_dir.display()));
+    for line in baseline::remove::remove(&lock_dir, &path, &removal, waiting)?.lines {
+        diag::info(line);
+    }
     Ok(Outcome::Passed)
 }

@@ -66,6 +66,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Baseline(BaselineCommand::Update(args)) => baseline::update(args, &file),
         Command::Baseline(BaselineCommand::List(args)) => baseline::list(args, &file),
         Command::Baseline(BaselineCommand::Show(args)) => baseline::show(args, &file),
+        Command::Baseline(BaselineCommand::Remove(args)) => baseline::remove(args, &file),
     }
 }
 

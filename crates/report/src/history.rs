@@ -139,9 +139,10 @@ fn short_software(e: &Entry) -> String {
 
 /// A store's columns, one row per run; [`show_rows`] fills them in this order (a median and a
 /// P95 per schedule of [`SCHEDULES`]).
-fn show_columns() -> [Column; 15] {
+fn show_columns() -> [Column; 16] {
     left([
         "#",
+        "run id",
         "date",
         "commit",
         "driver / CUDA / NCCL",
@@ -168,6 +169,8 @@ fn show_rows(s: &Shown, ctx: Context) -> Vec<Vec<String>> {
             let stat = |sch: Schedule| e.summary.schedules.get(&sch);
             let mut cells = vec![
                 (i + 1).to_string(),
+                // What `baseline remove --run` takes.
+                esc(&e.summary.run_id.chars().take(12).collect::<String>(), NAME),
                 esc(&e.summary.created_at, NAME),
                 esc(&short_commit(e.summary.commit.as_deref()), NAME),
                 esc(&short_software(e), NAME),

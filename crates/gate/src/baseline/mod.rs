@@ -10,6 +10,7 @@ pub mod history;
 mod identity;
 pub mod list;
 mod lock;
+pub mod remove;
 pub mod show;
 mod traces;
 mod update;
