@@ -123,7 +123,7 @@ pub fn find_upward(start: &Path) -> Option<(PathBuf, Option<PathBuf>)> {
 impl FileConfig {
     /// Makes the file's relative paths, and the defaults of the paths it leaves unset (the
     /// store, the results directory), relative to `dir` (the file's own directory).
-    fn rebase(&mut self, dir: &Path) {
+    pub(crate) fn rebase(&mut self, dir: &Path) {
         let rebase = |p: &mut Option<PathBuf>, default: Option<PathBuf>| {
             if p.is_none() {
                 *p = default;

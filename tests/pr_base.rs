@@ -190,3 +190,30 @@ fn a_head_whose_settings_do_not_even_parse_is_judged_by_the_base() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(report(&out)["baseline"]["path"], "../baselines/SIM-MOCK/par-overlap-allreduce-matmul.json");
 }
+
+/// Run from a subdirectory (the Action's `working-directory`), the base commit's settings are
+/// found upwards as the working tree's are: a `sub/commgate.toml` the pull request plants does
+/// not replace the repository's stricter one with defaults.
+#[test]
+fn a_settings_file_planted_in_a_subdirectory_does_not_replace_the_bases() {
+    let (tmp, _) = repository();
+    let d = tmp.path();
+    // Main's settings block on any `tune`, not only a confirmed regression.
+    std::fs::write(d.join("commgate.toml"), "[compare]\nmin_effect = 0.03\n[check]\nfail_on = \"tune\"\n")
+        .expect("settings");
+    git(d, &["commit", "-qam", "main: stricter"]);
+    let base = git(d, &["rev-parse", "HEAD"]);
+    let sub = d.join("sub");
+    std::fs::create_dir_all(&sub).expect("dir");
+    std::fs::write(sub.join("commgate.toml"), "[compare]\nmin_effect = 0.999999\n").expect("settings");
+    std::fs::copy(root().join(SLOWER), sub.join("slower.json")).expect("result");
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-qm", "PR: a looser gate in sub/"]);
+    let out = check(&sub, &["--base", &base, "--baselines", "../baselines"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = report(&out);
+    assert_eq!((v["verdict"].as_str(), v["fail_on"].as_str()), (Some("tune"), Some("tune")), "{v}");
+    // Judged by its own files, the planted one would have let it pass.
+    let head = check(&sub, &["--baselines-from-head", "--baselines", "../baselines"]);
+    assert_eq!(head.status.code(), Some(0), "{}", String::from_utf8_lossy(&head.stderr));
+}

@@ -46,11 +46,18 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Check(args) => check::base_commit(&args.base)?,
         _ => None,
     };
-    let config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
+    let mut config_path = cli.config.clone().unwrap_or_else(|| PathBuf::from(config::DEFAULT_FILE));
     let file = match (&base, &cli.command) {
         // `init` writes the settings file: an existing one (valid or not) is not read; nor is
         // it by the commands that print what the command line is (completions, man pages).
         (_, Command::Init(_) | Command::Completions(_) | Command::Man(_)) => config::FileConfig::default(),
+        // Looked up upwards at the base as in the working tree: a file the pull request plants
+        // in a subdirectory cannot stand in for the repository's.
+        (Some(b), _) if cli.config.is_none() => {
+            let (file, path) = check::base_settings_upward(&cli.from_env, b)?;
+            config_path = path;
+            file
+        }
         (Some(b), _) => check::base_settings(&cli.from_env, b, &config_path)?,
         (None, _) => config::load_file(&cli)?,
     };

@@ -134,6 +134,11 @@ impl BaseCommit {
         Ok(Worktree { repo: self.cwd.clone(), root, dir, _temp: temp })
     }
 
+    /// How many directories the working directory is below the repository's top level.
+    pub fn depth(&self) -> usize {
+        self.prefix.components().count()
+    }
+
     /// The first 12 digits, for messages.
     pub fn short(&self) -> &str {
         &self.sha[..self.sha.len().min(12)]

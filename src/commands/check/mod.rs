@@ -93,6 +93,31 @@ pub(super) fn base_settings(
     }
 }
 
+/// The base commit's settings when no file is named: its `commgate.toml` in the working
+/// directory, else the nearest one above it up to the repository's root, as the working tree's
+/// is found ([`config::find_upward`]); a file found above has its relative paths taken from its
+/// own directory. Returns the settings and the file's path from the working directory (to name
+/// it, and to tell whether the pull request changed it); defaults and `commgate.toml` when the
+/// base had none.
+pub(super) fn base_settings_upward(
+    from_env: &[(String, String)],
+    base: &BaseCommit,
+) -> Result<(config::FileConfig, PathBuf)> {
+    for up in 0..=base.depth() {
+        let dir: PathBuf = std::iter::repeat_n("..", up).collect();
+        let path = dir.join(config::DEFAULT_FILE);
+        if let Some(text) = base.file(&path)? {
+            let label = PathBuf::from(format!("{}@{}", path.display(), base.short()));
+            let mut file = config::file_from_text(from_env, &label, text)?;
+            if up > 0 {
+                file.rebase(&dir);
+            }
+            return Ok((file, path));
+        }
+    }
+    Ok((config::FileConfig::default(), PathBuf::from(config::DEFAULT_FILE)))
+}
+
 /// Points the gate at a private copy of the base commit's baselines and records what the pull
 /// request changes in them. A directory that neither the base nor the working tree has stays
 /// as named, so a misspelled `--baselines` still fails closed.
