@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install a released commgate binary: scripts/install-commgate.sh VERSION DEST
+# Install a released commgate binary: scripts/install-commgate.sh VERSION DEST [RUN_DIR]
 #
 # VERSION is a release version, 0.1.0 or v0.1.0. Downloads commgate-VERSION-TARGET.tar.gz and its .sha256 from the GitHub release vVERSION
 # (TARGET: x86_64-unknown-linux-gnu or aarch64-unknown-linux-gnu, from `uname -m`), checks the
@@ -9,6 +9,11 @@
 # run with the same DEST, the checksum is downloaded again and the kept archive is used only if it
 # still matches (else it is downloaded again); either way the binary is re-extracted from a verified
 # archive, so a binary changed in DEST since the last run is replaced, never trusted.
+#
+# RUN_DIR (optional): a private directory (created if missing) that also gets the verified
+# binary, as RUN_DIR/commgate, written from this run's own extraction rather than copied from DEST:
+# when DEST is shared (a runner's tool cache), the caller runs RUN_DIR/commgate, which no other
+# job can swap between this check and its use.
 #
 # Environment:
 #   COMMGATE_RELEASE_BASE_URL  where the releases live [https://github.com/OWNER/commgate/releases/download,
@@ -34,9 +39,10 @@ no_asset() {
   exit 3
 }
 
-[ "$#" -eq 2 ] || die "usage: install-commgate.sh VERSION DEST (e.g. 0.1.0 ~/.local/bin)"
+[ "$#" -eq 2 ] || [ "$#" -eq 3 ] || die "usage: install-commgate.sh VERSION DEST [RUN_DIR] (e.g. 0.1.0 ~/.local/bin)"
 version=${1#v}
 dest=$2
+run_dir=${3:-}
 # A release version only (it becomes part of a URL and of file names): 1.2.3 or 1.2.3-rc.1.
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] ||
   die "VERSION must look like 1.2.3 or v1.2.3 (or 1.2.3-rc.1), got '$1'"
@@ -168,11 +174,14 @@ want_sum=$(printf '%s' "$want_sum" | tr 'A-F' 'a-f')
 # The archive: the one kept in DEST when it still matches, else a fresh download.
 kept="$dest/$asset"
 archive=""
-if [ -f "$kept" ] && [ ! -L "$kept" ] && [ "$(sha256_of "$kept")" = "$want_sum" ]; then
-  cp -- "$kept" "$work/$asset"
+# Copied first, then the copy hashed and extracted: what is checked is what is installed, even
+# if another process swaps the kept file meanwhile.
+if [ -f "$kept" ] && [ ! -L "$kept" ] && cp -- "$kept" "$work/$asset" 2>/dev/null &&
+  [ "$(sha256_of "$work/$asset")" = "$want_sum" ]; then
   archive="$work/$asset"
   echo "install-commgate: reusing $kept (checksum verified)"
 else
+  rm -f -- "$work/$asset"
   status=0
   code=$(fetch "$url" "$work/$asset") || status=$?
   if [ "$status" -ne 0 ]; then
@@ -202,4 +211,13 @@ cat -- "$work/x/$member" >"$tmp_bin"
 chmod 0755 -- "$tmp_bin"
 mv -fT -- "$tmp_bin" "$dest/commgate"
 tmp_bin=""
+if [ -n "$run_dir" ]; then
+  [ -L "$run_dir" ] && die "RUN_DIR $run_dir is a symbolic link; refusing to write through it"
+  mkdir -p -- "$run_dir" && [ -d "$run_dir" ] || die "cannot create RUN_DIR $run_dir"
+  tmp_bin=$(mktemp "$run_dir/.commgate.XXXXXX")
+  cat -- "$work/x/$member" >"$tmp_bin"
+  chmod 0755 -- "$tmp_bin"
+  mv -fT -- "$tmp_bin" "$run_dir/commgate"
+  tmp_bin=""
+fi
 echo "install-commgate: installed commgate $version ($target) as $dest/commgate"

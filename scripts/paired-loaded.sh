@@ -41,7 +41,8 @@ try:
     mde = first.get("mde")
     ratio = first.get("ratio")
     said = f", overlap median head/base {ratio:.3f} ± {100 * mde:.1f} %" if ratio and mde is not None else ""
-    print(f"{label} {i}: {r['verdict']}{' (blocking)' if r['blocking'] else ''} exit {rc}, {len(p.get('rounds', []))} rounds, {secs} s{said}")
+    why = f"; {r['reasons'][0]}" if r['blocking'] and r.get('reasons') else ""
+    print(f"{label} {i}: {r['verdict']}{' (blocking)' if r['blocking'] else ''} exit {rc}, {len(p.get('rounds', []))} rounds, {secs} s{said}{why}")
 except Exception as e:
     print(f"{label} {i}: no report ({e}), exit {rc}, {secs} s")
 PY

@@ -178,4 +178,44 @@ run_install 0.9.0
 expect_rc 1 "missing DEST"
 echo "ok: bad arguments exit 1"
 
+# RUN_DIR: the verified binary also lands in a private directory, written from the run's own
+# extraction (the Action runs that copy, not the one in the shared tool cache).
+run_install 0.9.0 "$tmp/dest-run" "$tmp/private/bin"
+expect_rc 0 "RUN_DIR"
+[ "$("$tmp/private/bin/commgate" --version)" = "commgate 0.9.0" ] || fail "RUN_DIR: no verified binary in RUN_DIR"
+no_leftovers "$tmp/private/bin" "RUN_DIR"
+echo "ok: RUN_DIR gets the verified binary too"
+
+# A concurrent process swaps the kept archive for a planted one, again and again: every install
+# still ends with the verified binary (the kept file is copied first, and the copy is hashed and
+# extracted; hashing the kept file and then copying it by name installed the planted one).
+planted="$tmp/planted/commgate-0.9.0-$target"
+mkdir -p "$planted"
+printf '#!/bin/sh\necho planted\n' >"$planted/commgate"
+chmod 0755 "$planted/commgate"
+tar -czf "$tmp/planted.tar.gz" -C "$tmp/planted" "commgate-0.9.0-$target"
+dest="$tmp/dest-race"
+run_install 0.9.0 "$dest"
+expect_rc 0 "race: first install"
+cp "$dest/commgate-0.9.0-$target.tar.gz" "$tmp/good.tar.gz"
+(
+  while :; do
+    cp "$tmp/planted.tar.gz" "$dest/.swap" && mv -f "$dest/.swap" "$dest/commgate-0.9.0-$target.tar.gz"
+    cp "$tmp/good.tar.gz" "$dest/.swap" && mv -f "$dest/.swap" "$dest/commgate-0.9.0-$target.tar.gz"
+  done
+) 2>/dev/null &
+swapper=$!
+planted_runs=0
+for i in $(seq 1 30); do
+  run_install 0.9.0 "$dest" "$tmp/race-bin-$i"
+  expect_rc 0 "race: install $i"
+  for bin in "$tmp/race-bin-$i/commgate" "$dest/commgate"; do
+    [ "$("$bin" --version)" = "commgate 0.9.0" ] || planted_runs=$((planted_runs + 1))
+  done
+done
+kill "$swapper" 2>/dev/null || true
+wait "$swapper" 2>/dev/null || true
+[ "$planted_runs" -eq 0 ] || fail "race: $planted_runs binaries of 30 installs were unverified"
+echo "ok: a kept archive swapped during 30 installs never gets an unverified binary installed"
+
 echo "test-install: all cases passed"
