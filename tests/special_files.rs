@@ -217,3 +217,48 @@ fn a_settings_file_that_is_a_device_or_a_pipe_is_refused() {
     let out = commgate(dir.path(), &["attribute", "rank-0.json"]);
     assert_refused(&out, "commgate.toml", "is a named pipe (FIFO)");
 }
+
+/// A socket as an input says so, not the system's "No such device or address".
+#[test]
+fn a_socket_as_an_input_is_named_a_socket() {
+    let dir = TempDir::new().expect("tempdir");
+    let _listener = std::os::unix::net::UnixListener::bind(dir.path().join("rank-0.json")).expect("socket");
+    let out = commgate(dir.path(), &["attribute", "rank-0.json"]);
+    assert_refused(&out, "rank-0.json", "is a socket, not a regular file");
+}
+
+/// A `--result` directory is read as if each file in it were named: a link to a result is
+/// judged; a pipe, a broken link or a link loop in it is an error naming the entry, never
+/// skipped (a run silently missing would be judged on the rest).
+#[test]
+fn a_result_directory_follows_links_and_names_what_it_cannot_read() {
+    let dir = TempDir::new().expect("tempdir");
+    let store = dir.path().join("baselines/SIM-MOCK");
+    std::fs::create_dir_all(&store).expect("store dir");
+    write(&store, "par-overlap-allreduce-matmul.json", STORE);
+    let real = write(dir.path(), "current-same.json", RESULT);
+    let results = dir.path().join("results");
+    std::fs::create_dir_all(&results).expect("results dir");
+    std::os::unix::fs::symlink(&real, results.join("run.json")).expect("link");
+    let out = commgate(dir.path(), &["check", "--result", "results", "--format", "json", "--comment", "never"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["comparison"]["current_runs"], 1, "the linked result was judged");
+
+    let cases: [(&str, &dyn Fn(&Path), &str); 3] = [
+        ("pipe.json", &|p: &Path| mkfifo(p), "is a named pipe (FIFO), not a regular file"),
+        (
+            "broken.json",
+            &|p: &Path| std::os::unix::fs::symlink("gone.json", p).expect("link"),
+            "is a broken symbolic link",
+        ),
+        ("loop.json", &|p: &Path| std::os::unix::fs::symlink("loop.json", p).expect("link"), "is a symbolic link loop"),
+    ];
+    for (name, make, said) in cases {
+        let entry = results.join(name);
+        make(&entry);
+        let out = commgate(dir.path(), &["check", "--result", "results", "--comment", "never"]);
+        assert_refused(&out, name, said);
+        std::fs::remove_file(&entry).expect("remove");
+    }
+}

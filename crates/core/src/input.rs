@@ -87,6 +87,9 @@ pub enum OpenError {
     /// A symbolic link whose target does not exist.
     #[error("is a broken symbolic link (its target does not exist); fix or remove the link")]
     BrokenLink,
+    /// A chain of symbolic links that leads back to itself.
+    #[error("is a symbolic link loop (its links lead back to themselves); fix or remove the link")]
+    LinkLoop,
     /// `-`: commgate reads files, not standard input.
     #[error("commgate does not read standard input; save the data to a file and pass its path")]
     Stdin,
@@ -127,12 +130,32 @@ pub fn open(path: &Path) -> Result<Opened, OpenError> {
 
 /// A failed open in the user's words: a missing file, a dangling link, or the system's reason.
 fn open_error(path: &Path, e: io::Error) -> OpenError {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return OpenError::LinkLoop;
+    }
     if e.kind() != io::ErrorKind::NotFound {
-        return OpenError::Io(e);
+        // What cannot be opened as a file says what it is (a socket answers ENXIO).
+        return match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() => OpenError::NotRegular { kind: describe_kind(&m.file_type()) },
+            _ => OpenError::Io(e),
+        };
     }
     match path.symlink_metadata() {
         Ok(m) if m.file_type().is_symlink() => OpenError::BrokenLink,
         _ => OpenError::NotFound,
+    }
+}
+
+/// What a directory's entry is once its links are followed: `Ok(true)` a regular file,
+/// `Ok(false)` a directory, and anything else (a named pipe, a socket, a device, a broken link,
+/// a link loop) the reason it cannot be read, for an error that names it: a directory of
+/// inputs is read as if each file in it were named, so none is skipped silently.
+pub fn file_or_dir(path: &Path) -> Result<bool, OpenError> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) if m.is_dir() => Ok(false),
+        Ok(m) => Err(OpenError::NotRegular { kind: describe_kind(&m.file_type()) }),
+        Err(e) => Err(open_error(path, e)),
     }
 }
 

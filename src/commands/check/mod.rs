@@ -192,12 +192,26 @@ fn result_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             continue;
         }
         let entries = std::fs::read_dir(p).with_context(|| format!("{}: cannot list the directory", p.display()))?;
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-            .map(|e| e.path())
-            .collect();
+        // Each file judged as if it were named: links followed; a pipe, a socket, a device, a
+        // broken link or a link loop is an error naming it, never skipped. Hidden entries and
+        // subdirectories are not results.
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("{}: cannot list the directory", p.display()))?;
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            match commgate_core::input::file_or_dir(&path) {
+                Ok(true) => files.push(path),
+                Ok(false) => {}
+                Err(e) => anyhow::bail!(
+                    "{}: {e} (in the --result directory {}: remove it, or pass the result files by name)",
+                    path.display(),
+                    p.display()
+                ),
+            }
+        }
         if files.is_empty() {
             anyhow::bail!(
                 "{}: the directory holds no file to judge; pass result files or nccl-tests output",
