@@ -245,7 +245,8 @@ fn a_result_directory_follows_links_and_names_what_it_cannot_read() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(report["comparison"]["current_runs"], 1, "the linked result was judged");
 
-    let cases: [(&str, &dyn Fn(&Path), &str); 3] = [
+    type Make<'a> = &'a dyn Fn(&Path);
+    let cases: [(&str, Make, &str); 3] = [
         ("pipe.json", &|p: &Path| mkfifo(p), "is a named pipe (FIFO), not a regular file"),
         (
             "broken.json",
