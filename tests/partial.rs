@@ -230,3 +230,40 @@ fn a_duplicated_damaged_or_differently_set_partial_file_is_named_with_exit_2() {
     let out = commgate().args(["attribute", "--output", "r.txt", "--partial", "p.json", "x"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(2), "--output and --partial conflict");
 }
+
+/// One edited step count (a rank's `steps` set to 1,000 or 2^64−1 where its window holds the
+/// job's steps) would divide every per-step figure and turn a straggler into `accept`: the step
+/// counts are checked against each other, and such a file is refused naming the fields.
+#[test]
+fn a_partial_file_whose_step_counts_disagree_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let files = job(&tmp.path().join("traces"));
+    let good = tmp.path().join("node.json");
+    write_partial(&good, &files, &[]);
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&good).expect("read")).expect("json");
+    let steps = v["ranks"][1]["analysis"]["steps"].as_u64().expect("steps");
+    assert_eq!(v["ranks"][1]["analysis"]["samples"].as_u64(), Some(steps), "as written, they agree");
+    let edits: [(&str, serde_json::Value, &str); 4] = [
+        ("steps", serde_json::json!(1000), "`steps` is 1000 but `samples` (the step windows) is"),
+        ("steps", serde_json::json!(u64::MAX), "`steps` is 18446744073709551615 but `samples`"),
+        ("samples", serde_json::json!(steps + 1), "`steps` is"),
+        ("steps_from_markers", serde_json::json!(false), "`steps_from_markers` is false but `window` is \"steps\""),
+    ];
+    for (field, value, said) in edits {
+        let mut edited = v.clone();
+        edited["ranks"][1]["analysis"][field] = value;
+        let path = tmp.path().join(format!("edited-{field}.json"));
+        std::fs::write(&path, serde_json::to_string(&edited).expect("json")).expect("write");
+        let out = attribute(&[path], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{field}: {stderr}");
+        assert!(stderr.contains("rank 1: ") && stderr.contains(said), "{field}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    // A step length dropped.
+    v["ranks"][1]["analysis"]["step_ns"].as_array_mut().expect("lengths").pop();
+    let path = tmp.path().join("edited-step-ns.json");
+    std::fs::write(&path, serde_json::to_string(&v).expect("json")).expect("write");
+    let stderr = String::from_utf8_lossy(&attribute(&[path], &[]).stderr).to_string();
+    assert!(stderr.contains("`step_ns` holds"), "{stderr}");
+}

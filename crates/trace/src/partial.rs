@@ -448,9 +448,14 @@ impl Wire {
                 check_text("step_names", name, MAX_NAME_BYTES).map_err(at)?;
             }
             let analysis = r.analysis.into_analysis(&mut kernels_left).map_err(at)?;
+            steps_agree(&analysis, self.settings.steps).map_err(at)?;
             let other = match r.other {
                 Some(o) if o.rank != rank => return Err(at(format!("`other` is rank {}", o.rank))),
-                Some(o) => Some(o.into_analysis(&mut kernels_left).map_err(|e| at(format!("other: {e}")))?),
+                Some(o) => {
+                    let o = o.into_analysis(&mut kernels_left).map_err(|e| at(format!("other: {e}")))?;
+                    steps_agree(&o, self.settings.steps).map_err(|e| at(format!("other: {e}")))?;
+                    Some(o)
+                }
                 None => None,
             };
             ranks.push(ReducedRank { analysis, step_names: r.step_names, other });
@@ -461,6 +466,62 @@ impl Wire {
         }
         Ok(Partial { format, settings: self.settings, ranks })
     }
+}
+
+/// The step counts of a rank's analysis checked against each other, as attribution made them:
+/// one changed field (`steps` set to 1,000 where the window holds 7 steps would divide every
+/// per-step figure by 1,000) is refused, naming both fields.
+/// - With step markers (`window` `steps` or `hta`), `steps` is the number of windows, `samples`.
+/// - Without (`trace`), `steps` is the `--steps` setting the file records, else 1, and `samples` 1.
+/// - `step_ns` holds one length per window up to the cap (none without compute kernels; 0 or 1 for
+///   the whole trace), and every `exposed_by_step` step is one of those windows.
+fn steps_agree(a: &RankAnalysis, setting: Option<u64>) -> Result<(), String> {
+    let markers = a.window != "trace";
+    if a.steps_from_markers != markers {
+        return Err(format!(
+            "`steps_from_markers` is {} but `window` is \"{}\"; the file was edited: write it again with `commgate attribute --partial`",
+            a.steps_from_markers, a.window
+        ));
+    }
+    let expected = if markers { a.samples } else { setting.unwrap_or(1).max(1) };
+    if a.steps != expected {
+        let from =
+            if markers { "`samples` (the step windows)" } else { "the `--steps` setting the file records (else 1)" };
+        return Err(format!(
+            "`steps` is {} but {from} is {expected}; the file was edited: write it again with `commgate attribute --partial`",
+            a.steps
+        ));
+    }
+    if !markers && a.samples != 1 {
+        return Err(format!("`samples` is {} for the whole-trace window, which is one sample", a.samples));
+    }
+    let windows = usize::try_from(a.samples).unwrap_or(usize::MAX).min(MAX_STEP_SAMPLES);
+    let lengths_ok = if a.no_compute {
+        a.step_ns.is_empty()
+    } else if a.samples >= 2 {
+        a.step_ns.len() == windows
+    } else {
+        a.step_ns.len() <= 1
+    };
+    if !lengths_ok {
+        return Err(format!(
+            "`step_ns` holds {} lengths for {} step windows; the file was edited: write it again with `commgate attribute --partial`",
+            a.step_ns.len(),
+            a.samples
+        ));
+    }
+    for (name, c) in &a.by_collective {
+        if let Some((step, _)) =
+            c.exposed_by_step.iter().find(|(s, _)| usize::try_from(*s).map_or(true, |s| s >= windows))
+        {
+            return Err(format!(
+                "collective `{}`: `exposed_by_step` names step {step} of {} step windows",
+                name.escape_debug(),
+                a.samples
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_text(field: &str, s: &str, max: usize) -> Result<(), String> {
