@@ -416,3 +416,50 @@ fn a_job_log_around_the_table_is_read_and_a_log_of_two_runs_is_refused() {
     assert_eq!(code, 2);
     assert!(err.contains("two.log: holds more than one nccl-tests run"), "{err}");
 }
+
+/// The slower size of `current-slower.json` renamed (another reduction op), moved by one byte,
+/// or dropped from the series: the comparison cannot match it with the baseline's point, so it
+/// cannot accept on the points that remain; it says why in the headline (exit 0, not blocking).
+#[test]
+fn a_sweep_whose_points_do_not_match_the_baseline_is_never_accepted() {
+    let tmp = store();
+    let text = std::fs::read_to_string(tmp.path().join("runs/current-slower.json")).expect("read");
+    let sweep: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let at = sweep["results"].as_array().expect("results").iter().position(|r| r["size"] == 65536).expect("64 KiB");
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: [(&str, Edit, &str); 3] = [
+        (
+            "redop",
+            Box::new(move |v| v["results"][at]["redop"] = "prod".into()),
+            "2 points have no baseline (64.0 KiB out-of-place, 64.0 KiB in-place)",
+        ),
+        (
+            "size",
+            Box::new(move |v| v["results"][at]["size"] = 65537.into()),
+            "2 points have no baseline (64.0 KiB out-of-place, 64.0 KiB in-place)",
+        ),
+        (
+            "dropped",
+            Box::new(move |v| {
+                v["results"].as_array_mut().expect("results").remove(at);
+            }),
+            "2 points of the baseline are missing from this sweep",
+        ),
+    ];
+    for (name, edit, said) in edits {
+        let mut v = sweep.clone();
+        edit(&mut v);
+        let path = format!("runs/edited-{name}.json");
+        std::fs::write(tmp.path().join(&path), serde_json::to_string(&v).expect("json")).expect("write");
+        let (code, out, err) = check(tmp.path(), &path, "text");
+        assert_eq!(code, 0, "{name}: {out}{err}");
+        let first = out.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(
+                "Verdict: collect_more_evidence: cannot accept: this sweep does not match the baseline's points"
+            ),
+            "{name}: {out}"
+        );
+        assert!(first.contains(said), "{name}: {first}");
+    }
+}

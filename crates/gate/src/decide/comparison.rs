@@ -81,8 +81,16 @@ pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
     if let Some(s) = &sweep {
         v.reasons.extend(sweep_reasons(s));
     }
-    let headline = match sweep_headline(&v, &metrics, sweep.as_ref(), delta) {
-        Some(h) if unusable.is_none() && baseline.fingerprint_match => h,
+    // A sweep that does not hold the baseline's points cannot be accepted on the points it
+    // shares: a point renamed, resized or dropped would otherwise take its slowdown with it.
+    let mismatch = sweep.as_ref().and_then(points_mismatch).filter(|_| v.decision == Decision::Accept);
+    if let Some(why) = &mismatch {
+        v.decision = Decision::CollectMoreEvidence;
+        v.reasons.insert(0, why.clone());
+    }
+    let headline = match (&mismatch, sweep_headline(&v, &metrics, sweep.as_ref(), delta)) {
+        (Some(why), _) => format!("cannot accept: {why}"),
+        (None, Some(h)) if unusable.is_none() && baseline.fingerprint_match => h,
         _ => headline(&v, &metrics, &baseline, delta, mde, unusable.as_deref(), &hardware),
     };
     Comparison {
@@ -130,6 +138,40 @@ fn sweep_reasons(s: &SweepSummary) -> Vec<String> {
         out.push(p.sentence());
     }
     out
+}
+
+/// Why a sweep's points do not match its baseline's, or `None` when they do: points the
+/// baseline lacks (another size, dtype, reduction or placement than it recorded) and baseline
+/// points this sweep lacks (a size left out, a hole in the series).
+fn points_mismatch(s: &SweepSummary) -> Option<String> {
+    if s.new_points.is_empty() && s.missing_points == 0 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if s.missing_points > 0 {
+        parts.push(format!(
+            "{} point{} of the baseline {} missing from this sweep",
+            s.missing_points,
+            plural(s.missing_points),
+            if s.missing_points == 1 { "is" } else { "are" }
+        ));
+    }
+    if !s.new_points.is_empty() {
+        let shown: Vec<String> = s.new_points.iter().take(2).map(|k| k.label(false)).collect();
+        let more = s.new_points.len().saturating_sub(shown.len());
+        parts.push(format!(
+            "{} {} no baseline ({}{})",
+            s.new_points.len(),
+            if s.new_points.len() == 1 { "point has" } else { "points have" },
+            shown.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+    }
+    Some(format!(
+        "this sweep does not match the baseline's points ({}): run the sweep the baseline recorded (same sizes, \
+         dtypes, reduction ops and placements), or record baselines of this one",
+        parts.join("; ")
+    ))
 }
 
 /// A sweep's headline when it accepts: how many points held within δ, rather than the primary
