@@ -449,11 +449,13 @@ impl Wire {
             }
             let analysis = r.analysis.into_analysis(&mut kernels_left).map_err(at)?;
             steps_agree(&analysis, self.settings.steps).map_err(at)?;
+            figures_agree(&analysis, self.settings.compat).map_err(at)?;
             let other = match r.other {
                 Some(o) if o.rank != rank => return Err(at(format!("`other` is rank {}", o.rank))),
                 Some(o) => {
                     let o = o.into_analysis(&mut kernels_left).map_err(|e| at(format!("other: {e}")))?;
                     steps_agree(&o, self.settings.steps).map_err(|e| at(format!("other: {e}")))?;
+                    figures_agree(&o, self.settings.compat).map_err(|e| at(format!("other: {e}")))?;
                     Some(o)
                 }
                 None => None,
@@ -524,11 +526,52 @@ fn steps_agree(a: &RankAnalysis, setting: Option<u64>) -> Result<(), String> {
     Ok(())
 }
 
+/// Figures that are parts of others, as commgate's own attribution makes them (`--compat
+/// default`; HTA's spans may run backwards, so its figures are only bounded): the overlap is
+/// part of both the communication and the compute time, and a collective's exposed time is
+/// part of its time (a rounding's worth of slack), neither below 0.
+fn figures_agree(a: &RankAnalysis, compat: Compat) -> Result<(), String> {
+    if compat != Compat::Default {
+        return Ok(());
+    }
+    if a.overlapped_ns > a.comm_ns.min(a.compute_ns) {
+        return Err(format!(
+            "`overlapped_ns` ({}) is more than `comm_ns` ({}) or `compute_ns` ({}): the overlap is part of both",
+            a.overlapped_ns, a.comm_ns, a.compute_ns
+        ));
+    }
+    for (name, c) in &a.by_collective {
+        let named = |e: String| format!("collective `{}`: {e}", name.escape_debug());
+        let steps = c.exposed_by_step.iter().map(|(_, v)| *v);
+        if let Some(v) = [c.total_ns, c.exposed_ns].into_iter().chain(steps).find(|v| *v < 0.0) {
+            return Err(named(format!("a time of {v} ns, below 0, which no trace gives")));
+        }
+        if c.exposed_ns > c.total_ns * (1.0 + 1e-9) + 1.0 {
+            return Err(named(format!(
+                "`exposed_ns` ({}) is more than `total_ns` ({}), which no trace gives",
+                c.exposed_ns, c.total_ns
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn check_text(field: &str, s: &str, max: usize) -> Result<(), String> {
     if s.len() > max + TRUNCATION_MARK.len() {
         return Err(format!("`{field}` is longer than {max} bytes"));
     }
     Ok(())
+}
+
+/// A time (ns) kept as a float: within ±2^61 ns, as the integer times are (under `--compat hta`
+/// a collective's time can be negative, as HTA's own spans are).
+fn check_time(field: &str, ns: f64) -> Result<(), String> {
+    if (-(MAX_ABS_NS as f64)..=MAX_ABS_NS as f64).contains(&ns) {
+        Ok(())
+    } else {
+        let shown = if ns.abs() < 1e15 { format!("{ns}") } else { format!("{ns:e}") };
+        Err(format!("`{field}` is {shown}, outside ±2^61 ns"))
+    }
 }
 
 fn check_ns(field: &str, ns: Ns) -> Result<Ns, String> {
@@ -564,6 +607,13 @@ impl WireAnalysis {
             if c.exposed_by_step.len() > MAX_STEP_SAMPLES {
                 return Err(format!("collective `{}`: more than {MAX_STEP_SAMPLES} steps", c.name.escape_debug()));
             }
+            let named = |e: String| format!("collective `{}`: {e}", c.name.escape_debug());
+            for (field, v) in [("total_ns", c.total_ns.0), ("exposed_ns", c.exposed_ns.0)]
+                .into_iter()
+                .chain(c.exposed_by_step.iter().map(|(_, v)| ("exposed_by_step", v.0)))
+            {
+                check_time(field, v).map_err(named)?;
+            }
             let collective = RankCollective {
                 kernels: c.kernels,
                 total_ns: c.total_ns.0,
@@ -576,6 +626,9 @@ impl WireAnalysis {
                 return Err("a collective appears twice".to_string());
             }
         }
+        let comm_ns = check_ns("comm_ns", self.comm_ns)?;
+        let compute_ns = check_ns("compute_ns", self.compute_ns)?;
+        let overlapped_ns = check_ns("overlapped_ns", self.overlapped_ns)?;
         let comm_kernels = self.kernels.into_kernels(kernels_left)?;
         let timeline = into_timeline(self.timeline, comm_kernels.len(), kernels_left)?;
         Ok(RankAnalysis {
@@ -584,9 +637,9 @@ impl WireAnalysis {
             steps: self.steps,
             steps_from_markers: self.steps_from_markers,
             window,
-            comm_ns: check_ns("comm_ns", self.comm_ns)?,
-            compute_ns: check_ns("compute_ns", self.compute_ns)?,
-            overlapped_ns: check_ns("overlapped_ns", self.overlapped_ns)?,
+            comm_ns,
+            compute_ns,
+            overlapped_ns,
             comm_kernels,
             by_collective,
             base_time_ns: self.base_time_ns,
@@ -846,6 +899,16 @@ mod tests {
             (json.replacen("\"total_ns\":\"1234.5\"", "\"total_ns\":\"NaN\"", 1), "not a finite number"),
             (json.replacen("\"ts_delta\":[1700000000000000000", "\"ts_delta\":[9223372036854775807", 1), "outside"),
             (json.replacen("\"rank\":3", "\"rank\":0", 2), "rank 0 appears twice"),
+            (
+                json.replacen("\"exposed_ns\":\"0.30000000000000004\"", "\"exposed_ns\":\"-5\"", 1),
+                "a time of -5 ns, below 0",
+            ),
+            (json.replacen("\"total_ns\":\"1234.5\"", "\"total_ns\":\"1e308\"", 1), "`total_ns` is 1e308"),
+            (
+                json.replacen("\"exposed_ns\":\"0.30000000000000004\"", "\"exposed_ns\":\"5000\"", 1),
+                "`exposed_ns` (5000) is more than `total_ns` (1234.5)",
+            ),
+            (json.replacen("\"overlapped_ns\":1000", "\"overlapped_ns\":6000", 1), "`overlapped_ns` (6000) is more"),
             (
                 json.replacen("\"moe_markers\":true", "\"moe_markers\":true,\"extra\":1", 1),
                 "`ranks[0].analysis.extra`: unknown key `extra`",
