@@ -267,3 +267,22 @@ fn a_partial_file_whose_step_counts_disagree_is_refused() {
     let stderr = String::from_utf8_lossy(&attribute(&[path], &[]).stderr).to_string();
     assert!(stderr.contains("`step_ns` holds"), "{stderr}");
 }
+
+/// A partial file naming a format commgate does not write is refused by name, not taken for an
+/// Nsight Systems export.
+#[test]
+fn a_partial_file_of_an_unknown_format_is_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let files = job(&tmp.path().join("traces"));
+    let good = tmp.path().join("node.json");
+    write_partial(&good, &files, &[]);
+    let text = std::fs::read_to_string(&good).expect("read");
+    assert!(text.contains("\"format\":\"kineto\""), "as written");
+    let edited = tmp.path().join("edited.json");
+    std::fs::write(&edited, text.replacen("\"format\":\"kineto\"", "\"format\":\"inspector\"", 1)).expect("write");
+    let out = attribute(&[edited], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`format` is \"inspector\", not one commgate writes"), "{stderr}");
+    assert!(!stderr.contains("Nsight"), "{stderr}");
+}

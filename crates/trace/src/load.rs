@@ -107,6 +107,13 @@ fn job_has_step_names(ranks: &[(ReducedRank, AnalysisSource)]) -> bool {
     names.len() >= 2
 }
 
+/// Whether a partial file's `format` is one commgate writes: Nsight Systems' or NCCL
+/// Inspector's name, alone or with its version after a space (Kineto's is read as `None`).
+/// Anything else would be taken for an Nsight Systems export.
+fn known_format(format: &str) -> bool {
+    [nsys::FORMAT, inspector::FORMAT].into_iter().any(|name| format == name || format.starts_with(&format!("{name} ")))
+}
+
 /// Where a rank's analysis came from.
 enum AnalysisSource {
     /// Its trace, which can be read again.
@@ -143,6 +150,16 @@ fn gather(paths: &[PathBuf], opts: &AttributeOptions, keep_other: bool) -> Resul
     // export) to their analyses at once, so only one raw file per core is alive at a time.
     let read = map_parallel(&files, |path| match read_any(path, limits)? {
         Read::Partial(p) => {
+            if let Some(f) = p.format.as_deref().filter(|f| !known_format(f)) {
+                let why = format!(
+                    "`format` is \"{}\", not one commgate writes ({}, {}, {})",
+                    f.escape_debug(),
+                    partial::KINETO,
+                    nsys::FORMAT,
+                    inspector::FORMAT
+                );
+                return Err(LoadError::new(path, PartialError::Damaged(why).to_string()));
+            }
             if let Some(why) = p.settings.mismatch(&settings) {
                 return Err(LoadError::new(path, PartialError::Settings(why).to_string()));
             }
