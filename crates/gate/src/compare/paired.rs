@@ -19,7 +19,7 @@ use commgate_stats::quantile::median;
 /// "Robust benchmarking in noisy environments", 2016, arXiv:1608.04295: timing noise is
 /// non-negative, so the minimum estimates the undisturbed time best). On a runner with one busy
 /// loop per core, the per-round log ratio of the medians spread with a standard deviation of
-/// 0.25–0.78 over ten rounds and that of the minimum with 0.06–0.19, enough to confirm an
+/// 0.25–1.5 over ten rounds and that of the minimum with 0.04–0.19, enough to confirm an
 /// all-reduce made slower while the medians said nothing (`docs/performance.md`). The minimum
 /// only blocks: what a pull request does to contention shows in the medians.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
