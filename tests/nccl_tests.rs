@@ -418,7 +418,7 @@ fn a_job_log_around_the_table_is_read_and_a_log_of_two_runs_is_refused() {
 }
 
 /// The slower size of `current-slower.json` renamed (another reduction op), moved by one byte,
-/// or dropped from the series: the comparison cannot match it with the baseline's point, so it
+/// dropped from the series, or with its placements set to null: the comparison cannot match it with the baseline's point, so it
 /// cannot accept on the points that remain; it says why in the headline (exit 0, not blocking).
 #[test]
 fn a_sweep_whose_points_do_not_match_the_baseline_is_never_accepted() {
@@ -427,7 +427,7 @@ fn a_sweep_whose_points_do_not_match_the_baseline_is_never_accepted() {
     let sweep: serde_json::Value = serde_json::from_str(&text).expect("json");
     let at = sweep["results"].as_array().expect("results").iter().position(|r| r["size"] == 65536).expect("64 KiB");
     type Edit = Box<dyn Fn(&mut serde_json::Value)>;
-    let edits: [(&str, Edit, &str); 3] = [
+    let edits: [(&str, Edit, &str); 4] = [
         (
             "redop",
             Box::new(move |v| v["results"][at]["redop"] = "prod".into()),
@@ -442,6 +442,20 @@ fn a_sweep_whose_points_do_not_match_the_baseline_is_never_accepted() {
             "dropped",
             Box::new(move |v| {
                 v["results"].as_array_mut().expect("results").remove(at);
+            }),
+            "2 points of the baseline are missing from this sweep",
+        ),
+        (
+            "nulled",
+            Box::new(move |v| {
+                let r = &mut v["results"][at];
+                for key in ["out_of_place", "in_place"] {
+                    r[key] = serde_json::Value::Null;
+                }
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("out_of_place_per_iter");
+                    o.remove("in_place_per_iter");
+                }
             }),
             "2 points of the baseline are missing from this sweep",
         ),
