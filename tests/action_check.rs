@@ -5,10 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 
-use std::path::Path;
 use std::process::Command;
 
 mod common;
+use common::git;
 
 /// The `run: |` block of the step named `name`, de-indented.
 fn step_script(action: &str, name: &str) -> String {
@@ -24,17 +24,6 @@ fn step_script(action: &str, name: &str) -> String {
         script.push('\n');
     }
     script
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 #[test]

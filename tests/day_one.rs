@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 mod common;
-use common::{commgate_in as commgate, root};
+use common::{commgate_in as commgate, git, root};
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     commgate(dir).args(args).output().expect("runs")
@@ -108,17 +108,6 @@ fn base_outside_a_repository_says_there_is_no_repository() {
     let text = stderr(&out);
     assert!(text.contains("is not in a git repository, so `--base main` has no commit"), "{text}");
     assert!(!text.contains("this clone"), "{text}");
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 #[test]

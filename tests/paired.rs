@@ -11,18 +11,7 @@ use std::process::Output;
 use serde_json::Value;
 
 mod common;
-use common::commgate_in as commgate;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use common::{commgate_in as commgate, git};
 
 /// A repository whose base commit sets `base` as commgate.toml and whose head commit sets
 /// `head`; returns it and the base SHA.
@@ -142,16 +131,23 @@ fn a_failing_prepare_names_the_arm_and_its_last_line() {
     assert_eq!(worktrees(tmp.path()), 1, "removed after a failure too");
 }
 
-#[test]
-fn a_failing_capture_names_the_round_and_the_arm() {
+/// A repository (mock benchmark) whose base commit's `train.sh` copies the hand-checked traces
+/// into its first argument; returns it, the base SHA and the traces' directory.
+fn repository_with_training_step() -> (tempfile::TempDir, String, std::path::PathBuf) {
     let (tmp, _) = repository(MOCK, MOCK);
-    // The base's training script writes a trace; the head's is broken.
     let traces = common::root().join("tests/fixtures/hand_checked");
     std::fs::write(tmp.path().join("train.sh"), format!("cp '{}'/rank-*.json \"$1\"\n", traces.display()))
         .expect("script");
     git(tmp.path(), &["add", "-A"]);
     git(tmp.path(), &["commit", "-qm", "train"]);
     let base = git(tmp.path(), &["rev-parse", "HEAD"]);
+    (tmp, base, traces)
+}
+
+#[test]
+fn a_failing_capture_names_the_round_and_the_arm() {
+    // The base's training script writes a trace; the head's is broken.
+    let (tmp, base, _) = repository_with_training_step();
     std::fs::write(tmp.path().join("train.sh"), "echo 'Traceback: boom' >&2; exit 1\n").expect("script");
     let out = paired(tmp.path(), &base, &["--capture", "sh train.sh {out}"]);
     assert_eq!(out.status.code(), Some(2));
@@ -183,13 +179,7 @@ fn each_rounds_captures_are_attributed_side_by_side() {
 /// and the report names it.
 #[test]
 fn a_slower_collective_in_the_training_step_blocks() {
-    let (tmp, _) = repository(MOCK, MOCK);
-    let traces = common::root().join("tests/fixtures/hand_checked");
-    std::fs::write(tmp.path().join("train.sh"), format!("cp '{}'/rank-*.json \"$1\"\n", traces.display()))
-        .expect("script");
-    git(tmp.path(), &["add", "-A"]);
-    git(tmp.path(), &["commit", "-qm", "train"]);
-    let base = git(tmp.path(), &["rev-parse", "HEAD"]);
+    let (tmp, base, traces) = repository_with_training_step();
     let slower = format!(
         "for f in '{}'/rank-*.json; do sed '/\"ts\": 300,/{{N;s/\"dur\": 300,/\"dur\": 450,/}}' \"$f\" > \"$1/${{f##*/}}\"; done\n",
         traces.display()

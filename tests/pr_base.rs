@@ -11,21 +11,10 @@ use std::process::Output;
 use serde_json::{json, Value};
 
 mod common;
-use common::{commgate_in as commgate, root};
+use common::{commgate_in as commgate, git, root};
 
 const STORE: &str = "tests/fixtures/compare/baselines/SIM-MOCK/par-overlap-allreduce-matmul.json";
 const SLOWER: &str = "tests/fixtures/compare/current-slower.json";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A training repository whose main branch holds the real store and settings, and a PR head
 /// that loosens `min_effect` and replaces the store with copies of the slower run. Returns the

@@ -311,8 +311,9 @@ pub enum BaselineCommand {
     Remove(RemoveArgs),
 }
 
+/// One store file: named, or found by workload id (and profile) under the store directory.
 #[derive(Debug, clap::Args)]
-pub struct RemoveArgs {
+pub struct StoreFile {
     /// A store file, or a workload id looked up under --baselines.
     #[arg(value_name = "FILE|WORKLOAD")]
     pub target: String,
@@ -323,6 +324,12 @@ pub struct RemoveArgs {
     /// The environment profile (for a workload id held by several profiles).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    #[command(flatten)]
+    pub file: StoreFile,
 
     /// Benchmark runs to remove, by run id: 12 or more of its hex digits, as `baseline update`
     /// printed it (`baseline show --format json` lists every run's id).
@@ -346,16 +353,8 @@ pub struct ListArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// A store file, or a workload id looked up under --baselines.
-    #[arg(value_name = "FILE|WORKLOAD")]
-    pub target: String,
-
     #[command(flatten)]
-    pub store: StoreDir,
-
-    /// The environment profile (for a workload id held by several profiles).
-    #[arg(long, value_name = "NAME")]
-    pub profile: Option<String>,
+    pub file: StoreFile,
 
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]

@@ -67,8 +67,7 @@ pub(super) fn list(args: crate::cli::ListArgs, file: &config::FileConfig) -> Res
 
 /// `commgate baseline show`.
 pub(super) fn show(args: crate::cli::ShowArgs, file: &config::FileConfig) -> Result<Outcome> {
-    let dir = config::store_dir(&args.store, file);
-    let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
+    let (_, path) = store_file(&args.file, file)?;
     let shown = baseline::show::show(&path)?;
     emit(&report::history::show(&shown, args.format), None)?;
     Ok(Outcome::Passed)
@@ -76,14 +75,13 @@ pub(super) fn show(args: crate::cli::ShowArgs, file: &config::FileConfig) -> Res
 
 /// `commgate baseline remove`.
 pub(super) fn remove(args: crate::cli::RemoveArgs, file: &config::FileConfig) -> Result<Outcome> {
-    let dir = config::store_dir(&args.store, file);
     let trace_runs = args
         .trace_run
         .iter()
         .map(|t| baseline::remove::trace_run(t))
         .collect::<Result<Vec<_>, String>>()
         .map_err(|m| anyhow::anyhow!("--trace-run {m}"))?;
-    let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
+    let (dir, path) = store_file(&args.file, file)?;
     let removal = baseline::remove::Removal { runs: args.runs, trace_runs };
     // The lock of the store the file is in (`<dir>/<profile>/<workload>.json`), as `update` takes it.
     let store = path.parent().and_then(std::path::Path::parent).filter(|d| !d.as_os_str().is_empty());
@@ -93,4 +91,14 @@ pub(super) fn remove(args: crate::cli::RemoveArgs, file: &config::FileConfig) ->
         diag::info(line);
     }
     Ok(Outcome::Passed)
+}
+
+/// The store directory and the store file `args` names.
+fn store_file(
+    args: &crate::cli::StoreFile,
+    file: &config::FileConfig,
+) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let dir = config::store_dir(&args.store, file);
+    let path = baseline::show::resolve(&args.target, &dir, args.profile.as_deref())?;
+    Ok((dir, path))
 }

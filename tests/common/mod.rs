@@ -83,3 +83,16 @@ fn the_callers_settings_are_removed_and_the_rest_kept() {
         assert!(!is_callers_setting(name), "{name}");
     }
 }
+
+/// `git ARGS...` in `dir` as a test's author (no signing), which must succeed: its stdout,
+/// trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -115,29 +115,38 @@ pub fn conclude(j: Adjusted, opts: &CompareOptions) -> Comparison {
 fn sweep_reasons(s: &SweepSummary) -> Vec<String> {
     let mut out = Vec::new();
     if !s.new_points.is_empty() {
-        let shown: Vec<String> = s.new_points.iter().take(4).map(|k| k.label(false)).collect();
-        let more = s.new_points.len().saturating_sub(shown.len());
         out.push(format!(
-            "{} point{} of this sweep {} no baseline yet ({}{}): shown, not judged; record baseline runs of this sweep",
+            "{} point{} of this sweep {} no baseline yet ({}): shown, not judged; record baseline runs of this sweep",
             s.new_points.len(),
             plural(s.new_points.len()),
             if s.new_points.len() == 1 { "has" } else { "have" },
-            shown.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
+            new_points_named(s, 4)
         ));
     }
     if s.missing_points > 0 {
         out.push(format!(
-            "{} point{} of the baseline {} not in this sweep (another size range or dtype): not judged",
-            s.missing_points,
-            plural(s.missing_points),
-            if s.missing_points == 1 { "is" } else { "are" }
+            "{} not in this sweep (another size range or dtype): not judged",
+            baseline_points(s.missing_points)
         ));
     }
     if let Some(p) = &s.slowest {
         out.push(p.sentence());
     }
     out
+}
+
+/// "2 points of the baseline are" (what follows says where they are not).
+fn baseline_points(n: usize) -> String {
+    format!("{n} point{} of the baseline {}", plural(n), if n == 1 { "is" } else { "are" })
+}
+
+/// The first `shown` of the points no baseline holds, and how many more: "64.0 KiB out-of-place
+/// and 3 more".
+fn new_points_named(s: &SweepSummary, shown: usize) -> String {
+    let named: Vec<String> = s.new_points.iter().take(shown).map(|k| k.label(false)).collect();
+    let more = s.new_points.len().saturating_sub(named.len());
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("{}{more}", named.join(", "))
 }
 
 /// Why a sweep's points do not match its baseline's, or `None` when they do: points the
@@ -149,22 +158,14 @@ fn points_mismatch(s: &SweepSummary) -> Option<String> {
     }
     let mut parts = Vec::new();
     if s.missing_points > 0 {
-        parts.push(format!(
-            "{} point{} of the baseline {} missing from this sweep",
-            s.missing_points,
-            plural(s.missing_points),
-            if s.missing_points == 1 { "is" } else { "are" }
-        ));
+        parts.push(format!("{} missing from this sweep", baseline_points(s.missing_points)));
     }
     if !s.new_points.is_empty() {
-        let shown: Vec<String> = s.new_points.iter().take(2).map(|k| k.label(false)).collect();
-        let more = s.new_points.len().saturating_sub(shown.len());
         parts.push(format!(
-            "{} {} no baseline ({}{})",
+            "{} {} no baseline ({})",
             s.new_points.len(),
             if s.new_points.len() == 1 { "point has" } else { "points have" },
-            shown.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
+            new_points_named(s, 2)
         ));
     }
     Some(format!(
