@@ -5,7 +5,8 @@
 //! number of distinct collective names, and one kernel name of `COMMGATE_BOMB_MB` MB (default
 //! 512) next to a string of the same size under an ignored key; then the dense bombs, 20 times
 //! `COMMGATE_BOMB_N` kernels, CPU ops or launches and twice as many NCCL kernels with their
-//! metadata, each in well under 10 MB of gzip. Each is attributed by this binary run again as a
+//! metadata, each in well under 10 MB of gzip; and two ranks of `COMMGATE_BOMB_N / 60` NCCL
+//! kernels that all share one sequence number and overlap (one collective instance that large). Each is attributed by this binary run again as a
 //! child, so the child's `VmHWM` is attribution alone; a refused bomb prints its one-line error.
 //! It prints, it does not assert: the targets (under 10 s of CPU and 1 GB on an input under
 //! 10 MB, or a clear refusal; linear time, memory proportional to what is kept) are for a
@@ -124,6 +125,44 @@ fn run_all(dir: &Path, n: u64, mb: u64) -> Result<(), Box<dyn Error>> {
         println!("{name:<22} {size:>12} {}", String::from_utf8(out.stdout)?.trim_end());
         std::fs::remove_file(&path)?;
     }
+    one_instance(dir, n)
+}
+
+/// Two ranks whose NCCL kernels, `COMMGATE_BOMB_N / 60` each (16,666 at the default), all share
+/// one sequence number and overlap in time: one collective instance of that many members on each
+/// rank, which the what-if replay once settled member by member over the whole instance.
+fn one_instance(dir: &Path, n: u64) -> Result<(), Box<dyn Error>> {
+    let per_rank = (n / 60).max(1);
+    let ranks = dir.join("one-instance");
+    std::fs::create_dir_all(&ranks)?;
+    let mut size = 0;
+    for rank in 0..2 {
+        let path = ranks.join(format!("rank-{rank}.json"));
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        events(&mut w, per_rank, |w, i| {
+            write!(
+                w,
+                r#"{{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,"tid":7,"ts":{},"dur":100000,"args":{{"Collective name":"allreduce","In msg nelems":1024,"Out msg nelems":1024,"dtype":"Float","Process Group Name":"0","Group size":2,"Seq":7}}}}"#,
+                1000 + i
+            )
+        })?;
+        w.flush()?;
+        drop(w);
+        // `events` writes rank 0 of 1; this bomb is rank `rank` of 2.
+        let text = std::fs::read_to_string(&path)?.replace(
+            r#""distributedInfo":{"rank":0,"world_size":1}"#,
+            &format!(r#""distributedInfo":{{"rank":{rank},"world_size":2}}"#),
+        );
+        std::fs::write(&path, text)?;
+        size += std::fs::metadata(&path)?.len();
+    }
+    let out = Command::new(std::env::current_exe()?).env(CHILD_ENV, &ranks).output()?;
+    if !out.status.success() {
+        return Err(format!("one instance: child failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    let name = format!("one instance ×{per_rank}");
+    println!("{name:<22} {size:>12} {} (plain JSON, 2 ranks)", String::from_utf8(out.stdout)?.trim_end());
+    std::fs::remove_dir_all(&ranks)?;
     Ok(())
 }
 
@@ -172,9 +211,18 @@ fn events(
     w.write_all(br#"],"distributedInfo":{"rank":0,"world_size":1}}"#)
 }
 
+/// Attributes `path`, or every file in it when it is a directory (one rank each).
 fn measure(path: &Path) -> Result<(), Box<dyn Error>> {
+    let paths: Vec<PathBuf> = if path.is_dir() {
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+        files.sort();
+        files
+    } else {
+        vec![PathBuf::from(path)]
+    };
     let start = Instant::now();
-    let a = attribute_paths(&[PathBuf::from(path)], &AttributeOptions::default());
+    let a = attribute_paths(&paths, &AttributeOptions::default());
     let secs = start.elapsed().as_secs_f64();
     let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
     match a {

@@ -3,14 +3,14 @@
 # an unchanged configuration and N of a head that sets NCCL_BUFFSIZE low enough to slow the CPU
 # all-reduce (docs/performance.md, "Paired checks on a loaded machine").
 #
-#   scripts/paired-loaded.sh [N] [BUFFSIZE]      (defaults: 10 checks each, 1048576 bytes)
+#   scripts/paired-loaded.sh [N] [BUFFSIZE]      (defaults: 10 checks each, 524288 bytes)
 #
 # COMMGATE_PAIRED_LOAD=0 runs the same checks without the busy loops (the machine as it is).
 # Uses target/release/commgate (build it first). Prints one line per check (verdict, exit code,
 # rounds, seconds) and a summary per configuration.
 set -euo pipefail
 n=${1:-10}
-buffsize=${2:-1048576}
+buffsize=${2:-524288}
 bin=$(cd "$(dirname "$0")/.." && pwd)/target/release/commgate
 [ -x "$bin" ] || { echo "build it first: cargo build --release" >&2; exit 2; }
 repo=$(mktemp -d)

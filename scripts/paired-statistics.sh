@@ -5,13 +5,13 @@
 # and statistic (median, 25th, 10th and 5th percentile, minimum), the mean change and the
 # standard deviation over the rounds of ln(run / first base run).
 #
-#   scripts/paired-statistics.sh [N] [REPEATS] [BUFFSIZE]   (defaults: 10 rounds, 200, 1048576)
+#   scripts/paired-statistics.sh [N] [REPEATS] [BUFFSIZE]   (defaults: 10 rounds, 200, 524288)
 #
 # COMMGATE_PAIRED_LOAD=0 leaves the busy loops out. Uses target/release/commgate (build it first).
 set -euo pipefail
 n=${1:-10}
 repeats=${2:-200}
-buffsize=${3:-1048576}
+buffsize=${3:-524288}
 bin=$(cd "$(dirname "$0")/.." && pwd)/target/release/commgate
 [ -x "$bin" ] || { echo "build it first: cargo build --release" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "needs python3" >&2; exit 2; }

@@ -24,10 +24,15 @@
 //! as a panic; the barrier is abortable so its peers return instead of waiting forever, and the
 //! backend refuses further runs with the same error.
 //!
+//! Each rank's thread is bound to a CPU of its own and its compute thread to the next after every
+//! rank's (`affinity.rs`), and every wait polls before it sleeps (`ring.rs`): the times are the
+//! ring's and the matmul's, not the scheduler's placement or its wake-up latency.
+//!
 //! This file opens the backend and gathers each run's times; `rank.rs` is a rank's threads and
 //! the messages they exchange with it, `ring.rs` the one-process all-reduce and its barrier, and
 //! `matmul.rs` the compute phase.
 
+mod affinity;
 mod matmul;
 mod rank;
 mod ring;
@@ -37,6 +42,7 @@ use std::thread::JoinHandle;
 
 use super::launch::{Launch, Rendezvous};
 use super::{host, Backend, BackendInfo, BenchError, HardwareInfo, Plan};
+use affinity::Cpus;
 use commgate_core::result::{EvidenceLevel, Schedule};
 use matmul::Matmul;
 use rank::{Comm, Command, RankFailure, Worker};
@@ -153,13 +159,15 @@ impl CpuBackend {
             inject_panic: None,
         };
         // On an error below, dropping `backend` stops the threads already started.
+        let cpus = Cpus::allowed();
         for &rank in &local_ranks {
             let comm = match &mode {
                 Mode::Ring(ring) => Comm::Ring { ring: Arc::clone(ring), rank: rank as usize },
                 Mode::Tcp(rdzv) => Comm::Tcp { rendezvous: rdzv.clone(), buffer: vec![0.0; elements], rank, piece },
             };
             let matmul = Matmul::new(dim, plan.seed.wrapping_add(u64::from(rank)));
-            backend.workers.push(Worker::spawn(rank, comm, matmul)?);
+            let placed = (cpus.of_rank(rank), cpus.of_compute(rank, world_size));
+            backend.workers.push(Worker::spawn(rank, comm, matmul, placed)?);
         }
         Ok(backend)
     }

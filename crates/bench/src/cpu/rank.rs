@@ -7,11 +7,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::affinity::bind_this_thread;
 use super::lock;
 use super::matmul::Matmul;
-use super::ring::{initial_value, Ring};
+use super::ring::{initial_value, Aborted, Ring, StepBarrier, LINE_UP_SPIN};
 use crate::launch::Rendezvous;
 use crate::BenchError;
 use commgate_core::result::Schedule;
@@ -41,37 +42,56 @@ pub(super) enum RankFailure {
 
 impl Worker {
     /// Starts rank `rank`'s compute thread, then its rank thread, which owns `comm` and `matmul`
-    /// until the backend closes its command channel.
-    pub(super) fn spawn(rank: u32, comm: Comm, matmul: Matmul) -> Result<Worker, BenchError> {
+    /// until the backend closes its command channel; each binds itself to its CPU of `cpus`
+    /// (the rank's, the compute thread's) where it has one.
+    pub(super) fn spawn(
+        rank: u32,
+        comm: Comm,
+        matmul: Matmul,
+        cpus: (Option<usize>, Option<usize>),
+    ) -> Result<Worker, BenchError> {
         let matmul = Arc::new(Mutex::new(matmul));
-        let compute = ComputeThread::spawn(rank, Arc::clone(&matmul))?;
+        let compute = ComputeThread::spawn(rank, Arc::clone(&matmul), cpus.1)?;
         let (commands, command_rx) = sync_channel(1);
         let (result_tx, results) = sync_channel(1);
         let state = RankState { comm, matmul, compute };
         let handle = std::thread::Builder::new()
             .name(format!("commgate-cpu-rank-{rank}"))
-            .spawn(move || rank_main(state, command_rx, result_tx))
+            .spawn(move || {
+                bind_this_thread(cpus.0);
+                rank_main(state, command_rx, result_tx)
+            })
             .map_err(|e| BenchError::Unavailable(format!("could not start the thread of CPU rank {rank}: {e}")))?;
         Ok(Worker { rank, commands, results, handle })
     }
 }
 
-/// A rank's second thread, for the overlap schedule: runs one matmul per `go`, answers on `done`.
+/// A rank's second thread, for the overlap schedule: armed by `go` before the rank lines up (so a
+/// sleeping thread is woken outside the timed region), it polls at `start` until the rank's clock
+/// starts, runs one matmul and answers on `done`.
 struct ComputeThread {
     go: SyncSender<()>,
+    /// The rank thread and its compute thread: the instant the overlap's matmul may start.
+    start: Arc<StepBarrier>,
     done: Receiver<Result<(), String>>,
     handle: JoinHandle<()>,
 }
 
 impl ComputeThread {
-    fn spawn(rank: u32, matmul: Arc<Mutex<Matmul>>) -> Result<ComputeThread, BenchError> {
+    fn spawn(rank: u32, matmul: Arc<Mutex<Matmul>>, cpu: Option<usize>) -> Result<ComputeThread, BenchError> {
         let (go, go_rx) = sync_channel::<()>(1);
         let (done_tx, done) = sync_channel(1);
+        let start = Arc::new(StepBarrier::new(2));
+        let started = Arc::clone(&start);
         let handle = std::thread::Builder::new()
             .name(format!("commgate-cpu-compute-{rank}"))
             .spawn(move || {
+                bind_this_thread(cpu);
                 while go_rx.recv().is_ok() {
-                    let outcome = catch_unwind(AssertUnwindSafe(|| lock(&matmul).run())).map_err(panic_text);
+                    let outcome = match started.wait_polling(ARMED_SPIN) {
+                        Ok(()) => catch_unwind(AssertUnwindSafe(|| lock(&matmul).run())).map_err(panic_text),
+                        Err(Aborted) => Err("its rank stopped before the run started".to_string()),
+                    };
                     if done_tx.send(outcome).is_err() {
                         break;
                     }
@@ -80,9 +100,18 @@ impl ComputeThread {
             .map_err(|e| {
                 BenchError::Unavailable(format!("could not start the compute thread of CPU rank {rank}: {e}"))
             })?;
-        Ok(ComputeThread { go, done, handle })
+        Ok(ComputeThread { go, start, done, handle })
+    }
+
+    /// The matmul's outcome, once the compute thread has run it.
+    fn finish(&self) -> Result<(), String> {
+        self.done.recv().unwrap_or_else(|_| Err("its thread exited".to_string()))
     }
 }
+
+/// How long an armed compute thread polls for its rank's start before it sleeps: longer than a
+/// rank's refill of its payload and line-up take on an unloaded core.
+const ARMED_SPIN: Duration = Duration::from_millis(10);
 
 /// How a rank all-reduces: through the shared ring (one process) or the rendezvous (one rank per
 /// process).
@@ -106,7 +135,7 @@ impl Comm {
         match self {
             Comm::Ring { ring, rank } => {
                 ring.fill(*rank, |i| initial_value(*rank, i));
-                ring.barrier.wait().map_err(|_| RankFailure::Aborted)
+                ring.barrier.wait_polling(LINE_UP_SPIN).map_err(|_| RankFailure::Aborted)
             }
             Comm::Tcp { rendezvous, buffer, rank, .. } => {
                 for (i, x) in buffer.iter_mut().enumerate() {
@@ -138,8 +167,20 @@ struct RankState {
 impl RankState {
     /// One timed run of `schedule`: the elapsed milliseconds on this rank.
     fn run(&mut self, command: &Command) -> Result<f64, RankFailure> {
-        self.comm.prepare()?;
+        let overlap = command.schedule == Schedule::Overlap;
+        // The overlap's compute thread is woken before the line-up, outside the timed region.
+        let armed = overlap && self.compute.go.send(()).is_ok();
+        let lined_up = self.comm.prepare();
         let start = Instant::now();
+        // Releases the armed compute thread (even when the line-up failed, so it is idle again
+        // before this rank reports).
+        let started = armed && self.compute.start.wait().is_ok();
+        if let Err(failure) = lined_up {
+            if started {
+                let _ = self.compute.finish();
+            }
+            return Err(failure);
+        }
         #[cfg(test)]
         if command.panic {
             panic!("injected by a test");
@@ -152,13 +193,16 @@ impl RankState {
                 lock(&self.matmul).run();
             }
             Schedule::Overlap => {
-                let started = self.compute.go.send(());
                 // Wait for the matmul even when the all-reduce fails, so the compute thread is idle
                 // again before this rank reports.
                 let comm = self.comm.all_reduce();
-                let computed = match started {
-                    Ok(()) => self.compute.done.recv().unwrap_or_else(|_| Err("its thread exited".to_string())),
-                    Err(_) => Err("its thread had exited".to_string()),
+                let computed = match (armed, started) {
+                    (true, true) => self.compute.finish(),
+                    (true, false) => {
+                        let _ = self.compute.finish();
+                        Err("its thread stopped before the run started".to_string())
+                    }
+                    (false, _) => Err("its thread had exited".to_string()),
                 };
                 comm?;
                 computed.map_err(|why| RankFailure::Panicked(format!("the compute thread failed: {why}")))?;
@@ -208,5 +252,6 @@ fn rank_main(mut state: RankState, commands: Receiver<Command>, results: SyncSen
     }
     let RankState { compute, .. } = state;
     drop(compute.go);
+    compute.start.abort();
     let _ = compute.handle.join();
 }

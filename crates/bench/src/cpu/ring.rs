@@ -4,7 +4,9 @@
 //! leaving them waiting.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::lock;
 
@@ -17,10 +19,19 @@ pub(super) fn initial_value(rank: usize, index: usize) -> f32 {
 /// A barrier that can be aborted. std's `Barrier` is the same mutex and condition variable, but a
 /// rank that dies would leave its peers waiting in it forever; this one releases them with
 /// [`Aborted`], permanently.
+///
+/// A waiter first polls the generation for up to [`SPIN`], as NCCL's kernels and proxy threads
+/// poll their peers' flags, and only then sleeps on the condition variable. Sleeping at once made
+/// the CPU backend's times follow the operating system instead of the ring: on a virtual machine
+/// whose idle vCPU halts, waking a sleeper on it takes 0.1–1 ms, as long as the all-reduce itself,
+/// and a run's comm-only median jumped between 0.16 and 1.0 ms from one run to the next.
 pub(super) struct StepBarrier {
     parties: usize,
     state: Mutex<BarrierState>,
     turn: Condvar,
+    /// `state.generation` (and `u64::MAX` once aborted), readable without the lock by the
+    /// polling waiters; written under it.
+    released: AtomicU64,
 }
 
 struct BarrierState {
@@ -32,16 +43,36 @@ struct BarrierState {
 #[derive(Debug, PartialEq)]
 pub(super) struct Aborted;
 
+/// How long a waiter polls before it sleeps: longer than a ring step's copy of a chunk on an
+/// unloaded core, short enough that a waiter whose peer was preempted gives its core back soon.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// How long the line-up before a timed run polls: longer than waking a sleeping thread takes
+/// (outside the timed region, so only CPU time is spent).
+pub(super) const LINE_UP_SPIN: Duration = Duration::from_millis(5);
+
+/// The value of [`StepBarrier::released`] once the barrier is aborted.
+const ABORTED: u64 = u64::MAX;
+
 impl StepBarrier {
     pub(super) fn new(parties: usize) -> StepBarrier {
         StepBarrier {
             parties,
             state: Mutex::new(BarrierState { arrived: 0, generation: 0, aborted: false }),
             turn: Condvar::new(),
+            released: AtomicU64::new(0),
         }
     }
 
+    /// Waits for every party, polling for up to [`SPIN`] before sleeping.
     pub(super) fn wait(&self) -> Result<(), Aborted> {
+        self.wait_polling(SPIN)
+    }
+
+    /// Waits for every party, polling for up to `budget` before sleeping: the line-up before a
+    /// timed run polls for longer ([`LINE_UP_SPIN`]), so that no rank starts its clock while a
+    /// peer is still being woken.
+    pub(super) fn wait_polling(&self, budget: Duration) -> Result<(), Aborted> {
         let mut state = lock(&self.state);
         if state.aborted {
             return Err(Aborted);
@@ -51,9 +82,18 @@ impl StepBarrier {
         if state.arrived == self.parties {
             state.arrived = 0;
             state.generation += 1;
+            self.released.store(state.generation, Ordering::Release);
             self.turn.notify_all();
             return Ok(());
         }
+        drop(state);
+        if let Some(released) = poll(budget, || {
+            let now = self.released.load(Ordering::Acquire);
+            (now != generation).then_some(now)
+        }) {
+            return if released == ABORTED { Err(Aborted) } else { Ok(()) };
+        }
+        let mut state = lock(&self.state);
         while state.generation == generation && !state.aborted {
             state = self.turn.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
@@ -65,8 +105,28 @@ impl StepBarrier {
     }
 
     pub(super) fn abort(&self) {
-        lock(&self.state).aborted = true;
+        let mut state = lock(&self.state);
+        state.aborted = true;
+        self.released.store(ABORTED, Ordering::Release);
+        drop(state);
         self.turn.notify_all();
+    }
+}
+
+/// Calls `ready` until it answers or `budget` has passed (read from the clock every few dozen
+/// calls); `None` when the budget ran out.
+pub(super) fn poll<T>(budget: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if let Some(answer) = ready() {
+                return Some(answer);
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= budget {
+            return ready();
+        }
     }
 }
 
@@ -181,9 +241,39 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    #[test]
+    fn polling_answers_when_ready_and_gives_up_after_its_budget() {
+        let mut calls = 0;
+        assert_eq!(
+            poll(Duration::from_secs(60), || {
+                calls += 1;
+                (calls == 100).then_some(calls)
+            }),
+            Some(100)
+        );
+        assert_eq!(poll(Duration::from_micros(50), || None::<()>), None);
+    }
+
+    #[test]
+    fn a_waiter_that_polled_past_its_budget_still_wakes_on_the_condition_variable() {
+        let barrier = StepBarrier::new(2);
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| barrier.wait_polling(Duration::ZERO));
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(barrier.wait(), Ok(()));
+            assert_eq!(waiter.join().unwrap(), Ok(()));
+        });
+        // A polling waiter sees an abort too.
+        let barrier = StepBarrier::new(2);
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| barrier.wait_polling(Duration::from_secs(60)));
+            std::thread::sleep(Duration::from_millis(20));
+            barrier.abort();
+            assert_eq!(waiter.join().unwrap(), Err(Aborted));
+        });
+    }
 
     fn ring_all_reduce(world: usize, elements: usize) -> Vec<Vec<f32>> {
         ring_all_reduce_in(world, elements, usize::MAX)

@@ -25,6 +25,11 @@ pub const MAX_PROCESSES: usize = 65_536;
 /// The largest file read: far beyond a sweep with per-iteration times of every process.
 pub const MAX_BYTES: u64 = 512 << 20;
 
+/// The most per-iteration times a file may hold, every size, placement and process together
+/// (128 MB as numbers): each list is read against what is left of it, so a small file that
+/// expands to millions of times is refused before they are in memory.
+pub const MAX_PER_ITERATION_TIMES: u64 = 16 << 20;
+
 /// Where a result was measured: nccl-tests times each size out of place and in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Placement {
@@ -350,7 +355,7 @@ pub fn collective_of(program: &str) -> Option<&'static str> {
 // The file as written. Unknown keys are allowed: nccl-tests adds keys within a file version.
 
 #[derive(Deserialize)]
-struct RawFile {
+struct RawFile<'a> {
     version: u64,
     #[serde(default)]
     args: Vec<String>,
@@ -361,22 +366,22 @@ struct RawFile {
     /// The run's settings; its `devices` list the processes' hosts and GPUs.
     #[serde(default)]
     config: Option<RawConfig>,
-    #[serde(default, deserialize_with = "bounded_results")]
-    results: Vec<RawResult>,
+    #[serde(default, deserialize_with = "bounded_results", borrow)]
+    results: Vec<RawResult<'a>>,
     #[serde(default)]
     start_time: Option<String>,
 }
 
 /// `results`, refused as soon as it holds more than [`MAX_SIZES`] sizes: a million sizes must
 /// not be read into memory first.
-fn bounded_results<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<RawResult>, D::Error> {
+fn bounded_results<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<RawResult<'de>>, D::Error> {
     struct Bounded;
     impl<'de> serde::de::Visitor<'de> for Bounded {
-        type Value = Vec<RawResult>;
+        type Value = Vec<RawResult<'de>>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("a list of sizes")
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<RawResult>, A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<RawResult<'de>>, A::Error> {
             let mut out = Vec::new();
             while let Some(r) = seq.next_element()? {
                 if out.len() == MAX_SIZES {
@@ -416,7 +421,7 @@ struct RawDevice {
 }
 
 #[derive(Deserialize)]
-struct RawResult {
+struct RawResult<'a> {
     size: u64,
     #[serde(default)]
     count: u64,
@@ -428,10 +433,11 @@ struct RawResult {
     out_of_place: Option<RawSummary>,
     #[serde(default)]
     in_place: Option<RawSummary>,
-    #[serde(default)]
-    out_of_place_per_iter: Option<RawPerIter>,
-    #[serde(default)]
-    in_place_per_iter: Option<RawPerIter>,
+    /// Kept as text until [`per_iteration`] reads it against the file's budget.
+    #[serde(default, borrow)]
+    out_of_place_per_iter: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    in_place_per_iter: Option<&'a serde_json::value::RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -445,14 +451,6 @@ struct RawSummary {
     nwrong: Option<f64>,
 }
 
-#[derive(Deserialize)]
-struct RawPerIter {
-    #[serde(default)]
-    times_us: Vec<Option<f64>>,
-    #[serde(default)]
-    per_process_max_times_us: Vec<Vec<Option<f64>>>,
-}
-
 /// The longest text kept from a string of the file (names, hosts, environment values).
 const MAX_TEXT: usize = 256;
 
@@ -460,7 +458,7 @@ fn text(s: &str) -> String {
     s.chars().take(MAX_TEXT).collect()
 }
 
-impl RawFile {
+impl RawFile<'_> {
     fn check(self) -> Result<Sweep, SweepError> {
         if self.version > MAX_VERSION {
             return Err(SweepError::Version(self.version));
@@ -490,6 +488,7 @@ impl RawFile {
             })
             .collect();
         let mut results = Vec::new();
+        let mut times_left = MAX_PER_ITERATION_TIMES;
         for (i, r) in self.results.into_iter().enumerate() {
             let placements = [
                 (Placement::OutOfPlace, r.out_of_place, r.out_of_place_per_iter),
@@ -511,7 +510,9 @@ impl RawFile {
                 let alg_bw = number("alg_bw", s.alg_bw)?;
                 let bus_bw = number("bus_bw", s.bus_bw)?;
                 let (times_us, per_process_us) = match per_iter {
-                    Some(p) => per_iteration(p, &format!("results[{i}].{}_per_iter", placement.as_str()))?,
+                    Some(p) => {
+                        per_iteration(p, &format!("results[{i}].{}_per_iter", placement.as_str()), &mut times_left)?
+                    }
                     None => (Vec::new(), Vec::new()),
                 };
                 results.push(SizeResult {
@@ -550,38 +551,168 @@ fn field(name: &str, why: String) -> SweepError {
     SweepError::Field { field: name.to_string(), why }
 }
 
-/// Per-iteration times, checked: finite and non-negative, at most [`MAX_ITERATIONS`], and each
-/// process's list as long as the summary's.
-fn per_iteration(p: RawPerIter, at: &str) -> Result<(Vec<f64>, Vec<Vec<f64>>), SweepError> {
-    let times = |list: &[Option<f64>], name: &str| -> Result<Vec<f64>, SweepError> {
-        if list.len() > MAX_ITERATIONS {
-            return Err(field(name, format!("lists more than {MAX_ITERATIONS} iterations")));
-        }
-        list.iter()
-            .enumerate()
-            .map(|(k, v)| match v {
-                Some(x) if x.is_finite() && *x >= 0.0 => Ok(*x),
-                _ => Err(field(&format!("{name}[{k}]"), "is not a time (a finite number of µs, at least 0)".into())),
-            })
-            .collect()
-    };
-    let all = times(&p.times_us, &format!("{at}.times_us"))?;
-    if p.per_process_max_times_us.len() > MAX_PROCESSES {
-        return Err(field(
-            &format!("{at}.per_process_max_times_us"),
-            format!("lists more than {MAX_PROCESSES} processes"),
-        ));
+/// Per-iteration times (`times_us` and `per_process_max_times_us` of a `*_per_iter` object;
+/// other keys skipped), checked as they are read: finite and non-negative, at most
+/// [`MAX_ITERATIONS`] a list and [`MAX_PROCESSES`] processes, each process's list as long as
+/// `times_us`, and every time counted against `left` (the file's [`MAX_PER_ITERATION_TIMES`]).
+fn per_iteration(
+    raw: &serde_json::value::RawValue,
+    at: &str,
+    left: &mut u64,
+) -> Result<(Vec<f64>, Vec<Vec<f64>>), SweepError> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    let mut failure = None;
+    let read = PerIter { at, left, failure: &mut failure }.deserialize(&mut de);
+    if let Some(error) = failure {
+        return Err(error);
     }
-    let mut per_process = Vec::with_capacity(p.per_process_max_times_us.len());
-    for (k, list) in p.per_process_max_times_us.iter().enumerate() {
-        let name = format!("{at}.per_process_max_times_us[{k}]");
-        let own = times(list, &name)?;
+    let (all, per_process) = read.map_err(|e| field(at, plain(&e)))?;
+    for (k, own) in per_process.iter().enumerate() {
         if own.len() != all.len() {
+            let name = format!("{at}.per_process_max_times_us[{k}]");
             return Err(field(&name, format!("lists {} iterations, `times_us` {}", own.len(), all.len())));
         }
-        per_process.push(own);
     }
     Ok((all, per_process))
+}
+
+/// A `*_per_iter` object read with the file's budget; the first checked failure is kept in
+/// `failure` (serde's errors carry text only) and stops the read.
+struct PerIter<'b> {
+    at: &'b str,
+    left: &'b mut u64,
+    failure: &'b mut Option<SweepError>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for PerIter<'_> {
+    type Value = (Vec<f64>, Vec<Vec<f64>>);
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PerIter<'_> {
+    type Value = (Vec<f64>, Vec<Vec<f64>>);
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object of per-iteration times")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut all, mut per_process) = (Vec::new(), Vec::new());
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "times_us" => {
+                    let name = format!("{}.times_us", self.at);
+                    all = map.next_value_seed(Times { name: &name, left: self.left, failure: self.failure })?;
+                }
+                "per_process_max_times_us" => {
+                    let name = format!("{}.per_process_max_times_us", self.at);
+                    per_process =
+                        map.next_value_seed(Processes { name: &name, left: self.left, failure: self.failure })?;
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((all, per_process))
+    }
+}
+
+/// Records `error` as the read's failure and gives serde an error that stops it.
+fn stop<E: serde::de::Error, T>(failure: &mut Option<SweepError>, error: SweepError) -> Result<T, E> {
+    let text = error.to_string();
+    failure.get_or_insert(error);
+    Err(E::custom(text))
+}
+
+/// One list of times (`null` or a missing list is an error naming the element).
+struct Times<'b> {
+    name: &'b str,
+    left: &'b mut u64,
+    failure: &'b mut Option<SweepError>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Times<'_> {
+    type Value = Vec<f64>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<f64>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Times<'_> {
+    type Value = Vec<f64>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of times")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<f64>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element::<Option<f64>>()? {
+            let k = out.len();
+            if k == MAX_ITERATIONS {
+                return stop(self.failure, field(self.name, format!("lists more than {MAX_ITERATIONS} iterations")));
+            }
+            if *self.left == 0 {
+                return stop(
+                    self.failure,
+                    field(
+                        self.name,
+                        format!(
+                            "takes the file past {MAX_PER_ITERATION_TIMES} per-iteration times; run nccl-tests with \
+                             fewer iterations or processes"
+                        ),
+                    ),
+                );
+            }
+            *self.left -= 1;
+            match v {
+                Some(x) if x.is_finite() && x >= 0.0 => out.push(x),
+                _ => {
+                    let why = "is not a time (a finite number of µs, at least 0)".to_string();
+                    return stop(self.failure, field(&format!("{}[{k}]", self.name), why));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The processes' lists of times.
+struct Processes<'b> {
+    name: &'b str,
+    left: &'b mut u64,
+    failure: &'b mut Option<SweepError>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Processes<'_> {
+    type Value = Vec<Vec<f64>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<Vec<f64>>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Processes<'_> {
+    type Value = Vec<Vec<f64>>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of each process's times")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Vec<f64>>, A::Error> {
+        let mut out = Vec::new();
+        loop {
+            if out.len() == MAX_PROCESSES {
+                // One more element is one process too many; the end of the list is not.
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return stop(self.failure, field(self.name, format!("lists more than {MAX_PROCESSES} processes")));
+                }
+                return Ok(out);
+            }
+            let name = format!("{}[{}]", self.name, out.len());
+            match seq.next_element_seed(Times { name: &name, left: self.left, failure: self.failure })? {
+                Some(list) => out.push(list),
+                None => return Ok(out),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -707,6 +838,28 @@ mod tests {
 
     fn read_errors(text: String) -> String {
         parse_text(&text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn per_iteration_times_are_read_against_the_files_budget() {
+        let raw = |text: &str| serde_json::value::RawValue::from_string(text.to_string()).expect("raw");
+        let lists = raw(r#"{"min_us":1,"times_us":[1,2,3],"per_process_max_times_us":[[1,2,3],[3,2,1]]}"#);
+        let mut left = 9;
+        assert_eq!(
+            per_iteration(&lists, "results[0].in_place_per_iter", &mut left),
+            Ok((vec![1.0, 2.0, 3.0], vec![vec![1.0, 2.0, 3.0], vec![3.0, 2.0, 1.0]]))
+        );
+        assert_eq!(left, 0);
+        // One time more than is left: refused at that list, before the rest is read.
+        let mut left = 8;
+        let e = per_iteration(&lists, "results[0].in_place_per_iter", &mut left).unwrap_err().to_string();
+        assert!(e.contains("per_process_max_times_us[1]") && e.contains("per-iteration times"), "{e}");
+        let bad = raw(r#"{"times_us":[1,null]}"#);
+        let e = per_iteration(&bad, "r", &mut 10).unwrap_err().to_string();
+        assert!(e.contains("r.times_us[1]") && e.contains("is not a time"), "{e}");
+        let short = raw(r#"{"times_us":[1,2],"per_process_max_times_us":[[1]]}"#);
+        let e = per_iteration(&short, "r", &mut 10).unwrap_err().to_string();
+        assert!(e.contains("r.per_process_max_times_us[0]") && e.contains("lists 1 iterations"), "{e}");
     }
 
     #[test]

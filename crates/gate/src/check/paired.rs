@@ -14,9 +14,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{no_store, CheckOptions, CheckReport, SCHEMA_VERSION};
-use crate::compare::paired::{judged_collectives, round, ArmMedians, Round};
+use crate::compare::paired::{judged_collectives, round, ArmMedians, PairedMetric, Round};
 use crate::compare::State;
-use crate::decide::paired::{standing, Budget, Plans, Standing};
+use crate::decide::paired::{acceptance, standing, Budget, Plans, Standing};
 use crate::decide::{Decision, ErrorKind, EvaluationError, Verdict};
 use commgate_core::result::RunResult;
 use commgate_stats::paired::Next;
@@ -299,9 +299,15 @@ impl PairedReport {
         if let Some(m) = regressed.filter(|_| !(verdict == Decision::Tune && blocking)) {
             return Some(format!("its paired {} is regressed but the verdict is not a blocking `tune`", m.metric));
         }
-        let primary = self.metrics.first().map(|m| m.state);
-        if verdict == Decision::Accept && !matches!(primary, Some(State::Unchanged | State::Improved)) {
-            return Some("its verdict is `accept` but its paired primary metric is not settled".to_string());
+        let fastest_label = PairedMetric::FASTEST.label();
+        let fastest = self.metrics.iter().find(|m| m.metric == fastest_label).map(|m| m.state);
+        let may_accept = self.metrics.first().and_then(|p| acceptance(p.state, p.ci, fastest)).is_some();
+        if verdict == Decision::Accept && !may_accept {
+            return Some(
+                "its verdict is `accept` but neither its paired primary metric nor, in its place, the fastest serial \
+                 step is settled"
+                    .to_string(),
+            );
         }
         None
     }
