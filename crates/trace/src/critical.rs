@@ -320,6 +320,27 @@ mod tests {
         Node { rank, stream, start, dur: end - start, instance }
     }
 
+    /// One instance of `per_rank` overlapping kernels on each of two ranks (as a trace whose
+    /// kernels share one sequence number gives): each member ends at the instance's last arrival
+    /// plus its own transfer, and names that arrival; the replay reproduces the observed ends.
+    #[test]
+    fn one_large_instance_settles_every_member_on_its_last_arrival() {
+        let per_rank = 4_000;
+        let nodes: Vec<Node> = (0..2u32)
+            .flat_map(|rank| {
+                (0..per_rank).map(move |i| node(rank, i, 1_000 * Ns::from(i) + Ns::from(rank), 10_000_000, Some(0)))
+            })
+            .collect();
+        let g = Graph { nodes, deps: Vec::new() };
+        let r = replay(&g, &Changes::default());
+        let last = g.nodes.iter().enumerate().max_by_key(|(i, n)| (n.start, Reverse(*i))).map(|(i, _)| i);
+        assert_eq!(last, Some(2 * per_rank as usize - 1));
+        for (i, n) in g.nodes.iter().enumerate() {
+            assert_eq!(r.end[i], n.end(), "node {i}");
+            assert_eq!(r.last_arrival[i], last, "node {i}");
+        }
+    }
+
     /// Two ranks: compute, an all-reduce (instance 0), compute. Rank 1's first compute takes
     /// `late` ns, rank 0's 1,000; the all-reduce's transfer is 500 ns; rank 0 starts its second
     /// compute 100 ns after the all-reduce (a launch gap). Written as the trace of that job.

@@ -240,9 +240,19 @@ fn verdict(
         Some(n) => format!("; about {n} more rounds would decide it at this spread (a projection)"),
         None => "; at this spread no number of rounds would (the change sits on ±δ)".to_string(),
     };
+    // Where the fastest steps could have accepted in the primary's place, how near they came.
+    let fastest = metrics
+        .iter()
+        .find(|m| m.metric == PairedMetric::FASTEST)
+        .filter(|m| m.look.is_some() && l.ci[0] <= 1.0 && 1.0 <= l.ci[1])
+        .map_or(String::new(), |m| format!("; on the fastest steps {}, not within ±{} yet", said(m), pct(delta)));
     Verdict::because(
         Decision::CollectMoreEvidence,
-        format!("{ended}: {}; the smallest change these rounds can show is ±{}{projection}", said(primary), pct(l.mde)),
+        format!(
+            "{ended}: {}; the smallest change these rounds can show is ±{}{projection}{fastest}",
+            said(primary),
+            pct(l.mde)
+        ),
     )
 }
 
@@ -375,9 +385,14 @@ mod tests {
         assert!(primary.ci[0] > 1.0 && primary.ci[0] < 1.03, "{primary:?}");
         let v = s.verdict.expect("the plan's last round");
         assert_eq!(v.decision, Decision::CollectMoreEvidence, "{v:?}");
-        // And a fastest step that moved is no ground to accept either.
+        // And a fastest step that moved is no ground to accept either; the reason says how near
+        // it came.
         let moved = standing(&loaded(0.0, 0.3, 0.05, 10), plan, 0.03, Budget::Left);
         assert!(moved.verdict.expect("stopped").decision != Decision::Accept);
+        let near = standing(&loaded(0.0, 0.3, 0.029, 10), plan, 0.03, Budget::Left);
+        let v = near.verdict.expect("the plan's last round");
+        assert_eq!(v.decision, Decision::CollectMoreEvidence, "{v:?}");
+        assert!(v.reasons[0].contains("; on the fastest steps serial min +2.9 %"), "{:?}", v.reasons);
     }
 
     #[test]
