@@ -37,7 +37,7 @@ pub struct Node {
 
 impl Node {
     pub fn end(&self) -> Ns {
-        self.start + self.dur
+        self.start.saturating_add(self.dur)
     }
 }
 
@@ -121,7 +121,7 @@ impl Replay {
         let first = g.nodes.iter().map(|n| n.start).min().unwrap_or(0);
         let kept = self.end.iter().enumerate().filter(|(i, _)| !detached.contains(i));
         let last = kept.map(|(_, &end)| end).max().unwrap_or(first);
-        last - first
+        last.saturating_sub(first)
     }
 
     /// The critical path, first step first: from the node that ends the step back through what
@@ -224,7 +224,7 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
         .zip(&observed_deps)
         .map(|((node, &prev), deps)| {
             let ready = prev.into_iter().chain(deps.iter().copied()).filter_map(end_of).max();
-            ready.map_or(0, |r| (node.start - r).max(0))
+            ready.map_or(0, |r| node.start.saturating_sub(r).max(0))
         })
         .collect();
     let mut work: Vec<Ns> = g
@@ -232,7 +232,7 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
         .iter()
         .enumerate()
         .map(|(i, node)| match joined(i) {
-            Some(inst) => (node.end() - observed_last.get(&inst).copied().unwrap_or_default()).max(0),
+            Some(inst) => node.end().saturating_sub(observed_last.get(&inst).copied().unwrap_or_default()).max(0),
             None => node.dur,
         })
         .collect();
@@ -256,23 +256,23 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
                 put(&mut known, p, true);
             }
             let ready = match b {
-                Bound::Dependency(_) => at(&r.end, p) - at(&earlier, i),
+                Bound::Dependency(_) => at(&r.end, p).saturating_sub(at(&earlier, i)),
                 _ => at(&r.end, p),
             };
             if bound.is_none_or(|(e, _)| ready > e) {
                 bound = Some((ready, b));
             }
         }
-        let start = bound.map_or(node.start, |(e, _)| e + at(&gap, i));
+        let start = bound.map_or(node.start, |(e, _)| e.saturating_add(at(&gap, i)));
         put(&mut r.start, i, start);
         put(&mut r.bound, i, bound.map_or(Bound::Start, |(_, b)| b));
         if let Some(inst) = node.instance {
-            let arrival = (start - at(&forgiven, i), Reverse(i));
+            let arrival = (start.saturating_sub(at(&forgiven, i)), Reverse(i));
             let last = latest.entry(inst).or_insert(arrival);
             *last = (*last).max(arrival);
         }
         if joined(i).is_none() {
-            put(&mut r.end, i, start + at(&work, i));
+            put(&mut r.end, i, start.saturating_add(at(&work, i)));
             put(&mut known, i, true);
         }
     }
@@ -286,12 +286,12 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
 /// to arrive so far (in a consistent trace, all of them have): its arrival (less what is
 /// `forgiven` it) or the node's own, whichever is later, plus its transfer.
 fn settle(i: usize, last: Option<usize>, work: &[Ns], forgiven: &[Ns], r: &mut Replay) {
-    let arrival = |m: usize| at(&r.start, m) - at(forgiven, m);
+    let arrival = |m: usize| at(&r.start, m).saturating_sub(at(forgiven, m));
     let joined_at = match last {
         Some(last) => arrival(last).max(arrival(i)),
         None => at(&r.start, i),
     };
-    put(&mut r.end, i, joined_at + at(work, i));
+    put(&mut r.end, i, joined_at.saturating_add(at(work, i)));
     put(&mut r.last_arrival, i, last);
 }
 
@@ -339,6 +339,20 @@ mod tests {
             assert_eq!(r.end[i], n.end(), "node {i}");
             assert_eq!(r.last_arrival[i], last, "node {i}");
         }
+    }
+
+    /// Segments within ±2^61 ns (all a partial file allows) whose replay chains their durations
+    /// past i64: the sums saturate instead of wrapping (a debug build panicked; a release build
+    /// printed a median step of −9223372036854.775 ms).
+    #[test]
+    fn chained_sums_past_i64_saturate() {
+        let edge: Ns = 1 << 61;
+        let nodes: Vec<Node> = (0..4).map(|i| node(0, 0, -edge + i, edge, None)).collect();
+        let g = Graph { nodes, deps: vec![(0, 3)] };
+        let r = replay(&g, &Changes::default());
+        assert!(r.end.windows(2).all(|w| w[0] <= w[1]), "{:?}", r.end);
+        assert_eq!(r.end[3], Ns::MAX);
+        assert!(r.span(&g, &[]) > 0);
     }
 
     /// Two ranks: compute, an all-reduce (instance 0), compute. Rank 1's first compute takes

@@ -281,7 +281,8 @@ fn clock_offsets(ranks: &[RankAnalysis]) -> Vec<Ns> {
     ranks
         .iter()
         .map(|r| {
-            let mut d: Vec<Ns> = ends(r).iter().filter_map(|(k, &e)| reference.get(k).map(|&f| e - f)).collect();
+            let mut d: Vec<Ns> =
+                ends(r).iter().filter_map(|(k, &e)| reference.get(k).map(|&f| e.saturating_sub(f))).collect();
             d.sort_unstable();
             d.get(d.len() / 2).copied().unwrap_or(0)
         })
@@ -362,8 +363,14 @@ fn add_rank(g: &mut StepGraph, ri: usize, r: &RankAnalysis, tl: &StepTimeline, o
     streams.dedup();
     for seg in &tl.segs {
         let stream = saturating_u32(streams.binary_search(&seg.stream).unwrap_or(0));
-        let start = seg.start - offset;
-        g.graph.nodes.push(Node { rank: r.rank, stream, start, dur: (seg.end - seg.start).max(0), instance: None });
+        let start = seg.start.saturating_sub(offset);
+        g.graph.nodes.push(Node {
+            rank: r.rank,
+            stream,
+            start,
+            dur: seg.end.saturating_sub(seg.start).max(0),
+            instance: None,
+        });
         g.origin.push(NodeSource { rank_idx: ri, comm: seg.comm });
     }
     g.graph.deps.extend(tl.deps.iter().map(|&(a, b)| (base + a as usize, base + b as usize)));
@@ -406,7 +413,7 @@ fn on_time(g: &StepGraph, ranks: &[RankAnalysis], late: u32) -> Changes {
         let mut starts: Vec<Ns> = others.iter().filter_map(|&m| start(m)).collect();
         starts.sort_unstable();
         let Some(&median) = starts.get(starts.len().saturating_sub(1) / 2) else { continue };
-        forgiven.extend(mine.iter().filter_map(|&m| Some((m, (start(m)? - median).max(0)))));
+        forgiven.extend(mine.iter().filter_map(|&m| Some((m, start(m)?.saturating_sub(median).max(0)))));
     }
     Changes { forgiven, ..Changes::default() }
 }
@@ -439,7 +446,7 @@ fn at_busbw(g: &StepGraph, ranks: &[RankAnalysis], name: &str, gbps: f64) -> Opt
             let (Some(c), Some(node)) = (comm_kernel_of(g, ranks, m), g.graph.nodes.get(m)) else { continue };
             let n = c.group_size.map_or(members.len(), |s| s as usize);
             let (Some(bytes), Some(factor)) = (c.payload, bus_factor(name, n)) else { continue };
-            let observed = (node.end() - last).max(0);
+            let observed = node.end().saturating_sub(last).max(0);
             let at = float_to_i64((bytes as f64 * factor / (gbps * 1e9) * 1e9).round());
             durations.push((m, observed.min(at)));
         }
@@ -511,15 +518,21 @@ fn critical_path(g: &StepGraph, r: &Replay, path: &[critical::PathNode], ranks: 
                     rank,
                     role: PathRole::Gap,
                     what: "gap".into(),
-                    start_us: us(at - first),
-                    dur_us: us(from - at),
+                    start_us: us(at.saturating_sub(first)),
+                    dur_us: us(from.saturating_sub(at)),
                 },
             );
         }
         push_step(
             &mut steps,
             &mut merged,
-            PathStep { rank: node.rank, role, what, start_us: us(from - first), dur_us: us(to - from) },
+            PathStep {
+                rank: node.rank,
+                role,
+                what,
+                start_us: us(from.saturating_sub(first)),
+                dur_us: us(to.saturating_sub(from)),
+            },
         );
         cursor = Some((to, node.rank));
     }
