@@ -13,15 +13,15 @@ use commgate_stats::quantile::median;
 
 /// The metrics a round compares, in report order: the step times' medians of each schedule,
 /// the exposed communication (overlap − compute only) when it is positive in both runs, and
-/// the fastest step of the overlap and comm-only schedules.
+/// the fastest step of the overlap, serial and comm-only schedules.
 ///
 /// **Why the fastest step.** A busy neighbour only ever adds time to a step (Chen & Revels,
 /// "Robust benchmarking in noisy environments", 2016, arXiv:1608.04295: timing noise is
 /// non-negative, so the minimum estimates the undisturbed time best). On a runner with one busy
 /// loop per core, the per-round log ratio of the medians spread with a standard deviation of
-/// 0.25–1.5 over ten rounds and that of the minimum with 0.04–0.19, enough to confirm an
-/// all-reduce made slower while the medians said nothing (`docs/performance.md`). The minimum
-/// only blocks: what a pull request does to contention shows in the medians.
+/// 0.13–1.5 over ten rounds and that of the fastest serial step with 0.01–0.05
+/// (`docs/performance.md`). The minima block like every metric; the fastest serial step also
+/// accepts in the overlap median's place when the medians cannot settle (`decide::paired`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PairedMetric {
     Median(Schedule),
