@@ -299,6 +299,18 @@ fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
     assert_eq!(comment.status.code(), Some(2));
     let err = String::from_utf8_lossy(&comment.stderr);
     assert!(err.contains("its paired overlap median is regressed but the verdict is not a blocking `tune`"), "{err}");
+    // And with every metric's state rewritten to agree: the figures still say regressed.
+    for m in forged["paired"]["metrics"].as_array_mut().expect("metrics") {
+        m["state"] = "unchanged".into();
+    }
+    std::fs::write(&path, forged.to_string()).expect("write");
+    let comment = commgate(tmp.path())
+        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
+        .output()
+        .expect("runs");
+    assert_eq!(comment.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&comment.stderr);
+    assert!(err.contains("its paired overlap median is `unchanged` but its figures say `regressed`"), "{err}");
 }
 
 #[test]

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::{no_store, CheckOptions, CheckReport, SCHEMA_VERSION};
 use crate::compare::paired::{judged_collectives, round, ArmMedians, PairedMetric, Round};
 use crate::compare::State;
+use crate::decide::metric_state::four_states;
 use crate::decide::paired::{acceptance, standing, Budget, Plans, Standing};
 use crate::decide::{Decision, ErrorKind, EvaluationError, Verdict};
 use commgate_core::result::RunResult;
@@ -295,6 +296,22 @@ impl PairedReport {
     /// Whether the metrics' states contradict the verdict (a report read back from a file):
     /// `Err` names the first contradiction.
     pub fn contradiction(&self, verdict: Decision, blocking: bool) -> Option<String> {
+        // Each metric's state is its figures' (the four-state rule at the look's one-sided
+        // level): an edited `state` alone cannot move the verdict.
+        for m in &self.metrics {
+            let figured = match (m.p_slower, m.p_faster, m.ci, m.level_spent) {
+                (Some(ps), Some(pf), Some(ci), Some(spent)) => four_states(ps, pf, ci, self.setup.delta, spent / 2.0),
+                _ => State::Inconclusive,
+            };
+            if m.state != figured {
+                return Some(format!(
+                    "its paired {} is `{}` but its figures say `{}`",
+                    m.metric,
+                    m.state.as_str(),
+                    figured.as_str()
+                ));
+            }
+        }
         let regressed = self.metrics.iter().find(|m| m.state == State::Regressed);
         if let Some(m) = regressed.filter(|_| !(verdict == Decision::Tune && blocking)) {
             return Some(format!("its paired {} is regressed but the verdict is not a blocking `tune`", m.metric));
