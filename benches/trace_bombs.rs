@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use commgate_core::result::nccl_tests::{self, MAX_PER_ITERATION_TIMES};
 use commgate_trace::attribute::AttributeOptions;
-use commgate_trace::load::attribute_paths;
+use commgate_trace::load::{attribute_paths, partial_paths};
+use commgate_trace::partial::encode;
 
 #[path = "support/child.rs"]
 mod child;
@@ -125,7 +127,8 @@ fn run_all(dir: &Path, n: u64, mb: u64) -> Result<(), Box<dyn Error>> {
         println!("{name:<22} {size:>12} {}", String::from_utf8(out.stdout)?.trim_end());
         std::fs::remove_file(&path)?;
     }
-    one_instance(dir, n)
+    one_instance(dir, n)?;
+    nccl_tests(dir)
 }
 
 /// Two ranks whose NCCL kernels, `COMMGATE_BOMB_N / 60` each (16,666 at the default), all share
@@ -162,8 +165,95 @@ fn one_instance(dir: &Path, n: u64) -> Result<(), Box<dyn Error>> {
     }
     let name = format!("one instance ×{per_rank}");
     println!("{name:<22} {size:>12} {} (plain JSON, 2 ranks)", String::from_utf8(out.stdout)?.trim_end());
+    // The same job as one partial file: its timeline holds both ranks' members as segments,
+    // which the replay reads without the Kineto reader's budget.
+    let files: Vec<PathBuf> = (0..2).map(|rank| ranks.join(format!("rank-{rank}.json"))).collect();
+    let partial = partial_paths(&files, &AttributeOptions::default()).map_err(|e| e.to_string())?;
+    let path = dir.join("one-instance.partial.json");
+    std::fs::write(&path, encode(&partial, false))?;
+    let size = std::fs::metadata(&path)?.len();
+    let out = Command::new(std::env::current_exe()?).env(CHILD_ENV, &path).output()?;
+    if !out.status.success() {
+        return Err(format!("one instance, partial: child failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    let name = format!("partial ×{per_rank}");
+    println!("{name:<22} {size:>12} {} (plain JSON, 2 ranks)", String::from_utf8(out.stdout)?.trim_end());
     std::fs::remove_dir_all(&ranks)?;
+    std::fs::remove_file(&path)?;
     Ok(())
+}
+
+/// nccl-tests JSON whose per-iteration lists are as long as a file may hold
+/// ([`MAX_PER_ITERATION_TIMES`]) as plain text and as gzip, and twice that in gzip (refused): the
+/// lists were once deserialised whole before any limit (a 2.8 MB gzip reached 1.09 GB).
+fn nccl_tests(dir: &Path) -> Result<(), Box<dyn Error>> {
+    let iterations: u64 = 1 << 16;
+    let at_budget = MAX_PER_ITERATION_TIMES / iterations - 1;
+    let shapes = [
+        ("nccl-tests budget", at_budget, false),
+        ("nccl-tests budget", at_budget, true),
+        ("nccl-tests ×2", 2 * at_budget, true),
+    ];
+    for (name, processes, gzip) in shapes {
+        let path = dir.join(if gzip { "sweep.nccl-tests.json.gz" } else { "sweep.nccl-tests.json" });
+        let file = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        if gzip {
+            let mut w = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+            sweep(&mut w, processes, iterations)?;
+            w.finish()?.flush()?;
+        } else {
+            let mut w = file;
+            sweep(&mut w, processes, iterations)?;
+            w.flush()?;
+        }
+        let size = std::fs::metadata(&path)?.len();
+        let out = Command::new(std::env::current_exe()?).env(CHILD_ENV, &path).output()?;
+        if !out.status.success() {
+            return Err(format!("{name}: child failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        let times = (processes + 1) * iterations;
+        println!(
+            "{name:<22} {size:>12} {} ({times} times{})",
+            String::from_utf8(out.stdout)?.trim_end(),
+            if gzip { ", gzip" } else { "" }
+        );
+        std::fs::remove_file(&path)?;
+    }
+    Ok(())
+}
+
+/// One all-reduce size of nccl-tests JSON (version 3, `-I 1`) on `processes` processes with
+/// `iterations` per-iteration times each, the times varied so that gzip keeps a real ratio.
+fn sweep(w: &mut dyn Write, processes: u64, iterations: u64) -> std::io::Result<()> {
+    let times = |w: &mut dyn Write, seed: u64| -> std::io::Result<()> {
+        w.write_all(b"[")?;
+        for i in 0..iterations {
+            let jitter = (i.wrapping_mul(7919).wrapping_add(seed.wrapping_mul(104_729))) % 997;
+            write!(w, "{}{}.{:02}", if i > 0 { "," } else { "" }, 10 + jitter / 100, jitter % 100)?;
+        }
+        w.write_all(b"]")
+    };
+    w.write_all(br#"{"version":3,"args":["./build/all_reduce_perf","-I","1","-J","r.json"],"nccl_version":22703,"config":{"iterations":"#)?;
+    write!(w, r#"{iterations},"per_iter_timing":true,"devices":["#)?;
+    for p in 0..processes {
+        write!(
+            w,
+            r#"{}{{"rank":{p},"group":0,"pid":{p},"hostname":"node-{}","device":{},"device_info":"NVIDIA H200"}}"#,
+            if p > 0 { "," } else { "" },
+            p / 8,
+            p % 8
+        )?;
+    }
+    w.write_all(br#"]},"results":[{"size":1048576,"count":262144,"type":"float","redop":"sum","root":"-1","out_of_place":{"time":10.5,"alg_bw":99.8,"bus_bw":187.2,"nwrong":0},"out_of_place_per_iter":{"skipped_iterations":0,"times_us":"#)?;
+    times(w, 0)?;
+    w.write_all(br#","per_process_max_times_us":["#)?;
+    for p in 0..processes {
+        if p > 0 {
+            w.write_all(b",")?;
+        }
+        times(w, p + 1)?;
+    }
+    write!(w, r#"]}},"in_place":null,"actual_iterations":{iterations},"experiment_name":""}}]}}"#)
 }
 
 /// Events in blocks of this many, each block one gzip member written again and again.
@@ -221,6 +311,17 @@ fn measure(path: &Path) -> Result<(), Box<dyn Error>> {
     } else {
         vec![PathBuf::from(path)]
     };
+    if path.to_string_lossy().contains(".nccl-tests.") {
+        let start = Instant::now();
+        let sweep = nccl_tests::read(path);
+        let secs = start.elapsed().as_secs_f64();
+        let peak = child::peak_rss_bytes().ok_or("VmHWM not found in /proc/self/status")?;
+        match sweep {
+            Ok(s) => println!("{secs:>10.2} {:>9.0} {:>13}", peak as f64 / 1e6, s.results.len()),
+            Err(e) => println!("{secs:>10.2} {:>9.0}  refused: {e}", peak as f64 / 1e6),
+        }
+        return Ok(());
+    }
     let start = Instant::now();
     let a = attribute_paths(&paths, &AttributeOptions::default());
     let secs = start.elapsed().as_secs_f64();

@@ -206,20 +206,23 @@ fn a_string_table_without_an_index_and_huge_names_stay_cheap() {
     )
     .expect("an unindexed table");
     let n = 20_000;
+    // Each kernel at the export's own times (an export spans one profile).
+    let t0: i64 =
+        conn.query_row("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL", [], |r| r.get(0)).expect("a kernel");
     conn.execute_batch(&format!(
         "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < {last}) \
          INSERT INTO StringIds (id, value) SELECT 1000000 + i, 'kernel_' || i FROM c; \
          WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < {last}) \
          INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, demangledName, shortName) \
-         SELECT i * 10, i * 10 + 5, 0, 7, 1000000 + i, 1000000 + i FROM c;",
+         SELECT {t0} + i * 10, {t0} + i * 10 + 5, 0, 7, 1000000 + i, 1000000 + i FROM c;",
         last = n - 1
     ))
     .expect("many names and kernels");
     conn.execute("INSERT INTO StringIds (id, value) VALUES (2000000, ?1)", ["x".repeat(5 << 20)]).expect("huge");
     conn.execute(
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, demangledName, shortName) \
-         VALUES (1, 2, 0, 7, 2000000, 2000000)",
-        [],
+         VALUES (?1, ?1 + 1, 0, 7, 2000000, 2000000)",
+        [t0],
     )
     .expect("kernel");
     drop(conn);

@@ -268,6 +268,41 @@ fn a_partial_file_whose_step_counts_disagree_is_refused() {
     assert!(stderr.contains("`step_ns` holds"), "{stderr}");
 }
 
+/// Times within ±2^61 ns but longer than any profile (a step, a step's timeline, the
+/// communication kernels, a collective's exposed time in a step): exit 2 naming the field,
+/// never a step of 10^13 ms printed.
+#[test]
+fn a_partial_file_whose_times_span_more_than_any_profile_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let files = job(&tmp.path().join("traces"));
+    let good = tmp.path().join("node.json");
+    write_partial(&good, &files, &[]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&good).expect("read")).expect("json");
+    let far: i64 = 1 << 60;
+    let edits: [(&str, fn(&mut serde_json::Value, i64), &str); 5] = [
+        ("step", |a, far| a["step_ns"][0] = far.into(), "`step_ns` holds 1152921504606846976, a step longer than"),
+        ("backwards", |a, _| a["kernels"]["dur"][0] = (-5).into(), "kernel 0 ends 5 ns before it starts"),
+        ("segment", |a, far| a["timeline"][0]["segs"][0][2] = far.into(), "timeline step"),
+        ("kernel", |a, far| a["kernels"]["dur"][0] = far.into(), "`kernels` spans"),
+        (
+            "exposed",
+            |a, far| a["collectives"][0]["exposed_by_step"][0][1] = far.to_string().into(),
+            "an exposed time of",
+        ),
+    ];
+    for (what, edit, said) in edits {
+        let mut edited = v.clone();
+        edit(&mut edited["ranks"][1]["analysis"], far);
+        let path = tmp.path().join(format!("edited-{what}.json"));
+        std::fs::write(&path, serde_json::to_string(&edited).expect("json")).expect("write");
+        let out = attribute(&[path], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(stderr.contains("rank 1: ") && stderr.contains(said), "{what}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+}
+
 /// A partial file naming a format commgate does not write is refused by name, not taken for an
 /// Nsight Systems export.
 #[test]

@@ -225,3 +225,24 @@ fn a_gzip_bomb_is_refused_with_exit_2_and_what_to_do() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }
+
+/// Times each within ±2^61 ns but further apart than one profile can be (a step marker 12 days
+/// after the kernels): exit 2 naming the file and the span, never a step of 10^9 ms printed.
+#[test]
+fn a_trace_spanning_more_than_any_profile_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let twelve_days_us: u64 = 12 * 86_400 * 1_000_000;
+    let mut events: Vec<String> = (0..4).map(|i| kernel("ncclDevKernel_AllReduce", 10 + i * 20, "")).collect();
+    events.push(step(1));
+    let fine = write(dir.path(), "rank-0.json.gz", &trace(&events, ""));
+    commgate().arg("attribute").arg(&fine).assert().success();
+    events.push(format!(
+        r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":{twelve_days_us},"dur":5}}"#
+    ));
+    let far = write(dir.path(), "rank-1.json.gz", &trace(&events, ""));
+    let out = commgate().arg("attribute").arg(&far).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("rank-1.json.gz") && err.contains("spans 12.0 days") && err.contains("11.6 days"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use commgate_core::result::STEP_MS_RANGE;
+
 /// Events one input file may hold unless the user raises the limit: well above real traces
 /// (a busy 8-GPU step writes a few hundred thousand), low enough that the kept events fit in
 /// memory (a few hundred bytes each at worst).
@@ -30,6 +32,26 @@ pub const MAX_DISTINCT_COLLECTIVES: usize = 10_000;
 /// the difference of any two such ends fit in an `i64`, so attribution never overflows. Every
 /// reader (Kineto, Nsight Systems, partial files) holds its times to it.
 pub const MAX_ABS_NS: i64 = 1 << 61;
+
+/// The longest stretch of time one rank's input may cover, in nanoseconds: 10^15 ns (10^9 ms,
+/// 11.6 days), the longest step a result may hold ([`STEP_MS_RANGE`]). A profiler window covers seconds to hours; an
+/// input whose first and last times lie further apart holds a time no profiler wrote, and every
+/// figure derived from it (a step, a replayed step, a time per step) would print it.
+pub const MAX_SPAN_NS: i64 = (*STEP_MS_RANGE.end() * 1e6) as i64;
+
+/// `Err` naming `what` when `first..last` is longer than [`MAX_SPAN_NS`].
+pub fn check_span(what: &str, first: i64, last: i64) -> Result<(), String> {
+    let span = i128::from(last) - i128::from(first);
+    if span <= i128::from(MAX_SPAN_NS) {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} spans {:.1} days from its first time to its last; commgate reads at most {:.1} days, \
+         so one of its times is wrong: re-export it",
+        span as f64 / 86_400e9,
+        MAX_SPAN_NS as f64 / 86_400e9,
+    ))
+}
 
 /// The collective that names past [`MAX_DISTINCT_COLLECTIVES`] are counted under.
 pub const OTHER_COLLECTIVES: &str = "(other collectives)";
@@ -70,6 +92,14 @@ pub fn cap_name(s: &str) -> (Cow<'_, str>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_is_bounded_at_the_longest_step_a_result_may_hold() {
+        assert!(check_span("the trace", -5, MAX_SPAN_NS - 5).is_ok());
+        let e = check_span("the trace", i64::MIN, i64::MAX).expect_err("wider than any profile");
+        assert!(e.starts_with("the trace spans 213504.0 days") && e.contains("at most 11.6 days"), "{e}");
+        assert!(check_span("x", 0, MAX_SPAN_NS + 1).is_err());
+    }
 
     #[test]
     fn short_names_are_kept_and_long_ones_cut_on_a_character_boundary() {

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use super::attribute::{self, AttributeOptions, Attribution, Compat};
 use super::classify::rank_from_file_name;
 use super::kineto::{parse_document_with, Document};
-use super::limits::ReadLimits;
+use super::limits::{self, ReadLimits};
 use super::model::RankTrace;
 use super::partial::{self, Partial, PartialError, ReducedRank};
 use super::reader::ReadError;
@@ -342,6 +342,13 @@ enum Read {
 
 /// Reads one input file of any kind: a trace ([`read_input`]) or a partial file.
 fn read_any(path: &Path, limits: ReadLimits) -> Result<Read, LoadError> {
+    match read_unchecked(path, limits)? {
+        Read::Traces(input) => check_spans(path, input).map(Read::Traces),
+        partial @ Read::Partial(_) => Ok(partial),
+    }
+}
+
+fn read_unchecked(path: &Path, limits: ReadLimits) -> Result<Read, LoadError> {
     let opened = input::open(path).map_err(|e| LoadError::new(path, e.to_string()))?;
     if opened.sqlite {
         drop(opened);
@@ -380,6 +387,22 @@ fn read_any(path: &Path, limits: ReadLimits) -> Result<Read, LoadError> {
     let opened = input::Opened { reader: sniffed.reader, gzip, sqlite: false };
     let doc = parse_opened(path, opened, limits)?;
     Ok(Read::Traces(Input { docs: vec![doc], format: None }))
+}
+
+/// Each rank's trace in `input` covers at most [`limits::MAX_SPAN_NS`]: a longer one holds a
+/// time no profiler wrote, which every figure derived from it would print.
+fn check_spans(path: &Path, input: Input) -> Result<Input, LoadError> {
+    for doc in &input.docs {
+        let Document::Timeline(t) = doc else { continue };
+        if let Some((first, last)) = t.time_range() {
+            let what = match (input.docs.len(), t.rank) {
+                (2.., Some(rank)) => format!("rank {rank}'s trace"),
+                _ => "the trace".to_string(),
+            };
+            limits::check_span(&what, first, last).map_err(|e| LoadError::new(path, e))?;
+        }
+    }
+    Ok(input)
 }
 
 /// A read that failed before any parser ran (while telling the format apart).

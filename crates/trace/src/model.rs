@@ -301,6 +301,20 @@ impl RankTrace {
     pub fn kernel_name(&self, k: &Kernel) -> &str {
         self.names.get(k.name as usize).map(|n| &**n).unwrap_or("")
     }
+
+    /// The first start and the last end of everything kept (kernels, communication ops and
+    /// annotations, steps, launches); `None` when nothing is.
+    pub fn time_range(&self) -> Option<(Ns, Ns)> {
+        let kernels = self.kernels.iter().chain(&self.stream_ops).map(|k| (k.ts, k.end()));
+        let ops = self.comm_ops.iter().map(|o| (o.ts, o.end));
+        let annotations = self.gpu_annotations.iter().map(|a| (a.ts, a.end));
+        let marks = self.steps.iter().chain(&self.gpu_steps).map(|s| (s.ts, s.ts));
+        let launches = self.launches.iter().map(|(_, l)| (l.ts, l.ts));
+        kernels.chain(ops).chain(annotations).chain(marks).chain(launches).fold(None, |range, (start, end)| {
+            let (first, last) = range.unwrap_or((start, end));
+            Some((first.min(start), last.max(end)))
+        })
+    }
 }
 
 #[cfg(test)]

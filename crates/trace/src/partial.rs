@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use super::attribute::series::MAX_STEP_SAMPLES;
 use super::attribute::timeline::{Seg, StepTimeline, MAX_REPLAYED_STEPS};
 use super::attribute::{AttributeOptions, CommKernel, Compat, MatchKey, RankAnalysis, RankCollective};
-use super::limits::{ReadLimits, MAX_ABS_NS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, TRUNCATION_MARK};
+use super::limits::{
+    check_span, ReadLimits, MAX_ABS_NS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, MAX_SPAN_NS, TRUNCATION_MARK,
+};
 use super::model::Ns;
 use super::narrow::saturating_u32;
 use commgate_core::result::field_error;
@@ -450,12 +452,14 @@ impl Wire {
             }
             let analysis = r.analysis.into_analysis(&mut kernels_left).map_err(at)?;
             steps_agree(&analysis, self.settings.steps).map_err(at)?;
+            spans_bounded(&analysis, self.settings.compat).map_err(at)?;
             figures_agree(&analysis, self.settings.compat).map_err(at)?;
             let other = match r.other {
                 Some(o) if o.rank != rank => return Err(at(format!("`other` is rank {}", o.rank))),
                 Some(o) => {
                     let o = o.into_analysis(&mut kernels_left).map_err(|e| at(format!("other: {e}")))?;
                     steps_agree(&o, self.settings.steps).map_err(|e| at(format!("other: {e}")))?;
+                    spans_bounded(&o, self.settings.compat).map_err(|e| at(format!("other: {e}")))?;
                     figures_agree(&o, self.settings.compat).map_err(|e| at(format!("other: {e}")))?;
                     Some(o)
                 }
@@ -522,6 +526,63 @@ fn steps_agree(a: &RankAnalysis, setting: Option<u64>) -> Result<(), String> {
                 name.escape_debug(),
                 a.samples
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Every time of a rank's analysis within what one profile can hold ([`MAX_SPAN_NS`], 11.6
+/// days): each step's length and each step's timeline, the communication kernels from the first
+/// start to the last end, each collective's exposed time in a step; the window's totals within
+/// one such span per step window, and a collective's time within one per kernel. Values
+/// inside ±2^61 ns but past these printed as steps of 10^13 ms. A communication kernel runs
+/// forward (under `--compat hta`, whose spans are rounded inward to whole microseconds, a
+/// sub-microsecond one ends up to 1 µs before it starts).
+fn spans_bounded(a: &RankAnalysis, compat: Compat) -> Result<(), String> {
+    let windows = a.samples.max(1) as f64;
+    let longest = MAX_SPAN_NS as f64;
+    let shortest = if compat == Compat::Hta { -1_000 } else { 0 };
+    if let Some((i, k)) = a.comm_kernels.iter().enumerate().find(|(_, k)| k.end.saturating_sub(k.ts) < shortest) {
+        return Err(format!(
+            "kernel {i} ends {} ns before it starts, which no trace gives",
+            k.ts.saturating_sub(k.end)
+        ));
+    }
+    if let Some(ns) = a.step_ns.iter().find(|&&ns| ns > MAX_SPAN_NS) {
+        return Err(format!("`step_ns` holds {ns}, a step longer than {longest} ns (11.6 days), which no trace gives"));
+    }
+    for (field, ns) in [("comm_ns", a.comm_ns), ("compute_ns", a.compute_ns), ("overlapped_ns", a.overlapped_ns)] {
+        if ns as f64 > windows * longest {
+            return Err(format!("`{field}` is {ns}, more than 11.6 days per step window, which no trace gives"));
+        }
+    }
+    let range = |times: &mut dyn Iterator<Item = (Ns, Ns)>| {
+        times.fold(None, |r: Option<(Ns, Ns)>, (start, end)| {
+            let (first, last) = r.unwrap_or((start, end));
+            Some((first.min(start), last.max(end)))
+        })
+    };
+    if let Some((first, last)) = range(&mut a.comm_kernels.iter().map(|k| (k.ts, k.end))) {
+        check_span("`kernels`", first, last)?;
+    }
+    for step in &a.timeline {
+        if let Some((first, last)) = range(&mut step.segs.iter().map(|g| (g.start, g.end))) {
+            check_span(&format!("timeline step {}", step.step), first, last)?;
+        }
+    }
+    for (name, c) in &a.by_collective {
+        let named = |e: String| format!("collective `{}`: {e}", name.escape_debug());
+        let in_a_step = c.exposed_by_step.iter().map(|(_, v)| v.abs()).chain([c.exposed_ns.abs() / windows]);
+        if let Some(v) = in_a_step.into_iter().find(|&v| v > longest) {
+            return Err(named(format!(
+                "an exposed time of {v:e} ns in one step, longer than 11.6 days, which no trace gives"
+            )));
+        }
+        if c.total_ns.abs() > c.kernels.max(1) as f64 * longest {
+            return Err(named(format!(
+                "`total_ns` ({:e}) is more than 11.6 days for each of its {} kernels, which no trace gives",
+                c.total_ns, c.kernels
+            )));
         }
     }
     Ok(())
@@ -818,7 +879,7 @@ mod tests {
                 kernel(1_700_000_000_000_000_000, 700, "all_reduce", MatchKey::Seq { pg: pg.clone(), seq: 1 }),
                 kernel(
                     1_699_999_999_999_999_000,
-                    -1_000,
+                    1_000,
                     "all_reduce",
                     MatchKey::Ordinal { pg, collective: Arc::from("all_reduce"), ordinal: 7 },
                 ),
