@@ -268,6 +268,9 @@ fn a_partial_file_whose_step_counts_disagree_is_refused() {
     assert!(stderr.contains("`step_ns` holds"), "{stderr}");
 }
 
+/// An edit of one rank's analysis, given a far time.
+type Edit = fn(&mut serde_json::Value, i64);
+
 /// Times within ±2^61 ns but longer than any profile (a step, a step's timeline, the
 /// communication kernels, a collective's exposed time in a step): exit 2 naming the field,
 /// never a step of 10^13 ms printed.
@@ -279,7 +282,7 @@ fn a_partial_file_whose_times_span_more_than_any_profile_is_refused() {
     write_partial(&good, &files, &[]);
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&good).expect("read")).expect("json");
     let far: i64 = 1 << 60;
-    let edits: [(&str, fn(&mut serde_json::Value, i64), &str); 5] = [
+    let edits: [(&str, Edit, &str); 5] = [
         ("step", |a, far| a["step_ns"][0] = far.into(), "`step_ns` holds 1152921504606846976, a step longer than"),
         ("backwards", |a, _| a["kernels"]["dur"][0] = (-5).into(), "kernel 0 ends 5 ns before it starts"),
         ("segment", |a, far| a["timeline"][0]["segs"][0][2] = far.into(), "timeline step"),

@@ -243,3 +243,69 @@ fn a_retried_trace_update_changes_nothing() {
     let (code, _) = check(&store, &first);
     assert_eq!(code, Some(0));
 }
+
+/// One field of a partial file edited so that no call matches across ranks any more (rank 0's
+/// process group renamed; its sequence numbers shifted), or a collective renamed in every column:
+/// a blocking straggler is never accepted, and unchanged traces so edited are not accepted either
+/// (the wait that would have blocked cannot be measured; the renamed collective cannot be
+/// compared), the reason named.
+#[test]
+fn edits_that_unmatch_or_rename_a_collective_never_accept() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = store_with_trace_runs(tmp.path(), 3);
+    let late = Perturb { all_to_all_late_ns: 900_000, ..Perturb::default() };
+    let straggler = capture(tmp.path(), "straggler", &SynthSpec { straggler_rank: 2, ..spec(78, late) });
+    let same = capture(tmp.path(), "same", &spec(77, Perturb::default()));
+    for (job, traces, blocks) in [("straggler", straggler, Some(1)), ("same", same, Some(0))] {
+        let partial = tmp.path().join(format!("{job}.json"));
+        let out = commgate().args(["attribute", "--partial"]).arg(&partial).arg(&traces).output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(check(&store, &partial).0, blocks, "{job}: the partial file is judged as its traces are");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&partial).expect("read")).expect("json");
+        for (what, edited, said) in edits(&v) {
+            let path = tmp.path().join(format!("{job}-{}.json", what.replace(' ', "-")));
+            std::fs::write(&path, serde_json::to_string(&edited).expect("json")).expect("write");
+            let (code, report) = check(&store, &path);
+            assert_ne!(report["verdict"], "accept", "{job}, {what}: {:#}", report["reasons"]);
+            if blocks == Some(1) {
+                assert_eq!(code, Some(1), "{job}, {what}: {:#}", report["reasons"]);
+            } else {
+                // Unchanged traces: asked for evidence, naming why; a renamed collective may
+                // instead block as new work (judged against none in the baseline).
+                let reasons = report["reasons"].to_string();
+                assert!(reasons.contains(said) || code == Some(1), "{job}, {what}: {reasons}");
+            }
+        }
+    }
+}
+
+/// The three edits, each with what the reason says.
+fn edits(v: &Value) -> [(&'static str, Value, &'static str); 3] {
+    let mut renamed_group = v.clone();
+    let texts = renamed_group["ranks"][0]["analysis"]["kernels"]["texts"].as_array_mut().expect("texts");
+    let pg = texts.iter().position(|t| t == "0").expect("process group \"0\"");
+    texts[pg] = "zz".into();
+    let mut shifted = v.clone();
+    for n in shifted["ranks"][0]["analysis"]["kernels"]["key_n"].as_array_mut().expect("key_n") {
+        *n = (n.as_u64().expect("n") + 1000).into();
+    }
+    let mut gone = v.clone();
+    for r in gone["ranks"].as_array_mut().expect("ranks") {
+        for t in r["analysis"]["kernels"]["texts"].as_array_mut().expect("texts") {
+            if t == "all_to_all" {
+                *t = "a2a".into();
+            }
+        }
+        for c in r["analysis"]["collectives"].as_array_mut().expect("collectives") {
+            if c["name"] == "all_to_all" {
+                c["name"] = "a2a".into();
+            }
+        }
+    }
+    let unmatched = "but these traces match none of them";
+    [
+        ("renamed group", renamed_group, unmatched),
+        ("shifted sequence", shifted, unmatched),
+        ("renamed", gone, "all_to_all is in the trace baseline"),
+    ]
+}

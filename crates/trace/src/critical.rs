@@ -21,7 +21,7 @@
 //! collective arrives before the collective ends. Pure: no I/O, no decision.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::model::Ns;
 
@@ -122,6 +122,7 @@ impl Replay {
     /// of the end).
     pub fn span(&self, g: &Graph, detached: &[usize]) -> Ns {
         let first = g.nodes.iter().map(|n| n.start).min().unwrap_or(0);
+        let detached: HashSet<usize> = detached.iter().copied().collect();
         let kept = self.end.iter().enumerate().filter(|(i, _)| !detached.contains(i));
         let last = kept.map(|(_, &end)| end).max().unwrap_or(first);
         last.saturating_sub(first)
@@ -208,8 +209,8 @@ pub fn replay(g: &Graph, changes: &Changes) -> Replay {
         }
     }
     let mut latest: HashMap<u32, (Ns, Reverse<usize>)> = HashMap::new();
-    let joined =
-        |i: usize| g.nodes.get(i).and_then(|node| node.instance).filter(|inst| !changes.unjoined.contains(inst));
+    let unjoined: HashSet<u32> = changes.unjoined.iter().copied().collect();
+    let joined = |i: usize| g.nodes.get(i).and_then(|node| node.instance).filter(|inst| !unjoined.contains(inst));
     let preds = |i: usize| {
         let deps = deps_of.get(i).into_iter().flatten();
         at(&stream_prev, i).map(Bound::Stream).into_iter().chain(deps.map(|&d| Bound::Dependency(d)))

@@ -37,6 +37,7 @@ pub const MAX_ABS_NS: i64 = 1 << 61;
 /// 11.6 days), the longest step a result may hold ([`STEP_MS_RANGE`]). A profiler window covers seconds to hours; an
 /// input whose first and last times lie further apart holds a time no profiler wrote, and every
 /// figure derived from it (a step, a replayed step, a time per step) would print it.
+#[allow(clippy::cast_possible_truncation, reason = "10^15 is exact in both types")]
 pub const MAX_SPAN_NS: i64 = (*STEP_MS_RANGE.end() * 1e6) as i64;
 
 /// `Err` naming `what` when `first..last` is longer than [`MAX_SPAN_NS`].

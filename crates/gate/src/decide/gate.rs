@@ -127,6 +127,11 @@ pub fn contradiction<'a>(
     if let Some(c) = traces.filter(|_| verdict == Decision::Accept).and_then(|t| t.regressed().next()) {
         return Some(format!("its verdict is `accept` but its trace comparison shows {} regressed", c.collective));
     }
+    if let Some(c) =
+        traces.filter(|_| verdict == Decision::Accept).and_then(|t| t.collectives.iter().find(|c| c.unjudged.is_some()))
+    {
+        return Some(format!("its verdict is `accept` but its trace comparison could not judge {}", c.collective));
+    }
     (blocking && verdict != Decision::Tune).then(|| format!("it blocks with the verdict `{v}`; only a `tune` blocks"))
 }
 
@@ -221,6 +226,7 @@ fn judge(e: &Evidence<'_>) -> Verdict {
     }
     if let Some(t) = e.traces.filter(|_| partial.is_none()) {
         reasons.extend(t.unusable.clone());
+        reasons.extend(t.collectives.iter().filter_map(|c| c.unjudged.clone()));
         reasons.extend(t.collectives.iter().filter_map(traces::looks_regressed));
     }
     if e.traces_expected {
@@ -331,6 +337,7 @@ mod tests {
             ],
             shares_of_own_time: false,
             note: None,
+            unjudged: None,
         };
         let mut h = commgate_trace::attribute::Hotspot::empty("all_to_all");
         h.last_arrival_rank = Some(5);

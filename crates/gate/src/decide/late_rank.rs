@@ -38,6 +38,7 @@ mod tests {
             metrics: Vec::new(),
             shares_of_own_time: false,
             note: None,
+            unjudged: None,
         }
     }
 

@@ -464,7 +464,7 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
         queued_before_capture: ranks.iter().map(|r| r.unlaunched_left_out).sum(),
         moe_markers: ranks.iter().any(|r| r.moe_markers),
     };
-    let num_events = ranks.iter().map(|r| r.num_events).sum();
+    let num_events = ranks.iter().map(|r| r.num_events).fold(0u64, u64::saturating_add);
     let what_if = whatif::what_if(&ranks, &by_collective, &opts.what_if);
     let replayable = Replayable(what_if.is_some().then(|| Arc::new(ranks)));
     Attribution { what_if, replayable, ..conclude(source, by_collective, summaries, num_events) }

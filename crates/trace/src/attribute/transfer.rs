@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use super::ms;
 use super::{CommKernel, MatchKey, RankAnalysis};
 use super::{Hotspot, StepSeries};
+use crate::limits::MAX_SPAN_NS;
 use crate::model::Ns;
 use commgate_stats::binomial_greater;
 
@@ -132,8 +133,14 @@ pub(super) fn cross_rank(
     let sample_divisor = (steps / samples).max(1.0);
     let group = group_size(kernels, k);
     let factor = bus_factor(&h.collective, group).filter(|_| group >= 2);
-    // Start times compare only when every rank says where its clock starts.
-    let clocks_comparable = ranks.iter().all(|r| r.base_time_ns.is_some());
+    // Start times compare only when every rank says where its clock starts, and those starts lie
+    // within one profile of each other (ranks start profiling seconds apart; a base days away
+    // is not one job's clock).
+    let bases: Option<Vec<i64>> = ranks.iter().map(|r| r.base_time_ns).collect();
+    let clocks_comparable = bases.is_some_and(|b| {
+        let (lo, hi) = b.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        b.is_empty() || i128::from(hi) - i128::from(lo) <= i128::from(MAX_SPAN_NS)
+    });
     let len = series.exposed_ms.len();
     // Per step: (transfer, wait) ns summed over instances.
     let mut by_step: Vec<(i128, i128)> = vec![(0, 0); len];

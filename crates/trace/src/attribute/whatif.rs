@@ -134,7 +134,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PathRole {
     /// Compute (or a collective no other rank joins) running on the path.
@@ -536,12 +536,18 @@ fn critical_path(g: &StepGraph, r: &Replay, path: &[critical::PathNode], ranks: 
         );
         cursor = Some((to, node.rank));
     }
+    // Each part found by its key, not by a pass over the parts: a path through thousands of
+    // distinct collectives has as many parts.
     let mut parts: Vec<PathPart> = Vec::new();
+    let mut part_of: HashMap<(PathRole, &str, Option<u32>), usize> = HashMap::new();
     for s in &steps {
         let rank = ((s.role == PathRole::Work && s.what == "compute") || s.role == PathRole::Gap).then_some(s.rank);
-        match parts.iter_mut().find(|p| p.role == s.role && p.what == s.what && p.rank == rank) {
-            Some(p) => p.ms += s.dur_us / 1e3,
-            None => parts.push(PathPart { role: s.role, what: s.what.clone(), rank, ms: s.dur_us / 1e3 }),
+        let at = *part_of.entry((s.role, s.what.as_str(), rank)).or_insert_with(|| {
+            parts.push(PathPart { role: s.role, what: s.what.clone(), rank, ms: 0.0 });
+            parts.len() - 1
+        });
+        if let Some(p) = parts.get_mut(at) {
+            p.ms += s.dur_us / 1e3;
         }
     }
     parts.sort_by(|a, b| b.ms.total_cmp(&a.ms));

@@ -138,6 +138,10 @@ pub struct CollectiveComparison {
     /// collective could not be judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Why this collective's change cannot be judged against what the baseline holds (its calls
+    /// no longer match across ranks; it is gone with time that mattered): the gate cannot accept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unjudged: Option<String>,
 }
 
 /// The current traces against the stored trace runs (`trace_comparison` of the check report).
@@ -187,6 +191,7 @@ struct PendingCollective {
     current: Option<Hotspot>,
     baseline: Option<Hotspot>,
     note: Option<String>,
+    unjudged: Option<String>,
 }
 
 /// The median step time of a run: every rank's steps pooled.
@@ -328,6 +333,7 @@ fn prepare_collective(
             Err(why) => estimates.push((q, missing(why, opts))),
         }
     }
+    let unjudged = unjudged(c, baseline.as_ref(), now.as_ref(), step_ms, opts.min_effect);
     PendingCollective {
         collective: c.to_string(),
         shares_of_own_time: step_ms.is_none(),
@@ -335,6 +341,45 @@ fn prepare_collective(
         current: now,
         baseline,
         note,
+        unjudged,
+    }
+}
+
+/// Why `c` cannot be compared with what the baseline holds, if it cannot: the baseline matched
+/// its calls across ranks and these traces match none (a rank's process group or sequence
+/// numbers differ: its transfer and wait would read as zero), or it is gone from these traces
+/// while in the baseline it was exposed or waited for at least δ of the step (a collective
+/// renamed or no longer captured). Either way what blocked could vanish unseen, so the gate asks
+/// for evidence rather than accept; a collective that really went away needs the trace baseline
+/// recorded again.
+fn unjudged(
+    c: &str,
+    baseline: Option<&Hotspot>,
+    now: Option<&Hotspot>,
+    step_ms: Option<f64>,
+    delta: f64,
+) -> Option<String> {
+    match (baseline, now) {
+        (Some(b), Some(n)) if b.transfer_ms.is_some() && n.transfer_ms.is_none() && n.participants >= 2 => {
+            Some(format!(
+                "{c}: the trace baseline matched its calls across ranks but these traces match none of them \
+                 ({} unmatched), so its transfer and wait cannot be judged: attach every rank's trace of one run",
+                n.unmatched
+            ))
+        }
+        (Some(b), None) => {
+            let held = b.exposed_comm_ms_max_rank.max(0.0) + b.wait_ms.unwrap_or(0.0).max(0.0);
+            let step = step_ms.filter(|s| s.is_finite() && *s > 0.0)?;
+            (held >= delta * step).then(|| {
+                format!(
+                    "{c} is in the trace baseline ({held:.3} ms per step exposed or waiting, {:.1} % of the step) but \
+                     not in these traces, so its change cannot be judged: if the change removed it, record the trace \
+                     baseline again (`commgate baseline update --traces`)",
+                    100.0 * held / step
+                )
+            })
+        }
+        _ => None,
     }
 }
 
@@ -388,6 +433,7 @@ impl PendingTraces {
                     metrics,
                     shares_of_own_time: c.shares_of_own_time,
                     note: c.note,
+                    unjudged: c.unjudged,
                 };
                 if state == State::Regressed {
                     cause::explain(&mut out, c.current.as_ref());

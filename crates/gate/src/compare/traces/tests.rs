@@ -138,3 +138,22 @@ fn the_judged_collectives_are_bounded_by_their_time() {
     assert!(t.collectives.iter().all(|c| c.collective.as_str() >= "c006"), "the smallest are left out");
     assert_eq!(t.notes.len(), 1, "{:?}", t.notes);
 }
+
+#[test]
+fn a_collective_unmatched_now_or_gone_with_time_that_mattered_is_unjudged() {
+    let mut b = Hotspot::empty("all_to_all");
+    (b.transfer_ms, b.wait_ms, b.exposed_comm_ms_max_rank, b.participants) = (Some(1.0), Some(2.0), 1.5, 4);
+    let mut n = b.clone();
+    assert_eq!(unjudged("all_to_all", Some(&b), Some(&n), Some(10.0), 0.03), None, "matched on both sides");
+    (n.transfer_ms, n.wait_ms, n.unmatched) = (None, None, 30);
+    let why = unjudged("all_to_all", Some(&b), Some(&n), Some(10.0), 0.03).expect("unmatched now");
+    assert!(why.contains("match none of them (30 unmatched)"), "{why}");
+    let why = unjudged("all_to_all", Some(&b), None, Some(10.0), 0.03).expect("gone with 3.5 ms of 10");
+    assert!(
+        why.contains("(3.500 ms per step exposed or waiting, 35.0 % of the step) but not in these traces"),
+        "{why}"
+    );
+    (b.wait_ms, b.exposed_comm_ms_max_rank) = (Some(0.1), 0.1);
+    assert_eq!(unjudged("all_to_all", Some(&b), None, Some(10.0), 0.03), None, "gone, 2 % of the step: below δ");
+    assert_eq!(unjudged("all_to_all", None, Some(&n), Some(10.0), 0.03), None, "new is judged, not unjudged");
+}

@@ -23,12 +23,12 @@ use serde::{Deserialize, Serialize};
 use super::attribute::series::MAX_STEP_SAMPLES;
 use super::attribute::timeline::{Seg, StepTimeline, MAX_REPLAYED_STEPS};
 use super::attribute::{AttributeOptions, CommKernel, Compat, MatchKey, RankAnalysis, RankCollective};
-use super::limits::{
-    check_span, ReadLimits, MAX_ABS_NS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, MAX_SPAN_NS, TRUNCATION_MARK,
-};
+use super::limits::{ReadLimits, MAX_ABS_NS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, TRUNCATION_MARK};
 use super::model::Ns;
 use super::narrow::saturating_u32;
 use commgate_core::result::field_error;
+
+mod agree;
 
 /// The version this commgate writes and reads.
 pub const VERSION: u32 = 1;
@@ -451,16 +451,12 @@ impl Wire {
                 check_text("step_names", name, MAX_NAME_BYTES).map_err(at)?;
             }
             let analysis = r.analysis.into_analysis(&mut kernels_left).map_err(at)?;
-            steps_agree(&analysis, self.settings.steps).map_err(at)?;
-            spans_bounded(&analysis, self.settings.compat).map_err(at)?;
-            figures_agree(&analysis, self.settings.compat).map_err(at)?;
+            agree::analysis(&analysis, &self.settings).map_err(at)?;
             let other = match r.other {
                 Some(o) if o.rank != rank => return Err(at(format!("`other` is rank {}", o.rank))),
                 Some(o) => {
                     let o = o.into_analysis(&mut kernels_left).map_err(|e| at(format!("other: {e}")))?;
-                    steps_agree(&o, self.settings.steps).map_err(|e| at(format!("other: {e}")))?;
-                    spans_bounded(&o, self.settings.compat).map_err(|e| at(format!("other: {e}")))?;
-                    figures_agree(&o, self.settings.compat).map_err(|e| at(format!("other: {e}")))?;
+                    agree::analysis(&o, &self.settings).map_err(|e| at(format!("other: {e}")))?;
                     Some(o)
                 }
                 None => None,
@@ -473,149 +469,6 @@ impl Wire {
         }
         Ok(Partial { format, settings: self.settings, ranks })
     }
-}
-
-/// The step counts of a rank's analysis checked against each other, as attribution made them:
-/// one changed field (`steps` set to 1,000 where the window holds 7 steps would divide every
-/// per-step figure by 1,000) is refused, naming both fields.
-/// - With step markers (`window` `steps` or `hta`), `steps` is the number of windows, `samples`.
-/// - Without (`trace`), `steps` is the `--steps` setting the file records, else 1, and `samples` 1.
-/// - `step_ns` holds one length per window up to the cap (none without compute kernels; 0 or 1 for
-///   the whole trace), and every `exposed_by_step` step is one of those windows.
-fn steps_agree(a: &RankAnalysis, setting: Option<u64>) -> Result<(), String> {
-    let markers = a.window != "trace";
-    if a.steps_from_markers != markers {
-        return Err(format!(
-            "`steps_from_markers` is {} but `window` is \"{}\"; the file was edited: write it again with `commgate attribute --partial`",
-            a.steps_from_markers, a.window
-        ));
-    }
-    let expected = if markers { a.samples } else { setting.unwrap_or(1).max(1) };
-    if a.steps != expected {
-        let from =
-            if markers { "`samples` (the step windows)" } else { "the `--steps` setting the file records (else 1)" };
-        return Err(format!(
-            "`steps` is {} but {from} is {expected}; the file was edited: write it again with `commgate attribute --partial`",
-            a.steps
-        ));
-    }
-    if !markers && a.samples != 1 {
-        return Err(format!("`samples` is {} for the whole-trace window, which is one sample", a.samples));
-    }
-    let windows = usize::try_from(a.samples).unwrap_or(usize::MAX).min(MAX_STEP_SAMPLES);
-    let lengths_ok = if a.no_compute {
-        a.step_ns.is_empty()
-    } else if a.samples >= 2 {
-        a.step_ns.len() == windows
-    } else {
-        a.step_ns.len() <= 1
-    };
-    if !lengths_ok {
-        return Err(format!(
-            "`step_ns` holds {} lengths for {} step windows; the file was edited: write it again with `commgate attribute --partial`",
-            a.step_ns.len(),
-            a.samples
-        ));
-    }
-    for (name, c) in &a.by_collective {
-        if let Some((step, _)) =
-            c.exposed_by_step.iter().find(|(s, _)| usize::try_from(*s).map_or(true, |s| s >= windows))
-        {
-            return Err(format!(
-                "collective `{}`: `exposed_by_step` names step {step} of {} step windows",
-                name.escape_debug(),
-                a.samples
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Every time of a rank's analysis within what one profile can hold ([`MAX_SPAN_NS`], 11.6
-/// days): each step's length and each step's timeline, the communication kernels from the first
-/// start to the last end, each collective's exposed time in a step; the window's totals within
-/// one such span per step window, and a collective's time within one per kernel. Values
-/// inside ±2^61 ns but past these printed as steps of 10^13 ms. A communication kernel runs
-/// forward (under `--compat hta`, whose spans are rounded inward to whole microseconds, a
-/// sub-microsecond one ends up to 1 µs before it starts).
-fn spans_bounded(a: &RankAnalysis, compat: Compat) -> Result<(), String> {
-    let windows = a.samples.max(1) as f64;
-    let longest = MAX_SPAN_NS as f64;
-    let shortest = if compat == Compat::Hta { -1_000 } else { 0 };
-    if let Some((i, k)) = a.comm_kernels.iter().enumerate().find(|(_, k)| k.end.saturating_sub(k.ts) < shortest) {
-        return Err(format!(
-            "kernel {i} ends {} ns before it starts, which no trace gives",
-            k.ts.saturating_sub(k.end)
-        ));
-    }
-    if let Some(ns) = a.step_ns.iter().find(|&&ns| ns > MAX_SPAN_NS) {
-        return Err(format!("`step_ns` holds {ns}, a step longer than {longest} ns (11.6 days), which no trace gives"));
-    }
-    for (field, ns) in [("comm_ns", a.comm_ns), ("compute_ns", a.compute_ns), ("overlapped_ns", a.overlapped_ns)] {
-        if ns as f64 > windows * longest {
-            return Err(format!("`{field}` is {ns}, more than 11.6 days per step window, which no trace gives"));
-        }
-    }
-    let range = |times: &mut dyn Iterator<Item = (Ns, Ns)>| {
-        times.fold(None, |r: Option<(Ns, Ns)>, (start, end)| {
-            let (first, last) = r.unwrap_or((start, end));
-            Some((first.min(start), last.max(end)))
-        })
-    };
-    if let Some((first, last)) = range(&mut a.comm_kernels.iter().map(|k| (k.ts, k.end))) {
-        check_span("`kernels`", first, last)?;
-    }
-    for step in &a.timeline {
-        if let Some((first, last)) = range(&mut step.segs.iter().map(|g| (g.start, g.end))) {
-            check_span(&format!("timeline step {}", step.step), first, last)?;
-        }
-    }
-    for (name, c) in &a.by_collective {
-        let named = |e: String| format!("collective `{}`: {e}", name.escape_debug());
-        let in_a_step = c.exposed_by_step.iter().map(|(_, v)| v.abs()).chain([c.exposed_ns.abs() / windows]);
-        if let Some(v) = in_a_step.into_iter().find(|&v| v > longest) {
-            return Err(named(format!(
-                "an exposed time of {v:e} ns in one step, longer than 11.6 days, which no trace gives"
-            )));
-        }
-        if c.total_ns.abs() > c.kernels.max(1) as f64 * longest {
-            return Err(named(format!(
-                "`total_ns` ({:e}) is more than 11.6 days for each of its {} kernels, which no trace gives",
-                c.total_ns, c.kernels
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Figures that are parts of others, as commgate's own attribution makes them (`--compat
-/// default`; HTA's spans may run backwards, so its figures are only bounded): the overlap is
-/// part of both the communication and the compute time, and a collective's exposed time is
-/// part of its time (a rounding's worth of slack), neither below 0.
-fn figures_agree(a: &RankAnalysis, compat: Compat) -> Result<(), String> {
-    if compat != Compat::Default {
-        return Ok(());
-    }
-    if a.overlapped_ns > a.comm_ns.min(a.compute_ns) {
-        return Err(format!(
-            "`overlapped_ns` ({}) is more than `comm_ns` ({}) or `compute_ns` ({}): the overlap is part of both",
-            a.overlapped_ns, a.comm_ns, a.compute_ns
-        ));
-    }
-    for (name, c) in &a.by_collective {
-        let named = |e: String| format!("collective `{}`: {e}", name.escape_debug());
-        let steps = c.exposed_by_step.iter().map(|(_, v)| *v);
-        if let Some(v) = [c.total_ns, c.exposed_ns].into_iter().chain(steps).find(|v| *v < 0.0) {
-            return Err(named(format!("a time of {v} ns, below 0, which no trace gives")));
-        }
-        if c.exposed_ns > c.total_ns * (1.0 + 1e-9) + 1.0 {
-            return Err(named(format!(
-                "`exposed_ns` ({}) is more than `total_ns` ({}), which no trace gives",
-                c.exposed_ns, c.total_ns
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn check_text(field: &str, s: &str, max: usize) -> Result<(), String> {
@@ -872,17 +725,20 @@ mod tests {
             steps: 2,
             steps_from_markers: true,
             window: "steps",
-            comm_ns: 5_000,
+            comm_ns: 1_700,
             compute_ns: 9_000,
             overlapped_ns: 1_000,
             comm_kernels: vec![
                 kernel(1_700_000_000_000_000_000, 700, "all_reduce", MatchKey::Seq { pg: pg.clone(), seq: 1 }),
-                kernel(
-                    1_699_999_999_999_999_000,
-                    1_000,
-                    "all_reduce",
-                    MatchKey::Ordinal { pg, collective: Arc::from("all_reduce"), ordinal: 7 },
-                ),
+                CommKernel {
+                    step: 1,
+                    ..kernel(
+                        1_699_999_999_999_999_000,
+                        1_000,
+                        "all_reduce",
+                        MatchKey::Ordinal { pg, collective: Arc::from("all_reduce"), ordinal: 7 },
+                    )
+                },
             ],
             by_collective,
             base_time_ns: Some(-5),
@@ -957,7 +813,14 @@ mod tests {
             (json.replacen("\"collective\":[0,0]", "\"collective\":[0,9]", 1), "past `texts`"),
             (json.replacen("\"window\":\"steps\"", "\"window\":\"all\"", 1), "`window`"),
             (json.replacen("\"steps\":2,", "\"steps\":0,", 1), "at least 1"),
-            (json.replacen("\"comm_ns\":5000", "\"comm_ns\":-1", 1), "`comm_ns` is -1"),
+            (json.replacen("\"comm_ns\":1700", "\"comm_ns\":-1", 1), "`comm_ns` is -1"),
+            (json.replacen("\"comm_ns\":1700", "\"comm_ns\":1800", 1), "`comm_ns` is 1800 but the communication"),
+            (json.replacen("\"step\":[0,1]", "\"step\":[0,9]", 1), "kernel 1 is in step 9 of 2 step windows"),
+            (json.replacen("\"kernels\":2,", "\"kernels\":3,", 1), "says 3 kernels moving 2097152 bytes"),
+            (
+                json.replacen("\"exposed_ns\":\"0.30000000000000004\"", "\"exposed_ns\":\"1000\"", 1),
+                "`exposed_by_step` adds up to 2.8333333333333335 ns, less than `exposed_ns` (1000)",
+            ),
             (json.replacen("\"total_ns\":\"1234.5\"", "\"total_ns\":\"NaN\"", 1), "not a finite number"),
             (json.replacen("\"ts_delta\":[1700000000000000000", "\"ts_delta\":[9223372036854775807", 1), "outside"),
             (json.replacen("\"rank\":3", "\"rank\":0", 2), "rank 0 appears twice"),
