@@ -97,10 +97,17 @@ fn attribute_ranks_the_fixes_and_names_the_critical_path() {
 
 #[test]
 fn a_bus_bandwidth_that_is_not_one_is_refused_naming_the_flag() {
-    let out = commgate().args(["attribute", "tests/fixtures/seed_events.json", "--busbw", "0"]).output().expect("runs");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--busbw") && err.contains("GB/s"), "{err}");
+    for (flag, value, said) in [
+        ("--busbw", "0", "GB/s above 0"),
+        ("--busbw", "1e300", "at most 100000"),
+        ("--bucket-earlier-us", "1e18", "at most 1e9"),
+    ] {
+        let out =
+            commgate().args(["attribute", "tests/fixtures/seed_events.json", flag, value]).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag) && err.contains(said), "{err}");
+    }
 }
 
 #[test]

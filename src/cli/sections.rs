@@ -457,11 +457,18 @@ fn ratio(value: &f64) -> Result<(), String> {
 }
 
 fn positive_us(value: &f64) -> Result<(), String> {
-    unless(value.is_finite() && *value > 0.0 && *value <= 1e9, || "it must be a number of µs > 0".to_string())
+    unless(value.is_finite() && *value > 0.0 && *value <= 1e9, || {
+        "it must be a number of µs above 0 and at most 1e9 (1,000 s, longer than any step)".to_string()
+    })
 }
 
+/// The fastest bus bandwidth a replay takes: 10^5 GB/s (100 TB/s), past any fabric's.
+const MAX_BUSBW_GBPS: f64 = 1e5;
+
 fn gbps(value: &f64) -> Result<(), String> {
-    unless(value.is_finite() && *value > 0.0, || "it must be a bus bandwidth in GB/s > 0".to_string())
+    unless(value.is_finite() && *value > 0.0 && *value <= MAX_BUSBW_GBPS, || {
+        "it must be a bus bandwidth in GB/s above 0 and at most 100000 (100 TB/s, past any fabric)".to_string()
+    })
 }
 
 fn milliseconds(value: &f64) -> Result<(), String> {
