@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install a released commgate binary: scripts/install-commgate.sh VERSION DEST [RUN_DIR]
+# Install a released commgate binary: scripts/install-commgate.sh [--allow-http] VERSION DEST [RUN_DIR]
 #
 # VERSION is a release version, 0.1.0 or v0.1.0. Downloads commgate-VERSION-TARGET.tar.gz and its .sha256 from the GitHub release vVERSION
 # (TARGET: x86_64-unknown-linux-gnu or aarch64-unknown-linux-gnu, from `uname -m`), checks the
@@ -15,10 +15,20 @@
 # when DEST is shared (a runner's tool cache), the caller runs RUN_DIR/commgate, which no other
 # job can swap between this check and its use.
 #
+# DEST and RUN_DIR: no directory in either path may be a symbolic link that this user could have
+# put there (one in a directory this user can write), and below $RUNNER_TOOL_CACHE or $RUNNER_TEMP
+# (the runner's own directories, when the path lies below one) none at all: a link planted at
+# TOOL_CACHE/commgate by an earlier job would send the files elsewhere. Pass the real path
+# (`realpath DEST`) instead.
+#
 # Environment:
 #   COMMGATE_RELEASE_BASE_URL  where the releases live [https://github.com/OWNER/commgate/releases/download,
-#                              from Cargo.toml's `repository` next to this script]; setting it also
-#                              allows plain http (for tests on 127.0.0.1).
+#                              from Cargo.toml's `repository` next to this script]; https only. The
+#                              checksum comes from there too: a mirror must be trusted as the
+#                              release is.
+#
+# --allow-http: also accept an http:// COMMGATE_RELEASE_BASE_URL on 127.0.0.1, [::1] or localhost
+# (the script's own tests serve a fake release there). Never anything else over plain http.
 #
 # Exit: 0 installed; 3 no release asset for this version and OS/architecture (the caller may build
 # from source instead: `cargo install --locked --path .` in a checkout); 1 anything else: bad
@@ -39,7 +49,12 @@ no_asset() {
   exit 3
 }
 
-[ "$#" -eq 2 ] || [ "$#" -eq 3 ] || die "usage: install-commgate.sh VERSION DEST [RUN_DIR] (e.g. 0.1.0 ~/.local/bin)"
+allow_http=false
+if [ "${1:-}" = --allow-http ]; then
+  allow_http=true
+  shift
+fi
+[ "$#" -eq 2 ] || [ "$#" -eq 3 ] || die "usage: install-commgate.sh [--allow-http] VERSION DEST [RUN_DIR] (e.g. 0.1.0 ~/.local/bin)"
 version=${1#v}
 dest=$2
 run_dir=${3:-}
@@ -63,7 +78,14 @@ asset="commgate-$version-$target.tar.gz"
 protocols='=https'
 if [ -n "${COMMGATE_RELEASE_BASE_URL:-}" ]; then
   base=${COMMGATE_RELEASE_BASE_URL%/}
-  protocols='=http,https'
+  # Plain http gives no integrity at all (the checksum comes from the same place): only for a
+  # loopback server, and only when the command line asks (a variable could be planted in a CI
+  # job's environment by an earlier step; the command line is the caller's own).
+  if [[ "$base" =~ ^http://(127\.0\.0\.1|\[::1\]|localhost)(:[0-9]+)?(/[^[:space:]]*)?$ ]] && $allow_http; then
+    protocols='=http,https'
+  elif [[ "$base" =~ ^http:// ]]; then
+    die "COMMGATE_RELEASE_BASE_URL must be an https:// URL, got '$base' (plain http only with --allow-http, on 127.0.0.1, [::1] or localhost)"
+  fi
 else
   manifest="$(dirname -- "$0")/../Cargo.toml"
   repository=""
@@ -75,15 +97,49 @@ else
     die "Cargo.toml's repository is not a https://github.com/OWNER/NAME URL: '$repository'"
   base="$repository/releases/download"
 fi
-[[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "COMMGATE_RELEASE_BASE_URL must be an http(s) URL, got '$base'"
+[[ "$base" =~ ^https?://[^[:space:]]+$ ]] || die "COMMGATE_RELEASE_BASE_URL must be an https:// URL, got '$base'"
 url="$base/v$version/$asset"
 
 # --- a safe DEST ---------------------------------------------------------------------------------
-# DEST itself must be a real directory: a symlink planted there (by an earlier job on a shared
-# runner) would send the binary somewhere else. Inside it, every write is a new file made with
-# mktemp (O_EXCL: never through an existing name) and renamed over the final name; rename(2)
-# replaces a symlink at DEST/commgate instead of writing through it.
+# DEST must be a real directory reached through real directories: a symlink planted at it or at a
+# directory above it (by an earlier job on a shared runner, e.g. at TOOL_CACHE/commgate) would send
+# the files somewhere else. Inside it, every write is a new file made with mktemp (O_EXCL: never
+# through an existing name) and renamed over the final name; rename(2) replaces a symlink at
+# DEST/commgate instead of writing through it.
+#
+# no_planted_link NAME PATH: refuses PATH when one of its existing directories is a symbolic link
+# that this user could have made (its directory is writable by this user), or any link at all
+# below $RUNNER_TOOL_CACHE or $RUNNER_TEMP when PATH lies below one of them (where those
+# directories themselves are, links included, is the runner's own business).
+no_planted_link() {
+  local name=$1 path=$2 root="" r cur parent part
+  local -a parts
+  [[ "$path" == /* ]] || path="$(pwd -P)/$path"
+  for r in "${RUNNER_TOOL_CACHE:-}" "${RUNNER_TEMP:-}"; do
+    r=${r%/}
+    if [ -n "$r" ] && [[ "$path" == "$r"/* ]] && [ "${#r}" -gt "${#root}" ]; then root=$r; fi
+  done
+  IFS=/ read -r -d '' -a parts < <(printf '%s\0' "${path#"$root"/}") || true
+  cur=$root
+  for part in ${parts[@]+"${parts[@]}"}; do
+    case $part in
+      "" | .) continue ;;
+      ..) die "$name $2 contains '..'; pass the directory's real path (realpath)" ;;
+    esac
+    parent=${cur:-/}
+    cur="$cur/$part"
+    if [ -L "$cur" ] && { [ -n "$root" ] || [ -w "$parent" ]; }; then
+      die "$name $2: $cur is a symbolic link; refusing to write through it (remove it, or pass the real directory: realpath)"
+    fi
+    [ -e "$cur" ] || break
+  done
+}
 [ -L "$dest" ] && die "DEST $dest is a symbolic link; refusing to install through it (remove it or pass the real directory)"
+no_planted_link DEST "$dest"
+if [ -n "$run_dir" ]; then
+  [ -L "$run_dir" ] && die "RUN_DIR $run_dir is a symbolic link; refusing to write through it"
+  no_planted_link RUN_DIR "$run_dir"
+fi
 # The directories this run creates (DEST and any missing parent), outermost first: on failure
 # they are removed again, each only if still empty, so a failed install leaves no empty DEST.
 created=()
@@ -115,12 +171,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# curl: https only (unless the base URL was set explicitly), redirects only to https (GitHub
+# curl: https only (http only with --allow-http, to a loopback server), redirects only to https (GitHub
 # redirects release downloads to its object store), retries on transient errors, bounded time.
 # Prints the final HTTP status; curl's own exit status is returned, its error message is kept in
 # $work/curl.err for download_failed.
+# -q (first): no ~/.curlrc, which could turn off certificate checks or add a proxy.
 fetch() { # URL OUTFILE
-  curl --silent --show-error --fail --location \
+  curl -q --silent --show-error --fail --location \
     --proto "$protocols" --proto-redir "$protocols" \
     --retry 3 --retry-delay 2 --connect-timeout 15 --max-time 300 \
     --write-out '%{http_code}' --output "$2" -- "$1" 2>"$work/curl.err"
@@ -155,7 +212,7 @@ if [ "$status" -ne 0 ]; then
   if [ "$code" = 404 ]; then
     # No checksum: either there is no asset (fall back) or the release is incomplete (fail closed).
     status=0
-    code=$(curl --silent --show-error --output /dev/null --location --head --proto "$protocols" \
+    code=$(curl -q --silent --show-error --output /dev/null --location --head --proto "$protocols" \
       --proto-redir "$protocols" --connect-timeout 15 --max-time 60 \
       --write-out '%{http_code}' -- "$url" 2>"$work/curl.err") || status=$?
     [ "$status" -eq 0 ] || download_failed "$url" "$status"
@@ -212,8 +269,9 @@ chmod 0755 -- "$tmp_bin"
 mv -fT -- "$tmp_bin" "$dest/commgate"
 tmp_bin=""
 if [ -n "$run_dir" ]; then
-  [ -L "$run_dir" ] && die "RUN_DIR $run_dir is a symbolic link; refusing to write through it"
-  mkdir -p -- "$run_dir" && [ -d "$run_dir" ] || die "cannot create RUN_DIR $run_dir"
+  no_planted_link RUN_DIR "$run_dir"
+  mkdir -p -- "$run_dir" && [ -d "$run_dir" ] && [ ! -L "$run_dir" ] || die "cannot create RUN_DIR $run_dir"
+  no_planted_link RUN_DIR "$run_dir"
   tmp_bin=$(mktemp "$run_dir/.commgate.XXXXXX")
   cat -- "$work/x/$member" >"$tmp_bin"
   chmod 0755 -- "$tmp_bin"

@@ -70,7 +70,8 @@ for file in files:
         if "run" not in step:
             continue
         shell = step.get("shell", "bash")
-        if not shell.startswith("bash"):
+        # `bash` or, in action.yml, /bin/bash by its path (`-p`: see action.yml).
+        if not re.match(r"(/bin/)?bash( |$)", shell):
             sys.exit(f"{file}: job {job_id}, step {index}: shell {shell!r} is not checked; add it here")
         body = re.sub(r"\$\{\{.*?\}\}", "GITHUB_EXPRESSION", step["run"], flags=re.S)
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{file}.{job_id}.step{index}") + ".sh"

@@ -5,7 +5,8 @@
 # (vVERSION/commgate-VERSION-TARGET.tar.gz holding commgate-VERSION-TARGET/commgate, plus
 # ASSET.sha256 in sha256sum's format); a tiny shell script stands in for the binary. Versions:
 #   0.9.0 good; 0.9.1 archive whose checksum was tampered; 0.9.2 absent; 0.9.3 archive without
-#   a checksum. A closed port on 127.0.0.1 stands in for a network failure.
+#   a checksum. A closed port on 127.0.0.1 stands in for a network failure. The server speaks plain
+#   http, which the script accepts only with --allow-http (and only on a loopback address).
 # Exit 0 when every case behaves; 1 with the first failing case named.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,7 +66,10 @@ export COMMGATE_RELEASE_BASE_URL="http://127.0.0.1:$port"
 
 run_install() { # VERSION DEST (as given) -> sets rc, output in $tmp/out
   rc=0
-  "$INSTALL" "$@" >"$tmp/out" 2>&1 || rc=$?
+  "$INSTALL" --allow-http "$@" >"$tmp/out" 2>&1 || rc=$?
+}
+requests() { # how many requests the server has answered
+  grep -c '"GET \|"HEAD ' "$tmp/server.log" || true
 }
 expect_rc() { # WANT CASE
   [ "$rc" -eq "$1" ] || fail "$2: exit $rc, expected $1; output: $(cat "$tmp/out")"
@@ -177,6 +181,56 @@ expect_rc 1 "bad version string"
 run_install 0.9.0
 expect_rc 1 "missing DEST"
 echo "ok: bad arguments exit 1"
+
+# Plain http without --allow-http: refused before any request (a COMMGATE_RELEASE_BASE_URL planted
+# in a CI job's environment cannot choose an unauthenticated download), and never to another host.
+before=$(requests)
+rc=0
+"$INSTALL" 0.9.0 "$tmp/dest-http" >"$tmp/out" 2>&1 || rc=$?
+expect_rc 1 "http without --allow-http"
+grep -q "must be an https:// URL" "$tmp/out" || fail "http without --allow-http: $(cat "$tmp/out")"
+[ ! -e "$tmp/dest-http" ] || fail "http without --allow-http: created DEST"
+[ "$(requests)" = "$before" ] || fail "http without --allow-http: the server was asked"
+COMMGATE_RELEASE_BASE_URL="http://example.invalid" run_install 0.9.0 "$tmp/dest-http"
+expect_rc 1 "http to another host"
+grep -q "must be an https:// URL" "$tmp/out" || fail "http to another host: $(cat "$tmp/out")"
+echo "ok: plain http is refused unless --allow-http, and then only on a loopback address"
+
+# A symbolic link at a directory above DEST (an earlier job's link at TOOL_CACHE/commgate) or above
+# RUN_DIR: refused before anything is written, nothing lands where it points.
+mkdir -p "$tmp/elsewhere-parent"
+ln -s "$tmp/elsewhere-parent" "$tmp/tc-link"
+run_install 0.9.0 "$tmp/tc-link/0.9.0/x86_64"
+expect_rc 1 "a link above DEST"
+grep -q "tc-link is a symbolic link" "$tmp/out" || fail "a link above DEST: $(cat "$tmp/out")"
+[ -z "$(ls -A "$tmp/elsewhere-parent")" ] || fail "a link above DEST: files written through it"
+run_install 0.9.0 "$tmp/dest-rparent" "$tmp/tc-link/bin"
+expect_rc 1 "a link above RUN_DIR"
+[ -z "$(ls -A "$tmp/elsewhere-parent")" ] && [ ! -e "$tmp/dest-rparent" ] ||
+  fail "a link above RUN_DIR: something was written"
+# Below the runner's tool cache no link is accepted, and the tool cache itself may be one (the
+# runner's own business).
+mkdir -p "$tmp/real-tool-cache/commgate"
+ln -s "$tmp/real-tool-cache" "$tmp/tool-cache"
+RUNNER_TOOL_CACHE="$tmp/tool-cache" run_install 0.9.0 "$tmp/tool-cache/commgate/0.9.0/x86_64"
+expect_rc 0 "a tool cache that is itself a link"
+[ "$("$tmp/real-tool-cache/commgate/0.9.0/x86_64/commgate" --version)" = "commgate 0.9.0" ] ||
+  fail "a tool cache that is itself a link: not installed"
+ln -s "$tmp/elsewhere-parent" "$tmp/real-tool-cache/linked"
+RUNNER_TOOL_CACHE="$tmp/tool-cache" run_install 0.9.0 "$tmp/tool-cache/linked/0.9.0"
+expect_rc 1 "a link below the tool cache"
+[ -z "$(ls -A "$tmp/elsewhere-parent")" ] || fail "a link below the tool cache: files written through it"
+# A link in a directory this user cannot write (no one running as this user planted it) is
+# followed; only a user other than root can make one.
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir -p "$tmp/ro" "$tmp/ro-target"
+  ln -s "$tmp/ro-target" "$tmp/ro/link"
+  chmod a-w "$tmp/ro"
+  run_install 0.9.0 "$tmp/ro/link/dest"
+  chmod u+w "$tmp/ro"
+  expect_rc 0 "a link in a directory this user cannot write"
+fi
+echo "ok: a symbolic link above DEST or RUN_DIR is refused, the tool cache's own location is not"
 
 # RUN_DIR: the verified binary also lands in a private directory, written from the run's own
 # extraction (the Action runs that copy, not the one in the shared tool cache).

@@ -206,3 +206,27 @@ fn a_settings_file_planted_in_a_subdirectory_does_not_replace_the_bases() {
     let head = check(&sub, &["--baselines-from-head", "--baselines", "../baselines"]);
     assert_eq!(head.status.code(), Some(0), "{}", String::from_utf8_lossy(&head.stderr));
 }
+
+/// A `git` first on `PATH` (where an earlier step of the job can put one, with `$GITHUB_PATH`)
+/// is never run: it would run as the job's user and could read commgate's environment, its
+/// token included, in /proc. The base commit is still read, with the system's git.
+#[cfg(unix)]
+#[test]
+fn a_git_planted_first_on_path_is_never_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let (tmp, base) = repository();
+    let bin = tempfile::tempdir().expect("tempdir");
+    let ran = bin.path().join("ran");
+    std::fs::write(bin.path().join("git"), format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 1\n", ran.display()))
+        .expect("planted git");
+    std::fs::set_permissions(bin.path().join("git"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let out = commgate(tmp.path())
+        .env("PATH", path)
+        .args(["check", "--result", "slower.json", "--format", "json", "--comment", "never", "--base", &base])
+        .output()
+        .expect("runs");
+    assert!(!ran.exists(), "the planted git ran: {}", std::fs::read_to_string(&ran).unwrap_or_default());
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(report(&out)["base"]["sha"], base.as_str());
+}

@@ -10,7 +10,10 @@
 //!   into a private temporary directory, so the rest of the gate reads a store by path as
 //!   always. A base commit that is not in the clone (a shallow checkout) is an error that says
 //!   how to fetch it: judging by the head instead would be exactly the hole this closes.
-//! - `git` runs with a cleared environment (`PATH` and `HOME` only): no token reaches it.
+//! - `git` runs with a cleared environment (`PATH` and `HOME` only): no token reaches it. It is
+//!   taken from the system's own directories ([`GIT_DIRS`]), never looked up on `PATH`: a `git`
+//!   an earlier CI step planted on `PATH` would run as the job's user, who can read commgate's
+//!   whole environment (its token included) in `/proc`, whatever environment git is given.
 //! - Reads are bounded: at most [`MAX_FILES`] store files of at most [`MAX_FILE_BYTES`] each.
 
 use std::ffi::OsStr;
@@ -400,8 +403,81 @@ fn bounded_output(cmd: &mut Command, limit: usize) -> std::io::Result<Option<std
     Ok(Some(std::process::Output { status, stdout, stderr }))
 }
 
-/// Runs git in `cwd` with nothing of our environment but `PATH` and `HOME`: no token, no
-/// `GIT_*` override from the job, no pager, no prompt.
+/// The directories `git` is taken from, first found first: the system's own, which only root
+/// can write. Never `PATH`: a directory on it may be one that an earlier step of the CI job added
+/// (`$GITHUB_PATH`), and a `git` there runs as the job's user, who can read this process's whole
+/// environment, its token included, in `/proc/PID/environ`, whatever environment it is given.
+/// (`/run/current-system/sw/bin`: NixOS's system profile.)
+#[cfg(unix)]
+pub const GIT_DIRS: [&str; 4] = ["/usr/local/bin", "/usr/bin", "/bin", "/run/current-system/sw/bin"];
+
+/// The `git` to run: the first in [`GIT_DIRS`] that only root can replace; `Err` says what was
+/// found and why none was taken. (Elsewhere than on Unix: `git` from `PATH`.)
+fn git_program() -> Result<PathBuf, String> {
+    #[cfg(unix)]
+    {
+        find_git(&GIT_DIRS.map(Path::new))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(PathBuf::from("git"))
+    }
+}
+
+/// The first `dir/git` among `dirs` that is a file only root can replace ([`replaceable_by`]).
+#[cfg(unix)]
+fn find_git(dirs: &[&Path]) -> Result<PathBuf, String> {
+    let mut refused = Vec::new();
+    for dir in dirs {
+        let git = dir.join("git");
+        if !std::fs::metadata(&git).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        // The directory it is found in, and (past any link) the file and every directory above it.
+        let real = std::fs::canonicalize(&git).map_err(|e| format!("{}: {e}", git.display()));
+        match real.and_then(|real| replaceable_by(&[dir, real.as_path()]).map_or(Ok(()), Err)) {
+            Ok(()) => return Ok(git),
+            Err(why) => refused.push(format!("{} ({why})", git.display())),
+        }
+    }
+    let searched = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+    Err(if refused.is_empty() {
+        format!("there is no git in {searched}; commgate runs git only from these system directories, never from PATH")
+    } else {
+        format!(
+            "no git in {searched} that only root can replace: {}; commgate runs git only from these system \
+             directories, installed by root, never from PATH",
+            refused.join("; ")
+        )
+    })
+}
+
+/// Why a user other than root could replace one of `paths` (or a directory above one), if one
+/// could: an owner other than root, or write permission for the group or everyone (a sticky
+/// directory, such as `/tmp`, only for what sits above: there no one renames root's entries).
+#[cfg(unix)]
+fn replaceable_by(paths: &[&Path]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    for path in paths {
+        for (i, p) in path.ancestors().enumerate() {
+            let meta = match std::fs::metadata(p) {
+                Ok(meta) => meta,
+                Err(e) => return Some(format!("{}: {e}", p.display())),
+            };
+            if meta.uid() != 0 {
+                return Some(format!("{} is owned by uid {}, not root", p.display(), meta.uid()));
+            }
+            let sticky_above = i > 0 && meta.mode() & 0o1000 != 0;
+            if meta.mode() & 0o022 != 0 && !sticky_above {
+                return Some(format!("{} is writable by its group or by everyone", p.display()));
+            }
+        }
+    }
+    None
+}
+
+/// Runs git (from [`GIT_DIRS`], never from `PATH`) in `cwd` with nothing of our environment but
+/// `PATH` and `HOME`: no token, no `GIT_*` override from the job, no pager, no prompt.
 fn git<I, S>(cwd: &Path, args: I) -> Result<Vec<u8>, BaseError>
 where
     I: IntoIterator<Item = S>,
@@ -409,7 +485,8 @@ where
 {
     let args: Vec<S> = args.into_iter().collect();
     let what = args.first().map_or_else(String::new, |a| a.as_ref().to_string_lossy().into_owned());
-    let mut cmd = Command::new("git");
+    let program = git_program().map_err(|message| BaseError::Git { what: format!("run `git {what}`"), message })?;
+    let mut cmd = Command::new(&program);
     cmd.current_dir(cwd).env_clear().env("GIT_TERMINAL_PROMPT", "0").env("GIT_PAGER", "cat");
     for keep in ["PATH", "HOME"] {
         if let Some(v) = std::env::var_os(keep) {
@@ -419,14 +496,15 @@ where
     cmd.arg("--no-pager").args(&args);
     let out = bounded_output(&mut cmd, MAX_GIT_OUTPUT).map_err(|e| BaseError::Git {
         what: format!("run (`git {what}`)"),
-        message: format!("{e}; is git installed and on PATH?"),
+        message: format!("{e} ({})", program.display()),
     })?;
     let Some(out) = out else {
         return Err(BaseError::Git {
             what: format!("`git {what}`"),
             message: format!(
-                "it printed more than {} MiB, more than any file the gate reads (is the `git` on PATH the real one?)",
-                MAX_GIT_OUTPUT >> 20
+                "it printed more than {} MiB, more than any file the gate reads (is {} the real git?)",
+                MAX_GIT_OUTPUT >> 20,
+                program.display()
             ),
         });
     };
@@ -495,6 +573,47 @@ mod tests {
         let tree = sub.worktree().expect("checks out");
         assert!(tree.dir().ends_with("tree/baselines"), "{}", tree.dir().display());
         assert!(tree.dir().join("P").is_dir());
+    }
+
+    /// `git` is never taken from a directory that a user other than root could write, whatever
+    /// comes first (an earlier CI step can put such a directory first on `PATH`); past it, the
+    /// system's own git is found.
+    #[cfg(unix)]
+    #[test]
+    fn git_is_taken_only_from_a_directory_only_root_can_write() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let planted = tmp.path().join("bin");
+        std::fs::create_dir(&planted).expect("dir");
+        std::fs::write(planted.join("git"), "#!/bin/sh\nexit 0\n").expect("fake");
+        std::fs::set_permissions(planted.join("git"), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // Writable by everyone: refused whoever runs the test, root included.
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = find_git(&[&planted]).expect_err("refused");
+        assert!(err.contains("writable by its group or by everyone") && err.contains("never from PATH"), "{err}");
+        let dirs: Vec<&Path> = std::iter::once(planted.as_path()).chain(GIT_DIRS.map(Path::new)).collect();
+        let found = find_git(&dirs).expect("the system's git");
+        assert!(GIT_DIRS.iter().any(|d| found.parent() == Some(Path::new(d))), "{}", found.display());
+        // Owned by a user other than root: refused too, though no one else can write it (only a
+        // test run by such a user can make one).
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        if std::fs::metadata(&planted).expect("meta").uid() != 0 {
+            let err = find_git(&[&planted]).expect_err("refused");
+            assert!(err.contains("not root"), "{err}");
+        }
+        // A link from a trusted directory to a file in an untrusted one: refused (checked past
+        // the link).
+        let linked = tmp.path().join("linked");
+        std::fs::create_dir(&linked).expect("dir");
+        std::os::unix::fs::symlink(planted.join("git"), linked.join("git")).expect("link");
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = find_git(&[&linked]).expect_err("refused");
+        let root = std::fs::metadata(&linked).expect("meta").uid() == 0;
+        let why = if root { format!("{} is writable", planted.display()) } else { "not root".to_string() };
+        assert!(err.contains(&why), "{err}");
+        // No git at all: where it looked.
+        let err = find_git(&[&tmp.path().join("none")]).expect_err("none");
+        assert!(err.starts_with("there is no git in ") && err.contains("none"), "{err}");
     }
 
     /// A program that prints without end is stopped at the limit, not read into memory.
