@@ -223,17 +223,24 @@ fn nccl_tests(dir: &Path) -> Result<(), Box<dyn Error>> {
 }
 
 /// One all-reduce size of nccl-tests JSON (version 3, `-I 1`) on `processes` processes with
-/// `iterations` per-iteration times each, the times varied so that gzip keeps a real ratio.
+/// `iterations` per-iteration times each, the times varied so that gzip keeps a real ratio, as
+/// nccl-tests writes them: `times_us` is each iteration's largest process time, and the
+/// bandwidths are the size's over the time (all-reduce's bus factor over the processes).
 fn sweep(w: &mut dyn Write, processes: u64, iterations: u64) -> std::io::Result<()> {
-    let times = |w: &mut dyn Write, seed: u64| -> std::io::Result<()> {
+    // Hundredths of a µs above 10 µs, for process `p` (1-based) at iteration `i`.
+    let jitter = |i: u64, p: u64| (i.wrapping_mul(7919).wrapping_add(p.wrapping_mul(104_729))) % 997;
+    let times = |w: &mut dyn Write, of: &dyn Fn(u64) -> u64| -> std::io::Result<()> {
         w.write_all(b"[")?;
         for i in 0..iterations {
-            let jitter = (i.wrapping_mul(7919).wrapping_add(seed.wrapping_mul(104_729))) % 997;
-            write!(w, "{}{}.{:02}", if i > 0 { "," } else { "" }, 10 + jitter / 100, jitter % 100)?;
+            let j = of(i);
+            write!(w, "{}{}.{:02}", if i > 0 { "," } else { "" }, 10 + j / 100, j % 100)?;
         }
         w.write_all(b"]")
     };
-    w.write_all(br#"{"version":3,"args":["./build/all_reduce_perf","-I","1","-J","r.json"],"nccl_version":22703,"config":{"iterations":"#)?;
+    let (size, time_us) = (1_048_576.0, 10.5);
+    let alg_bw = size / time_us / 1e3;
+    let bus_bw = alg_bw * 2.0 * (processes as f64 - 1.0) / processes as f64;
+    w.write_all(br#"{"version":3,"args":["./build/all_reduce_perf","-I","1","-J","r.json"],"nccl_version":22703,"config":{"nthreads":1,"ngpus":1,"iterations":"#)?;
     write!(w, r#"{iterations},"per_iter_timing":true,"devices":["#)?;
     for p in 0..processes {
         write!(
@@ -244,14 +251,17 @@ fn sweep(w: &mut dyn Write, processes: u64, iterations: u64) -> std::io::Result<
             p % 8
         )?;
     }
-    w.write_all(br#"]},"results":[{"size":1048576,"count":262144,"type":"float","redop":"sum","root":"-1","out_of_place":{"time":10.5,"alg_bw":99.8,"bus_bw":187.2,"nwrong":0},"out_of_place_per_iter":{"skipped_iterations":0,"times_us":"#)?;
-    times(w, 0)?;
+    write!(
+        w,
+        r#"]}},"results":[{{"size":1048576,"count":262144,"type":"float","redop":"sum","root":"-1","out_of_place":{{"time":{time_us:.6},"alg_bw":{alg_bw:.6},"bus_bw":{bus_bw:.6},"nwrong":0}},"out_of_place_per_iter":{{"skipped_iterations":0,"times_us":"#
+    )?;
+    times(w, &|i| (1..=processes).map(|p| jitter(i, p)).max().unwrap_or(0))?;
     w.write_all(br#","per_process_max_times_us":["#)?;
-    for p in 0..processes {
-        if p > 0 {
+    for p in 1..=processes {
+        if p > 1 {
             w.write_all(b",")?;
         }
-        times(w, p + 1)?;
+        times(w, &|i| jitter(i, p))?;
     }
     write!(w, r#"]}},"in_place":null,"actual_iterations":{iterations},"experiment_name":""}}]}}"#)
 }

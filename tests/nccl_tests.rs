@@ -477,3 +477,135 @@ fn a_sweep_whose_points_do_not_match_the_baseline_is_never_accepted() {
         assert!(first.contains(said), "{name}: {first}");
     }
 }
+
+/// `current-slower.json` with its 64 KiB size's `edit`ed (the red team's single edits of it).
+fn slower_with(edit: impl Fn(&mut serde_json::Value, &serde_json::Value)) -> String {
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join(name)).expect("read")).expect("json")
+    };
+    let (mut slower, same) = (read("current-slower.json"), read("current-same.json"));
+    let at = |v: &serde_json::Value| {
+        v["results"].as_array().expect("results").iter().position(|r| r["size"] == 65_536).expect("64 KiB")
+    };
+    let (mine, theirs) = (at(&slower), at(&same));
+    edit(&mut slower["results"][mine], &same["results"][theirs]);
+    slower.to_string()
+}
+
+/// The slow size's per-iteration lists replaced by unslowed ones while its summary time still
+/// says +9 %: the file's figures disagree, and the point is never accepted; the headline names it
+/// with both figures.
+#[test]
+fn a_point_whose_iterations_contradict_its_summary_is_never_accepted() {
+    let tmp = store();
+    let edited = slower_with(|point, unslowed| {
+        for key in ["out_of_place_per_iter", "in_place_per_iter"] {
+            point[key] = unslowed[key].clone();
+        }
+    });
+    std::fs::write(tmp.path().join("periter.json"), edited).expect("write");
+    let (code, out, err) = check(tmp.path(), "periter.json", "text");
+    assert_eq!(code, 0, "collect_more_evidence: {out}{err}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(
+            "Verdict: collect_more_evidence: cannot judge: 64.0 KiB out-of-place: the summary time says +9."
+        ),
+        "{out}"
+    );
+    assert!(
+        first.contains("% but the per-iteration times say ") && first.contains("the file's figures disagree"),
+        "{first}"
+    );
+    assert!(first.contains("(and 1 more point alike)"), "in place too: {first}");
+    // The report still lists every point; the two contradicted are left open with the reason.
+    let (code, json, _) = check(tmp.path(), "periter.json", "json");
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let metrics = report["comparison"]["metrics"].as_array().expect("metrics");
+    let open: Vec<&serde_json::Value> = metrics.iter().filter(|m| m["state"] == "inconclusive").collect();
+    assert_eq!(open.len(), 2, "{metrics:?}");
+    assert!(open.iter().all(|m| m["note"].as_str().is_some_and(|n| n.contains("the file's figures disagree"))));
+}
+
+/// The slow size's `times_us` unslowed while `per_process_max_times_us` is still slow: no run
+/// writes that (`times_us` is the largest of the processes' times), and the file is refused
+/// naming the first such iteration.
+#[test]
+fn times_us_apart_from_the_processes_times_is_refused() {
+    let tmp = store();
+    let edited = slower_with(|point, unslowed| {
+        for key in ["out_of_place_per_iter", "in_place_per_iter"] {
+            point[key]["times_us"] = unslowed[key]["times_us"].clone();
+        }
+    });
+    std::fs::write(tmp.path().join("timesus.json"), edited).expect("write");
+    let (code, out, err) = check(tmp.path(), "timesus.json", "text");
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("timesus.json: `results[3].out_of_place_per_iter.times_us[0]` is "), "{err}");
+    assert!(err.contains("the slowest process's time of that iteration (`per_process_max_times_us`)"), "{err}");
+    // The per-iteration summary beside the lists is held against them too.
+    let edited = slower_with(|point, _| point["out_of_place_per_iter"]["avg_us"] = 10.0.into());
+    std::fs::write(tmp.path().join("avg.json"), edited).expect("write");
+    let (code, _, err) = check(tmp.path(), "avg.json", "text");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`results[3].out_of_place_per_iter.avg_us` is 10, but `times_us` after its 0 skipped"),
+        "{err}"
+    );
+}
+
+/// A bandwidth its size and time cannot give (the red team's 1e15 GB/s) is refused naming it,
+/// and so is a busbw that is not algbw times the collective's bus factor.
+#[test]
+fn bandwidths_the_size_and_time_cannot_give_are_refused() {
+    let tmp = store();
+    let cases = [
+        (
+            "busbw.json",
+            slower_with(|point, _| {
+                point["out_of_place"]["alg_bw"] = 1e15.into();
+                point["out_of_place"]["bus_bw"] = 1e15.into();
+            }),
+            "`results[3].out_of_place.alg_bw` is 1e15 GB/s, but its size and time (65536 B in 11.74 µs) \
+             gives 5.582",
+        ),
+        (
+            "factor.json",
+            slower_with(|point, _| point["in_place"]["bus_bw"] = 11.0.into()),
+            "`results[3].in_place.bus_bw` is 11 GB/s, but all_reduce's bus factor on 2 ranks (1.0000)",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        std::fs::write(tmp.path().join(name), text).expect("write");
+        let (code, out, err) = check(tmp.path(), name, "text");
+        assert_eq!(code, 2, "{name}: {out}{err}");
+        assert!(err.contains(expected), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
+/// nccl-tests 2.13–2.16 output in a job's log (no `# Collective test starting:` line, the
+/// launcher's lines first) is not read, and the refusal says what it is, not "not valid JSON".
+#[test]
+fn an_nccl_tests_log_in_a_layout_not_read_is_named_as_such() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let table = std::fs::read_to_string(fixtures().join("current-same.txt")).expect("read");
+    let body: String = table
+        .lines()
+        .filter(|l| !l.starts_with("# nccl-tests version") && !l.starts_with("# Collective test starting"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let log = format!("kubectl exec nccl-test-0 -- run_nccl_tests.sh -t all_reduce\nHello from nccl-test-0\n{body}");
+    std::fs::write(tmp.path().join("gke.txt"), log).expect("write");
+    let out = commgate_in(tmp.path())
+        .args(["check", "--comment", "never", "--environment-profile", "H200", "--result", "gke.txt"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("gke.txt: looks like nccl-tests output in a layout this commgate does not read"), "{err}");
+    assert!(err.contains("pass the JSON that `-J FILE` writes") && !err.contains("not valid JSON"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -311,6 +311,19 @@ fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
     assert_eq!(comment.status.code(), Some(2));
     let err = String::from_utf8_lossy(&comment.stderr);
     assert!(err.contains("its paired overlap median is `unchanged` but its figures say `regressed`"), "{err}");
+    // And with the overlap median's figures rewritten too (its interval and p-values made those
+    // of no change): they are not what its rounds give.
+    let m = &mut forged["paired"]["metrics"][0];
+    (m["ci"], m["p_slower"], m["p_faster"], m["ratio"]) =
+        (serde_json::json!([0.99, 1.01]), 0.5.into(), 0.5.into(), 1.0.into());
+    std::fs::write(&path, forged.to_string()).expect("write");
+    let comment = commgate(tmp.path())
+        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
+        .output()
+        .expect("runs");
+    assert_eq!(comment.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&comment.stderr);
+    assert!(err.contains("its paired overlap median's figures are not those its 3 rounds give"), "{err}");
 }
 
 #[test]

@@ -125,6 +125,58 @@ mod compare_sweep {
         let three: Vec<RunResult> = (9..12).map(|s| run(s, Some((65_536, 1.1)))).collect();
         assert!(commgate_gate::decide::comparison::judge_runs(&b, &three, &opts).regression);
     }
+
+    /// The 64 KiB points of a sweep whose summary says 10 % slower, their iterations those of
+    /// an unchanged sweep (`current`'s per-iteration times swapped in).
+    fn contradicted(mut current: RunResult, iterations_of: &RunResult) -> RunResult {
+        let unslowed = iterations_of.sweep.as_ref().expect("sweep");
+        for p in current.sweep.as_mut().expect("sweep").points.iter_mut().filter(|p| p.key.size == 65_536) {
+            let same = unslowed.points.iter().find(|q| q.key == p.key).expect("the same point");
+            p.samples_ms = same.samples_ms.clone();
+        }
+        current
+    }
+
+    /// A point whose summary time contradicts its per-iteration times is never accepted: the
+    /// sweep is collect_more_evidence with the point and both figures in its headline, its points
+    /// still listed; a slowdown elsewhere the iterations confirm still blocks.
+    #[test]
+    fn a_summary_that_contradicts_the_iterations_is_never_accepted() {
+        let opts = CompareOptions::default();
+        let current = contradicted(run(9, Some((65_536, 1.1))), &run(9, None));
+        let c = judge(&store(), &current, &opts);
+        assert_eq!(c.verdict, Decision::CollectMoreEvidence, "{:?}", c.reasons);
+        assert!(
+            c.headline.starts_with("cannot judge: 64.0 KiB out-of-place: the summary time says +9.")
+                && c.headline.contains(" but the per-iteration times say ")
+                && c.headline.contains("the file's figures disagree"),
+            "{}",
+            c.headline
+        );
+        assert_eq!(c.metrics.len(), 16);
+        let open: Vec<String> =
+            c.metrics.iter().filter(|m| m.judged.state == State::Inconclusive).map(MetricComparison::label).collect();
+        assert_eq!(open, ["64.0 KiB out-of-place", "64.0 KiB in-place"]);
+        // Another size slower in its iterations and its summary alike: that blocks, and the
+        // contradiction is one more reason.
+        let mut both = run(9, Some((65_536, 1.1)));
+        let slower_1m = run(9, Some((1_048_576, 1.1)));
+        if let (Some(s), Some(t)) = (both.sweep.as_mut(), slower_1m.sweep.as_ref()) {
+            for (p, q) in s.points.iter_mut().zip(&t.points).filter(|(p, _)| p.key.size == 1_048_576) {
+                *p = q.clone();
+            }
+        }
+        let c = judge(&store(), &contradicted(both, &run(9, None)), &opts);
+        assert_eq!(c.verdict, Decision::Tune, "{:?}", c.reasons);
+        assert!(c.headline.starts_with("all_reduce 1.0 MiB "), "{}", c.headline);
+        assert!(
+            c.reasons.iter().any(|r| r.starts_with("64.0 KiB out-of-place: the summary time says")),
+            "{:?}",
+            c.reasons
+        );
+        // The summary and the iterations agreeing, as a run writes them: accepted.
+        assert_eq!(judge(&store(), &run(9, None), &opts).verdict, Decision::Accept);
+    }
 }
 
 mod report_sweep {

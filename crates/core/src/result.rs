@@ -383,6 +383,10 @@ pub fn load_result(path: &Path) -> Result<RunResult, FileError> {
         validate(&r).map_err(|m| FileError::new(path, m))?;
         return Ok(r);
     }
+    // nccl-tests output it does not read is said to be that, not "not valid JSON".
+    if let Some(why) = nccl_tests::unread_layout(&text) {
+        return Err(FileError::new(path, why));
+    }
     let r: RunResult = parse_versioned(&text, "commgate result file").map_err(|m| FileError::new(path, m))?;
     validate(&r).map_err(|m| FileError::new(path, m))?;
     Ok(r)

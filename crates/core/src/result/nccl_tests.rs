@@ -5,7 +5,9 @@
 //! with `-I 1`, every iteration's time and each process's. A later file version is refused with
 //! one line; so is a run that reported wrong elements (`nwrong > 0`: a failed run, never a slow
 //! one). Everything is checked before use: bounded sizes, finite non-negative times, list
-//! lengths that agree.
+//! lengths that agree, and every figure nccl-tests derives from others held against them
+//! ([`check_figures`], [`check_iterations`]): a file whose figures no run can print is refused
+//! with one line naming the field.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -156,6 +158,39 @@ pub fn looks_like(text: &str) -> bool {
     }
 }
 
+/// Why `text`, which [`looks_like`] does not take for nccl-tests output, still is some, in a
+/// layout this commgate does not read: at least two kinds of the lines only its programs print
+/// (`# nThread …`, `#  Rank  0 … device`, the `out-of-place` heads, `# Out of bounds values`,
+/// `# Avg bus bandwidth`) in a job's log that neither opens with them nor names the program
+/// (nccl-tests 2.13–2.16 print no `# Collective test starting:` line). `None` for anything else,
+/// which is then read as a commgate file and refused as one.
+pub fn unread_layout(text: &str) -> Option<String> {
+    if text.trim_start().starts_with(['{', '[']) {
+        return None;
+    }
+    let kinds: [fn(&str) -> bool; 5] = [
+        |l| l.starts_with("nThread "),
+        |l| l.starts_with("Rank ") && l.contains(" device "),
+        |l| l.contains("out-of-place"),
+        |l| l.starts_with("Out of bounds values"),
+        |l| l.starts_with("Avg bus bandwidth"),
+    ];
+    let mut seen = [false; 5];
+    for line in text.lines().take(2_000) {
+        let Some(rest) = line.trim_start().strip_prefix('#') else { continue };
+        let rest = rest.trim_start();
+        for (kind, saw) in kinds.iter().zip(seen.iter_mut()) {
+            *saw |= kind(rest);
+        }
+    }
+    (seen.iter().filter(|s| **s).count() >= 2).then(|| {
+        "looks like nccl-tests output in a layout this commgate does not read (no `# Collective test starting:` \
+         line names the program, as in nccl-tests 2.13–2.16, and the log does not open with its `#` lines); pass \
+         the JSON that `-J FILE` writes"
+            .to_string()
+    })
+}
+
 /// Parses the text table an nccl-tests program prints (2.x layout): the `#` header lines (the
 /// program, the NCCL library version, the devices, the column heads), then one line per size
 /// with the out-of-place and in-place columns (`time algbw busbw #wrong`, and with `-I 1`
@@ -166,7 +201,11 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
     let mut nccl_version = None;
     let mut devices = Vec::new();
     let mut per_iter = None;
+    // `cputime` heads (`-C 1`): the time column is the host's, not the one the bandwidths divide.
+    let mut cpu_time = false;
     let mut results = Vec::new();
+    // Per result, its line and how finely its time, algbw and busbw were printed.
+    let mut written: Vec<(usize, [f64; 3])> = Vec::new();
     let (mut warmup, mut iterations, mut start_time) = (None, None, None);
     for (n, line) in output.lines().enumerate() {
         let line_no = n + 1;
@@ -190,6 +229,7 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
                 iterations = number_after(rest, " iters:");
             } else if rest.starts_with("size ") || rest.contains(" size ") {
                 per_iter = Some(rest.contains("i_min"));
+                cpu_time = rest.split_whitespace().any(|w| w == "cputime");
             }
             continue;
         }
@@ -206,7 +246,10 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
         if results.len() >= 2 * MAX_SIZES {
             return Err(field("results", format!("holds more than {MAX_SIZES} sizes")));
         }
-        results.extend(size_line(&words, per_iter, line_no)?);
+        for (result, resolution) in size_line(&words, per_iter, line_no)? {
+            results.push(result);
+            written.push((line_no, resolution));
+        }
         // A timestamp after the columns (`2026-12-01 10:00:00`): the first is the run's start.
         let width = if per_iter { 8 } else { 4 };
         if let (None, Some(date), Some(time)) = (&start_time, words.get(5 + 2 * width), words.get(6 + 2 * width)) {
@@ -221,6 +264,14 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
         ));
     }
     let collective = program.as_deref().and_then(collective_of);
+    // The table lists every rank (`#  Rank  3 …`), one line each.
+    let ranks = ranks_listed(devices.iter().map(|d| d.rank), 1);
+    for (r, (line_no, resolution)) in results.iter().zip(&written) {
+        let at = |name: &str| format!("line {line_no}: {} {name}", r.placement.as_str());
+        let figures =
+            Written { size: r.size, time: r.time_us, alg: r.alg_bw, bus: r.bus_bw, resolution: *resolution, cpu_time };
+        check_figures(&figures, [at("algbw"), at("busbw")], collective, ranks)?;
+    }
     Ok(Sweep {
         version: 0,
         program,
@@ -268,8 +319,9 @@ fn device_line(rest: &str) -> Option<Device> {
     Some(Device { rank, hostname, device, device_info: text(&info) })
 }
 
-/// One size line: `size count type redop root`, then each placement's columns.
-fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<SizeResult>, SweepError> {
+/// One size line: `size count type redop root`, then each placement's columns; with each
+/// result, how finely its time, algbw and busbw were printed ([`resolution`]).
+fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<(SizeResult, [f64; 3])>, SweepError> {
     let at = |what: &str| format!("line {line_no}: {what}");
     let width = if per_iter { 8 } else { 4 };
     if words.len() < 5 + 2 * width {
@@ -300,7 +352,7 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<SizeR
             let nwrong = nwrong.parse::<f64>().unwrap_or(f64::NAN);
             return Err(SweepError::Wrong { size, placement: placement.as_str(), nwrong });
         }
-        out.push(SizeResult {
+        let result = SizeResult {
             size,
             count,
             dtype: text(word(2)),
@@ -311,7 +363,8 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<SizeR
             bus_bw: number(2, "busbw")?,
             times_us: Vec::new(),
             per_process_us: Vec::new(),
-        });
+        };
+        out.push((result, [0, 1, 2].map(|i| resolution(word(base + i)))));
     }
     Ok(out)
 }
@@ -406,6 +459,12 @@ struct RawConfig {
     warmup_iters: Option<u32>,
     #[serde(default)]
     iterations: Option<u32>,
+    /// Threads per process and GPUs per thread (`-t`, `-g`): `devices` lists one line per
+    /// process, its first rank's.
+    #[serde(default)]
+    nthreads: Option<u64>,
+    #[serde(default)]
+    ngpus: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -429,10 +488,10 @@ struct RawResult<'a> {
     dtype: String,
     #[serde(default)]
     redop: String,
-    #[serde(default)]
-    out_of_place: Option<RawSummary>,
-    #[serde(default)]
-    in_place: Option<RawSummary>,
+    #[serde(default, borrow)]
+    out_of_place: Option<RawSummary<'a>>,
+    #[serde(default, borrow)]
+    in_place: Option<RawSummary<'a>>,
     /// Kept as text until [`per_iteration`] reads it against the file's budget.
     #[serde(default, borrow)]
     out_of_place_per_iter: Option<&'a serde_json::value::RawValue>,
@@ -440,13 +499,20 @@ struct RawResult<'a> {
     in_place_per_iter: Option<&'a serde_json::value::RawValue>,
 }
 
+/// A placement's summary; its figures kept as written, so that how finely each was printed is
+/// known when they are held against each other ([`check_figures`]).
 #[derive(Deserialize)]
-struct RawSummary {
-    /// `time`, or `cpu_time` with `-C 1`.
-    #[serde(alias = "cpu_time")]
-    time: Option<f64>,
-    alg_bw: Option<f64>,
-    bus_bw: Option<f64>,
+struct RawSummary<'a> {
+    #[serde(default, borrow)]
+    time: Option<&'a serde_json::value::RawValue>,
+    /// `cpu_time` in place of `time` with `-C 1`: the host's time, not the one the bandwidths
+    /// were computed from.
+    #[serde(default, borrow)]
+    cpu_time: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    alg_bw: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    bus_bw: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     nwrong: Option<f64>,
 }
@@ -456,6 +522,11 @@ const MAX_TEXT: usize = 256;
 
 fn text(s: &str) -> String {
     s.chars().take(MAX_TEXT).collect()
+}
+
+/// [`text`] on one line: a value quoted from the file in a message (an object spans lines).
+fn one_line(s: &str) -> String {
+    text(&s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 impl RawFile<'_> {
@@ -470,6 +541,10 @@ impl RawFile<'_> {
         }
         let program = self.args.first().map(|a| text(a.rsplit('/').next().unwrap_or(a)));
         let collective = program.as_deref().and_then(collective_of);
+        // One device line per process, each its first rank's: the ranks are those lines times
+        // the ranks of a process, when the file says how many that is.
+        let per_process = config.nthreads.zip(config.ngpus).map(|(t, g)| t.saturating_mul(g));
+        let ranks = per_process.and_then(|k| ranks_listed(raw_devices.iter().map(|d| d.rank), k));
         let nccl_env = self
             .env
             .iter()
@@ -501,20 +576,54 @@ impl RawFile<'_> {
                 if let Some(nwrong) = s.nwrong.filter(|n| *n != 0.0) {
                     return Err(SweepError::Wrong { size: r.size, placement: placement.as_str(), nwrong });
                 }
-                let number = |name: &str, v: Option<f64>| match v {
-                    Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
-                    Some(x) => Err(field(&at(name), format!("is {x}, not a time or bandwidth"))),
-                    None => Err(field(&at(name), "is missing".to_string())),
+                let number = |name: &str, v: Option<&serde_json::value::RawValue>| {
+                    let Some(raw) = v else { return Err(field(&at(name), "is missing".to_string())) };
+                    match serde_json::from_str::<f64>(raw.get()) {
+                        Ok(x) if x.is_finite() && x >= 0.0 => Ok((x, resolution(raw.get()))),
+                        Ok(x) => Err(field(&at(name), format!("is {x}, not a time or bandwidth"))),
+                        Err(_) => {
+                            Err(field(&at(name), format!("is `{}`, not a time or bandwidth", one_line(raw.get()))))
+                        }
+                    }
                 };
-                let time_us = number("time", s.time)?;
-                let alg_bw = number("alg_bw", s.alg_bw)?;
-                let bus_bw = number("bus_bw", s.bus_bw)?;
+                let (time_name, time) = match (s.time, s.cpu_time) {
+                    (Some(_), Some(_)) => {
+                        return Err(field(&at("time"), "is written twice, as `time` and as `cpu_time`".to_string()))
+                    }
+                    (None, Some(cpu)) => ("cpu_time", Some(cpu)),
+                    (time, None) => ("time", time),
+                };
+                let (time_us, time_printed) = number(time_name, time)?;
+                let (alg_bw, alg_printed) = number("alg_bw", s.alg_bw)?;
+                let (bus_bw, bus_printed) = number("bus_bw", s.bus_bw)?;
                 let (times_us, per_process_us) = match per_iter {
                     Some(p) => {
-                        per_iteration(p, &format!("results[{i}].{}_per_iter", placement.as_str()), &mut times_left)?
+                        let name = format!("results[{i}].{}_per_iter", placement.as_str());
+                        let read = per_iteration(p, &name, &mut times_left)?;
+                        // nccl-tests writes a process's list per device line (`totalProcs` both).
+                        if !read.1.is_empty() && !raw_devices.is_empty() && read.1.len() != raw_devices.len() {
+                            return Err(field(
+                                &format!("{name}.per_process_max_times_us"),
+                                format!(
+                                    "lists {} processes, `devices` {}: nccl-tests writes one of each per process",
+                                    read.1.len(),
+                                    raw_devices.len()
+                                ),
+                            ));
+                        }
+                        read
                     }
                     None => (Vec::new(), Vec::new()),
                 };
+                let figures = Written {
+                    size: r.size,
+                    time: time_us,
+                    alg: alg_bw,
+                    bus: bus_bw,
+                    resolution: [time_printed, alg_printed, bus_printed],
+                    cpu_time: time_name == "cpu_time",
+                };
+                check_figures(&figures, [at("alg_bw"), at("bus_bw")], collective, ranks)?;
                 results.push(SizeResult {
                     size: r.size,
                     count: r.count,
@@ -555,6 +664,7 @@ fn field(name: &str, why: String) -> SweepError {
 /// other keys skipped), checked as they are read: finite and non-negative, at most
 /// [`MAX_ITERATIONS`] a list and [`MAX_PROCESSES`] processes, each process's list as long as
 /// `times_us`, and every time counted against `left` (the file's [`MAX_PER_ITERATION_TIMES`]).
+/// Then held against each other and against the object's own summary ([`check_iterations`]).
 fn per_iteration(
     raw: &serde_json::value::RawValue,
     at: &str,
@@ -567,15 +677,65 @@ fn per_iteration(
     if let Some(error) = failure {
         return Err(error);
     }
-    let (all, per_process) = read.map_err(|e| field(at, plain(&e)))?;
-    for (k, own) in per_process.iter().enumerate() {
-        if own.len() != all.len() {
+    let read = read.map_err(|e| field(at, plain(&e)))?;
+    for (k, own) in read.per_process.iter().enumerate() {
+        if own.len() != read.times.len() {
             let name = format!("{at}.per_process_max_times_us[{k}]");
-            return Err(field(&name, format!("lists {} iterations, `times_us` {}", own.len(), all.len())));
+            return Err(field(&name, format!("lists {} iterations, `times_us` {}", own.len(), read.times.len())));
         }
     }
-    Ok((all, per_process))
+    check_iterations(at, &read)?;
+    Ok((read.times, read.per_process))
 }
+
+/// A `*_per_iter` object as read: its lists, and the summary of them it writes beside them.
+#[derive(Debug, Default)]
+struct PerIterRead {
+    times: Vec<f64>,
+    per_process: Vec<Vec<f64>>,
+    /// `skipped_iterations` (`-K`), as written.
+    skipped: Option<Figure>,
+    /// The summary figures ([`ITERATION_STATS`], in order), as written when present (the last
+    /// of a key written twice: a file of one key a million times holds eight).
+    stats: [Option<Figure>; 8],
+}
+
+/// A single figure of a `*_per_iter` object: a number, or the text nccl-tests writes for one it
+/// could not compute (`"nan"`). Anything else (a list, an object) stops the read at once, so a
+/// figure cannot carry a list past the file's budget of times.
+#[derive(Debug, Clone, PartialEq)]
+enum Figure {
+    Number(f64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for Figure {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Figure, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Figure;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Figure, E> {
+                Ok(Figure::Number(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Figure, E> {
+                Ok(Figure::Number(v as f64))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Figure, E> {
+                Ok(Figure::Number(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Figure, E> {
+                Ok(Figure::Text(one_line(v)))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// The summary figures nccl-tests writes beside the times (`writePerIterReport`).
+const ITERATION_STATS: [&str; 8] = ["min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us", "cv_pct"];
 
 /// A `*_per_iter` object read with the file's budget; the first checked failure is kept in
 /// `failure` (serde's errors carry text only) and stops the read.
@@ -586,36 +746,40 @@ struct PerIter<'b> {
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for PerIter<'_> {
-    type Value = (Vec<f64>, Vec<Vec<f64>>);
+    type Value = PerIterRead;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
 impl<'de> serde::de::Visitor<'de> for PerIter<'_> {
-    type Value = (Vec<f64>, Vec<Vec<f64>>);
+    type Value = PerIterRead;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("an object of per-iteration times")
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut all, mut per_process) = (Vec::new(), Vec::new());
+        let mut out = PerIterRead::default();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match key.as_ref() {
                 "times_us" => {
                     let name = format!("{}.times_us", self.at);
-                    all = map.next_value_seed(Times { name: &name, left: self.left, failure: self.failure })?;
+                    out.times = map.next_value_seed(Times { name: &name, left: self.left, failure: self.failure })?;
                 }
                 "per_process_max_times_us" => {
                     let name = format!("{}.per_process_max_times_us", self.at);
-                    per_process =
+                    out.per_process =
                         map.next_value_seed(Processes { name: &name, left: self.left, failure: self.failure })?;
                 }
-                _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
+                "skipped_iterations" => out.skipped = Some(map.next_value::<Figure>()?),
+                other => match ITERATION_STATS.iter().position(|s| *s == other).and_then(|k| out.stats.get_mut(k)) {
+                    Some(slot) => *slot = Some(map.next_value::<Figure>()?),
+                    None => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                },
             }
         }
-        Ok((all, per_process))
+        Ok(out)
     }
 }
 
@@ -715,6 +879,289 @@ impl<'de> serde::de::Visitor<'de> for Processes<'_> {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The figures held against each other. nccl-tests derives some of what it writes from the rest:
+// a file where they disagree was not written by it, and is refused naming the field.
+
+/// The finest a summary figure is taken to be printed, µs or GB/s: the text table's two
+/// decimals. nccl-tests' JSON prints six (`%lf`), but files written from the table, by hand or by
+/// other tools carry two, and a figure that far off cannot move a verdict.
+pub const FIGURE_RESOLUTION: f64 = 0.005;
+
+/// The relative slack beyond the printing: every real log under `nccl-tests-real/` agrees with
+/// none at all (`docs/nccl-tests.md`, "What is checked").
+pub const FIGURE_SLACK: f64 = 1e-3;
+
+/// How far a per-iteration figure may lie from the one it is derived from, µs, relative and
+/// absolute: nccl-tests prints both with `%lf` from the same doubles.
+pub const ITERATION_TOLERANCE: f64 = 1e-6;
+
+/// No collective's bus factor exceeds this (all-reduce's 2(n−1)/n tends to it).
+const MAX_BUS_FACTOR: f64 = 2.0;
+
+/// A placement's summary as written: the size, the time and the two bandwidths, with how finely
+/// each of the three was printed.
+struct Written {
+    size: u64,
+    time: f64,
+    alg: f64,
+    bus: f64,
+    /// Half the last printed digit of the time, algbw and busbw ([`resolution`]).
+    resolution: [f64; 3],
+    /// The time is `cpu_time` (`-C 1`): the host's, while the bandwidths divide the time the
+    /// ranks averaged, so the two are not held against each other.
+    cpu_time: bool,
+}
+
+/// Half a unit of the last digit `token` was printed with: `11.74` → 0.005, `19902` → 0.5,
+/// `1.2e+03` → 50. How far the value printed may lie from the one computed.
+fn resolution(token: &str) -> f64 {
+    let t = token.trim().trim_start_matches(['+', '-']);
+    let (mantissa, exponent) = match t.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (t, 0),
+    };
+    let decimals = mantissa.split_once('.').map_or(0, |(_, d)| d.len());
+    let decimals = i32::try_from(decimals).unwrap_or(i32::MAX);
+    0.5 * 10f64.powi(exponent.saturating_sub(decimals))
+}
+
+/// How many ranks ran, when the device report lists them all: its ranks are exactly 0, k, 2k, …
+/// (`per_process` = k: the text lists every rank, k = 1; the JSON one line per process, its
+/// first rank's). `None` when a line is missing, repeated or out of place.
+fn ranks_listed(ranks: impl Iterator<Item = u64>, per_process: u64) -> Option<u64> {
+    let mut listed: Vec<u64> = ranks.collect();
+    listed.sort_unstable();
+    let whole = !listed.is_empty()
+        && per_process > 0
+        && listed.iter().zip(0u64..).all(|(r, i)| i.checked_mul(per_process) == Some(*r));
+    whole.then(|| u64::try_from(listed.len()).unwrap_or(u64::MAX).saturating_mul(per_process))
+}
+
+/// nccl-tests' bus factor of `collective` on `n` ranks (`getBw` in `src/<collective>.cu`).
+fn bus_factor(collective: &str, n: u64) -> Option<f64> {
+    let n = n as f64;
+    match collective {
+        "all_reduce" => Some(2.0 * (n - 1.0) / n),
+        "all_gather" | "reduce_scatter" | "all_to_all" | "all_to_allv" | "gather" | "scatter" => Some((n - 1.0) / n),
+        "broadcast" | "reduce" | "send_recv" | "hypercube" => Some(1.0),
+        _ => None,
+    }
+}
+
+/// Holds a placement's bandwidths against its size and time as nccl-tests computes them: algbw
+/// is the `size` column's bytes over the time (GB/s = bytes per µs / 1e3; hypercube moves
+/// (n−1)/n of them; alltoallv's count its busiest rank and are not held), busbw is algbw times
+/// the collective's bus factor on the run's ranks, or at most twice it when either is unknown.
+/// Each within what the printing of each figure allows ([`resolution`], at least
+/// [`FIGURE_RESOLUTION`]) and [`FIGURE_SLACK`]. A time of 0 divides nothing and is not held.
+fn check_figures(
+    w: &Written,
+    [alg_name, bus_name]: [String; 2],
+    collective: Option<&str>,
+    ranks: Option<u64>,
+) -> Result<(), SweepError> {
+    let [time_res, alg_res, bus_res] = w.resolution.map(|r| r.max(FIGURE_RESOLUTION));
+    let share_of_ranks = ranks.filter(|n| *n > 0).map(|n| (n as f64 - 1.0) / n as f64);
+    // The share of `size / time` algbw is, low and high: an unknown collective only bounds it.
+    let bounded = (0.0, 1.0, false);
+    let shares = match collective {
+        Some("all_to_allv") => None,
+        Some("hypercube") => Some(share_of_ranks.map_or(bounded, |s| (s, s, true))),
+        Some(c) if bus_factor(c, 2).is_some() => Some((1.0, 1.0, true)),
+        _ => Some(bounded),
+    };
+    let size = w.size as f64;
+    if let Some((low_share, high_share, exact)) = shares.filter(|_| !w.cpu_time && w.time > 0.0) {
+        let rate = |time: f64| size / (time * 1e3);
+        let low = low_share * rate(w.time + time_res) * (1.0 - FIGURE_SLACK) - alg_res;
+        let high = if w.time > time_res {
+            high_share * rate(w.time - time_res) * (1.0 + FIGURE_SLACK) + alg_res
+        } else {
+            f64::INFINITY
+        };
+        if w.alg < low || w.alg > high {
+            let said = if exact { "gives" } else { "allows at most" };
+            return Err(field(
+                &alg_name,
+                format!(
+                    "is {} GB/s, but its size and time ({} B in {} µs) {said} {} GB/s: nccl-tests computes the \
+                     one from the others",
+                    shown(w.alg),
+                    w.size,
+                    shown(w.time),
+                    computed(high_share * rate(w.time))
+                ),
+            ));
+        }
+    }
+    let factor = collective.zip(ranks).and_then(|(c, n)| bus_factor(c, n).map(|f| (c, n, f)));
+    match factor {
+        Some((c, n, f)) => {
+            if (w.bus - f * w.alg).abs() > bus_res + f * alg_res + FIGURE_SLACK * f * w.alg {
+                return Err(field(
+                    &bus_name,
+                    format!(
+                        "is {} GB/s, but {c}'s bus factor on {n} ranks ({f:.4}) times its algbw ({} GB/s) is {} GB/s: \
+                         nccl-tests computes the one from the other",
+                        shown(w.bus),
+                        shown(w.alg),
+                        computed(f * w.alg)
+                    ),
+                ));
+            }
+        }
+        None => {
+            let most = MAX_BUS_FACTOR * w.alg * (1.0 + FIGURE_SLACK) + bus_res + MAX_BUS_FACTOR * alg_res;
+            if w.bus > most {
+                return Err(field(
+                    &bus_name,
+                    format!(
+                        "is {} GB/s, more than twice its algbw ({} GB/s): no collective's bus factor is above 2",
+                        shown(w.bus),
+                        shown(w.alg)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A figure in a message: as written, or in exponent form when far from any time or bandwidth
+/// (`1e308` would print 309 digits).
+fn shown(x: f64) -> String {
+    if far(x) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}
+
+/// A figure computed here, to six decimals (or in exponent form, as [`shown`]).
+fn computed(x: f64) -> String {
+    if far(x) {
+        format!("{x:e}")
+    } else {
+        format!("{x:.6}")
+    }
+}
+
+fn far(x: f64) -> bool {
+    x != 0.0 && !(1e-6..1e12).contains(&x.abs())
+}
+
+/// `tolerance` relative to `expected`, and absolute below 1.
+fn within(expected: f64, tolerance: f64) -> f64 {
+    tolerance * expected.abs().max(1.0)
+}
+
+/// nccl-tests' percentile index (`percentileIndex` in `src/util.cu`) in `n` sorted times.
+fn percentile_index(n: usize, percentile: usize) -> usize {
+    (n.saturating_mul(percentile).saturating_add(99) / 100).saturating_sub(1).min(n.saturating_sub(1))
+}
+
+/// The summary nccl-tests writes of `times` (`computeIterStats`), in [`ITERATION_STATS`]' order,
+/// each with how far the written one may lie from it: the order statistics are times as
+/// written, the mean and deviation sums of them (each time off by its printing), the cv their
+/// quotient. `None` for no time.
+fn iteration_stats(times: &[f64]) -> Option<[(f64, f64); 8]> {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let at = |k: usize| sorted.get(k).copied();
+    let (min, max) = (at(0)?, at(n.checked_sub(1)?)?);
+    let (p50, p95, p99) = (at(n / 2)?, at(percentile_index(n, 95))?, at(percentile_index(n, 99))?);
+    let avg = sorted.iter().sum::<f64>() / n as f64;
+    let stdev = (sorted.iter().map(|t| (t - avg) * (t - avg)).sum::<f64>() / n as f64).sqrt();
+    let cv = if avg > 0.0 { stdev / avg * 100.0 } else { 0.0 };
+    let exact = |v: f64| (v, within(v, ITERATION_TOLERANCE));
+    let summed = within(avg, 2.0 * ITERATION_TOLERANCE);
+    // cv = 100 σ / mean, σ and the mean each off by `summed`.
+    let cv_off = if avg > 0.0 { 100.0 * summed * (1.0 + cv / 100.0) / avg } else { 0.0 };
+    Some([
+        exact(min),
+        exact(max),
+        (avg, summed),
+        exact(p50),
+        exact(p95),
+        exact(p99),
+        (stdev, summed),
+        (cv, cv_off + within(cv, ITERATION_TOLERANCE)),
+    ])
+}
+
+/// Holds a `*_per_iter` object's figures against each other as nccl-tests writes them
+/// (`ReduceProcessMaxIterTimes` in `src/common.cu`, `writePerIterReport` in `src/util.cu`): each
+/// `times_us[i]` is the largest of the processes' `per_process_max_times_us[p][i]`, and the
+/// summary figures present (`min_us` … `cv_pct`) are those of `times_us` after its
+/// `skipped_iterations`; within [`ITERATION_TOLERANCE`].
+fn check_iterations(at: &str, read: &PerIterRead) -> Result<(), SweepError> {
+    if !read.per_process.is_empty() {
+        for (i, t) in read.times.iter().enumerate() {
+            let slowest = read.per_process.iter().filter_map(|p| p.get(i)).fold(0.0, |a: f64, b| a.max(*b));
+            if (t - slowest).abs() > within(slowest, ITERATION_TOLERANCE) {
+                return Err(field(
+                    &format!("{at}.times_us[{i}]"),
+                    format!(
+                        "is {} µs, but the slowest process's time of that iteration (`per_process_max_times_us`) is \
+                         {} µs: nccl-tests writes the one as the largest of the others",
+                        shown(*t),
+                        shown(slowest)
+                    ),
+                ));
+            }
+        }
+    }
+    if read.times.is_empty() {
+        return Ok(());
+    }
+    let skipped = match &read.skipped {
+        None => 0,
+        Some(Figure::Number(k)) if k.fract() == 0.0 && *k >= 0.0 && *k < read.times.len() as f64 => {
+            // Whole, and below the list's length (at most MAX_ITERATIONS): exact as an index.
+            #[expect(clippy::cast_possible_truncation, reason = "a whole number below the list's length")]
+            let k = *k as usize;
+            k
+        }
+        Some(other) => {
+            let shown = match other {
+                Figure::Number(k) => shown(*k),
+                Figure::Text(t) => format!("`{t}`"),
+            };
+            return Err(field(
+                &format!("{at}.skipped_iterations"),
+                format!(
+                    "is {shown}, but `times_us` lists {} iterations: nccl-tests skips a whole number of them, fewer \
+                     than it ran",
+                    read.times.len()
+                ),
+            ));
+        }
+    };
+    let kept = read.times.get(skipped..).unwrap_or_default();
+    let Some(expected) = iteration_stats(kept) else { return Ok(()) };
+    for ((name, written), (value, tolerance)) in ITERATION_STATS.iter().zip(&read.stats).zip(expected) {
+        let Some(written) = written else { continue };
+        let fits = matches!(written, Figure::Number(x) if (x - value).abs() <= tolerance);
+        if !fits {
+            let shown = match written {
+                Figure::Number(x) => shown(*x),
+                Figure::Text(t) => format!("`{t}`"),
+            };
+            return Err(field(
+                &format!("{at}.{name}"),
+                format!(
+                    "is {shown}, but `times_us` after its {skipped} skipped iterations gives {}: nccl-tests \
+                     computes the one from the other",
+                    computed(value)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -726,7 +1173,7 @@ mod tests {
 "config":{"nthreads":1,"ngpus":1,"minimum_bytes":8,"maximum_bytes":16,"step_factor":2,"warmup_iters":1,"iterations":3,"aggregated_iterations":1,"validation":1,"graph":0,"blocking_collectives":false,"per_iter_timing":true,"per_iter_skip":0,"parallel_init":false,
 "devices":[{"rank":0,"group":0,"pid":11,"hostname":"node-a","device":0,"device_hex":"0x1","device_info":"NVIDIA H200"},{"rank":1,"group":0,"pid":12,"hostname":"node-b","device":0,"device_hex":"0x1","device_info":"NVIDIA H200"}]},
 "results":[
-{"size":8,"count":2,"type":"float","redop":"sum","root":"-1","out_of_place":{"time":10.5,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0},"out_of_place_per_iter":{"skipped_iterations":0,"min_us":10,"max_us":11,"avg_us":10.5,"p50_us":10.5,"p95_us":11,"p99_us":11,"stdev_us":0.5,"cv_pct":4.7,"times_us":[10,10.5,11],"per_process_max_times_us":[[9,10,11],[10,10.5,10.9]]},"in_place":{"time":10.2,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0},"in_place_per_iter":{"skipped_iterations":0,"times_us":[10,10.2,10.4],"per_process_max_times_us":[[10,10.2,10.4],[9,9,9]]},"actual_iterations":3,"experiment_name":""},
+{"size":8,"count":2,"type":"float","redop":"sum","root":"-1","out_of_place":{"time":10.5,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0},"out_of_place_per_iter":{"skipped_iterations":0,"min_us":10,"max_us":11,"avg_us":10.5,"p50_us":10.5,"p95_us":11,"p99_us":11,"stdev_us":0.408248,"cv_pct":3.888079,"times_us":[10,10.5,11],"per_process_max_times_us":[[9,10,11],[10,10.5,10.9]]},"in_place":{"time":10.2,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0},"in_place_per_iter":{"skipped_iterations":0,"times_us":[10,10.2,10.4],"per_process_max_times_us":[[10,10.2,10.4],[9,9,9]]},"actual_iterations":3,"experiment_name":""},
 {"size":16,"count":4,"type":"float","redop":"sum","root":"-1","out_of_place":{"time":11.0,"alg_bw":0.0,"bus_bw":0.0,"nwrong":null},"in_place":null,"actual_iterations":3,"experiment_name":""}
 ],"end_time":"2026-12-01 10:00:01"}"#;
 
@@ -787,7 +1234,7 @@ mod tests {
 #                                              out-of-place (+ per-iteration)                                in-place (+ per-iteration)
 #       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)     (us)  (GB/s)  (GB/s)             (us)     (us)     (us)      (%)
-           8             2     float     sum      -1    10.50    0.00    0.00       0    10.00    11.00    11.00     4.70    10.20    0.00    0.00       0    10.00    10.40    10.40     1.60
+           8             2     float     sum      -1    10.50    0.00    0.00       0    10.00    11.00    11.00     3.89    10.20    0.00    0.00       0    10.00    10.40    10.40     1.60
 # Out of bounds values : 0 OK
 # Avg bus bandwidth    : 0
 #
@@ -843,11 +1290,11 @@ mod tests {
     #[test]
     fn per_iteration_times_are_read_against_the_files_budget() {
         let raw = |text: &str| serde_json::value::RawValue::from_string(text.to_string()).expect("raw");
-        let lists = raw(r#"{"min_us":1,"times_us":[1,2,3],"per_process_max_times_us":[[1,2,3],[3,2,1]]}"#);
+        let lists = raw(r#"{"min_us":1,"times_us":[1,2,3],"per_process_max_times_us":[[1,2,3],[1,2,1]]}"#);
         let mut left = 9;
         assert_eq!(
             per_iteration(&lists, "results[0].in_place_per_iter", &mut left),
-            Ok((vec![1.0, 2.0, 3.0], vec![vec![1.0, 2.0, 3.0], vec![3.0, 2.0, 1.0]]))
+            Ok((vec![1.0, 2.0, 3.0], vec![vec![1.0, 2.0, 3.0], vec![1.0, 2.0, 1.0]]))
         );
         assert_eq!(left, 0);
         // One time more than is left: refused at that list, before the rest is read.
@@ -860,6 +1307,171 @@ mod tests {
         let short = raw(r#"{"times_us":[1,2],"per_process_max_times_us":[[1]]}"#);
         let e = per_iteration(&short, "r", &mut 10).unwrap_err().to_string();
         assert!(e.contains("r.per_process_max_times_us[0]") && e.contains("lists 1 iterations"), "{e}");
+    }
+
+    /// `times_us` is the slowest process's time per iteration (`ReduceProcessMaxIterTimes`):
+    /// one changed alone is refused naming it; a difference of the printing is not.
+    #[test]
+    fn times_us_is_the_largest_of_the_processes_times() {
+        let unslowed = SWEEP.replacen("\"times_us\":[10,10.5,11]", "\"times_us\":[10,10.2,11]", 1);
+        let e = parse(&unslowed).unwrap_err().to_string();
+        assert!(e.starts_with("`results[0].out_of_place_per_iter.times_us[1]` is 10.2 µs, but the slowest"), "{e}");
+        // The minimum over processes in place of the maximum.
+        let minimum = SWEEP.replacen("\"times_us\":[10,10.5,11]", "\"times_us\":[9,10,10.9]", 1);
+        assert!(parse(&minimum).unwrap_err().to_string().contains("times_us[0]` is 9 µs"));
+        let printed = SWEEP.replacen("\"times_us\":[10,10.5,11]", "\"times_us\":[10.0000004,10.5,11]", 1);
+        assert!(parse(&printed).is_ok(), "within %lf's printing");
+        // A process list more or fewer than the devices.
+        let three = SWEEP.replacen("[[9,10,11],[10,10.5,10.9]]", "[[9,10,11],[10,10.5,10.9],[1,1,1]]", 1);
+        assert!(parse(&three).unwrap_err().to_string().contains("lists 3 processes, `devices` 2"));
+    }
+
+    /// The per-iteration object's own summary is that of `times_us` after `skipped_iterations`
+    /// (`computeIterStats`).
+    #[test]
+    fn the_per_iteration_summary_is_that_of_its_times() {
+        assert!(parse(SWEEP).is_ok());
+        let cases = [
+            ("\"avg_us\":10.5", "\"avg_us\":11.5", "out_of_place_per_iter.avg_us` is 11.5, but `times_us` after its 0"),
+            ("\"max_us\":11", "\"max_us\":10.6", "max_us` is 10.6"),
+            ("\"p50_us\":10.5", "\"p50_us\":10", "p50_us` is 10"),
+            ("\"stdev_us\":0.408248", "\"stdev_us\":0.5", "stdev_us` is 0.5"),
+            ("\"cv_pct\":3.888079", "\"cv_pct\":4.7", "cv_pct` is 4.7"),
+            ("\"min_us\":10,", "\"min_us\":\"nan\",", "min_us` is `nan`"),
+            // One skipped iteration: the summary is then that of [10.5, 11].
+            (
+                "\"skipped_iterations\":0,\"min",
+                "\"skipped_iterations\":1,\"min",
+                "min_us` is 10, but `times_us` after its 1",
+            ),
+            ("\"skipped_iterations\":0,\"min", "\"skipped_iterations\":3,\"min", "skipped_iterations` is 3, but"),
+            ("\"skipped_iterations\":0,\"min", "\"skipped_iterations\":0.5,\"min", "skipped_iterations` is 0.5"),
+        ];
+        for (from, to, expected) in cases {
+            let e = parse(&SWEEP.replacen(from, to, 1)).unwrap_err().to_string();
+            assert!(e.contains(expected), "{to}: {e}");
+        }
+        // A list where a figure stands is refused before it is read.
+        let list = SWEEP.replacen("\"min_us\":10,", "\"min_us\":[1,2,3],", 1);
+        assert!(parse(&list).unwrap_err().to_string().contains("out_of_place_per_iter"));
+        // The summary of the last two, with one skipped, and %lf's digits.
+        let skipped = SWEEP.replacen(
+            concat!(
+                "\"skipped_iterations\":0,\"min_us\":10,\"max_us\":11,\"avg_us\":10.5,\"p50_us\":10.5,",
+                "\"p95_us\":11,\"p99_us\":11,\"stdev_us\":0.408248,\"cv_pct\":3.888079"
+            ),
+            concat!(
+                "\"skipped_iterations\":1,\"min_us\":10.500000,\"max_us\":11.000000,\"avg_us\":10.750000,",
+                "\"p50_us\":11.000000,\"p95_us\":11.000000,\"p99_us\":11.000000,\"stdev_us\":0.250000,",
+                "\"cv_pct\":2.325581"
+            ),
+            1,
+        );
+        assert!(skipped.contains("\"skipped_iterations\":1"), "the edit applies");
+        assert_eq!(parse(&skipped).map(|s| s.results.len()), Ok(3));
+        assert_eq!(percentile_index(3, 95), 2);
+        assert_eq!(percentile_index(100, 95), 94);
+        assert_eq!(percentile_index(1, 99), 0);
+    }
+
+    /// algbw is the size over the time, busbw algbw times the collective's bus factor on the
+    /// run's ranks: a bandwidth that disagrees is refused naming it, within the printing.
+    #[test]
+    fn the_bandwidths_are_those_of_the_size_and_time() {
+        // 1 MiB all-reduce in 20.1 µs (in place 19.9 µs) on 2 ranks: 52.17 GB/s, bus factor 1.
+        let run = |alg: &str, bus: &str| {
+            SWEEP
+                .replacen("\"size\":8,\"count\":2", "\"size\":1048576,\"count\":262144", 1)
+                .replacen(
+                    "\"time\":10.5,\"alg_bw\":0.0,\"bus_bw\":0.0",
+                    &format!("\"time\":20.1,\"alg_bw\":{alg},\"bus_bw\":{bus}"),
+                    1,
+                )
+                .replacen(
+                    "\"time\":10.2,\"alg_bw\":0.0,\"bus_bw\":0.0",
+                    "\"time\":19.9,\"alg_bw\":52.69,\"bus_bw\":52.69",
+                    1,
+                )
+        };
+        assert!(parse(&run("52.17", "52.17")).is_ok());
+        assert!(parse(&run("52.167654", "52.167654")).is_ok(), "%lf's digits");
+        let e = parse(&run("1e15", "1e15")).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "`results[0].out_of_place.alg_bw` is 1e15 GB/s, but its size and time (1048576 B in 20.1 µs) \
+                 gives 52.167"
+            ),
+            "{e}"
+        );
+        let e = parse(&run("52.17", "104.3")).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "`results[0].out_of_place.bus_bw` is 104.3 GB/s, but all_reduce's bus factor on 2 ranks (1.0000)"
+            ),
+            "{e}"
+        );
+        // Four ranks (two processes of two GPUs, one device line each): the factor is 1.5.
+        let four = run("52.17", "78.26")
+            .replacen("\"ngpus\":1", "\"ngpus\":2", 1)
+            .replacen("\"rank\":1,", "\"rank\":2,", 1)
+            .replacen("\"bus_bw\":52.69", "\"bus_bw\":79.04", 1);
+        assert!(parse(&four).is_ok());
+        assert!(parse(&four.replacen("78.26", "52.17", 1)).unwrap_err().to_string().contains("on 4 ranks (1.5000)"));
+        // Without the program or a full device list: busbw at most twice algbw.
+        let unknown = run("52.17", "104.3").replacen("\"./build/all_reduce_perf\"", "\"./build/mine\"", 1);
+        assert!(parse(&unknown).is_ok());
+        let e = parse(&unknown.replacen("104.3", "105.5", 1)).unwrap_err().to_string();
+        assert!(e.contains("more than twice its algbw"), "{e}");
+        // `cpu_time` (-C 1) is the host's time: the bandwidths divide another.
+        let cpu = run("52.17", "52.17").replacen("\"time\":20.1", "\"cpu_time\":25.3", 1);
+        assert!(parse(&cpu).is_ok());
+        let both = run("52.17", "52.17").replacen("\"time\":20.1", "\"time\":20.1,\"cpu_time\":25.3", 1);
+        assert!(parse(&both).unwrap_err().to_string().contains("written twice"));
+        let null = run("52.17", "52.17").replacen("\"time\":20.1", "\"time\":null", 1);
+        assert!(parse(&null).unwrap_err().to_string().starts_with("`results[0].out_of_place.time` is missing"));
+        let text = run("52.17", "\"N/A\"");
+        assert!(parse(&text).unwrap_err().to_string().contains("`results[0].out_of_place.bus_bw` is `\"N/A\"`"));
+        // In the table: a busbw edited, and the 0.00 of a small size as printed.
+        let e = read_errors(TABLE.replacen("    0.00       0    10.00", "    9.00       0    10.00", 1));
+        assert!(
+            e.starts_with("`line 13: out_of_place busbw` is 9 GB/s, but all_reduce's bus factor on 2 ranks"),
+            "{e}"
+        );
+        assert!(parse_text(TABLE).is_ok(), "8 B in 10.5 µs prints 0.00 GB/s");
+    }
+
+    #[test]
+    fn printing_resolutions_and_listed_ranks() {
+        assert_eq!(resolution("11.74"), 0.005);
+        assert_eq!(resolution("19902"), 0.5);
+        assert_eq!(resolution("1.2e+03"), 50.0);
+        assert_eq!(resolution("5.582282"), 0.5e-6);
+        assert_eq!(ranks_listed([1, 0, 2].into_iter(), 1), Some(3));
+        assert_eq!(ranks_listed([0, 8].into_iter(), 8), Some(16));
+        assert_eq!(ranks_listed([0, 2].into_iter(), 1), None, "rank 1 is missing");
+        assert_eq!(ranks_listed([0, 0].into_iter(), 1), None);
+        assert_eq!(ranks_listed(std::iter::empty(), 1), None);
+        assert_eq!(bus_factor("all_gather", 4), Some(0.75));
+    }
+
+    /// A job's log of nccl-tests 2.13–2.16 (no `# Collective test starting:` line, the launcher's
+    /// lines first) is not read, and the refusal says what it is.
+    #[test]
+    fn an_unread_nccl_tests_layout_is_named() {
+        let log = format!(
+            "kubectl exec pod -- run_nccl_tests.sh\nHello from pod-0\n{}",
+            TABLE.replacen("# Collective test starting: all_reduce_perf\n", "", 1).replacen(
+                "# nccl-tests version 2.19.6 nccl-headers=22703 nccl-library=22703\n",
+                "",
+                1
+            )
+        );
+        assert!(!looks_like(&log));
+        let why = unread_layout(&log).expect("named");
+        assert!(why.starts_with("looks like nccl-tests output in a layout this commgate does not read"), "{why}");
+        assert!(why.ends_with("pass the JSON that `-J FILE` writes"), "{why}");
+        assert_eq!(unread_layout("{\"rows\": [\"# nThread 1\", \"# Avg bus bandwidth\"]}"), None);
+        assert_eq!(unread_layout("# nThread 1 nGpus 1\njust text\n"), None, "one kind of line is not enough");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::compare::State;
 use crate::decide::metric_state::four_states;
 use crate::decide::paired::{acceptance, standing, Budget, Plans, Standing};
 use crate::decide::{Decision, ErrorKind, EvaluationError, Verdict};
-use commgate_core::result::RunResult;
+use commgate_core::result::{RunResult, Schedule};
 use commgate_stats::paired::Next;
 use commgate_stats::rng::Rng;
 
@@ -296,6 +296,9 @@ impl PairedReport {
     /// Whether the metrics' states contradict the verdict (a report read back from a file):
     /// `Err` names the first contradiction.
     pub fn contradiction(&self, verdict: Decision, blocking: bool) -> Option<String> {
+        if let Some(why) = self.figures_against_rounds() {
+            return Some(why);
+        }
         // Each metric's state is its figures' (the four-state rule at the look's one-sided
         // level): an edited `state` alone cannot move the verdict.
         for m in &self.metrics {
@@ -325,6 +328,67 @@ impl PairedReport {
                  step is settled"
                     .to_string(),
             );
+        }
+        None
+    }
+}
+
+impl PairedReport {
+    /// Each metric's figures (ratio, interval, level spent, p-values, MDE) against the look its
+    /// rounds give under the setup's plan: the figures are a function of `rounds[]`, so rounds
+    /// edited towards 1, or figures edited without their rounds, are named. `None` when they
+    /// agree (to 10^-9, what a ratio's round trip through `exp` and `ln` leaves).
+    fn figures_against_rounds(&self) -> Option<String> {
+        let Some(plans) = Plans::new(self.setup.max_rounds, self.setup.alpha) else {
+            return Some(format!(
+                "its paired setup (α {}, {} rounds) is no plan commgate makes",
+                self.setup.alpha, self.setup.max_rounds
+            ));
+        };
+        let count = self.metrics.len();
+        for (i, m) in self.metrics.iter().enumerate() {
+            let logs: Option<Vec<f64>> = self
+                .rounds
+                .iter()
+                .map(|r| {
+                    let ratio = r.ratios.iter().find(|x| x.metric == m.metric)?.ratio?;
+                    (ratio.is_finite() && ratio > 0.0).then(|| ratio.ln())
+                })
+                .collect();
+            // The plan depends only on the metric's role: the primary, the fastest step, or
+            // one of the rest (the serial median stands for any of those).
+            let kind = match i {
+                0 => PairedMetric::Median(Schedule::Overlap),
+                _ if m.metric == PairedMetric::FASTEST.label() => PairedMetric::FASTEST,
+                _ => PairedMetric::Median(Schedule::Serial),
+            };
+            let look = logs.and_then(|v| commgate_stats::paired::look(&v, plans.of(kind, count)));
+            let given = [m.ratio, m.ci.map(|c| c[0]), m.ci.map(|c| c[1]), m.level_spent, m.p_slower, m.p_faster, m.mde];
+            let from_rounds = look.map_or([None; 7], |l| {
+                [
+                    Some(l.ratio),
+                    Some(l.ci[0]),
+                    Some(l.ci[1]),
+                    Some(l.spent),
+                    Some(l.p_slower),
+                    Some(l.p_faster),
+                    Some(l.mde),
+                ]
+            });
+            let agree = given.iter().zip(&from_rounds).all(|(g, r)| match (g, r) {
+                (Some(g), Some(r)) => {
+                    (g - r).abs() <= 1e-9 * g.abs().max(r.abs()) + 1e-12 || (g.is_nan() && r.is_nan())
+                }
+                (None, None) => true,
+                _ => false,
+            });
+            if !agree {
+                return Some(format!(
+                    "its paired {}'s figures are not those its {} rounds give: the report was edited",
+                    m.metric,
+                    self.rounds.len()
+                ));
+            }
         }
         None
     }

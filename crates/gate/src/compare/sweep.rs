@@ -11,16 +11,24 @@
 //! And the process nccl-tests timed slowest in most iterations is named when it stands out
 //! (`per_process_max_times_us`), with the one-sided binomial test the traces use for a rank
 //! that arrives last (`LAST_ARRIVAL_ALPHA`, Bonferroni over the processes).
+//!
+//! A point judged from its per-iteration times also has its summary time, which nccl-tests
+//! takes over the same iterations: when the change the summary says and the change the
+//! iterations say disagree beyond δ ([`Said::disagree`]), the point's figures contradict each
+//! other (an edited file, or a run no comparison can read), and the sweep is not accepted: it
+//! is `collect_more_evidence` with the point and both figures in its headline, unless another
+//! point blocks.
 
 use serde::{Deserialize, Serialize};
 
 use super::family::{Adjusted, Pending};
 use super::throughput::{Throughput, ThroughputKind};
-use super::{prepare_runs, BaselineSummary, CompareOptions, MetricComparison};
+use super::{prepare_runs, BaselineSummary, CompareOptions, MetricComparison, State};
 use crate::baseline::ceiling::Ceiling;
 use crate::baseline::Baseline;
 use commgate_core::result::sweep::{point_run, point_summary_run, PointKey, SweepData, SweepPoint};
 use commgate_core::result::RunResult;
+use commgate_core::units::{change, plural};
 use commgate_stats::serial::rank_ljung_box;
 use commgate_stats::tail::binomial_greater;
 use commgate_trace::attribute::LAST_ARRIVAL_ALPHA;
@@ -198,11 +206,81 @@ fn in_sweep_words(text: &str) -> String {
 }
 
 /// One point of a sweep prepared: its reference for the report, the work that turns its times
-/// into bus bandwidth, and its comparison before Holm.
+/// into bus bandwidth, what its summary time says beside its iterations, and its comparison
+/// before Holm.
 pub(super) struct PreparedPoint {
     pub(super) point: PointRef,
     pub(super) work: Option<f64>,
+    pub(super) said: Option<Said>,
     pub(super) pending: Pending,
+}
+
+/// What a point's two kinds of figures each say of its change, current over baseline (the
+/// geometric mean of the runs' on each side): its summary time (`time`, the host's mean over the
+/// timed iterations, averaged over the ranks) and its per-iteration times' mean (CUDA events,
+/// the slowest process's). The comparison judges the per-iteration times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Said {
+    pub(super) summary: f64,
+    pub(super) iterations_mean: f64,
+}
+
+impl Said {
+    /// The ratios of a point's current runs over its baseline runs, when the current runs have
+    /// per-iteration times and every figure is a time (`None` otherwise: a run without `-I 1`
+    /// is judged from its summary alone, and there is nothing to disagree).
+    fn of(stored: &[&RunResult], current: &[RunResult], key: &PointKey) -> Option<Said> {
+        let points = |runs: &mut dyn Iterator<Item = &RunResult>| -> Vec<SweepPoint> {
+            runs.filter_map(|r| r.sweep.as_ref()?.points.iter().find(|p| p.key == *key).cloned()).collect()
+        };
+        let (base, now) = (points(&mut stored.iter().copied()), points(&mut current.iter()));
+        if now.iter().any(|p| p.samples_ms.len() < 2) {
+            return None;
+        }
+        let summary = |ps: &[SweepPoint]| geometric_mean(ps.iter().map(|p| p.time_us));
+        let mean = |ps: &[SweepPoint]| {
+            geometric_mean(ps.iter().map(|p| 1e3 * p.samples_ms.iter().sum::<f64>() / p.samples_ms.len() as f64))
+        };
+        let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b).filter(|r| r.is_finite() && *r > 0.0);
+        Some(Said { summary: ratio(summary(&now), summary(&base))?, iterations_mean: ratio(mean(&now), mean(&base))? })
+    }
+
+    /// Whether the summary's change contradicts the judged one (`judged`, the comparison's
+    /// ratio of the per-iteration times): the two lie more than δ apart and on different sides
+    /// of ±δ (one beyond it, the other within; or beyond it the two ways), and the per-iteration
+    /// times' mean does not side with the summary either (a few slow iterations move a mean,
+    /// which the summary is, and not the median the comparison reads).
+    pub(super) fn disagree(&self, judged: f64, delta: f64) -> bool {
+        let side = |r: f64| {
+            if r - 1.0 > delta {
+                1
+            } else if r - 1.0 < -delta {
+                -1
+            } else {
+                0
+            }
+        };
+        let apart = |a: f64, b: f64| (a - b).abs() > delta && side(a) != side(b);
+        judged.is_finite() && apart(self.summary, judged) && apart(self.summary, self.iterations_mean)
+    }
+
+    /// "64.0 KiB out-of-place: the summary time says +9.3 % but the per-iteration times say
+    /// +0.1 %: …".
+    fn sentence(&self, point: &PointKey, judged: f64) -> String {
+        format!(
+            "{}: the summary time says {} but the per-iteration times say {}: the file's figures disagree (nccl-tests \
+             times both over the same iterations), so this point cannot be judged; rerun the sweep",
+            point.label(false),
+            change(self.summary),
+            change(judged)
+        )
+    }
+}
+
+/// The geometric mean of the positive finite values, `None` without one.
+fn geometric_mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values.filter(|v| v.is_finite() && *v > 0.0).fold((0.0, 0usize), |(s, n), v| (s + v.ln(), n + 1));
+    (n > 0).then(|| (sum / n as f64).exp())
 }
 
 /// Prepares a sweep's comparison: each point of the first current run against the same point of
@@ -265,6 +343,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
         points.push(PreparedPoint {
             point: PointRef { key: p.key.clone(), ceiling_gbps: ceiling, plateau_gbps: plateau },
             work: p.busbw_work(),
+            said: Said::of(&stored, current, &p.key),
             pending: match &episodes {
                 Some(why) => pending.cannot_block(why),
                 None => pending,
@@ -287,15 +366,16 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
     // The family adjusts the points' comparisons with every other metric, then hands them back
     // here to be merged into the sweep's.
     let fallback = super::empty_summary(baseline);
-    let (refs, pendings): (Vec<(PointRef, Option<f64>)>, Vec<Pending>) =
-        points.into_iter().map(|p| ((p.point, p.work), p.pending)).unzip();
+    type Ref = (PointRef, Option<f64>, Option<Said>);
+    let (refs, pendings): (Vec<Ref>, Vec<Pending>) =
+        points.into_iter().map(|p| ((p.point, p.work, p.said), p.pending)).unzip();
     let merge_back = fallback.clone();
     Pending::parts(
         pendings,
         fallback,
         delta,
         Box::new(move |adjusted: Vec<Adjusted>| {
-            let parts = refs.into_iter().zip(adjusted).map(|((point, work), a)| (point, work, a)).collect();
+            let parts = refs.into_iter().zip(adjusted).map(|((point, work, said), a)| (point, work, said, a)).collect();
             merge(delta, merge_back, parts, summary)
         }),
     )
@@ -317,21 +397,26 @@ fn primary(points: &[PointRef]) -> usize {
 
 /// The points' comparisons, adjusted in one family, merged into the sweep's: each metric tagged
 /// with its point and shown as bus bandwidth, the primary point's baseline summary and run
-/// advice, the notes once each.
+/// advice, the notes once each. A point whose summary time contradicts its judged iterations
+/// ([`Said::disagree`]) is left open with the reason, and unless a point blocks, the sweep is
+/// not judged: its reason heads it (`collect_more_evidence`), its points still listed.
 pub(super) fn merge(
     delta: f64,
     fallback: BaselineSummary,
-    parts: Vec<(PointRef, Option<f64>, Adjusted)>,
+    parts: Vec<(PointRef, Option<f64>, Option<Said>, Adjusted)>,
     summary: SweepSummary,
 ) -> Adjusted {
-    let refs: Vec<PointRef> = parts.iter().map(|(p, _, _)| p.clone()).collect();
+    let refs: Vec<PointRef> = parts.iter().map(|(p, _, _, _)| p.clone()).collect();
     let at = primary(&refs);
-    let unusable = parts.iter().find_map(|(_, _, a)| a.unusable.clone());
+    let unusable = parts.iter().find_map(|(_, _, _, a)| a.unusable.clone());
+    // An unusable part empties the comparison; a contradiction keeps its points listed.
+    let emptied = unusable.is_some();
     let mut metrics: Vec<MetricComparison> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    let mut contradicted: Vec<String> = Vec::new();
     let mut hardware = String::new();
     let mut head: Option<(BaselineSummary, usize, Option<super::RunsNeeded>)> = None;
-    for (i, (point, work, a)) in parts.into_iter().enumerate() {
+    for (i, (point, work, said, a)) in parts.into_iter().enumerate() {
         if i == at || head.is_none() {
             head = Some((a.baseline.clone(), a.current_runs, a.runs_needed));
         }
@@ -348,14 +433,38 @@ pub(super) fn merge(
             m.primary = i == at;
             m.throughput = work.and_then(|w| busbw(w, &m));
             m.point = Some(point.clone());
+            // A slowdown the iterations confirm blocks whatever the summary says; any other
+            // state read from iterations their own summary contradicts is not a finding.
+            let ratio = m.judged.ratio;
+            if let Some(s) = said.filter(|s| s.disagree(ratio, delta)) {
+                let why = s.sentence(&point.key, ratio);
+                if m.judged.state != State::Regressed {
+                    m.judged.state = State::Inconclusive;
+                    m.note = Some(why.clone());
+                }
+                contradicted.push(why);
+            }
             metrics.push(m);
         }
     }
+    let blocks = metrics.iter().any(|m| m.judged.state == State::Regressed);
+    let contradiction = (!contradicted.is_empty()).then(|| {
+        let more = contradicted.len() - 1;
+        let also = if more > 0 { format!(" (and {more} more point{} alike)", plural(more)) } else { String::new() };
+        format!("{}{also}", contradicted.first().map_or("", String::as_str))
+    });
+    // A blocking point still blocks; the contradiction is then one more reason.
+    let (unusable, contradiction) = match (unusable, contradiction) {
+        (Some(u), c) => (Some(u), c),
+        (None, Some(c)) if !blocks => (Some(c), None),
+        (None, c) => (None, c),
+    };
+    notes.extend(contradiction);
     let (baseline, current_runs, runs_needed) = head.unwrap_or((fallback, 1, None));
     Adjusted {
         baseline,
         delta,
-        metrics: if unusable.is_some() { Vec::new() } else { metrics },
+        metrics: if emptied { Vec::new() } else { metrics },
         unusable,
         hardware,
         cause: None,
@@ -444,6 +553,41 @@ mod tests {
         let c = ceilings(&keys, &[&run, &faster, &elsewhere], &[], &fp);
         // work = 2 GB/s × 10 µs; at 0.005 ms that is 4 GB/s; the other machine's 20 GB/s is not this runner's.
         assert!(c.iter().all(|(ceiling, plateau)| *ceiling == Some(4.0) && *plateau == Some(4.0)), "{c:?}");
+    }
+
+    /// The summary's change against the judged one and the iterations' mean: a contradiction
+    /// only when neither reading of the iterations gives what the summary says.
+    #[test]
+    fn a_summary_time_that_contradicts_the_iterations_disagrees() {
+        let d = 0.03;
+        let said = |summary, iterations_mean| Said { summary, iterations_mean };
+        assert!(said(1.093, 1.001).disagree(1.001, d), "the summary +9.3 %, the iterations +0.1 %");
+        assert!(said(0.90, 1.05).disagree(1.05, d), "opposite ways");
+        assert!(said(1.0, 1.10).disagree(1.10, d), "the iterations alone slower");
+        assert!(!said(1.093, 1.09).disagree(1.001, d), "a few slow iterations: their mean sides with the summary");
+        assert!(!said(1.02, 1.04).disagree(1.04, d), "within δ of each other");
+        assert!(!said(1.10, 1.25).disagree(1.25, d), "both slower beyond δ");
+        assert!(!said(1.093, 1.0).disagree(f64::NAN, d), "nothing judged");
+        let key = point(1024, vec![]).key;
+        assert_eq!(
+            said(1.093, 1.001).sentence(&key, 1.001),
+            "1.0 KiB out-of-place: the summary time says +9.3 % but the per-iteration times say +0.1 %: the file's \
+             figures disagree (nccl-tests times both over the same iterations), so this point cannot be judged; rerun \
+             the sweep"
+        );
+        // From the runs: the current point's summary 10 % up, its iterations as before.
+        let mut base = commgate_testkit::results::run(&[1.0]);
+        base.rows.clear();
+        let mut s = sweep(&[vec![]]);
+        s.points[0].samples_ms = vec![0.009, 0.011];
+        base.sweep = Some(s);
+        let mut now = base.clone();
+        now.sweep.as_mut().expect("sweep").points[0].time_us = 11.0;
+        let said = Said::of(&[&base], std::slice::from_ref(&now), &key).expect("said");
+        assert!((said.summary - 1.1).abs() < 1e-12 && (said.iterations_mean - 1.0).abs() < 1e-12, "{said:?}");
+        // Without per-iteration times the summary is what is judged: nothing to disagree.
+        now.sweep.as_mut().expect("sweep").points[0].samples_ms = vec![0.011];
+        assert_eq!(Said::of(&[&base], &[now], &key), None);
     }
 
     #[test]
