@@ -6,7 +6,7 @@
 //! one line; so is a run that reported wrong elements (`nwrong > 0`: a failed run, never a slow
 //! one). Everything is checked before use: bounded sizes, finite non-negative times, list
 //! lengths that agree, and every figure nccl-tests derives from others held against them
-//! ([`check_figures`], [`check_iterations`]): a file whose figures no run can print is refused
+//! (`check_figures`, `check_iterations`): a file whose figures no run can print is refused
 //! with one line naming the field.
 
 use std::collections::BTreeMap;

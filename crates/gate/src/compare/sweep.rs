@@ -14,7 +14,7 @@
 //!
 //! A point judged from its per-iteration times also has its summary time, which nccl-tests
 //! takes over the same iterations: when the change the summary says and the change the
-//! iterations say disagree beyond δ ([`Said::disagree`]), the point's figures contradict each
+//! iterations say disagree beyond δ (`Said::disagree`), the point's figures contradict each
 //! other (an edited file, or a run no comparison can read), and the sweep is not accepted: it
 //! is `collect_more_evidence` with the point and both figures in its headline, unless another
 //! point blocks.
