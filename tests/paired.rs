@@ -281,10 +281,7 @@ fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
     let path = tmp.path().join("report.json");
     let out = paired(tmp.path(), &base, &["--output", path.to_str().expect("utf-8")]);
     assert_eq!(out.status.code(), Some(1));
-    let comment = commgate(tmp.path())
-        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
-        .output()
-        .expect("runs");
+    let comment = comment_dry_run(tmp.path(), &path);
     assert_eq!(comment.status.code(), Some(0), "{}", String::from_utf8_lossy(&comment.stderr));
     assert!(String::from_utf8_lossy(&comment.stdout).contains("head vs base on this runner, 3 rounds, interleaved"));
     // A fork's job rewrites the verdict to accept and keeps its regressed metrics.
@@ -292,10 +289,7 @@ fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
     forged["verdict"] = "accept".into();
     forged["blocking"] = false.into();
     std::fs::write(&path, forged.to_string()).expect("write");
-    let comment = commgate(tmp.path())
-        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
-        .output()
-        .expect("runs");
+    let comment = comment_dry_run(tmp.path(), &path);
     assert_eq!(comment.status.code(), Some(2));
     let err = String::from_utf8_lossy(&comment.stderr);
     assert!(err.contains("its paired overlap median is regressed but the verdict is not a blocking `tune`"), "{err}");
@@ -304,10 +298,7 @@ fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
         m["state"] = "unchanged".into();
     }
     std::fs::write(&path, forged.to_string()).expect("write");
-    let comment = commgate(tmp.path())
-        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
-        .output()
-        .expect("runs");
+    let comment = comment_dry_run(tmp.path(), &path);
     assert_eq!(comment.status.code(), Some(2));
     let err = String::from_utf8_lossy(&comment.stderr);
     assert!(err.contains("its paired overlap median is `unchanged` but its figures say `regressed`"), "{err}");
@@ -317,13 +308,15 @@ fn the_trusted_comment_posts_a_paired_report_and_refuses_a_forged_one() {
     (m["ci"], m["p_slower"], m["p_faster"], m["ratio"]) =
         (serde_json::json!([0.99, 1.01]), 0.5.into(), 0.5.into(), 1.0.into());
     std::fs::write(&path, forged.to_string()).expect("write");
-    let comment = commgate(tmp.path())
-        .args(["comment", "--report", path.to_str().expect("utf-8"), "--dry-run"])
-        .output()
-        .expect("runs");
+    let comment = comment_dry_run(tmp.path(), &path);
     assert_eq!(comment.status.code(), Some(2));
     let err = String::from_utf8_lossy(&comment.stderr);
     assert!(err.contains("its paired overlap median's figures are not those its 3 rounds give"), "{err}");
+}
+
+/// `commgate comment --report REPORT --dry-run` in `dir`.
+fn comment_dry_run(dir: &Path, report: &Path) -> std::process::Output {
+    commgate(dir).args(["comment", "--report", report.to_str().expect("utf-8"), "--dry-run"]).output().expect("runs")
 }
 
 #[test]
