@@ -376,8 +376,9 @@ pub struct UpdateArgs {
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub name: String,
 
-    /// With --traces and no --from: the baseline's environment profile.
-    #[arg(long, value_name = "NAME")]
+    /// The baseline's environment profile: with --traces and no --from, and for nccl-tests
+    /// output, which names none.
+    #[arg(long, env = "COMMGATE_ENVIRONMENT_PROFILE", hide_env_values = true, value_name = "NAME")]
     pub environment_profile: Option<String>,
 
     /// With --traces and no --from: the baseline's workload id.

@@ -149,20 +149,112 @@ pub fn looks_like(text: &str) -> bool {
         !head.contains("\"schema_version\"")
             && (head.contains("\"nccl_version\"") || (head.contains("\"version\"") && start.contains("\"results\"")))
     } else {
-        // A job's log may open with the launcher's lines: the program's own header is looked for
-        // in the first lines.
-        start.lines().take(200).any(|l| {
-            let l = l.trim_start();
-            l.starts_with("# nccl-tests version") || l.starts_with("# Collective test starting:")
-        }) || start.starts_with('#')
+        // A job's log may open with the launcher's lines (the command, SSH or kubectl chatter,
+        // module loads): the program's own header lines are looked for past them, launcher
+        // prefixes (`[1,0]<stdout>:`) taken off.
+        start.starts_with('#') || start.lines().take(MAX_PREAMBLE_LINES).any(|l| header_line(untagged(l)))
     }
+}
+
+/// How far into a log its nccl-tests header is looked for: a job's preamble (the launcher's
+/// warnings, a module system's output) is a few hundred lines.
+const MAX_PREAMBLE_LINES: usize = 10_000;
+
+/// One of the `#` lines only nccl-tests programs print: `# nccl-tests version`, `# Collective
+/// test starting:`, `# nThread …`, or the column heads (`#  size  count  type  redop …`).
+fn header_line(line: &str) -> bool {
+    let Some(rest) = line.trim_start().strip_prefix('#') else { return false };
+    let rest = rest.trim_start();
+    rest.starts_with("nccl-tests version")
+        || rest.starts_with("Collective test starting:")
+        || rest.starts_with("nThread ")
+        || Layout::of(rest).is_some()
+}
+
+/// A log line without the prefix a launcher put before it: `mpirun --tag-output`'s
+/// `[1,0]<stdout>:` and Slurm's `srun --label` `0: `.
+fn untagged(line: &str) -> &str {
+    let trimmed = line.trim_start();
+    if trimmed.starts_with('[') {
+        for tag in ["]<stdout>:", "]<stderr>:"] {
+            if let Some(at) = trimmed.find(tag) {
+                return &trimmed[at + tag.len()..];
+            }
+        }
+    }
+    match trimmed.split_once(": ") {
+        Some((label, rest)) if !label.is_empty() && label.len() <= 6 && label.bytes().all(|b| b.is_ascii_digit()) => {
+            rest
+        }
+        _ => line,
+    }
+}
+
+/// The column layout the heads line gives (`#  size  count  type  redop  root  time  algbw  busbw
+/// #wrong  time …`): how many columns lead (5 since nccl-tests 2.13; before, 4 without `root`,
+/// or 3 for programs without `redop` such as all_gather),
+/// how many each placement has (4, or 8 with `-I 1`'s `i_min i_max i_p99 i_cv%`), and whether
+/// the fourth of them counts wrong elements (`#wrong`) or is the largest error (`error`, before
+/// 2.13: validation's verdict is then the `# Out of bounds values` line).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Layout {
+    lead: usize,
+    /// The `redop` column, when the heads have one (before 2.13 broadcast heads `root` there).
+    redop: Option<usize>,
+    /// The `root` column, when the heads have one.
+    root: Option<usize>,
+    width: usize,
+    per_iter: bool,
+    counts_wrong: bool,
+    cpu_time: bool,
+}
+
+impl Layout {
+    /// The layout of a heads line (its text after `#`), or `None` when it is not one.
+    fn of(heads: &str) -> Option<Layout> {
+        let words: Vec<&str> = heads.split_whitespace().collect();
+        if words.first() != Some(&"size") || !words.contains(&"count") {
+            return None;
+        }
+        let is_time = |w: &&str| *w == "time" || *w == "cputime";
+        let mut times = words.iter().enumerate().filter(|(_, w)| is_time(w)).map(|(i, _)| i);
+        let lead = times.next()?;
+        let width = times.next().map_or(words.len() - lead, |second| second - lead);
+        let wrong = words.get(lead + 3).copied();
+        if !(3..=5).contains(&lead) || !(4..=8).contains(&width) || !matches!(wrong, Some("#wrong" | "error")) {
+            return None;
+        }
+        Some(Layout {
+            lead,
+            redop: words.iter().position(|w| *w == "redop").filter(|&i| i < lead),
+            root: words.iter().position(|w| *w == "root").filter(|&i| i < lead),
+            width,
+            per_iter: words.contains(&"i_min"),
+            counts_wrong: wrong == Some("#wrong"),
+            cpu_time: words.contains(&"cputime"),
+        })
+    }
+}
+
+/// The program a job's log names in the command that ran it (`mpirun … ./build/all_reduce_perf
+/// -b 8 …`, `all_gather_perf_mpi`): the first word whose file name ends in `_perf` or
+/// `_perf_mpi`.
+fn program_in(line: &str) -> Option<String> {
+    line.split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '"' || c == '\'' || c == '`'))
+        .map(|w| w.rsplit('/').next().unwrap_or(w))
+        .find(|w| {
+            (w.ends_with("_perf") || w.ends_with("_perf_mpi"))
+                && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        })
+        .map(text)
 }
 
 /// Why `text`, which [`looks_like`] does not take for nccl-tests output, still is some, in a
 /// layout this commgate does not read: at least two kinds of the lines only its programs print
 /// (`# nThread …`, `#  Rank  0 … device`, the `out-of-place` heads, `# Out of bounds values`,
-/// `# Avg bus bandwidth`) in a job's log that neither opens with them nor names the program
-/// (nccl-tests 2.13–2.16 print no `# Collective test starting:` line). `None` for anything else,
+/// `# Avg bus bandwidth`) in a text whose table cannot be found (neither its `# nThread` line nor
+/// its column heads among the first [`MAX_PREAMBLE_LINES`] lines). `None` for anything else,
 /// which is then read as a commgate file and refused as one.
 pub fn unread_layout(text: &str) -> Option<String> {
     if text.trim_start().starts_with(['{', '[']) {
@@ -184,9 +276,9 @@ pub fn unread_layout(text: &str) -> Option<String> {
         }
     }
     (seen.iter().filter(|s| **s).count() >= 2).then(|| {
-        "looks like nccl-tests output in a layout this commgate does not read (no `# Collective test starting:` \
-         line names the program, as in nccl-tests 2.13–2.16, and the log does not open with its `#` lines); pass \
-         the JSON that `-J FILE` writes"
+        "looks like nccl-tests output in a layout this commgate does not read (neither its `# nThread` line nor its \
+         column heads are among the first 10000 lines); pass the program's whole output, or the JSON that `-J FILE` \
+         writes"
             .to_string()
     })
 }
@@ -200,24 +292,23 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
     let mut program = None;
     let mut nccl_version = None;
     let mut devices = Vec::new();
-    let mut per_iter = None;
-    // `cputime` heads (`-C 1`): the time column is the host's, not the one the bandwidths divide.
-    let mut cpu_time = false;
+    let mut layout: Option<Layout> = None;
     let mut results = Vec::new();
     // Per result, its line and how finely its time, algbw and busbw were printed.
     let mut written: Vec<(usize, [f64; 3])> = Vec::new();
     let (mut warmup, mut iterations, mut start_time) = (None, None, None);
-    for (n, line) in output.lines().enumerate() {
+    let mut header_at: Option<usize> = None;
+    let mut last_size: Option<u64> = None;
+    let mut shape = Shape::default();
+    for (n, raw) in output.lines().enumerate() {
         let line_no = n + 1;
-        if let Some(rest) = line.strip_prefix('#') {
+        let line = untagged(raw);
+        if let Some(rest) = line.trim_start().strip_prefix('#') {
             let rest = rest.trim();
             if let Some(p) = rest.strip_prefix("Collective test starting:") {
                 // A job's log of several runs: which one to judge is the user's choice, not ours.
-                if program.is_some() || !results.is_empty() {
-                    return Err(SweepError::Table(format!(
-                        "holds more than one nccl-tests run (a second `# Collective test starting:` at line {line_no}); \
-                         split the log into one file per run"
-                    )));
+                if (program.is_some() && header_at.is_some()) || !results.is_empty() {
+                    return Err(several_runs(line_no, "`# Collective test starting:`"));
                 }
                 program = Some(text(p.trim()));
             } else if let Some(v) = rest.split_whitespace().find_map(|w| w.strip_prefix("nccl-library=")) {
@@ -225,34 +316,62 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
             } else if rest.starts_with("Rank ") {
                 devices.extend(device_line(rest));
             } else if rest.starts_with("nThread ") {
-                warmup = number_after(rest, "warmup iters:");
-                iterations = number_after(rest, " iters:");
-            } else if rest.starts_with("size ") || rest.contains(" size ") {
-                per_iter = Some(rest.contains("i_min"));
-                cpu_time = rest.split_whitespace().any(|w| w == "cputime");
+                if header_at.is_some() {
+                    return Err(several_runs(line_no, "`# nThread` header"));
+                }
+                header_at = Some(line_no);
+                (warmup, iterations) = counts(rest);
+            } else if let Some(heads) = Layout::of(rest) {
+                layout = Some(heads);
+            } else if let Some(v) = rest.strip_prefix("Out of bounds values") {
+                let bad: u64 = v
+                    .trim_start_matches([' ', ':'])
+                    .split_whitespace()
+                    .next()
+                    .and_then(|w| w.parse().ok())
+                    .unwrap_or(0);
+                if bad > 0 {
+                    return Err(SweepError::Table(format!(
+                        "reports {bad} out-of-bounds values (line {line_no}): the run failed its data check; fix the run \
+                         (it is not a slow run, and no gate judges it)"
+                    )));
+                }
             }
             continue;
         }
         let words: Vec<&str> = line.split_whitespace().collect();
         // What a job's log holds around the table (the launcher's warnings, `NCCL INFO` lines
-        // with NCCL_DEBUG=INFO, the command itself) does not open with a size: passed over. A
-        // line that does is a size line, and is read as one.
+        // with NCCL_DEBUG=INFO, the command itself) does not open with a size: passed over, the
+        // command read for the program when no `# Collective test starting:` line names it. A
+        // line that does open with a size is a size line, and is read as one.
         if words.first().is_none_or(|w| w.parse::<u64>().is_err()) {
+            if program.is_none() && results.is_empty() {
+                program = program_in(line);
+            }
             continue;
         }
-        let Some(per_iter) = per_iter else {
+        let Some(layout) = layout else {
             return Err(field(&format!("line {line_no}"), "comes before the column heads (`#  size  count …`)".into()));
         };
         if results.len() >= 2 * MAX_SIZES {
             return Err(field("results", format!("holds more than {MAX_SIZES} sizes")));
         }
-        for (result, resolution) in size_line(&words, per_iter, line_no)? {
+        shape.see(&words, layout);
+        let lines = size_line(&words, layout, line_no)?;
+        // nccl-tests prints a size again when the count it asks for rounds to the same (the
+        // 0-byte lines of all_gather and alltoall below ranks × 4 bytes): the first is kept.
+        let size = lines.first().map(|(r, _)| r.size);
+        if size.is_some() && size == last_size {
+            continue;
+        }
+        last_size = size;
+        for (result, resolution) in lines {
             results.push(result);
             written.push((line_no, resolution));
         }
         // A timestamp after the columns (`2026-12-01 10:00:00`): the first is the run's start.
-        let width = if per_iter { 8 } else { 4 };
-        if let (None, Some(date), Some(time)) = (&start_time, words.get(5 + 2 * width), words.get(6 + 2 * width)) {
+        let end = layout.lead + 2 * layout.width;
+        if let (None, Some(date), Some(time)) = (&start_time, words.get(end), words.get(end + 1)) {
             start_time = rfc3339_of(&format!("{date} {time}"));
         }
     }
@@ -263,9 +382,10 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
                 .into(),
         ));
     }
-    let collective = program.as_deref().and_then(collective_of);
     // The table lists every rank (`#  Rank  3 …`), one line each.
     let ranks = ranks_listed(devices.iter().map(|d| d.rank), 1);
+    let collective = program.as_deref().and_then(collective_of).or_else(|| inferred(&results, ranks, shape));
+    let cpu_time = layout.is_some_and(|l| l.cpu_time);
     for (r, (line_no, resolution)) in results.iter().zip(&written) {
         let at = |name: &str| format!("line {line_no}: {} {name}", r.placement.as_str());
         let figures =
@@ -286,10 +406,73 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
     })
 }
 
-/// The whole number after `key` in a header line (`warmup iters: 1 iters: 3`).
-fn number_after(line: &str, key: &str) -> Option<u32> {
-    let at = line.find(key)? + key.len();
-    line[at..].split_whitespace().next()?.parse().ok()
+/// A log of more than one run: where the second begins and how to judge one.
+fn several_runs(line_no: usize, what: &str) -> SweepError {
+    SweepError::Table(format!(
+        "holds more than one nccl-tests run (a second {what} at line {line_no}); split the log into one file per run \
+         (each from its `# nThread` line to its `# Avg bus bandwidth` line) and pass each"
+    ))
+}
+
+/// The warm-up and timed iteration counts of the `# nThread` line (`warmup iters: 5 iters: 20`).
+fn counts(line: &str) -> (Option<u32>, Option<u32>) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |i: usize| words.get(i + 1).and_then(|w| w.parse().ok());
+    let mut found = (None, None);
+    for (i, _) in words.iter().enumerate().filter(|(_, w)| **w == "iters:") {
+        match words.get(i.wrapping_sub(1)).copied() {
+            Some("warmup") => found.0 = after(i),
+            Some("agg") => {}
+            _ => found.1 = after(i),
+        }
+    }
+    found
+}
+
+/// What a table's columns show besides its figures, for naming its collective.
+#[derive(Debug, Clone, Copy, Default)]
+struct Shape {
+    /// Heads without `redop` or `root` (all_gather before 2.13).
+    no_redop: bool,
+    /// A `redop` column left blank (alltoall before 2.13).
+    blank_redop: bool,
+    /// Some line's root is a rank (broadcast, reduce), not -1.
+    rooted: bool,
+}
+
+impl Shape {
+    fn see(&mut self, words: &[&str], layout: Layout) {
+        self.no_redop |= layout.redop.is_none() && layout.root.is_none();
+        self.blank_redop |= layout.redop.is_some() && layout.lead == 4 && words.len() == 3 + 2 * layout.width;
+        let root = layout.root.and_then(|i| words.get(i)).and_then(|w| w.parse::<i64>().ok());
+        self.rooted |= root.is_some_and(|r| r >= 0);
+    }
+}
+
+/// The collective a table without its program's name shows, when only one can: a reduction
+/// (`redop` other than `none`) whose bus bandwidth is 2(n − 1)/n of the algorithm bandwidth is an
+/// all-reduce, one at (n − 1)/n a reduce-scatter, a rooted one at 1 a reduce; a rooted move at 1
+/// is a broadcast; before 2.13, all_gather heads neither `redop` nor `root` and alltoall leaves
+/// its `redop` blank. Since 2.13 all-gather and alltoall print the same columns and factor: such
+/// a table stays unnamed.
+fn inferred(results: &[SizeResult], ranks: Option<u64>, shape: Shape) -> Option<&'static str> {
+    let n = ranks.filter(|&n| n >= 2)? as f64;
+    let reduction = results.iter().all(|r| r.redop != "none" && !r.redop.is_empty());
+    // Figures printed with two decimals: only those large enough to show the factor.
+    let mut factors: Vec<f64> = results.iter().filter(|r| r.alg_bw >= 0.2).map(|r| r.bus_bw / r.alg_bw).collect();
+    factors.sort_by(f64::total_cmp);
+    let median = *factors.get(factors.len() / 2)?;
+    let near = |f: f64| (median - f).abs() <= 0.03 * f;
+    let movement = near((n - 1.0) / n);
+    match () {
+        _ if reduction && shape.rooted && near(1.0) => Some("reduce"),
+        _ if reduction && near(2.0 * (n - 1.0) / n) => Some("all_reduce"),
+        _ if reduction && movement => Some("reduce_scatter"),
+        _ if !reduction && shape.rooted && near(1.0) => Some("broadcast"),
+        _ if !reduction && shape.no_redop && movement => Some("all_gather"),
+        _ if !reduction && shape.blank_redop && movement => Some("all_to_all"),
+        _ => None,
+    }
 }
 
 /// nccl-tests' time stamp (`2026-12-01 10:00:00`, `strftime("%F %T")` of the local time) as
@@ -321,13 +504,17 @@ fn device_line(rest: &str) -> Option<Device> {
 
 /// One size line: `size count type redop root`, then each placement's columns; with each
 /// result, how finely its time, algbw and busbw were printed ([`resolution`]).
-fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<(SizeResult, [f64; 3])>, SweepError> {
+fn size_line(words: &[&str], layout: Layout, line_no: usize) -> Result<Vec<(SizeResult, [f64; 3])>, SweepError> {
     let at = |what: &str| format!("line {line_no}: {what}");
-    let width = if per_iter { 8 } else { 4 };
-    if words.len() < 5 + 2 * width {
+    let Layout { mut lead, mut redop, width, counts_wrong, .. } = layout;
+    // Before 2.13, alltoall heads a `redop` column and leaves it blank: one column short.
+    if redop.is_some() && lead == 4 && words.len() == lead - 1 + 2 * width {
+        (lead, redop) = (lead - 1, None);
+    }
+    if words.len() < lead + 2 * width {
         return Err(field(
             &at("the size line"),
-            format!("has {} columns, not the {} of the heads", words.len(), 5 + 2 * width),
+            format!("has {} columns, not the {} of the heads", words.len(), lead + 2 * width),
         ));
     }
     // Every column read below is within the length just checked; `word` answers "" past it.
@@ -339,7 +526,7 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<(Size
     let count = whole(1, "count")?;
     let mut out = Vec::new();
     for (k, placement) in [Placement::OutOfPlace, Placement::InPlace].into_iter().enumerate() {
-        let base = 5 + k * width;
+        let base = lead + k * width;
         let number = |i: usize, name: &str| match word(base + i).parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
             _ => Err(field(
@@ -347,8 +534,10 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<(Size
                 format!("is `{}`, not a time or bandwidth", text(word(base + i))),
             )),
         };
+        // Before 2.13 the column is the largest error (`2e-07`, `N/A`), not a count: the run's
+        // `# Out of bounds values` line says whether validation failed.
         let nwrong = word(base + 3);
-        if nwrong != "N/A" && !nwrong.parse::<f64>().is_ok_and(|w| w == 0.0) {
+        if counts_wrong && nwrong != "N/A" && !nwrong.parse::<f64>().is_ok_and(|w| w == 0.0) {
             let nwrong = nwrong.parse::<f64>().unwrap_or(f64::NAN);
             return Err(SweepError::Wrong { size, placement: placement.as_str(), nwrong });
         }
@@ -356,7 +545,7 @@ fn size_line(words: &[&str], per_iter: bool, line_no: usize) -> Result<Vec<(Size
             size,
             count,
             dtype: text(word(2)),
-            redop: text(word(3)),
+            redop: redop.map_or_else(|| "none".to_string(), |i| text(word(i))),
             placement,
             time_us: number(0, "time")?,
             alg_bw: number(1, "algbw")?,
@@ -385,8 +574,22 @@ fn plain(e: &serde_json::Error) -> String {
     crate::input::plain_message(&e.to_string())
 }
 
-/// The program's collective, from its name: `all_reduce_perf` → `all_reduce`.
+/// The nccl-tests program that runs `collective` (the inverse of [`collective_of`]):
+/// `all_to_all` → `alltoall_perf`.
+pub fn program_of(collective: &str) -> String {
+    let stem = match collective {
+        "all_to_all" => "alltoall",
+        "all_to_allv" => "alltoallv",
+        "send_recv" => "sendrecv",
+        other => other,
+    };
+    format!("{stem}_perf")
+}
+
+/// The program's collective, from its name: `all_reduce_perf` → `all_reduce` (a build suffix,
+/// `all_reduce_perf_mpi`, taken off).
 pub fn collective_of(program: &str) -> Option<&'static str> {
+    let program = program.strip_suffix("_mpi").unwrap_or(program);
     let stem = program.strip_suffix("_perf").unwrap_or(program);
     Some(match stem {
         "all_reduce" => "all_reduce",
@@ -1455,9 +1658,9 @@ mod tests {
     }
 
     /// A job's log of nccl-tests 2.13–2.16 (no `# Collective test starting:` line, the launcher's
-    /// lines first) is not read, and the refusal says what it is.
+    /// lines first) is read as the table it holds.
     #[test]
-    fn an_unread_nccl_tests_layout_is_named() {
+    fn a_job_log_without_the_programs_name_is_read() {
         let log = format!(
             "kubectl exec pod -- run_nccl_tests.sh\nHello from pod-0\n{}",
             TABLE.replacen("# Collective test starting: all_reduce_perf\n", "", 1).replacen(
@@ -1466,12 +1669,36 @@ mod tests {
                 1
             )
         );
-        assert!(!looks_like(&log));
-        let why = unread_layout(&log).expect("named");
-        assert!(why.starts_with("looks like nccl-tests output in a layout this commgate does not read"), "{why}");
-        assert!(why.ends_with("pass the JSON that `-J FILE` writes"), "{why}");
+        assert!(looks_like(&log));
+        let s = parse_text(&log).expect("reads");
+        // Its sizes are too small for two decimals to show the bus factor: left unnamed.
+        assert_eq!((s.program.as_deref(), s.collective, s.results.len()), (None, None, 2));
         assert_eq!(unread_layout("{\"rows\": [\"# nThread 1\", \"# Avg bus bandwidth\"]}"), None);
         assert_eq!(unread_layout("# nThread 1 nGpus 1\njust text\n"), None, "one kind of line is not enough");
+        let headless = "job log\n#  Rank  0 Group  0 Pid 1 on a device  0 [0x1] H200\n# Avg bus bandwidth : 1.0\n";
+        assert!(!looks_like(headless));
+        assert!(unread_layout(headless).expect("named").contains("neither its `# nThread` line nor its column heads"));
+    }
+
+    /// Launcher prefixes, the counts of the `# nThread` line, suffixed programs, repeated sizes,
+    /// and a second run in one log.
+    #[test]
+    fn logs_as_launchers_write_them() {
+        assert_eq!(untagged("[1,0]<stdout>:#  Rank  0 Group"), "#  Rank  0 Group");
+        assert_eq!(untagged("3: # nThread 1"), "# nThread 1");
+        assert_eq!(untagged("        1024   256  float"), "        1024   256  float");
+        assert_eq!(
+            counts("nThread 1 nGpus 1 warmup iters: 5 iters: 20 agg iters: 1 validation: 1"),
+            (Some(5), Some(20))
+        );
+        assert_eq!(collective_of("all_gather_perf_mpi"), Some("all_gather"));
+        assert_eq!(program_in("+ mpirun -np 16 ./build/all_gather_perf_mpi -b 8"), Some("all_gather_perf_mpi".into()));
+        assert_eq!(program_of("all_to_all"), "alltoall_perf");
+        let tagged: String = TABLE.lines().map(|l| format!("[1,0]<stdout>:{l}\n")).collect();
+        assert_eq!(parse_text(&tagged).expect("tagged").results, parse_text(TABLE).expect("plain").results);
+        let twice = format!("{TABLE}{}", TABLE.replacen("# Collective test starting: all_reduce_perf\n", "", 1));
+        let e = parse_text(&twice).unwrap_err().to_string();
+        assert!(e.starts_with("holds more than one nccl-tests run (a second `# nThread` header at line"), "{e}");
     }
 
     #[test]

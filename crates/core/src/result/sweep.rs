@@ -148,7 +148,15 @@ fn gpu_of(info: &str) -> String {
 /// names none: the caller sets it from `--environment-profile` and its kin). `created_at` is
 /// the run's start when the output says, else `fallback`.
 pub fn to_result(s: &Sweep, fallback: &str) -> RunResult {
-    let program = s.program.clone().unwrap_or_else(|| "nccl-tests".to_string());
+    // The store's name: the program as written, a build suffix (`_mpi`) off; else the collective
+    // the table shows; else the table's reduction, so that runs of unnamed programs share a
+    // store only with runs of the same kind (never an all-reduce with an alltoall).
+    let redop = s.results.first().map_or("none", |r| r.redop.as_str());
+    let program = match (&s.program, s.collective) {
+        (Some(p), _) => p.strip_suffix("_mpi").unwrap_or(p).to_string(),
+        (None, Some(c)) => super::nccl_tests::program_of(c),
+        (None, None) => format!("unnamed-{redop}"),
+    };
     let ranks = s.devices.len().max(1);
     let collective =
         s.collective.map_or_else(|| program.strip_suffix("_perf").unwrap_or(&program).to_string(), ToString::to_string);
