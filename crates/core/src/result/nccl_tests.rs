@@ -254,7 +254,7 @@ fn program_in(line: &str) -> Option<String> {
 /// layout this commgate does not read: at least two kinds of the lines only its programs print
 /// (`# nThread …`, `#  Rank  0 … device`, the `out-of-place` heads, `# Out of bounds values`,
 /// `# Avg bus bandwidth`) in a text whose table cannot be found (neither its `# nThread` line nor
-/// its column heads among the first [`MAX_PREAMBLE_LINES`] lines). `None` for anything else,
+/// its column heads among the first `MAX_PREAMBLE_LINES` lines). `None` for anything else,
 /// which is then read as a commgate file and refused as one.
 pub fn unread_layout(text: &str) -> Option<String> {
     if text.trim_start().starts_with(['{', '[']) {
