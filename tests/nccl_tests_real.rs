@@ -139,3 +139,37 @@ fn the_profile_variable_names_the_store_of_a_log() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(tmp.path().join("A100-SXM/nccl-tests-all_reduce-8ranks.json").is_file());
 }
+
+/// The same two GH200 nodes without and with their network plugin: each point's baseline bus
+/// bandwidth is the one the baseline log printed, not one recomputed from the current run's
+/// rounded figures.
+#[test]
+fn the_baseline_bus_bandwidth_is_the_baselines_own() {
+    let out = commgate()
+        .args(["compare", "--format", "json", "--current"])
+        .arg(real("cscs_gh200_n2_allreduce_cxi.txt"))
+        .arg("--baseline")
+        .arg(real("cscs_gh200_n2_allreduce_nocxi.txt"))
+        .output()
+        .expect("runs");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let printed: Vec<(u64, f64)> = std::fs::read_to_string(real("cscs_gh200_n2_allreduce_nocxi.txt"))
+        .expect("read")
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Some((w.first()?.parse().ok()?, w.get(7)?.parse().ok()?))
+        })
+        .collect();
+    let metrics = v["metrics"].as_array().expect("metrics");
+    let mut checked = 0;
+    for (size, busbw) in printed.into_iter().filter(|&(_, b)| b > 0.0) {
+        let m = metrics
+            .iter()
+            .find(|m| m["point"]["size"] == size && m["point"]["placement"] == "out_of_place")
+            .unwrap_or_else(|| panic!("{size}"));
+        assert!((m["throughput"]["baseline"].as_f64().expect("busbw") - busbw).abs() < 1e-9, "{size}: {m}");
+        checked += 1;
+    }
+    assert!(checked >= 15, "{checked}");
+}

@@ -210,7 +210,9 @@ fn in_sweep_words(text: &str) -> String {
 /// before Holm.
 pub(super) struct PreparedPoint {
     pub(super) point: PointRef,
-    pub(super) work: Option<f64>,
+    /// The bytes × bus factor of the point as the current run and as the baseline runs printed
+    /// it (the median over the runs): each side's bus bandwidth is its own work over its time.
+    pub(super) work: Option<(f64, Option<f64>)>,
     pub(super) said: Option<Said>,
     pub(super) pending: Pending,
 }
@@ -342,7 +344,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
         let pending = prepare_runs(&b, &currents, opts);
         points.push(PreparedPoint {
             point: PointRef { key: p.key.clone(), ceiling_gbps: ceiling, plateau_gbps: plateau },
-            work: p.busbw_work(),
+            work: p.busbw_work().map(|w| (w, stored_work(&stored, &p.key))),
             said: Said::of(&stored, current, &p.key),
             pending: match &episodes {
                 Some(why) => pending.cannot_block(why),
@@ -366,7 +368,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
     // The family adjusts the points' comparisons with every other metric, then hands them back
     // here to be merged into the sweep's.
     let fallback = super::empty_summary(baseline);
-    type Ref = (PointRef, Option<f64>, Option<Said>);
+    type Ref = (PointRef, Option<(f64, Option<f64>)>, Option<Said>);
     let (refs, pendings): (Vec<Ref>, Vec<Pending>) =
         points.into_iter().map(|p| ((p.point, p.work, p.said), p.pending)).unzip();
     let merge_back = fallback.clone();
@@ -403,7 +405,7 @@ fn primary(points: &[PointRef]) -> usize {
 pub(super) fn merge(
     delta: f64,
     fallback: BaselineSummary,
-    parts: Vec<(PointRef, Option<f64>, Option<Said>, Adjusted)>,
+    parts: Vec<(PointRef, Option<(f64, Option<f64>)>, Option<Said>, Adjusted)>,
     summary: SweepSummary,
 ) -> Adjusted {
     let refs: Vec<PointRef> = parts.iter().map(|(p, _, _, _)| p.clone()).collect();
@@ -475,11 +477,28 @@ pub(super) fn merge(
     }
 }
 
-/// A point's median shown as bus bandwidth, from nccl-tests' own bytes and factor.
-fn busbw(work: f64, m: &MetricComparison) -> Option<Throughput> {
+/// A point's median shown as bus bandwidth, from nccl-tests' own bytes and factor: the current
+/// side from the current run's printed figures, the baseline side from the baseline runs' (a
+/// baseline shown as 1.86 GB/s where it printed 1.88 was the current run's rounding).
+fn busbw((work, base_work): (f64, Option<f64>), m: &MetricComparison) -> Option<Throughput> {
     let j = &m.judged;
-    let t = Throughput::of_work(ThroughputKind::BusbwGbps, work, j.baseline, j.current, j.ratio, j.ci);
+    let mut t = Throughput::of_work(ThroughputKind::BusbwGbps, work, j.baseline, j.current, j.ratio, j.ci);
+    if let Some(b) = base_work {
+        t.baseline = b / j.baseline;
+    }
     [t.baseline, t.current].iter().all(|v| v.is_finite() && *v > 0.0).then_some(t)
+}
+
+/// The median over the stored runs of the point's printed work (bus bandwidth × time).
+fn stored_work(stored: &[&RunResult], key: &PointKey) -> Option<f64> {
+    let mut works: Vec<f64> =
+        stored.iter().filter_map(|r| r.sweep.as_ref()?.points.iter().find(|q| q.key == *key)?.busbw_work()).collect();
+    works.sort_by(f64::total_cmp);
+    let n = works.len();
+    match (works.get(n.saturating_sub(1) / 2), works.get(n / 2)) {
+        (Some(&lo), Some(&hi)) => Some((lo + hi) / 2.0),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
