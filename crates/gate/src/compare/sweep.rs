@@ -208,11 +208,15 @@ fn in_sweep_words(text: &str) -> String {
 /// One point of a sweep prepared: its reference for the report, the work that turns its times
 /// into bus bandwidth, what its summary time says beside its iterations, and its comparison
 /// before Holm.
+/// A point's bytes × bus factor as the current run printed it, and as the baseline runs did (the
+/// median over the runs), when known.
+type Work = (f64, Option<f64>);
+
 pub(super) struct PreparedPoint {
     pub(super) point: PointRef,
     /// The bytes × bus factor of the point as the current run and as the baseline runs printed
     /// it (the median over the runs): each side's bus bandwidth is its own work over its time.
-    pub(super) work: Option<(f64, Option<f64>)>,
+    pub(super) work: Option<Work>,
     pub(super) said: Option<Said>,
     pub(super) pending: Pending,
 }
@@ -368,7 +372,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
     // The family adjusts the points' comparisons with every other metric, then hands them back
     // here to be merged into the sweep's.
     let fallback = super::empty_summary(baseline);
-    type Ref = (PointRef, Option<(f64, Option<f64>)>, Option<Said>);
+    type Ref = (PointRef, Option<Work>, Option<Said>);
     let (refs, pendings): (Vec<Ref>, Vec<Pending>) =
         points.into_iter().map(|p| ((p.point, p.work, p.said), p.pending)).unzip();
     let merge_back = fallback.clone();
@@ -405,7 +409,7 @@ fn primary(points: &[PointRef]) -> usize {
 pub(super) fn merge(
     delta: f64,
     fallback: BaselineSummary,
-    parts: Vec<(PointRef, Option<(f64, Option<f64>)>, Option<Said>, Adjusted)>,
+    parts: Vec<(PointRef, Option<Work>, Option<Said>, Adjusted)>,
     summary: SweepSummary,
 ) -> Adjusted {
     let refs: Vec<PointRef> = parts.iter().map(|(p, _, _, _)| p.clone()).collect();
@@ -480,7 +484,7 @@ pub(super) fn merge(
 /// A point's median shown as bus bandwidth, from nccl-tests' own bytes and factor: the current
 /// side from the current run's printed figures, the baseline side from the baseline runs' (a
 /// baseline shown as 1.86 GB/s where it printed 1.88 was the current run's rounding).
-fn busbw((work, base_work): (f64, Option<f64>), m: &MetricComparison) -> Option<Throughput> {
+fn busbw((work, base_work): Work, m: &MetricComparison) -> Option<Throughput> {
     let j = &m.judged;
     let mut t = Throughput::of_work(ThroughputKind::BusbwGbps, work, j.baseline, j.current, j.ratio, j.ci);
     if let Some(b) = base_work {
