@@ -125,6 +125,8 @@ fn many_distinct_step_and_collective_names_are_attributed() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     write(dir.path(), "rank-0.json.gz", &trace(&events, ""));
+    // Rank 1 the same kernels, and one CPU op more: two GPUs' traces are never copies.
+    events.push(r#"{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":3,"dur":1}"#.to_string());
     write(
         dir.path(),
         "rank-1.json.gz",
@@ -244,5 +246,20 @@ fn a_trace_spanning_more_than_any_profile_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("rank-1.json.gz") && err.contains("spans 12.0 days") && err.contains("11.6 days"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// One trace under two ranks' names (a copy over another rank's file, which would hide that
+/// rank's own figures): exit 2 naming both files.
+#[test]
+fn a_trace_copied_under_another_ranks_name_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events: Vec<String> = (0..4).map(|i| kernel("ncclDevKernel_AllReduce", 10 + i * 20, "")).collect();
+    let doc = format!(r#"{{"traceEvents":[{}]}}"#, events.join(","));
+    let (a, b) = (write(dir.path(), "rank-0.json.gz", &doc), write(dir.path(), "rank-1.json.gz", &doc));
+    let out = commgate().arg("attribute").arg(&a).arg(&b).output().expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("rank-1.json.gz") && err.contains("rank-0.json.gz") && err.contains("one is a copy"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -205,6 +205,7 @@ fn gather(paths: &[PathBuf], opts: &AttributeOptions, keep_other: bool) -> Resul
         return Ok(Gathered::Events { files: event_files, events });
     }
     check_each_rank_once(&ranks)?;
+    check_no_copies(&ranks)?;
     ranks.sort_by_key(|(r, _)| r.analysis.rank);
     Ok(Gathered::Ranks { ranks, format })
 }
@@ -239,6 +240,43 @@ fn check_each_rank_once(ranks: &[(ReducedRank, AnalysisSource)]) -> Result<(), L
         }
     }
     Ok(())
+}
+
+/// Two ranks whose communication is the same in every figure (each kernel's start and end, the
+/// events counted, the step lengths, the totals) are one trace under two names: no two GPUs of a
+/// real job stamp the same nanoseconds. A trace copied over another rank's file would hide that
+/// rank's own figures (a straggler's, say), so the copy is an error naming both.
+fn check_no_copies(ranks: &[(ReducedRank, AnalysisSource)]) -> Result<(), LoadError> {
+    let mut seen: HashMap<u64, (u32, &AnalysisSource)> = HashMap::with_capacity(ranks.len());
+    for (r, origin) in ranks {
+        let a = &r.analysis;
+        if a.comm_kernels.is_empty() {
+            continue;
+        }
+        if let Some((rank, other)) = seen.insert(fingerprint(a), (a.rank, origin)) {
+            return Err(LoadError::new(
+                origin.path(),
+                format!(
+                    "holds rank {}, whose kernels and times are exactly those of rank {rank} in {}: one is a copy \
+                     of the other; attach each rank's own trace",
+                    a.rank,
+                    other.path().display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A hash of what a rank measured: equal for two copies of one trace, different for two GPUs.
+fn fingerprint(a: &attribute::RankAnalysis) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (a.num_events, a.comm_ns, a.compute_ns, a.overlapped_ns, &a.step_ns).hash(&mut h);
+    for k in &a.comm_kernels {
+        (k.ts, k.end).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// One input file, read: its documents (one per GPU for an Nsight Systems export of several)
