@@ -173,3 +173,33 @@ fn the_baseline_bus_bandwidth_is_the_baselines_own() {
     }
     assert!(checked >= 15, "{checked}");
 }
+
+/// A real table pasted without its `#` lines (only its size lines, as issue threads quote it):
+/// read by its lines' shape (no rank lines: unnamed, without a rank count); an older table's shape is
+/// ambiguous without its heads and is refused saying so.
+#[test]
+fn a_table_pasted_without_its_heads_is_read_by_its_shape() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let body: String = std::fs::read_to_string(real("cscs_gh200_n2_allreduce_cxi.txt"))
+        .expect("read")
+        .lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok()))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let path = tmp.path().join("pasted.txt");
+    std::fs::write(&path, body).expect("write");
+    let (code, err) = store(tmp.path(), &path);
+    assert_eq!(code, Some(0), "{err}");
+    // Without its `#  Rank` lines nothing says how many ranks ran: stored as what it shows.
+    assert!(err.contains("nccl-tests-unnamed-sum.json now holds 1 run"), "{err}");
+    let old: String = std::fs::read_to_string(real("sb_a100_allreduce.log"))
+        .expect("read")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let path = tmp.path().join("old-pasted.txt");
+    std::fs::write(&path, old).expect("write");
+    let (code, err) = store(tmp.path(), &path);
+    assert_eq!(code, Some(2), "{err}");
+}

@@ -152,7 +152,11 @@ pub fn looks_like(text: &str) -> bool {
         // A job's log may open with the launcher's lines (the command, SSH or kubectl chatter,
         // module loads): the program's own header lines are looked for past them, launcher
         // prefixes (`[1,0]<stdout>:`) taken off.
-        start.starts_with('#') || start.lines().take(MAX_PREAMBLE_LINES).any(|l| header_line(untagged(l)))
+        let headless = start.lines().next().is_some_and(|l| {
+            let words: Vec<&str> = untagged(l).split_whitespace().collect();
+            words.first().is_some_and(|w| w.parse::<u64>().is_ok()) && Layout::headless(&words).is_some()
+        });
+        start.starts_with('#') || headless || start.lines().take(MAX_PREAMBLE_LINES).any(|l| header_line(untagged(l)))
     }
 }
 
@@ -210,6 +214,28 @@ struct Layout {
 }
 
 impl Layout {
+    /// The layout of a size line pasted without its heads, when its shape allows only one: since
+    /// 2.13, `size count type redop root` and 4 columns per placement (13 words, 15 with a time
+    /// stamp), or 8 with `-I 1` (21, 23), the root a whole number. Older shapes (12 and 11
+    /// columns) are ambiguous without their heads.
+    fn headless(words: &[&str]) -> Option<Layout> {
+        let width = match words.len() {
+            13 | 15 => 4,
+            21 | 23 => 8,
+            _ => return None,
+        };
+        words.get(4)?.parse::<i64>().ok()?;
+        Some(Layout {
+            lead: 5,
+            redop: Some(3),
+            root: Some(4),
+            width,
+            per_iter: width == 8,
+            counts_wrong: true,
+            cpu_time: false,
+        })
+    }
+
     /// The layout of a heads line (its text after `#`), or `None` when it is not one.
     fn of(heads: &str) -> Option<Layout> {
         let words: Vec<&str> = heads.split_whitespace().collect();
@@ -300,6 +326,8 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
     let mut header_at: Option<usize> = None;
     let mut last_size: Option<u64> = None;
     let mut shape = Shape::default();
+    // The layout the size lines are read with: the heads', else the first line's shape.
+    let mut layout_used: Option<Layout> = None;
     for (n, raw) in output.lines().enumerate() {
         let line_no = n + 1;
         let line = untagged(raw);
@@ -350,9 +378,11 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
             }
             continue;
         }
-        let Some(layout) = layout else {
+        // A table pasted without its heads: the layout its size lines' shape can only be.
+        let Some(layout) = layout.or_else(|| Layout::headless(&words)) else {
             return Err(field(&format!("line {line_no}"), "comes before the column heads (`#  size  count …`)".into()));
         };
+        let layout = *layout_used.get_or_insert(layout);
         if results.len() >= 2 * MAX_SIZES {
             return Err(field("results", format!("holds more than {MAX_SIZES} sizes")));
         }
@@ -385,7 +415,7 @@ pub fn parse_text(output: &str) -> Result<Sweep, SweepError> {
     // The table lists every rank (`#  Rank  3 …`), one line each.
     let ranks = ranks_listed(devices.iter().map(|d| d.rank), 1);
     let collective = program.as_deref().and_then(collective_of).or_else(|| inferred(&results, ranks, shape));
-    let cpu_time = layout.is_some_and(|l| l.cpu_time);
+    let cpu_time = layout.or(layout_used).is_some_and(|l| l.cpu_time);
     for (r, (line_no, resolution)) in results.iter().zip(&written) {
         let at = |name: &str| format!("line {line_no}: {} {name}", r.placement.as_str());
         let figures =
@@ -1469,7 +1499,11 @@ mod tests {
         assert!(read_errors(TABLE.replacen("       0    10.00", "       3    10.00", 1))
             .contains("3 wrong elements at size 8"));
         assert!(read_errors(TABLE.replacen("10.50", "nan", 1)).contains("out_of_place time"));
-        assert!(read_errors("8 2 float sum -1 1 1 1 0 1 1 1 0\n".to_string()).contains("before the column heads"));
+        // A size line without heads: read by its shape when only one layout has it (13 columns
+        // since 2.13), refused when the shape is an older one's (12 columns).
+        assert!(read_errors("8 2 float sum 1 1 1 0 1 1 1 0\n".to_string()).contains("before the column heads"));
+        let pasted = parse_text("8 2 float sum -1 10.5 0.00 0.00 0 10.2 0.00 0.00 0\n").expect("by its shape");
+        assert_eq!((pasted.results.len(), pasted.results[0].time_us), (2, 10.5));
         // A job's log around the table: the launcher's warnings before it, NCCL's INFO lines in it.
         let log = format!(
             "$ mpirun -n 2 ./build/all_reduce_perf -b 8 -e 8\nTwo mutually-exclusive MCA variables were specified.\n{}",
