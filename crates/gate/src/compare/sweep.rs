@@ -19,6 +19,8 @@
 //! is `collect_more_evidence` with the point and both figures in its headline, unless another
 //! point blocks.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::family::{Adjusted, Pending};
@@ -335,6 +337,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
         })
         .flatten();
     let mut points = Vec::new();
+    let stored_works = stored_works(&stored);
     for (p, (ceiling, plateau)) in sweep.points.iter().zip(limits) {
         // A run without per-iteration times is held against the baseline's summaries (means).
         let project = if p.samples_ms.len() == 1 { point_summary_run } else { point_run };
@@ -348,7 +351,7 @@ pub(super) fn prepare(baseline: &Baseline, current: &[RunResult], opts: &Compare
         let pending = prepare_runs(&b, &currents, opts);
         points.push(PreparedPoint {
             point: PointRef { key: p.key.clone(), ceiling_gbps: ceiling, plateau_gbps: plateau },
-            work: p.busbw_work().map(|w| (w, stored_work(&stored, &p.key))),
+            work: p.busbw_work().map(|w| (w, stored_works.get(&p.key).copied())),
             said: Said::of(&stored, current, &p.key),
             pending: match &episodes {
                 Some(why) => pending.cannot_block(why),
@@ -493,16 +496,26 @@ fn busbw((work, base_work): Work, m: &MetricComparison) -> Option<Throughput> {
     [t.baseline, t.current].iter().all(|v| v.is_finite() && *v > 0.0).then_some(t)
 }
 
-/// The median over the stored runs of the point's printed work (bus bandwidth × time).
-fn stored_work(stored: &[&RunResult], key: &PointKey) -> Option<f64> {
-    let mut works: Vec<f64> =
-        stored.iter().filter_map(|r| r.sweep.as_ref()?.points.iter().find(|q| q.key == *key)?.busbw_work()).collect();
-    works.sort_by(f64::total_cmp);
-    let n = works.len();
-    match (works.get(n.saturating_sub(1) / 2), works.get(n / 2)) {
-        (Some(&lo), Some(&hi)) => Some((lo + hi) / 2.0),
-        _ => None,
+/// Per point, the median over the stored runs of its printed work (bus bandwidth × time), in one
+/// pass over the runs' points.
+fn stored_works<'a>(stored: &[&'a RunResult]) -> HashMap<&'a PointKey, f64> {
+    let mut works: HashMap<&PointKey, Vec<f64>> = HashMap::new();
+    for p in stored.iter().filter_map(|r| r.sweep.as_ref()).flat_map(|s| &s.points) {
+        if let Some(w) = p.busbw_work() {
+            works.entry(&p.key).or_default().push(w);
+        }
     }
+    works
+        .into_iter()
+        .filter_map(|(key, mut w)| {
+            w.sort_by(f64::total_cmp);
+            let n = w.len();
+            match (w.get(n.saturating_sub(1) / 2), w.get(n / 2)) {
+                (Some(&lo), Some(&hi)) => Some((key, (lo + hi) / 2.0)),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
