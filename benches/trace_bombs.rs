@@ -146,7 +146,8 @@ fn one_instance(dir: &Path, n: u64) -> Result<(), Box<dyn Error>> {
             write!(
                 w,
                 r#"{{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","pid":0,"tid":7,"ts":{},"dur":100000,"args":{{"Collective name":"allreduce","In msg nelems":1024,"Out msg nelems":1024,"dtype":"Float","Process Group Name":"0","Group size":2,"Seq":7}}}}"#,
-                1000 + i
+                // Rank 1 a microsecond behind: two GPUs' traces are never copies.
+                1000 + i + rank
             )
         })?;
         w.flush()?;
