@@ -234,6 +234,18 @@ fn a_duplicated_damaged_or_differently_set_partial_file_is_named_with_exit_2() {
 /// One edited step count (a rank's `steps` set to 1,000 or 2^64−1 where its window holds the
 /// job's steps) would divide every per-step figure and turn a straggler into `accept`: the step
 /// counts are checked against each other, and such a file is refused naming the fields.
+/// The partial file `edited`, written as `edited-WHAT.json` in `dir`, is refused: exit 2, one line
+/// naming rank 1 and saying `said`.
+fn refused_naming_rank_1(dir: &Path, what: &str, edited: &serde_json::Value, said: &str) {
+    let path = dir.join(format!("edited-{what}.json"));
+    std::fs::write(&path, serde_json::to_string(edited).expect("json")).expect("write");
+    let out = attribute(&[path], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+    assert!(stderr.contains("rank 1: ") && stderr.contains(said), "{what}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
 #[test]
 fn a_partial_file_whose_step_counts_disagree_is_refused() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -252,13 +264,7 @@ fn a_partial_file_whose_step_counts_disagree_is_refused() {
     for (field, value, said) in edits {
         let mut edited = v.clone();
         edited["ranks"][1]["analysis"][field] = value;
-        let path = tmp.path().join(format!("edited-{field}.json"));
-        std::fs::write(&path, serde_json::to_string(&edited).expect("json")).expect("write");
-        let out = attribute(&[path], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{field}: {stderr}");
-        assert!(stderr.contains("rank 1: ") && stderr.contains(said), "{field}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        refused_naming_rank_1(tmp.path(), field, &edited, said);
     }
     // A step length dropped.
     v["ranks"][1]["analysis"]["step_ns"].as_array_mut().expect("lengths").pop();
@@ -296,13 +302,7 @@ fn a_partial_file_whose_times_span_more_than_any_profile_is_refused() {
     for (what, edit, said) in edits {
         let mut edited = v.clone();
         edit(&mut edited["ranks"][1]["analysis"], far);
-        let path = tmp.path().join(format!("edited-{what}.json"));
-        std::fs::write(&path, serde_json::to_string(&edited).expect("json")).expect("write");
-        let out = attribute(&[path], &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
-        assert!(stderr.contains("rank 1: ") && stderr.contains(said), "{what}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        refused_naming_rank_1(tmp.path(), what, &edited, said);
     }
 }
 

@@ -310,10 +310,7 @@ impl RankTrace {
         let annotations = self.gpu_annotations.iter().map(|a| (a.ts, a.end));
         let marks = self.steps.iter().chain(&self.gpu_steps).map(|s| (s.ts, s.ts));
         let launches = self.launches.iter().map(|(_, l)| (l.ts, l.ts));
-        kernels.chain(ops).chain(annotations).chain(marks).chain(launches).fold(None, |range, (start, end)| {
-            let (first, last) = range.unwrap_or((start, end));
-            Some((first.min(start), last.max(end)))
-        })
+        crate::intervals::extent(kernels.chain(ops).chain(annotations).chain(marks).chain(launches))
     }
 }
 

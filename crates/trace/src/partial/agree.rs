@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::attribute::series::MAX_STEP_SAMPLES;
 use crate::attribute::timeline::{kept, MAX_REPLAYED_STEPS};
 use crate::attribute::{Compat, RankAnalysis};
-use crate::intervals::{length, union};
+use crate::intervals::{extent, length, union};
 use crate::limits::{check_span, MAX_SPAN_NS, OTHER_COLLECTIVES};
 use crate::model::Ns;
 
@@ -112,17 +112,11 @@ fn spans_bounded(a: &RankAnalysis, compat: Compat) -> Result<(), String> {
             return Err(format!("`{field}` is {ns}, more than 11.6 days per step window, which no trace gives"));
         }
     }
-    let range = |times: &mut dyn Iterator<Item = (Ns, Ns)>| {
-        times.fold(None, |r: Option<(Ns, Ns)>, (start, end)| {
-            let (first, last) = r.unwrap_or((start, end));
-            Some((first.min(start), last.max(end)))
-        })
-    };
-    if let Some((first, last)) = range(&mut a.comm_kernels.iter().map(|k| (k.ts, k.end))) {
+    if let Some((first, last)) = extent(a.comm_kernels.iter().map(|k| (k.ts, k.end))) {
         check_span("`kernels`", first, last)?;
     }
     for step in &a.timeline {
-        if let Some((first, last)) = range(&mut step.segs.iter().map(|g| (g.start, g.end))) {
+        if let Some((first, last)) = extent(step.segs.iter().map(|g| (g.start, g.end))) {
             check_span(&format!("timeline step {}", step.step), first, last)?;
         }
     }
