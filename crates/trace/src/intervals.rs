@@ -49,14 +49,6 @@ pub fn lone_negatives(spans: &[Span]) -> Vec<usize> {
 }
 
 /// Total length of a union.
-/// The earliest start and the latest end of `spans`; `None` when there are none.
-pub fn extent(spans: impl Iterator<Item = Span>) -> Option<Span> {
-    spans.fold(None, |range, (start, end)| {
-        let (first, last) = range.unwrap_or((start, end));
-        Some((first.min(start), last.max(end)))
-    })
-}
-
 pub fn length(union: &[Span]) -> Ns {
     union.iter().map(|&(s, e)| e - s).sum()
 }

@@ -297,6 +297,14 @@ pub struct RankTrace {
     pub no_compute: bool,
 }
 
+/// The earliest start and the latest end of `spans` (start, end); `None` when there are none.
+pub fn extent(spans: impl Iterator<Item = (Ns, Ns)>) -> Option<(Ns, Ns)> {
+    spans.fold(None, |range, (start, end)| {
+        let (first, last) = range.unwrap_or((start, end));
+        Some((first.min(start), last.max(end)))
+    })
+}
+
 impl RankTrace {
     pub fn kernel_name(&self, k: &Kernel) -> &str {
         self.names.get(k.name as usize).map(|n| &**n).unwrap_or("")
@@ -310,7 +318,7 @@ impl RankTrace {
         let annotations = self.gpu_annotations.iter().map(|a| (a.ts, a.end));
         let marks = self.steps.iter().chain(&self.gpu_steps).map(|s| (s.ts, s.ts));
         let launches = self.launches.iter().map(|(_, l)| (l.ts, l.ts));
-        crate::intervals::extent(kernels.chain(ops).chain(annotations).chain(marks).chain(launches))
+        extent(kernels.chain(ops).chain(annotations).chain(marks).chain(launches))
     }
 }
 

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use crate::attribute::series::MAX_STEP_SAMPLES;
 use crate::attribute::timeline::{kept, MAX_REPLAYED_STEPS};
 use crate::attribute::{Compat, RankAnalysis};
-use crate::intervals::{extent, length, union};
+use crate::intervals::{length, union};
 use crate::limits::{check_span, MAX_SPAN_NS, OTHER_COLLECTIVES};
-use crate::model::Ns;
+use crate::model::{extent, Ns};
 
 use super::Settings;
 
