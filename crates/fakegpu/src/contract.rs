@@ -1,0 +1,94 @@
+//! The contract checker's voice: a call that breaks the libraries' contract is a [`Fail::Violation`],
+//! reported as one line naming the call and then the process aborts, as a sanitizer does; the
+//! ledger (`COMMGATE_FAKEGPU_LEDGER`) gets every handle made and destroyed, so a test reads what a
+//! run left alive even when the process ended with `_exit`.
+
+use std::fmt::Display;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+/// Every stderr line of the checker starts with this; the test suite asserts none appears.
+pub const VIOLATION: &str = "commgate-fakegpu: contract violation";
+
+/// Why a call did not succeed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fail<S> {
+    /// What the real library answers (an error status): the caller is expected to handle it.
+    Status(S),
+    /// A broken contract: undefined behaviour on a real GPU. Reported, then the process aborts.
+    Violation(String),
+}
+
+/// A violation of the contract, as [`Fail::Violation`].
+pub fn violation<S>(what: impl Display) -> Fail<S> {
+    Fail::Violation(what.to_string())
+}
+
+/// Reports a violation of `call` and aborts the process.
+pub fn report(call: &str, what: &str) -> ! {
+    let line = format!("{VIOLATION} in {call}: {what}");
+    ledger(&format!("! {call}: {what}"));
+    eprintln!("{line}");
+    std::process::abort()
+}
+
+/// The ledger's file, opened once (appending; created when missing).
+fn ledger_file() -> &'static Option<Mutex<File>> {
+    static FILE: OnceLock<Option<Mutex<File>>> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = crate::world::config().ledger.clone()?;
+        OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
+    })
+}
+
+/// Appends one line to the ledger, when there is one.
+pub fn ledger(line: &str) {
+    if let Some(file) = ledger_file() {
+        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// A handle of `kind` was made (`+`) or destroyed (`-`).
+pub fn made(kind: &str, id: u64) {
+    ledger(&format!("+ {kind} {id:#x}"));
+}
+
+pub fn destroyed(kind: &str, id: u64) {
+    ledger(&format!("- {kind} {id:#x}"));
+}
+
+/// What a ledger says: the handles still alive (kind and id, in the order they were made) and
+/// the violations reported. For tests, which read the file after the process ended.
+pub fn read_ledger(text: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let mut alive: Vec<(String, String)> = Vec::new();
+    let mut violations = Vec::new();
+    for line in text.lines() {
+        let mut words = line.splitn(3, ' ');
+        match (words.next(), words.next(), words.next()) {
+            (Some("+"), Some(kind), Some(id)) => alive.push((kind.to_string(), id.to_string())),
+            (Some("-"), Some(kind), Some(id)) => {
+                if let Some(at) = alive.iter().rposition(|(k, i)| k == kind && i == id) {
+                    alive.remove(at);
+                }
+            }
+            (Some("!"), _, _) => violations.push(line[2..].to_string()),
+            _ => {}
+        }
+    }
+    (alive, violations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ledger_tells_what_is_left_and_what_was_broken() {
+        let text = "+ stream 0x10\n+ event 0x20\n- stream 0x10\n+ stream 0x10\n! cuEventQuery: never recorded\n";
+        let (alive, violations) = read_ledger(text);
+        assert_eq!(alive, [("event".to_string(), "0x20".to_string()), ("stream".to_string(), "0x10".to_string())]);
+        assert_eq!(violations, ["cuEventQuery: never recorded"]);
+    }
+}
