@@ -63,10 +63,18 @@ fn variables_in_sources(root: &Path) -> std::collections::BTreeMap<String, Vec<S
     found
 }
 
-/// Not settings: read at build time (`build.rs` sets them for `env!`), a hidden test trigger, and
-/// the variables of the workflow `init` writes (the workflow reads them, commgate does not).
-const NOT_SETTINGS: [&str; 5] =
-    ["COMMGATE_BUILD_COMMIT", "COMMGATE_BUILD_DATE", "COMMGATE_TEST_PANIC", "COMMGATE_REF", "COMMGATE_REPO"];
+/// Not settings: read at build time (`build.rs` sets them for `env!`), a hidden test trigger, the
+/// variables of the workflow `init` writes (the workflow reads them, commgate does not), and the
+/// prefix of the emulated CUDA libraries' own variables (crates/fakegpu reads them, commgate does
+/// not; docs/emulator.md lists each, checked by the crate's tests).
+const NOT_SETTINGS: [&str; 6] = [
+    "COMMGATE_BUILD_COMMIT",
+    "COMMGATE_BUILD_DATE",
+    "COMMGATE_TEST_PANIC",
+    "COMMGATE_REF",
+    "COMMGATE_REPO",
+    "COMMGATE_FAKEGPU_",
+];
 
 /// A variable read anywhere is declared: with its flag, or among those without one
 /// (`crates/core/src/environment.rs`), so that the reference tables list it.

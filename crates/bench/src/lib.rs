@@ -136,7 +136,8 @@ impl BenchError {
 /// itself the same way, through [`Backend::info`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendInfo {
-    /// `cuda`, `cpu` or `mock` (the result's `workload.backend`).
+    /// `cuda`, `cuda-emulated` (commgate's emulated GPUs), `cpu` or `mock` (the result's
+    /// `workload.backend`).
     pub name: &'static str,
     pub evidence_level: EvidenceLevel,
     pub hardware: HardwareInfo,

@@ -374,6 +374,7 @@ pub fn profile_of(settings: &BenchSettings) -> String {
 pub fn default_profile(backend: &str) -> String {
     match backend {
         "cuda" => "PAR-CUDA-MECHANISM",
+        "cuda-emulated" => "PAR-CUDA-EMULATED",
         "cpu" => "PAR-CPU-MECHANISM",
         _ => "PAR-MOCK",
     }

@@ -111,16 +111,24 @@ impl Workload {
 #[serde(rename_all = "snake_case")]
 pub enum EvidenceLevel {
     GpuNccl,
+    /// The CUDA backend on commgate's emulated GPUs (crates/fakegpu): the real calls, their order,
+    /// teardown and failures, with CPU arithmetic and simulated speed. Never a GPU's evidence.
+    Emulated,
     CpuMechanism,
     Mock,
     DryRun,
 }
+
+/// The name every device of commgate's emulated CUDA libraries reports (`cuDeviceGetName`): the
+/// CUDA backend recognises it and labels its run [`EvidenceLevel::Emulated`].
+pub const EMULATED_GPU_NAME: &str = "commgate emulated GPU (fakegpu, not a GPU)";
 
 impl EvidenceLevel {
     /// What the run's figures are evidence of, as a reviewer reads it.
     pub fn words(self) -> &'static str {
         match self {
             EvidenceLevel::GpuNccl => "GPUs with NCCL",
+            EvidenceLevel::Emulated => "the CUDA path on emulated GPUs, no GPU measured",
             EvidenceLevel::CpuMechanism => "the mechanism on a CPU, no GPU",
             EvidenceLevel::Mock => "simulated, no hardware measured",
             EvidenceLevel::DryRun => "a dry run, nothing measured",

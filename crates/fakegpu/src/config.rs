@@ -7,8 +7,8 @@ use std::fmt;
 pub const PREFIX: &str = "COMMGATE_FAKEGPU_";
 
 /// The name every emulated device reports (`cuDeviceGetName`): commgate recognises it and labels
-/// the run as emulated, never as a GPU.
-pub const DEVICE_NAME: &str = "commgate emulated GPU (fakegpu, not a GPU)";
+/// the run as emulated, never as a GPU (one constant, commgate's own).
+pub use commgate_core::result::EMULATED_GPU_NAME as DEVICE_NAME;
 
 /// One fault, injected where a real machine would fail.
 #[derive(Debug, Clone, PartialEq)]

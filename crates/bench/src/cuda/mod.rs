@@ -87,7 +87,14 @@ impl CudaBackend {
             timing: Some(rig.timing_barrier().as_str().to_string()),
         };
         let local_ranks = devices.iter().map(|d| d.rank).collect();
-        let info = BackendInfo { name: "cuda", evidence_level: EvidenceLevel::GpuNccl, hardware, local_ranks };
+        let (name, evidence_level) = identity(hardware.gpu_name.as_deref());
+        if evidence_level == EvidenceLevel::Emulated {
+            commgate_core::diag::note(
+                "these GPUs are commgate's emulator (scripts/fake-gpu.sh): the CUDA path runs for real, its times are \
+                 simulated; the result is filed as cuda-emulated, never as a GPU's",
+            );
+        }
+        let info = BackendInfo { name, evidence_level, hardware, local_ranks };
         Ok(CudaBackend { rig, info })
     }
 }
@@ -112,6 +119,16 @@ impl Backend for CudaBackend {
     /// Aborts the communicators: a peer may be gone, so they cannot be finalized in step.
     fn fail(&mut self) {
         self.rig.fail();
+    }
+}
+
+/// The backend's name and evidence level for GPUs named `gpu_name`: commgate's emulated GPUs
+/// (`scripts/fake-gpu.sh`) are `cuda-emulated`, so that their runs are filed, compared and stored
+/// apart from a GPU's and can never stand in for one.
+fn identity(gpu_name: Option<&str>) -> (&'static str, EvidenceLevel) {
+    match gpu_name {
+        Some(commgate_core::result::EMULATED_GPU_NAME) => ("cuda-emulated", EvidenceLevel::Emulated),
+        _ => ("cuda", EvidenceLevel::GpuNccl),
     }
 }
 
@@ -263,6 +280,16 @@ mod tests {
             }
             other => panic!("expected Unavailable, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn emulated_gpus_are_never_labelled_as_gpus() {
+        assert_eq!(
+            identity(Some(commgate_core::result::EMULATED_GPU_NAME)),
+            ("cuda-emulated", EvidenceLevel::Emulated)
+        );
+        assert_eq!(identity(Some("NVIDIA H200")), ("cuda", EvidenceLevel::GpuNccl));
+        assert_eq!(identity(None), ("cuda", EvidenceLevel::GpuNccl));
     }
 
     #[test]

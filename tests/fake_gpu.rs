@@ -1,0 +1,265 @@
+//! The CUDA backend end to end, through the binary, on commgate's emulated GPUs (`crates/fakegpu`,
+//! linked by `scripts/fake-gpu.sh` as libcuda, libcublas and libnccl): one process driving two
+//! GPUs, two processes through the rendezvous, `check` against a store, and every injected fault
+//! ending the run with exit 2 and one line naming it. Every run's ledger must show zero contract
+//! violations, and a healthy run must leave no handle alive (no leak of a stream, an event, a
+//! buffer, a cuBLAS handle or a communicator).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use commgate_fakegpu::contract::{read_ledger, VIOLATION};
+
+/// The emulator's library directory, built once per test binary by the script CI and users run.
+fn emulator() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out =
+            Command::new("bash").arg(common::root().join("scripts/fake-gpu.sh")).output().expect("run fake-gpu.sh");
+        assert!(out.status.success(), "fake-gpu.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        let dir = PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim());
+        assert!(dir.join("libcuda.so.1").exists(), "{}", dir.display());
+        dir
+    })
+}
+
+/// A small benchmark: the CUDA path, not speed, is under test (each test adds `--repeats`).
+const SMALL: [&str; 9] =
+    ["bench", "--backend", "cuda", "--payload-elements", "65536", "--compute-dim", "64", "--warmup", "2"];
+
+/// `commgate ARGS` on the emulator in `dir`, its ledger at `dir/ledger-NAME`.
+fn command(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = common::command_in(dir);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", emulator())
+        .env("COMMGATE_FAKEGPU_LEDGER", dir.join(format!("ledger-{name}")))
+        .env_remove("COMMGATE_FAKEGPU_FAULT");
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    cmd
+}
+
+/// What the ledger of run `name` says: the handles left alive and the violations.
+fn ledger(dir: &Path, name: &str) -> (Vec<(String, String)>, Vec<String>) {
+    read_ledger(&std::fs::read_to_string(dir.join(format!("ledger-{name}"))).unwrap_or_default())
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts run `name` broke no contract (stderr and ledger) and, when `healthy`, left nothing alive.
+fn assert_clean(dir: &Path, name: &str, out: &Output, healthy: bool) {
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains(VIOLATION), "{name}: {stderr}");
+    let (alive, violations) = ledger(dir, name);
+    assert!(violations.is_empty(), "{name}: {violations:?}");
+    if healthy {
+        assert!(alive.is_empty(), "{name} left alive: {alive:?}\n{stderr}");
+    }
+}
+
+fn the_result(dir: &Path) -> serde_json::Value {
+    let results = dir.join("results");
+    let file =
+        std::fs::read_dir(&results).expect("results").map(|e| e.expect("entry").path()).next().expect("a result");
+    serde_json::from_str(&std::fs::read_to_string(file).expect("read")).expect("json")
+}
+
+#[test]
+fn one_process_drives_two_emulated_gpus_and_labels_the_run_emulated() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = command(dir.path(), "one", &SMALL, &[])
+        .args(["--world-size", "2", "--repeats", "20", "--results-dir", "results"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_clean(dir.path(), "one", &out, true);
+    let result = the_result(dir.path());
+    assert_eq!(result["evidence_level"], "emulated");
+    assert_eq!(result["workload"]["backend"], "cuda-emulated");
+    assert_eq!(result["environment_profile"], "PAR-CUDA-EMULATED");
+    assert_eq!(result["hardware"]["gpu_name"], commgate_core::result::EMULATED_GPU_NAME);
+    assert_eq!(result["hardware"]["gpu_count"], 2);
+    assert_eq!(result["workload"]["timing"], "gated", "the timing barrier held the streams");
+    assert_eq!(result["rows"].as_array().map(Vec::len), Some(4));
+    // NCCL's tuning log, written by the emulated NCCL 2.27, was read back.
+    assert_eq!(result["software"]["nccl"], "2.27.3");
+    assert_eq!(result["software"]["nccl_choice"], "Ring/Simple");
+    assert!(text(&out.stderr).contains("emulator"), "the run says it ran on the emulator");
+}
+
+#[test]
+fn every_nccl_version_the_tuning_log_knows_is_read_back() {
+    for (version, choice) in [("2.18.5", None), ("2.21.5", Some("Ring/Simple")), ("2.23.4", Some("Ring/Simple"))] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let out = command(dir.path(), "v", &SMALL, &[("COMMGATE_FAKEGPU_NCCL", version)])
+            .args(["--world-size", "2", "--repeats", "20", "--results-dir", "results"])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(0), "{version}: {}", text(&out.stderr));
+        assert_clean(dir.path(), "v", &out, true);
+        let result = the_result(dir.path());
+        assert_eq!(result["software"]["nccl"], version);
+        assert_eq!(result["software"]["nccl_choice"].as_str(), choice, "{version}");
+    }
+}
+
+/// A free loopback port for a rendezvous.
+fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port().to_string()
+}
+
+/// Rank `rank` of two, one process per GPU, as torchrun starts them.
+fn rank(dir: &Path, rank: u32, port: &str, extra: &[&str]) -> Child {
+    let r = rank.to_string();
+    let env = [
+        ("RANK", r.as_str()),
+        ("LOCAL_RANK", r.as_str()),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", port),
+    ];
+    command(dir, &format!("rank{rank}"), &SMALL, &env)
+        .args(["--results-dir", "results"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+#[test]
+fn two_processes_join_through_the_rendezvous_and_end_cleanly() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = free_port();
+    let ranks = [rank(dir.path(), 0, &port, &["--repeats", "20"]), rank(dir.path(), 1, &port, &["--repeats", "20"])];
+    for (i, child) in ranks.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(0), "rank {i}: {}", text(&out.stderr));
+        assert_clean(dir.path(), &format!("rank{i}"), &out, true);
+    }
+    let result = the_result(dir.path());
+    assert_eq!(
+        (result["workload"]["world_size"].as_u64(), result["evidence_level"].as_str()),
+        (Some(2), Some("emulated"))
+    );
+}
+
+#[test]
+fn a_killed_peer_ends_the_survivor_at_once_through_the_asynchronous_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = free_port();
+    let long = ["--repeats", "100000"];
+    let survivor = rank(dir.path(), 0, &port, &long);
+    let mut victim = rank(dir.path(), 1, &port, &long);
+    // The job forms and runs steps: the victim's ledger shows its communicator.
+    let start = Instant::now();
+    while !ledger(dir.path(), "rank1").0.iter().any(|(kind, _)| kind == "nccl-comm") {
+        assert!(start.elapsed() < Duration::from_secs(60), "the job never formed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    victim.kill().expect("kill");
+    let killed_at = Instant::now();
+    let out = survivor.wait_with_output().expect("wait");
+    let _ = victim.wait();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ncclCommGetAsyncError") && stderr.contains("ncclRemoteError"), "{stderr}");
+    // The asynchronous error, not the 60 s step deadline, ended it.
+    assert!(killed_at.elapsed() < Duration::from_secs(30), "{:?}", killed_at.elapsed());
+    assert_clean(dir.path(), "rank0", &out, false);
+}
+
+/// Each fault the emulator injects ends the run with exit 2 and one `commgate: error:` line that
+/// names it, without a contract violation on the way out.
+#[test]
+fn every_injected_fault_ends_the_run_with_exit_2_and_one_line_naming_it() {
+    let cases: [(&str, &str, &str); 7] = [
+        ("COMMGATE_FAKEGPU_FAULT", "stub-library", "CUDA_ERROR_STUB_LIBRARY"),
+        ("COMMGATE_FAKEGPU_FAULT", "no-device", "no CUDA device visible"),
+        ("COMMGATE_FAKEGPU_DEVICES", "1", "1 CUDA device(s) visible"),
+        ("COMMGATE_FAKEGPU_CUDA", "12.4", "needs 12.8 or newer"),
+        ("COMMGATE_FAKEGPU_FAULT", "alloc-fails=3", "CUDA_ERROR_OUT_OF_MEMORY"),
+        ("COMMGATE_FAKEGPU_FAULT", "nccl-init-fails", "ncclCommInitAll"),
+        ("COMMGATE_FAKEGPU_FAULT", "async-error-after=6", "ncclCommGetAsyncError"),
+    ];
+    for (i, (variable, value, named)) in cases.into_iter().enumerate() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let name = format!("fault{i}");
+        let start = Instant::now();
+        let out = command(dir.path(), &name, &SMALL, &[(variable, value)])
+            .args(["--world-size", "2", "--repeats", "20", "--results-dir", "results"])
+            .output()
+            .expect("run");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value}: {stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("commgate: error:")).collect();
+        assert_eq!(errors.len(), 1, "{value}: {stderr}");
+        assert!(errors[0].contains(named), "{value}: {}", errors[0]);
+        assert!(start.elapsed() < Duration::from_secs(30), "{value} took {:?}", start.elapsed());
+        assert_clean(dir.path(), &name, &out, false);
+    }
+}
+
+/// A rank that never finishes its collective and never reports an error: the step deadline (60 s)
+/// gives the run up, the communicators are aborted, and the process ends.
+#[test]
+fn a_hung_rank_is_given_up_at_the_step_deadline() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let start = Instant::now();
+    let out = command(dir.path(), "hang", &SMALL, &[("COMMGATE_FAKEGPU_FAULT", "hang-rank=1@5")])
+        .args(["--world-size", "2", "--repeats", "20", "--results-dir", "results"])
+        .output()
+        .expect("run");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("did not finish within 60 s"), "{stderr}");
+    let took = start.elapsed();
+    assert!(took >= Duration::from_secs(55) && took < Duration::from_secs(150), "{took:?}");
+    assert_clean(dir.path(), "hang", &out, false);
+}
+
+/// `check --backend cuda` against a store of emulated runs: the gate runs end to end and files
+/// them under their own profile, never a GPU's.
+#[test]
+fn check_compares_against_a_store_of_emulated_runs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut args: Vec<&str> = SMALL.to_vec();
+    args.extend(["--world-size", "2", "--repeats", "100"]);
+    for i in 0..3 {
+        let name = format!("base{i}");
+        let out = command(dir.path(), &name, &args, &[]).args(["--results-dir", "stored"]).output().expect("run");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_clean(dir.path(), &name, &out, true);
+    }
+    let stored: Vec<String> = std::fs::read_dir(dir.path().join("stored"))
+        .expect("stored")
+        .map(|e| e.expect("entry").path().display().to_string())
+        .collect();
+    let mut update = common::command_in(dir.path());
+    update.args(["baseline", "update", "--baselines", "baselines", "--from"]).args(&stored);
+    let out = update.output().expect("update");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.path().join("baselines/PAR-CUDA-EMULATED/par-overlap-allreduce-matmul.json").is_file());
+    let mut check: Vec<&str> = args.clone();
+    check[0] = "check";
+    let out = command(dir.path(), "check", &check, &[])
+        .args(["--baselines", "baselines", "--baselines-from-head", "--results-dir", "current"])
+        .output()
+        .expect("check");
+    let stdout = text(&out.stdout);
+    // Unchanged code: never a confirmed regression's exit 1 or a could-not-evaluate's exit 2.
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.starts_with("Verdict: "), "{stdout}");
+    assert!(stdout.contains("PAR-CUDA-EMULATED") && stdout.contains("comm_only median"), "{stdout}");
+    assert_clean(dir.path(), "check", &out, true);
+}
