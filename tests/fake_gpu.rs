@@ -228,6 +228,32 @@ fn a_hung_rank_is_given_up_at_the_step_deadline() {
     assert_clean(dir.path(), "hang", &out, false);
 }
 
+/// An emulated run filed under a GPU's profile by hand is refused by that profile's store: the
+/// store holds a GPU's run (an emulated one relabelled, as a GPU would have written it).
+fn refused_by_a_gpu_store(dir: &Path, stored: &[String]) {
+    let relabel = |from: &str, to: &str, gpu: bool| {
+        let mut run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(from).expect("read")).expect("json");
+        run["environment_profile"] = "PAR-CUDA-MECHANISM".into();
+        if gpu {
+            run["workload"]["backend"] = "cuda".into();
+            run["evidence_level"] = "gpu_nccl".into();
+        }
+        std::fs::write(dir.join(to), run.to_string()).expect("write");
+    };
+    relabel(&stored[0], "gpu.json", true);
+    relabel(&stored[1], "emulated.json", false);
+    let update = |file: &str| {
+        let mut cmd = common::command_in(dir);
+        cmd.args(["baseline", "update", "--baselines", "gpu-store", "--from", file]).output().expect("update")
+    };
+    assert_eq!(update("gpu.json").status.code(), Some(0));
+    let out = update("emulated.json");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`workload.backend`: cuda there, cuda-emulated here"), "{stderr}");
+}
+
 /// `check --backend cuda` against a store of emulated runs: the gate runs end to end and files
 /// them under their own profile, never a GPU's.
 #[test]
@@ -250,6 +276,7 @@ fn check_compares_against_a_store_of_emulated_runs() {
     let out = update.output().expect("update");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(dir.path().join("baselines/PAR-CUDA-EMULATED/par-overlap-allreduce-matmul.json").is_file());
+    refused_by_a_gpu_store(dir.path(), &stored);
     let mut check: Vec<&str> = args.clone();
     check[0] = "check";
     let out = command(dir.path(), "check", &check, &[])

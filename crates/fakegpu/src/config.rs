@@ -10,6 +10,13 @@ pub const PREFIX: &str = "COMMGATE_FAKEGPU_";
 /// the run as emulated, never as a GPU (one constant, commgate's own).
 pub use commgate_core::result::EMULATED_GPU_NAME as DEVICE_NAME;
 
+/// Every variable the emulator reads (without [`PREFIX`]), as `docs/emulator.md` lists them.
+pub const VARIABLES: [&str; 8] = ["DEVICES", "CUDA", "NCCL", "MEMORY_MIB", "GFLOPS", "BUSBW_GBPS", "FAULT", "LEDGER"];
+
+/// Every fault's name in `COMMGATE_FAKEGPU_FAULT`, as `docs/emulator.md` lists them.
+pub const FAULT_NAMES: [&str; 7] =
+    ["alloc-fails", "nccl-init-fails", "async-error-after", "hang-rank", "slow-rank", "stub-library", "no-device"];
+
 /// One fault, injected where a real machine would fail.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
@@ -185,6 +192,27 @@ fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The manual lists every variable and fault the emulator reads, and each one listed is read.
+    #[test]
+    fn the_manual_lists_every_variable_and_fault() {
+        let manual =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/emulator.md")).unwrap_or_default();
+        for variable in VARIABLES {
+            assert!(manual.contains(&format!("`{PREFIX}{variable}`")), "docs/emulator.md lacks {PREFIX}{variable}");
+            // Each listed variable is one `from_vars` asks for.
+            let asked = std::cell::RefCell::new(Vec::new());
+            let _ = Config::from_vars(|name| {
+                asked.borrow_mut().push(name.to_string());
+                None
+            });
+            assert!(asked.borrow().iter().any(|a| a == variable), "{variable} is not read");
+        }
+        for fault in FAULT_NAMES {
+            assert!(manual.contains(&format!("`{fault}")), "docs/emulator.md lacks the fault {fault}");
+            assert!(FAULTS.contains(fault), "{fault} is missing from the error message's list");
+        }
+    }
 
     fn read(pairs: &[(&str, &str)]) -> Result<Config, BadSetting> {
         Config::from_vars(|name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string()))
