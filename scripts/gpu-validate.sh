@@ -53,6 +53,11 @@
 #   runs not started by then are skipped]   BUSBW_BYTES [268435456]   KILL_AFTER [1]
 #   KILL_TIMEOUT [20]   KILL_DEADLINE [90: commgate's own step deadline is 60 s]
 #   ALL_REDUCE_PERF [all_reduce_perf on PATH]
+#   EMULATOR [0; 1: run against commgate's emulated GPUs (scripts/fake-gpu.sh, docs/emulator.md)
+#            instead of a GPU: 2 devices, GEMMS "bf16:128 fp16:128 fp32:128", GATE_DIM 128,
+#            BUSBW_BYTES 1 MiB, COMMGATE_FAKEGPU_GFLOPS 0.5 and _BUSBW_GBPS 0.1 (so that each
+#            matmul and all-reduce lasts milliseconds) unless set; no torch, no nccl-tests; the checks against them are
+#            not applicable, and the report says it validated the emulator, never a GPU]
 #   OUT_DIR [a new temporary directory: results, stderr, maps, torch.json, runs.tsv, plan.txt]
 # e.g. COMMGATE=./commgate scripts/gpu-validate.sh
 #
@@ -79,7 +84,8 @@ command -v "$PYTHON" >/dev/null 2>&1 \
 CALLER_LD_LIBRARY_PATH=${LD_LIBRARY_PATH-}
 CALLER_HAD_LD_LIBRARY_PATH=${LD_LIBRARY_PATH+1}
 while IFS= read -r var; do
-  case $var in COMMGATE_*) unset "$var" ;; esac
+  # The emulator's own variables describe the emulated machine, not commgate's settings.
+  case $var in COMMGATE_FAKEGPU_*) ;; COMMGATE_*) unset "$var" ;; esac
 done < <(compgen -e)
 unset LD_LIBRARY_PATH CUDA_LAUNCH_BLOCKING RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT \
   OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK SLURM_PROCID SLURM_NTASKS \
@@ -87,7 +93,21 @@ unset LD_LIBRARY_PATH CUDA_LAUNCH_BLOCKING RANK WORLD_SIZE LOCAL_RANK MASTER_ADD
 SECONDS=0
 
 # --- the GPUs ----------------------------------------------------------------------------------
-IFS=$'\t' read -r GPUS GPU_SOURCE GPU_NAME < <("$PYTHON" "$PY" count-gpus 2>/dev/null || printf '0\tcount-gpus failed\t\n') || true
+PAYLOAD=() RANK_SIZES=()
+case ${EMULATOR:-0} in 0 | 1) ;; *) not_validated "EMULATOR=$EMULATOR: use 1 (commgate's emulated GPUs) or 0" ;; esac
+if [ "${EMULATOR:-0}" = 1 ]; then
+  # commgate's emulated GPUs, for commgate only: torch and nccl-tests never run against them.
+  FAKE_DIR=$("$ROOT/scripts/fake-gpu.sh") || not_validated "the emulator did not build (scripts/fake-gpu.sh)"
+  export LD_LIBRARY_PATH="$FAKE_DIR"
+  GPUS=2 GPU_SOURCE="commgate's emulator (scripts/fake-gpu.sh), not a GPU" GPU_NAME="commgate emulated GPU"
+  GEMMS=${GEMMS:-"bf16:128 fp16:128 fp32:128"} GATE_DIM=${GATE_DIM:-128} BUSBW_BYTES=${BUSBW_BYTES:-1048576}
+  # The all-reduces' payload too: the emulator sums on the CPU. Its simulated rates make each
+  # matmul and all-reduce last milliseconds, far above what a loaded machine adds.
+  PAYLOAD=(--payload-elements 65536) RANK_SIZES=(--payload-elements 65536 --compute-dim "$GATE_DIM")
+  export COMMGATE_FAKEGPU_GFLOPS=${COMMGATE_FAKEGPU_GFLOPS:-0.5} COMMGATE_FAKEGPU_BUSBW_GBPS=${COMMGATE_FAKEGPU_BUSBW_GBPS:-0.1}
+else
+  IFS=$'\t' read -r GPUS GPU_SOURCE GPU_NAME < <("$PYTHON" "$PY" count-gpus 2>/dev/null || printf '0\tcount-gpus failed\t\n') || true
+fi
 case ${GPUS:-} in '' | *[!0-9]*) GPUS=0 ;; esac
 if [ "$GPUS" -lt 1 ]; then
   not_validated "no GPU" "why: ${GPU_SOURCE:-nothing counted}" \
@@ -147,6 +167,7 @@ PRIMARY="gemm-${SPECS[0]%%:*}-${SPECS[0]#*:}"
   echo "gpus=$GPUS"
   echo "gpu_source=$GPU_SOURCE"
   echo "gpu_name=$GPU_NAME"
+  echo "emulator=${EMULATOR:-0}"
   echo "primary=$PRIMARY"
   echo "gate_ref=gemm-bf16-$GATE_DIM"
   echo "busbw_bytes=$BUSBW_BYTES"
@@ -207,7 +228,9 @@ bench() {
 }
 
 # --- the torch reference: torch.mm timed the same way, the GPU's memory, torch's libraries ------
-if ! over_budget torch; then
+if [ "${EMULATOR:-0}" = 1 ]; then
+  record torch not-run 0 "the emulator: torch would load the emulated libcuda"
+elif ! over_budget torch; then
   start=$SECONDS rc=0
   ${LIMIT[@]+"${LIMIT[@]}"} "$PYTHON" "$PY" torch-ref "$OUT_DIR/torch.json" --warmup "$WARMUP" \
     --repeats "$REPEATS" "${SPECS[@]}" >"$OUT_DIR/torch.stdout" 2>"$OUT_DIR/torch.stderr" || rc=$?
@@ -221,7 +244,7 @@ fi
 
 # --- one rank: the GEMMs, the gate, the primary run's hardware and libraries ---------------------
 dtype_of() { case $1 in bf16) echo bfloat16 ;; fp16) echo float16 ;; fp32) echo float32 ;; esac; }
-ONE_RANK=(--world-size 1 ${SINGLE_RANK[@]+"${SINGLE_RANK[@]}"} --repeats "$REPEATS")
+ONE_RANK=(--world-size 1 ${SINGLE_RANK[@]+"${SINGLE_RANK[@]}"} --repeats "$REPEATS" ${PAYLOAD[@]+"${PAYLOAD[@]}"})
 watch=1
 for spec in "${SPECS[@]}"; do
   short=${spec%%:*} dim=${spec#*:}
@@ -240,7 +263,7 @@ start_rank() {
     cd "$OUT_DIR"
     export RANK="$rank" WORLD_SIZE=2 LOCAL_RANK="$rank" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port"
     export COMMGATE_RENDEZVOUS_SECRET="gpu-validate-$$-$port"
-    exec "$COMMGATE" bench --backend cuda --warmup "$WARMUP" --quiet "$@" --output "$name.json"
+    exec "$COMMGATE" bench --backend cuda --warmup "$WARMUP" --quiet ${RANK_SIZES[@]+"${RANK_SIZES[@]}"} "$@" --output "$name.json"
   ) >"$OUT_DIR/$name.stdout" 2>"$OUT_DIR/$name.stderr" &
 }
 
@@ -257,7 +280,9 @@ if [ "$GPUS" -ge 2 ]; then
   bench world-n 0 -- --world-size "$GPUS" --repeats "$REPEATS" --dtype bfloat16 --compute-dim "$GATE_DIM" \
     --payload-elements $((BUSBW_BYTES / 2))
 
-  if [ -z "$ALL_REDUCE_PERF" ] || [ ! -x "$ALL_REDUCE_PERF" ]; then
+  if [ "${EMULATOR:-0}" = 1 ]; then
+    record all_reduce_perf not-run 0 "the emulator: nccl-tests needs a GPU"
+  elif [ -z "$ALL_REDUCE_PERF" ] || [ ! -x "$ALL_REDUCE_PERF" ]; then
     record all_reduce_perf not-run 0 "all_reduce_perf not found (put nccl-tests' build/ on PATH or set ALL_REDUCE_PERF; build: make -C nccl-tests CUDA_HOME=... NCCL_HOME=...)"
   elif ! over_budget all_reduce_perf; then
     start=$SECONDS rc=0

@@ -23,7 +23,8 @@ Subcommands:
 
 The directory `report` reads (gpu-validate.sh writes it; tests/fixtures/gpu-validate holds
 recorded ones):
-  plan.txt         key=value lines: gpus, gpu_source, primary (the run the schedule, memory,
+  plan.txt         key=value lines: gpus, gpu_source, emulator (1: commgate's emulated GPUs, where
+                   the checks against torch and nccl-tests do not apply), primary (the run the schedule, memory,
                    topology and library checks read), gate_ref (the gated run the gate check
                    compares with), busbw_bytes, kill_deadline_s, kill_after_s, all_reduce_perf
   runs.tsv         one line per run: NAME<TAB>STATUS<TAB>SECONDS[<TAB>NOTE]; STATUS is the exit
@@ -659,25 +660,47 @@ def check_busbw(out_dir, runs, plan):
     return Check("busbw", "PASS" if ratio >= 1 - tol else "FAIL", detail)
 
 
+# What the checks against torch and nccl-tests compare: a GPU's speed, memory and libraries,
+# which commgate's emulated GPUs (plan.txt emulator=1) do not have.
+GPU_ONLY = "not applicable on the emulator (it compares with a GPU's torch or nccl-tests); not counted"
+
+
+def emulated(plan):
+    return plan.get("emulator") == "1"
+
+
 def evaluate(out_dir):
     plan = read_plan(out_dir)
     runs = read_runs(out_dir)
     gpus = int(plan.get("gpus", "1"))
     torch_ref, torch_problem = load_torch(out_dir, runs)
+    on_emulator = emulated(plan)
     checks = []
     gemms = [name for name in runs if gemm_spec(name)]
     for name in gemms:
-        checks.append(check_gemm(out_dir, runs, name, torch_ref, torch_problem))
+        if on_emulator:
+            checks.append(Check(name, "NA", GPU_ONLY))
+        else:
+            checks.append(check_gemm(out_dir, runs, name, torch_ref, torch_problem))
     checks += check_gate(out_dir, runs, plan)
     checks.append(check_schedules(out_dir, runs, plan))
-    checks.append(check_memory(out_dir, runs, plan, torch_ref, torch_problem))
+    if on_emulator:
+        checks.append(Check("gpu-memory", "NA", GPU_ONLY))
+    else:
+        checks.append(check_memory(out_dir, runs, plan, torch_ref, torch_problem))
     checks.append(check_topology(out_dir, runs, plan, torch_ref))
-    checks.append(check_libraries(out_dir, runs, plan, torch_ref, torch_problem))
+    if on_emulator:
+        checks.append(Check("libraries", "NA", GPU_ONLY))
+    else:
+        checks.append(check_libraries(out_dir, runs, plan, torch_ref, torch_problem))
     if gpus >= 2:
         checks.append(check_world_n(out_dir, runs, plan))
         checks.append(check_two_process(out_dir, runs, plan))
         checks.append(check_killed_peer(out_dir, runs, plan))
-        checks.append(check_busbw(out_dir, runs, plan))
+        if on_emulator:
+            checks.append(Check("busbw", "NA", GPU_ONLY))
+        else:
+            checks.append(check_busbw(out_dir, runs, plan))
     else:
         for name in MULTI_GPU_CHECKS:
             checks.append(Check(name, "NA", f"not applicable on {gpus} GPU (needs 2 GPUs); not counted"))
@@ -688,6 +711,13 @@ def report(out_dir, out=None):
     """Prints the checks and the tally; returns the exit code."""
     out = out or sys.stdout
     plan, checks = evaluate(out_dir)
+    on_emulator = emulated(plan)
+    if on_emulator:
+        print(
+            "EMULATOR: these runs used commgate's emulated GPUs (scripts/fake-gpu.sh), not a GPU: they check the "
+            "script and the CUDA path's calls, failures and teardown, never a GPU's speed",
+            file=out,
+        )
     for check in checks:
         print(check.line(), file=out)
         for line in check.extra:
@@ -696,7 +726,8 @@ def report(out_dir, out=None):
     passed = [c for c in counted if c.status == "PASS"]
     failed = [c for c in counted if c.status == "FAIL"]
     skipped = [c for c in counted if c.status == "SKIP"]
-    print(f"{len(passed)} of {len(counted)} checks passed", file=out)
+    where = " on the emulator (not a GPU)" if on_emulator else ""
+    print(f"{len(passed)} of {len(counted)} checks passed{where}", file=out)
     if failed:
         print(f"FAILED: {', '.join(c.name for c in failed)}", file=out)
         return 1
@@ -707,6 +738,8 @@ def report(out_dir, out=None):
             file=out,
         )
         return 2
+    if on_emulator:
+        print("validated: the emulator, not a GPU: run this script on a GPU machine to validate a GPU", file=out)
     return 0
 
 

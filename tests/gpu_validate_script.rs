@@ -100,3 +100,41 @@ fn without_a_gpu_the_script_says_so_and_exits_2() {
     // It stopped before anything else: no check line, no tally, no temporary directory announced.
     assert!(!stdout.contains("checks passed") && !stdout.contains("files in"), "{}", describe(&out));
 }
+
+/// `EMULATOR=1`: the script's whole logic against commgate's emulated GPUs (scripts/fake-gpu.sh),
+/// small sizes: every check that does not compare with torch or nccl-tests runs and passes, and
+/// the report says that it validated the emulator, never a GPU.
+#[test]
+fn against_the_emulator_the_script_says_it_validated_the_emulator_not_a_gpu() {
+    let Some(python) = python3() else { return };
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(bash())
+        .arg("scripts/gpu-validate.sh")
+        .current_dir(root())
+        .env("EMULATOR", "1")
+        .env("COMMGATE", env!("CARGO_BIN_EXE_commgate"))
+        .env("PYTHON", python_without_torch(scratch.path(), &python))
+        .env("OUT_DIR", scratch.path().join("out"))
+        .envs([("GEMMS", "bf16:64"), ("GATE_DIM", "64"), ("WARMUP", "2"), ("REPEATS", "20"), ("BUSBW_BYTES", "262144")])
+        // A 64³ matmul lasts 10 ms, the 256 KiB all-reduce 13 ms: the schedules' sums hold
+        // whatever else loads the machine.
+        .envs([("COMMGATE_FAKEGPU_GFLOPS", "0.05"), ("COMMGATE_FAKEGPU_BUSBW_GBPS", "0.02")])
+        .env("KILL_AFTER", "3")
+        .output()
+        .expect("bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        stdout.starts_with("gpu-validate: 2 GPU(s) (commgate emulated GPU) counted by commgate's emulator"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nEMULATOR: these runs used commgate's emulated GPUs"), "{stdout}");
+    for check in ["gate-timing", "gate-medians", "schedules", "topology", "world-n", "two-process", "killed-peer"] {
+        assert!(stdout.contains(&format!("\nPASS {check}: ")), "{check}: {stdout}");
+    }
+    for check in ["gemm-bf16-64", "gpu-memory", "libraries", "busbw"] {
+        assert!(stdout.contains(&format!("\nSKIP {check}: not applicable on the emulator")), "{check}: {stdout}");
+    }
+    assert!(stdout.contains("\n7 of 7 checks passed on the emulator (not a GPU)\n"), "{stdout}");
+    assert!(stdout.contains("\nvalidated: the emulator, not a GPU"), "{stdout}");
+}
