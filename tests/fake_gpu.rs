@@ -290,3 +290,30 @@ fn check_compares_against_a_store_of_emulated_runs() {
     assert!(stdout.contains("PAR-CUDA-EMULATED") && stdout.contains("comm_only median"), "{stdout}");
     assert_clean(dir.path(), "check", &out, true);
 }
+
+/// The comm-only median of a two-GPU run on a machine whose all-reduce lasts 10 ms, with `fault`.
+fn comm_only_ms(fault: &str) -> f64 {
+    let dir = tempfile::tempdir().expect("tmp");
+    // 64 Ki bf16 elements, 2·½·128 KiB at 13.1 MB/s: 10 ms.
+    let env = [("COMMGATE_FAKEGPU_BUSBW_GBPS", "0.0131"), ("COMMGATE_FAKEGPU_FAULT", fault)];
+    let out = command(dir.path(), "slow", &SMALL, &env)
+        .args(["--world-size", "2", "--repeats", "20", "--results-dir", "results"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{fault}: {}", text(&out.stderr));
+    assert_clean(dir.path(), "slow", &out, true);
+    let result = the_result(dir.path());
+    let rows = result["rows"].as_array().expect("rows");
+    let row = rows.iter().find(|r| r["schedule"] == "comm_only").expect("comm_only");
+    row["median_max_rank_ms"].as_f64().expect("median")
+}
+
+/// A slower rank holds every rank's collective: three times as slow a rank makes the comm-only
+/// step about three times as long (20 ms more than 10 ms; asserted at twice, far above noise).
+#[test]
+fn a_slower_rank_slows_every_collective() {
+    let healthy = comm_only_ms("");
+    let slowed = comm_only_ms("slow-rank=1:3");
+    assert!(healthy >= 9.0, "{healthy} ms");
+    assert!(slowed > 2.0 * healthy, "{slowed} ms against {healthy} ms");
+}
