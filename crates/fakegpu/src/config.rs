@@ -2,6 +2,7 @@
 //! (`COMMGATE_FAKEGPU_*`). Pure over the variables, so every setting is tested without a process.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 /// Prefix of every variable the emulator reads.
 pub const PREFIX: &str = "COMMGATE_FAKEGPU_";
@@ -187,6 +188,18 @@ fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
     let minor = parts.next().unwrap_or(Some(0))?;
     let patch = parts.next().unwrap_or(Some(0))?;
     (parts.next().is_none() && major < 100 && minor < 100).then_some((major, minor, patch))
+}
+
+/// The settings, read once; an unreadable variable stops the process with one line (the
+/// emulator never runs a machine nobody asked for).
+pub fn get() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        Config::from_vars(|name| std::env::var(format!("{PREFIX}{name}")).ok()).unwrap_or_else(|bad| {
+            eprintln!("commgate-fakegpu: {bad}");
+            std::process::exit(2)
+        })
+    })
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub fn report(call: &str, what: &str) -> ! {
 fn ledger_file() -> &'static Option<Mutex<File>> {
     static FILE: OnceLock<Option<Mutex<File>>> = OnceLock::new();
     FILE.get_or_init(|| {
-        let path = crate::world::config().ledger.clone()?;
+        let path = crate::config::get().ledger.clone()?;
         OpenOptions::new().create(true).append(true).open(path).ok().map(Mutex::new)
     })
 }

@@ -11,8 +11,9 @@ use cudarc::cublas::sys::{
 };
 
 use crate::blas::{Element, Gemm, Handle};
+use crate::config::get as config;
 use crate::contract::{self, violation, Fail};
-use crate::world::{self, config, world};
+use crate::world::{self, world};
 
 type Outcome = Result<(), Fail<cublasStatus_t>>;
 

@@ -15,10 +15,12 @@ use cudarc::driver::sys::{
     CUmemoryPool, CUresult, CUstream, CU_MEMHOSTALLOC_DEVICEMAP,
 };
 
+use crate::config::get as config;
 use crate::config::Fault;
 use crate::contract::{self, violation, Fail};
+use crate::memory::{AllocError, Block, InUse};
 use crate::stream::{Event, Job, Stream};
-use crate::world::{self, config, world, AllocError, Block, InUse};
+use crate::world::{self, world};
 
 type Outcome = Result<(), Fail<CUresult>>;
 
@@ -147,7 +149,7 @@ fn queue(stream: &Stream, job: Job) -> Outcome {
 
 /// An NCCL group left open on this thread makes the calls that wait a violation.
 fn no_open_group(what: &str) -> Outcome {
-    if crate::nccl_api::group_depth() > 0 {
+    if crate::nccl::group_depth() > 0 {
         return Err(violation(format!("{what} while an NCCL group is open on this thread (ncclGroupEnd missing)")));
     }
     Ok(())

@@ -28,6 +28,7 @@ pub mod config;
 pub mod contract;
 pub mod cublas_api;
 pub mod driver;
+pub mod memory;
 pub mod nccl;
 pub mod nccl_api;
 pub mod stream;

@@ -5,6 +5,7 @@
 //! the configured bus bandwidth gives its payload; the faults of `COMMGATE_FAKEGPU_FAULT` break a
 //! transport, hang or slow a rank.
 
+use std::cell::RefCell;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,11 +15,26 @@ use std::time::{Duration, Instant};
 use cudarc::nccl::sys::{ncclDataType_t, ncclRedOp_t, ncclResult_t};
 
 use crate::blas::Element;
+use crate::config::get as config;
 use crate::config::Fault;
-use crate::world::{config, InUse};
+use crate::memory::InUse;
+use crate::stream::{Job, Stream};
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How deep this thread's groups are nested, and the collectives they hold back until the
+/// outermost ends.
+pub type Group = (u32, Vec<(Arc<Stream>, Job)>);
+
+thread_local! {
+    pub static GROUP: RefCell<Group> = const { RefCell::new((0, Vec::new())) };
+}
+
+/// How deep this thread's NCCL groups are nested.
+pub fn group_depth() -> u32 {
+    GROUP.with(|g| g.borrow().0)
 }
 
 /// How long joining a communicator across processes may take before it fails.

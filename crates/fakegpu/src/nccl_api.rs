@@ -3,7 +3,6 @@
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
-use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,11 +10,11 @@ use std::time::Duration;
 
 use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId};
 
+use crate::config::get as config;
 use crate::config::Fault;
 use crate::contract::{self, violation, Fail};
-use crate::nccl::{Comm, JoinError, Part};
-use crate::stream::{Job, Stream};
-use crate::world::{self, config, world};
+use crate::nccl::{group_depth, Comm, JoinError, Part, GROUP};
+use crate::world::{self, world};
 
 type Outcome = Result<(), Fail<ncclResult_t>>;
 
@@ -44,19 +43,6 @@ fn comm(handle: ncclComm_t, what: &str) -> Result<Arc<Comm>, Fail<ncclResult_t>>
     world().comms.get(&(handle as u64)).cloned().ok_or_else(|| {
         violation(format!("{what} on communicator {:#x}, which was destroyed, aborted or never made", handle as u64))
     })
-}
-
-/// How deep this thread's groups are nested, and the collectives they hold back until the
-/// outermost ends.
-type Group = (u32, Vec<(Arc<Stream>, Job)>);
-
-thread_local! {
-    static GROUP: RefCell<Group> = const { RefCell::new((0, Vec::new())) };
-}
-
-/// How deep this thread's NCCL groups are nested.
-pub fn group_depth() -> u32 {
-    GROUP.with(|g| g.borrow().0)
 }
 
 #[no_mangle]
