@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example gen_traces -- --out DIR [--ranks N] [--mb-per-rank X]
-//!     [--gzip] [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K]
+//!     [--gzip] [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K] [--dense-steps S]
 //! ```
 //! With `--dense-kernels K` it writes kernel-dense ranks instead (`commgate_testkit::dense`):
 //! K kernels each over 10 steps, 100 distinct names.
@@ -17,13 +17,15 @@ use commgate_testkit::dense::{write_dense, DenseSpec};
 use commgate_testkit::synth::{write_all_ranks, SynthSpec};
 
 const USAGE: &str = "usage: gen_traces --out DIR [--ranks N] [--mb-per-rank X] [--gzip] \
-                     [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K]";
+                     [--seed S] [--imbalance F] [--straggler R] [--dense-kernels K] [--dense-steps S]";
 
 struct Opts {
     out: PathBuf,
     gzip: bool,
     spec: SynthSpec,
     dense_kernels: Option<u64>,
+    /// Steps the dense kernels are spread over (default 10; 1: the whole capture one step).
+    dense_steps: u64,
 }
 
 fn main() -> ExitCode {
@@ -79,7 +81,7 @@ fn generate_dense(opts: &Opts, kernels: u64) -> std::io::Result<()> {
     std::fs::create_dir_all(&opts.out)?;
     let world_size = opts.spec.world_size;
     for rank in 0..world_size {
-        let spec = DenseSpec { kernels, steps: 10, distinct_names: 100, rank, world_size };
+        let spec = DenseSpec { kernels, steps: opts.dense_steps, distinct_names: 100, rank, world_size };
         let ext = if opts.gzip { "json.gz" } else { "json" };
         let path = opts.out.join(format!("rank-{rank}.{ext}"));
         let file = std::fs::File::create(&path)?;
@@ -104,6 +106,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     let mut imbalance = None;
     let mut straggler = None;
     let mut dense_kernels = None;
+    let mut dense_steps = 10;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().cloned().ok_or_else(|| format!("{flag} needs a value"));
@@ -116,6 +119,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--imbalance" => imbalance = Some(number::<f64>(flag, &value()?)?),
             "--straggler" => straggler = Some(number::<u32>(flag, &value()?)?),
             "--dense-kernels" => dense_kernels = Some(number::<u64>(flag, &value()?)?),
+            "--dense-steps" => dense_steps = number::<u64>(flag, &value()?)?.max(1),
             "-h" | "--help" => return Err("help requested".into()),
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -139,7 +143,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     if spec.straggler_rank >= spec.world_size {
         return Err(format!("--straggler {} is not a rank of {} ranks", spec.straggler_rank, spec.world_size));
     }
-    Ok(Opts { out, gzip, spec, dense_kernels })
+    Ok(Opts { out, gzip, spec, dense_kernels, dense_steps })
 }
 
 fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
