@@ -8,26 +8,41 @@
 #
 # The emulator is never a GPU: its devices are named "commgate emulated GPU (fakegpu, not a GPU)"
 # and commgate labels what it measures there as emulated. Settings and faults: docs/emulator.md.
-# Environment: CARGO_TARGET_DIR (where cargo builds; default target/), FAKEGPU_PROFILE (debug).
+# Environment: CARGO_TARGET_DIR (where cargo builds; default target/), FAKEGPU_PROFILE (debug or
+# release), FAKEGPU_FEATURES (a variant that lacks an entry point: no-wait-value, no-finalize;
+# each variant gets its own directory).
 # Exit: 0 and the directory on stdout; 1 the build failed (cargo's output on stderr).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 profile="${FAKEGPU_PROFILE:-debug}"
+features="${FAKEGPU_FEATURES:-}"
 case "$profile" in
   debug) flags=() ;;
   release) flags=(--release) ;;
   *) echo "fake-gpu: FAKEGPU_PROFILE=$profile: expected debug or release" >&2; exit 1 ;;
 esac
-(cd "$root" && cargo build --locked --quiet -p commgate-fakegpu "${flags[@]}" >&2) || {
+case "$features" in
+  '' | no-wait-value | no-finalize | no-wait-value,no-finalize | no-finalize,no-wait-value) ;;
+  *) echo "fake-gpu: FAKEGPU_FEATURES=$features: expected no-wait-value and/or no-finalize" >&2; exit 1 ;;
+esac
+[ -n "$features" ] && flags+=(--features "$features")
+dir="$target/fakegpu/$profile${features:+-${features//,/+}}"
+mkdir -p "$target/fakegpu"
+# One build and copy at a time: variants share cargo's output file.
+exec 9>"$target/fakegpu/.lock"
+flock 9
+(cd "$root" && cargo build --locked --quiet -p commgate-fakegpu ${flags[@]+"${flags[@]}"} >&2) || {
   echo "fake-gpu: building crates/fakegpu failed (cargo's output above)" >&2
   exit 1
 }
 lib="$target/$profile/libcommgate_fakegpu.so"
 [ -f "$lib" ] || { echo "fake-gpu: $lib was not built" >&2; exit 1; }
-dir="$target/fakegpu/$profile"
 mkdir -p "$dir"
+# A copy, not a link: the next variant's build replaces cargo's file.
+cp "$lib" "$dir/.libcommgate_fakegpu.so.new"
+mv -f "$dir/.libcommgate_fakegpu.so.new" "$dir/libcommgate_fakegpu.so"
 for name in libcuda.so.1 libcublas.so.12 libnccl.so.2; do
-  ln -sfn "$lib" "$dir/$name"
+  ln -sfn libcommgate_fakegpu.so "$dir/$name"
 done
 echo "$dir"

@@ -19,14 +19,20 @@ use commgate_fakegpu::contract::{read_ledger, VIOLATION};
 /// The emulator's library directory, built once per test binary by the script CI and users run.
 fn emulator() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out =
-            Command::new("bash").arg(common::root().join("scripts/fake-gpu.sh")).output().expect("run fake-gpu.sh");
-        assert!(out.status.success(), "fake-gpu.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-        let dir = PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim());
-        assert!(dir.join("libcuda.so.1").exists(), "{}", dir.display());
-        dir
-    })
+    DIR.get_or_init(|| variant(""))
+}
+
+/// The directory of the emulator built with `features` (a variant that lacks an entry point).
+fn variant(features: &str) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(common::root().join("scripts/fake-gpu.sh"))
+        .env("FAKEGPU_FEATURES", features)
+        .output()
+        .expect("run fake-gpu.sh");
+    assert!(out.status.success(), "fake-gpu.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+    let dir = PathBuf::from(String::from_utf8(out.stdout).expect("utf-8").trim());
+    assert!(dir.join("libcuda.so.1").exists(), "{}", dir.display());
+    dir
 }
 
 /// A small benchmark: the CUDA path, not speed, is under test (each test adds `--repeats`).
@@ -316,4 +322,67 @@ fn a_slower_rank_slows_every_collective() {
     let slowed = comm_only_ms("slow-rank=1:3");
     assert!(healthy >= 9.0, "{healthy} ms");
     assert!(slowed > 2.0 * healthy, "{slowed} ms against {healthy} ms");
+}
+
+/// Every entry point the backend checks for before its first call is one the emulator exports,
+/// and the variants lack exactly theirs: the emulator answers for the backend's real call list.
+#[test]
+fn the_emulator_exports_every_entry_point_the_backend_checks_for() {
+    use commgate_bench::cuda::{BARRIER_SYMBOL, CUBLAS_SYMBOLS, DRIVER_SYMBOLS, NCCL_SYMBOLS};
+    let exported = |dir: &Path, name: &str| -> bool {
+        // SAFETY: loads the emulator (a Rust cdylib with no initialisers of its own) and only looks
+        // symbols up; nothing is called.
+        #[allow(unsafe_code)]
+        unsafe {
+            let library = libloading::Library::new(dir.join("libcommgate_fakegpu.so")).expect("load");
+            library.get::<unsafe extern "C" fn()>(name.as_bytes()).is_ok()
+        }
+    };
+    let all: Vec<&str> =
+        DRIVER_SYMBOLS.iter().chain(&CUBLAS_SYMBOLS).chain(&NCCL_SYMBOLS).copied().chain([BARRIER_SYMBOL]).collect();
+    for name in &all {
+        assert!(exported(emulator(), name), "the emulator lacks {name}");
+    }
+    let (no_wait, no_finalize) = (variant("no-wait-value"), variant("no-finalize"));
+    for name in &all {
+        assert_eq!(exported(&no_wait, name), *name != BARRIER_SYMBOL, "{name}");
+        assert_eq!(exported(&no_finalize, name), *name != "ncclCommFinalize", "{name}");
+    }
+}
+
+/// A driver without `cuStreamWaitValue32_v2`: cudarc would panic on the barrier's first wait;
+/// the backend asks first, times the run ungated and says why.
+#[test]
+fn a_driver_without_the_stream_wait_is_timed_ungated_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = command(dir.path(), "nowait", &SMALL, &[])
+        .env("LD_LIBRARY_PATH", variant("no-wait-value"))
+        .args(["--world-size", "2", "--repeats", "20", "--results-dir", "results"])
+        .output()
+        .expect("run");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("not gated (the driver lacks cuStreamWaitValue32_v2)"), "{stderr}");
+    assert_eq!(the_result(dir.path())["workload"]["timing"], "ungated");
+    assert_clean(dir.path(), "nowait", &out, true);
+}
+
+/// NCCL before 2.14 has no `ncclCommFinalize`: cudarc would panic at the teardown, after the
+/// whole run; the backend refuses at the start, naming what the library lacks and the fix.
+#[test]
+fn nccl_without_finalize_is_refused_at_the_start_naming_what_it_lacks() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = command(dir.path(), "nofinal", &SMALL, &[])
+        .env("LD_LIBRARY_PATH", variant("no-finalize"))
+        .args(["--world-size", "2", "--repeats", "20", "--results-dir", "results"])
+        .output()
+        .expect("run");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("commgate: error:")).collect();
+    let expected = "commgate: error: libnccl lacks ncclCommFinalize: commgate needs NCCL 2.14 or newer: pip install \
+                    nvidia-nccl-cu13 (or -cu12), or use --backend cpu";
+    assert_eq!(errors, [expected], "{stderr}");
+    let (alive, violations) = ledger(dir.path(), "nofinal");
+    assert!(violations.is_empty() && !alive.iter().any(|(kind, _)| kind == "nccl-comm"), "{alive:?}");
 }

@@ -6,9 +6,8 @@
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cudarc::driver::sys::{
     CUcontext, CUdevice, CUdevice_P2PAttribute, CUdevice_attribute, CUdeviceptr, CUevent, CUmemAccessDesc,
@@ -422,6 +421,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent(handle: CUstream, ev: CUevent, _flags
 
 /// `cuStreamWaitValue32`: the stream waits until the 32-bit word at `addr` satisfies `flags`'
 /// comparison with `value` (GEQ is cyclic: `(int32)(word − value) ≥ 0`).
+#[cfg(not(feature = "no-wait-value"))]
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamWaitValue32_v2(
     handle: CUstream,
@@ -457,9 +457,9 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(
             &stream,
             Box::new(move || {
                 // SAFETY: the block holds the aligned word (checked) and stays allocated while held.
-                let word = unsafe { AtomicU32::from_ptr(block.block().ptr(addr).cast::<u32>()) };
+                let word = unsafe { std::sync::atomic::AtomicU32::from_ptr(block.block().ptr(addr).cast::<u32>()) };
                 while !satisfied(word.load(Ordering::SeqCst), value) {
-                    std::thread::sleep(Duration::from_micros(20));
+                    std::thread::sleep(std::time::Duration::from_micros(20));
                 }
                 Ok(())
             }),

@@ -6,7 +6,6 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId};
 
@@ -241,13 +240,14 @@ pub unsafe extern "C" fn ncclCommAbort(handle: ncclComm_t) -> ncclResult_t {
     })
 }
 
+#[cfg(not(feature = "no-finalize"))]
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommFinalize(handle: ncclComm_t) -> ncclResult_t {
     call("ncclCommFinalize", || {
         let comm = comm(handle, "ncclCommFinalize")?;
         // Blocking mode: returns once every collective of the communicator has finished.
         while comm.in_flight.load(Ordering::SeqCst) > 0 && !comm.aborted.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(())
     })

@@ -149,6 +149,9 @@ impl Barrier {
 
 fn try_open(contexts: &[&Arc<CudaContext>]) -> Result<(ffi::BarrierWord, Vec<CUdeviceptr>), String> {
     let Some(first) = contexts.first() else { return Err("no GPU".to_string()) };
+    if !super::discovery::barrier_symbol_present() {
+        return Err(format!("the driver lacks {}", super::discovery::BARRIER_SYMBOL));
+    }
     for ctx in contexts {
         let maps = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY);
         if maps.map_err(|e| format!("asking whether GPU {} maps host memory: {e}", ctx.ordinal()))? == 0 {

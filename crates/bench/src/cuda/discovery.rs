@@ -49,6 +49,67 @@ const MIN_DRIVER_CUDA: i32 = 12080;
 const LINK_DIR_ENV: &str = commgate_core::environment::NCCL_LINK_DIR.name;
 const DIR_PREFIX: &str = "commgate-nccl-";
 
+/// The driver entry points the backend calls (through cudarc) on every run: checked before the
+/// first call, since cudarc panics on a missing one.
+pub const DRIVER_SYMBOLS: [&str; 33] = [
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetName",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceCanAccessPeer",
+    "cuDeviceGetP2PAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
+    "cuStreamSynchronize",
+    "cuStreamWaitEvent",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventSynchronize",
+    "cuEventElapsedTime_v2",
+    "cuMemAllocAsync",
+    "cuMemFreeAsync",
+    "cuMemsetD8Async",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuMemHostGetDevicePointer_v2",
+    "cuDeviceGetDefaultMemPool",
+    "cuMemPoolSetAccess",
+];
+
+/// The one driver entry point the backend can do without: the timing barrier's stream wait
+/// (without it the run is timed ungated, with a note).
+pub const BARRIER_SYMBOL: &str = "cuStreamWaitValue32_v2";
+
+/// The cuBLAS entry points the backend calls.
+pub const CUBLAS_SYMBOLS: [&str; 5] =
+    ["cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSgemm_v2", "cublasGemmEx"];
+
+/// The NCCL entry points the backend calls; `ncclCommFinalize` came with NCCL 2.14.
+pub const NCCL_SYMBOLS: [&str; 11] = [
+    "ncclGetVersion",
+    "ncclGetUniqueId",
+    "ncclCommInitAll",
+    "ncclCommInitRank",
+    "ncclAllReduce",
+    "ncclGroupStart",
+    "ncclGroupEnd",
+    "ncclCommGetAsyncError",
+    "ncclCommAbort",
+    "ncclCommFinalize",
+    "ncclCommDestroy",
+];
+
 /// What this machine lacks to run the CUDA backend, each as one line saying how to fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum CudaUnavailable {
@@ -76,6 +137,9 @@ pub enum CudaUnavailable {
     CublasDoesNotLoad { path: PathBuf, error: String },
     #[error("libnccl.so.2 not found: pip install nvidia-nccl-cu13 or apt install libnccl2, or set LD_LIBRARY_PATH")]
     NoNccl,
+    /// A library that loads but lacks entry points the backend calls.
+    #[error("{library} lacks {}: {fix}", .names.join(", "))]
+    MissingSymbols { library: &'static str, names: Vec<&'static str>, fix: &'static str },
     /// Only `libnccl.so.2` exists and re-executing is not an option: the fix by hand.
     #[error("{}", manual_fix(.so2))]
     NcclNeedsLink { so2: PathBuf },
@@ -128,14 +192,53 @@ pub fn probe() -> Result<u32, CudaUnavailable> {
         Some(v) => return Err(CudaUnavailable::DriverTooOld(v)),
         None => return Err(CudaUnavailable::NoDriver),
     }
+    complete(ffi::Lib::Driver)?;
     preload_cublas()?;
     if !ffi::cublas_present() {
         return Err(CudaUnavailable::NoCublas);
     }
+    complete(ffi::Lib::Cublas)?;
     match nccl_status() {
         NcclStatus::Missing => Err(CudaUnavailable::NoNccl),
-        NcclStatus::Loadable | NcclStatus::OnlySo2(_) => Ok(count),
+        NcclStatus::Loadable => complete(ffi::Lib::Nccl).map(|()| count),
+        // Checked once the restart has made it loadable (`nccl_loadable`).
+        NcclStatus::OnlySo2(_) => Ok(count),
     }
+}
+
+/// `Err` naming the entry points of `lib` the backend calls and the loaded library lacks (an old
+/// driver, NCCL before 2.14, a stub or a look-alike library), with the fix. Call only when the
+/// library is present.
+fn complete(lib: ffi::Lib) -> Result<(), CudaUnavailable> {
+    let (symbols, library, fix): (&[&'static str], _, _) = match lib {
+        ffi::Lib::Driver => (
+            &DRIVER_SYMBOLS,
+            "libcuda (the NVIDIA driver)",
+            "commgate needs a driver for CUDA 12.8 or newer (R570+): update the driver, or use --backend cpu",
+        ),
+        ffi::Lib::Cublas => (
+            &CUBLAS_SYMBOLS,
+            "libcublas",
+            "commgate needs cuBLAS 12 or 13: pip install nvidia-cublas-cu12 (torch's) or install the CUDA toolkit's \
+             cuBLAS, or use --backend cpu",
+        ),
+        ffi::Lib::Nccl => (
+            &NCCL_SYMBOLS,
+            "libnccl",
+            "commgate needs NCCL 2.14 or newer: pip install nvidia-nccl-cu13 (or -cu12), or use --backend cpu",
+        ),
+    };
+    let names = ffi::missing_symbols(lib, symbols);
+    if names.is_empty() {
+        Ok(())
+    } else {
+        Err(CudaUnavailable::MissingSymbols { library, names, fix })
+    }
+}
+
+/// Whether the driver exports the timing barrier's stream wait ([`BARRIER_SYMBOL`]).
+pub(super) fn barrier_symbol_present() -> bool {
+    ffi::missing_symbols(ffi::Lib::Driver, &[BARRIER_SYMBOL]).is_empty()
 }
 
 /// Readies CUDA's libraries at the start of a command that may run the CUDA backend: on the main
@@ -167,7 +270,7 @@ pub fn prepare_at_start() {
 /// rendezvous or a base commit's temporary copy would be lost).
 pub fn nccl_loadable() -> Result<(), CudaUnavailable> {
     match nccl_status() {
-        NcclStatus::Loadable => Ok(()),
+        NcclStatus::Loadable => complete(ffi::Lib::Nccl),
         NcclStatus::Missing => Err(CudaUnavailable::NoNccl),
         NcclStatus::OnlySo2(so2) => Err(CudaUnavailable::NcclNeedsLink { so2 }),
     }

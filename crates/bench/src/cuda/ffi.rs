@@ -61,6 +61,35 @@ pub(super) fn keep_nccl_loaded() {
     }
 }
 
+/// One of the libraries cudarc loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lib {
+    Driver,
+    Cublas,
+    Nccl,
+}
+
+/// Which of `names` the library does not export. cudarc resolves each symbol on its first call
+/// and *panics* when it is missing, so the backend asks first. Call only when the library is
+/// present ([`driver_present`], [`cublas_present`], [`nccl_present`]).
+pub(super) fn missing_symbols(lib: Lib, names: &[&'static str]) -> Vec<&'static str> {
+    // SAFETY: the library is present (the caller's condition), so cudarc's loader finds it
+    // instead of panicking, loads it once and keeps it in a static.
+    let library = unsafe {
+        match lib {
+            Lib::Driver => cudarc::driver::sys::culib(),
+            Lib::Cublas => cudarc::cublas::sys::culib(),
+            Lib::Nccl => cudarc::nccl::sys::culib(),
+        }
+    };
+    names
+        .iter()
+        .copied()
+        // SAFETY: only looks the symbol up (dlsym); nothing is called through the pointer.
+        .filter(|name| unsafe { library.get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_err())
+        .collect()
+}
+
 /// The CUDA version the driver supports (1000·major + 10·minor), `None` without libcuda.
 pub(super) fn driver_cuda_version() -> Option<i32> {
     if !driver_present() {

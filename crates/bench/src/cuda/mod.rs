@@ -26,7 +26,10 @@ mod topology;
 mod wait;
 
 pub use barrier::{TimingBarrier, BARRIER_VARIABLE};
-pub use discovery::{nccl_loadable, prepare_at_start, probe, CudaUnavailable};
+pub use discovery::{
+    nccl_loadable, prepare_at_start, probe, CudaUnavailable, BARRIER_SYMBOL, CUBLAS_SYMBOLS, DRIVER_SYMBOLS,
+    NCCL_SYMBOLS,
+};
 pub use ffi::exit_without_destructors;
 
 use super::launch::{Launch, Rendezvous};
