@@ -214,3 +214,56 @@ fn transfer_wait_busbw_and_last_arrival_match_hand_computation() {
     assert_eq!(a.ranks[0].step_ms.len(), 2);
     assert_relative_eq!(a.ranks[0].step_ms[0] + a.ranks[0].step_ms[1], 2.0);
 }
+
+/// DeepEP's kernels (the public `deep_ep::` and DeepSeek's own `dpsk::ep::` namespaces) are
+/// communication without any pattern, each family its own row; the layout kernel computes.
+#[test]
+fn deep_ep_kernels_are_communication_by_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doc = r#"{"traceEvents":[
+        {"ph":"X","cat":"kernel","name":"void dpsk::ep::cuda::get_dispatch_layout<256>(long const*)","pid":0,"tid":7,"ts":0,"dur":10,"args":{}},
+        {"ph":"X","cat":"kernel","name":"void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*)","pid":0,"tid":27,"ts":20,"dur":100,"args":{}},
+        {"ph":"X","cat":"kernel","name":"void deep_ep::internode_ll::combine<8, 7168>(void*)","pid":0,"tid":27,"ts":200,"dur":60,"args":{}},
+        {"ph":"X","cat":"kernel","name":"cutlass::device_kernel<gemm>","pid":0,"tid":7,"ts":30,"dur":200,"args":{}}
+    ]}"#;
+    let file = dir.path().join("rank-0.json");
+    std::fs::write(&file, doc).expect("write");
+    let a = attribute_paths(&[file], &AttributeOptions::default()).expect("attributes");
+    let rows: Vec<&String> = a.by_collective.keys().collect();
+    assert_eq!(rows, ["deep_ep::internode_ll::combine", "dpsk::ep::internode::dispatch"]);
+    assert_relative_eq!(a.by_collective["dpsk::ep::internode::dispatch"].total_comm_ms, 0.1);
+    assert!(a.source.moe_markers && a.source.comm_lookalikes.is_empty());
+}
+
+/// A trace whose communication commgate does not know: no row, but a note that names the
+/// kernels that look like communication and the pattern that would count them; with that
+/// pattern they are a row.
+#[test]
+fn kernels_that_look_like_communication_are_named_with_the_pattern_that_counts_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doc = r#"{"traceEvents":[
+        {"ph":"X","cat":"kernel","name":"void my_ep::fused_dispatch<8>(int*)","pid":0,"tid":9,"ts":0,"dur":300,"args":{}},
+        {"ph":"X","cat":"kernel","name":"void my_ep::fused_dispatch<16>(int*)","pid":0,"tid":9,"ts":400,"dur":100,"args":{}},
+        {"ph":"X","cat":"kernel","name":"triton_all_to_all_kernel","pid":0,"tid":9,"ts":600,"dur":50,"args":{}},
+        {"ph":"X","cat":"kernel","name":"cutlass::device_kernel<gemm>","pid":0,"tid":7,"ts":0,"dur":700,"args":{}}
+    ]}"#;
+    let file = dir.path().join("rank-0.json");
+    std::fs::write(&file, doc).expect("write");
+    let a = attribute_paths(std::slice::from_ref(&file), &AttributeOptions::default()).expect("attributes");
+    assert!(a.by_collective.is_empty());
+    let found: Vec<(&str, f64)> = a.source.comm_lookalikes.iter().map(|l| (l.family.as_str(), l.ms_per_step)).collect();
+    assert_eq!(found, [("my_ep::fused_dispatch", 0.4), ("triton_all_to_all_kernel", 0.05)]);
+    let notes = a.notes().join("\n");
+    assert!(
+        notes.contains("my_ep::fused_dispatch (0.400 ms per step), triton_all_to_all_kernel (0.050 ms per step)"),
+        "{notes}"
+    );
+    assert!(notes.contains("e.g. --comm-pattern fused_dispatch=my_ep::fused_dispatch"), "{notes}");
+    let named = AttributeOptions {
+        comm_patterns: vec![CommPattern::parse("fused_dispatch=my_ep::fused_dispatch").unwrap()],
+        ..AttributeOptions::default()
+    };
+    let a = attribute_paths(&[file], &named).expect("attributes");
+    assert_eq!(a.by_collective.keys().collect::<Vec<_>>(), ["fused_dispatch"]);
+    assert!(a.source.comm_lookalikes.is_empty());
+}

@@ -68,6 +68,7 @@ fn in_group(
         timeline: Vec::new(),
         unlaunched_left_out: 0,
         moe_markers: false,
+        comm_lookalikes: Vec::new(),
     }
 }
 

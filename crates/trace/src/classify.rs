@@ -93,13 +93,74 @@ pub fn kernel_family(name: &str) -> String {
     }
 }
 
-/// commgate's rule: NCCL kernels by name (plus user patterns), memory by category or name,
-/// every other kernel is compute.
+/// The communication library a kernel of another library than NCCL belongs to, by its family
+/// ([`kernel_family`]): DeepEP's dispatch, combine and notify kernels (`deep_ep::` and DeepSeek's
+/// own `dpsk::ep::`, in the `intranode`, `internode` and `internode_ll` namespaces; not
+/// `get_dispatch_layout`, which computes), NVSHMEM (`nvshmem…`), MSCCL and MSCCL++ (`msccl…`),
+/// and PyTorch's symmetric memory (`c10d::symmetric_memory::…`). RCCL's kernels are NCCL's names.
+pub fn library_comm(name: &str) -> Option<&'static str> {
+    let family = kernel_family(name);
+    let segments: Vec<&str> = family.split("::").collect();
+    let deep_ep = match segments.as_slice() {
+        ["deep_ep", space, ..] | ["dpsk", "ep", space, ..] => {
+            matches!(*space, "intranode" | "internode" | "internode_ll")
+        }
+        _ => false,
+    };
+    if deep_ep {
+        return Some("DeepEP");
+    }
+    let first = segments.first().copied().unwrap_or_default();
+    if first.starts_with("nvshmem") {
+        Some("NVSHMEM")
+    } else if first.starts_with("mscclpp") {
+        Some("MSCCL++")
+    } else if first.starts_with("msccl") {
+        Some("MSCCL")
+    } else if segments.windows(2).any(|w| w == ["c10d", "symmetric_memory"]) {
+        Some("PyTorch symmetric memory")
+    } else {
+        None
+    }
+}
+
+/// Words that mark a kernel name as looking like communication, for the hint when a trace has
+/// no communication kernel commgate recognises.
+const COMM_WORDS: [&str; 14] = [
+    "dispatch",
+    "combine",
+    "alltoall",
+    "all_to_all",
+    "allreduce",
+    "all_reduce",
+    "allgather",
+    "all_gather",
+    "reduce_scatter",
+    "reducescatter",
+    "sendrecv",
+    "send_recv",
+    "p2p",
+    "rdma",
+];
+
+/// Whether a compute kernel's name looks like communication (a word of [`COMM_WORDS`] in its
+/// family, any case): named in the hint, never counted as communication.
+pub fn looks_like_comm(name: &str) -> bool {
+    let family = kernel_family(name).to_ascii_lowercase();
+    COMM_WORDS.iter().any(|w| family.contains(w))
+}
+
+/// commgate's rule: NCCL kernels by name, the other libraries' of [`library_comm`] and the user's
+/// patterns; memory by category or name; every other kernel is compute.
 pub fn kind_default(cat: KernelCat, name: &str, comm_patterns: &PatternSet) -> KernelKind {
     if cat != KernelCat::Kernel {
         return KernelKind::Other;
     }
-    if name.starts_with("nccl") || name.contains("ncclKernel") || comm_patterns.matches(name) {
+    if name.starts_with("nccl")
+        || name.contains("ncclKernel")
+        || comm_patterns.matches(name)
+        || library_comm(name).is_some()
+    {
         return KernelKind::Comm;
     }
     if name.starts_with("Memcpy") || name.starts_with("Memset") || name.starts_with("dma") {
@@ -213,10 +274,10 @@ pub fn dtype_size(dtype: &str) -> Option<u64> {
 }
 
 /// Whether a kernel or annotation name marks a mixture-of-experts job: `moe`, `expert`,
-/// `deep_ep`/`deepep` (DeepEP's dispatch and combine kernels) or `router`, in any case
+/// `deep_ep`/`deepep`/`dpsk::ep` (DeepEP's dispatch and combine kernels) or `router`, in any case
 /// (`fused_moe_kernel`, `MoELayer`, `deep_ep::intranode::dispatch<…>`, `TopKRouter`).
 pub fn is_moe_marker(name: &str) -> bool {
-    const MARKERS: [&str; 5] = ["moe", "expert", "deep_ep", "deepep", "router"];
+    const MARKERS: [&str; 6] = ["moe", "expert", "deep_ep", "deepep", "dpsk::ep", "router"];
     let lower = name.to_ascii_lowercase();
     MARKERS.iter().any(|m| lower.contains(m))
 }
@@ -351,5 +412,44 @@ mod tests {
         assert_eq!(rank_from_file_name("Rank_12.json"), Some(12));
         assert_eq!(rank_from_file_name("ranking-rank-2.json"), Some(2));
         assert_eq!(rank_from_file_name("trace.json"), None);
+    }
+
+    #[test]
+    fn other_libraries_communication_kernels_are_recognised_by_their_family() {
+        let comm = |name| kind_default(KernelCat::Kernel, name, &PatternSet::default());
+        for (name, library) in [
+            ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int*)", "DeepEP"),
+            ("void dpsk::ep::internode::cached_notify<4>(int)", "DeepEP"),
+            ("void deep_ep::intranode::combine<__nv_bfloat16, 8>(int*)", "DeepEP"),
+            ("void deep_ep::internode_ll::dispatch<8, 7168>(void*)", "DeepEP"),
+            ("nvshmemi_transfer_rma_nbi_kernel", "NVSHMEM"),
+            ("void mscclpp::allreduce_kernel<float>(float*)", "MSCCL++"),
+            ("void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 8>(float**)", "PyTorch symmetric memory"),
+        ] {
+            assert_eq!(library_comm(name), Some(library), "{name}");
+            assert_eq!(comm(name), KernelKind::Comm, "{name}");
+        }
+        for name in [
+            "void dpsk::ep::cuda::get_dispatch_layout<256>(long*)",
+            "void deep_ep::layout::get_dispatch_layout(int*)",
+            "cutlass::device_kernel<foo>",
+            "dispatch_kernel",
+        ] {
+            assert_eq!((library_comm(name), comm(name)), (None, KernelKind::Compute), "{name}");
+        }
+        // HTA's own rule is HTA's: it knows NCCL's names only.
+        assert_eq!(
+            kind_hta("void dpsk::ep::internode::dispatch<8>(int*)", &PatternSet::default()),
+            KernelKind::Compute
+        );
+    }
+
+    #[test]
+    fn kernels_that_look_like_communication_are_named_by_their_family() {
+        assert!(looks_like_comm("void my_ep::fused_dispatch<8>(int*)"));
+        assert!(looks_like_comm("triton_AllReduce_kernel_0"));
+        assert!(looks_like_comm("kernel_all_to_all_fwd"));
+        assert!(!looks_like_comm("void at::native::vectorized_elementwise_kernel<4>(int)"));
+        assert!(!looks_like_comm("sm90_xmma_gemm_bf16bf16_bf16f32"));
     }
 }

@@ -34,6 +34,7 @@ fn kineto_source(files: &[&str], ranks: Vec<u32>) -> Source {
         compute_observed: true,
         queued_before_capture: 0,
         moe_markers: false,
+        comm_lookalikes: Vec::new(),
     }
 }
 

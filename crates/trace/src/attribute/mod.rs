@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 
 use super::caveats::{RankCoverage, StepsIgnored};
 use super::classify::{
-    collective_from_kernel_name, dtype_size, kernel_family, kind_default, kind_hta, normalize_collective, CommPattern,
-    KernelKind, PatternSet, UNKNOWN_COLLECTIVE,
+    collective_from_kernel_name, dtype_size, kernel_family, kind_default, kind_hta, library_comm, looks_like_comm,
+    normalize_collective, CommPattern, KernelKind, PatternSet, UNKNOWN_COLLECTIVE,
 };
 use super::intervals::{intersection, length, lone_negatives, sweep, union, Span};
 use super::limits::{
@@ -138,6 +138,11 @@ pub struct Source {
     /// then asks for expert and token measurements.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub moe_markers: bool,
+    /// When no rank has a kernel commgate knows as communication: the compute kernels whose
+    /// names look like it ([`looks_like_comm`]), by family, the most time first (at most
+    /// [`MAX_LOOKALIKES`]), for the note that says how to name them (`--comm-pattern`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comm_lookalikes: Vec<Lookalike>,
 }
 
 fn yes() -> bool {
@@ -188,6 +193,7 @@ impl Source {
             )
         });
         let no_compute = (!self.compute_observed).then(|| NO_COMPUTE_NOTE.to_string());
+        let lookalikes = lookalike_note(&self.comm_lookalikes);
         let queued = (self.queued_before_capture > 0).then(|| {
             let (n, one) = (self.queued_before_capture, self.queued_before_capture == 1);
             let (what, verb) = if one { ("GPU activity", "is") } else { ("GPU activities", "are") };
@@ -202,8 +208,35 @@ impl Source {
             .chain(folded)
             .chain(capped)
             .chain(queued)
+            .chain(lookalikes)
             .collect()
     }
+}
+
+/// A compute kernel family whose name looks like communication, and its time per step (the
+/// mean over the ranks that run it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lookalike {
+    pub family: String,
+    pub ms_per_step: f64,
+}
+
+/// The most look-alike families a note names.
+pub const MAX_LOOKALIKES: usize = 3;
+
+/// The note that names look-alike kernels and the flag that would count them.
+fn lookalike_note(lookalikes: &[Lookalike]) -> Option<String> {
+    let first = lookalikes.first()?;
+    let named: Vec<String> =
+        lookalikes.iter().map(|l| format!("{} ({:.3} ms per step)", l.family, l.ms_per_step)).collect();
+    let row = first.family.rsplit("::").next().unwrap_or(&first.family);
+    Some(format!(
+        "no kernel is one commgate knows as communication, but these look like it: {}; if they are, name them \
+         with --comm-pattern NAME=SUBSTRING (repeatable), e.g. --comm-pattern {row}={}",
+        named.join(", "),
+        first.family
+    ))
 }
 
 /// One rank's overlap, per step.
@@ -330,6 +363,7 @@ pub fn attribute_events(files: Vec<String>, events: &[CommEvent]) -> Attribution
         compute_observed: true,
         queued_before_capture: 0,
         moe_markers: false,
+        comm_lookalikes: Vec::new(),
     };
     conclude(source, by_collective, Vec::new(), events.len() as u64)
 }
@@ -414,6 +448,10 @@ pub struct RankAnalysis {
     pub unlaunched_left_out: u64,
     /// The trace names mixture-of-experts work ([`RankTrace::moe_markers`]).
     pub moe_markers: bool,
+    /// When the rank has no communication kernel: its compute kernel families that look like
+    /// communication and their time over the window, the most first (at most
+    /// [`MAX_LOOKALIKES`]).
+    pub comm_lookalikes: Vec<(String, Ns)>,
 }
 
 impl RankAnalysis {
@@ -463,11 +501,50 @@ pub fn attribute_analyses(ranks: Vec<RankAnalysis>, opts: &AttributeOptions) -> 
         compute_observed: !ranks.iter().any(|r| r.no_compute),
         queued_before_capture: ranks.iter().map(|r| r.unlaunched_left_out).sum(),
         moe_markers: ranks.iter().any(|r| r.moe_markers),
+        comm_lookalikes: lookalikes_of(&ranks),
     };
     let num_events = ranks.iter().map(|r| r.num_events).fold(0u64, u64::saturating_add);
     let what_if = whatif::what_if(&ranks, &by_collective, &opts.what_if);
     let replayable = Replayable(what_if.is_some().then(|| Arc::new(ranks)));
     Attribution { what_if, replayable, ..conclude(source, by_collective, summaries, num_events) }
+}
+
+/// The look-alike families over ranks, when no rank has a communication kernel: each family's
+/// time per step, the mean over the ranks that run it, the most first.
+fn lookalikes_of(ranks: &[RankAnalysis]) -> Vec<Lookalike> {
+    if ranks.iter().any(|r| !r.comm_kernels.is_empty()) {
+        return Vec::new();
+    }
+    let mut by_family: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
+    for r in ranks {
+        for (family, ns) in &r.comm_lookalikes {
+            let entry = by_family.entry(family).or_default();
+            entry.0 += *ns as f64 / 1e6 / r.steps.max(1) as f64;
+            entry.1 += 1;
+        }
+    }
+    let mut all: Vec<Lookalike> = by_family
+        .into_iter()
+        .map(|(family, (ms, n))| Lookalike { family: family.to_string(), ms_per_step: ms / f64::from(n.max(1)) })
+        .collect();
+    all.sort_by(|a, b| b.ms_per_step.total_cmp(&a.ms_per_step).then_with(|| a.family.cmp(&b.family)));
+    all.truncate(MAX_LOOKALIKES);
+    all
+}
+
+/// A rank's look-alike families (see [`RankAnalysis::comm_lookalikes`]) from its look-alike
+/// kernels' time by name.
+fn rank_lookalikes(t: &RankTrace, by_name: HashMap<u32, Ns>) -> Vec<(String, Ns)> {
+    let mut by_family: BTreeMap<String, Ns> = BTreeMap::new();
+    for (name, ns) in by_name {
+        let family = kernel_family(t.names.get(name as usize).map(|n| &**n).unwrap_or(""));
+        let entry = by_family.entry(family).or_default();
+        *entry = entry.saturating_add(ns);
+    }
+    let mut all: Vec<(String, Ns)> = by_family.into_iter().collect();
+    all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    all.truncate(MAX_LOOKALIKES);
+    all
 }
 
 /// The note for a step count the markers overrode: the setting differs from the markers' count
@@ -592,6 +669,9 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
     let patterns = PatternSet::new(&opts.comm_patterns);
     // Each distinct name is classified once: a rank has far fewer names than kernels.
     let mut kinds: Vec<Option<KernelKind>> = vec![None; t.names.len()];
+    // Whether each compute kernel's name looks like communication, and those kernels' time.
+    let mut looks: Vec<Option<bool>> = vec![None; t.names.len()];
+    let mut lookalike_ns: HashMap<u32, Ns> = HashMap::new();
     // HTA counts CPU events that carry a stream as GPU work, at their own (CPU) time.
     let stream_ops: &[Kernel] = if hta { &t.stream_ops } else { &[] };
     let activities = t.kernels.iter().map(|k| (k, false)).chain(stream_ops.iter().map(|k| (k, true)));
@@ -638,10 +718,22 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         }
         match kind {
             KernelKind::Comm => comm.push((span, k, step)),
-            KernelKind::Compute => compute.push(span),
+            KernelKind::Compute => {
+                compute.push(span);
+                let looks_comm = match looks.get_mut(k.name as usize) {
+                    Some(Some(known)) => *known,
+                    Some(slot) => *slot.insert(!hta && looks_like_comm(name)),
+                    None => false,
+                };
+                if looks_comm {
+                    let entry = lookalike_ns.entry(k.name).or_default();
+                    *entry = entry.saturating_add(span.1.saturating_sub(span.0));
+                }
+            }
             KernelKind::Other => {}
         }
     }
+    let comm_lookalikes = if comm.is_empty() { rank_lookalikes(t, lookalike_ns) } else { Vec::new() };
     // Sorted by span (stably, as before), remembering where each kernel went for the timeline.
     let mut order: Vec<(usize, (Span, &Kernel, u32))> = comm.into_iter().enumerate().collect();
     order.sort_by_key(|&(_, (span, _, _))| span);
@@ -727,6 +819,7 @@ pub fn analyze_rank(t: &RankTrace, opts: &AttributeOptions, multi_step_names: bo
         samples,
         unlaunched_left_out: if hta { 0 } else { unlaunched_left_out },
         moe_markers: t.moe_markers,
+        comm_lookalikes,
         // Without a clock (synthetic start times) there is no step length to report.
         step_ns: if t.no_compute { Vec::new() } else { series::step_lengths(&w.starts, gpu_span) },
         no_compute: t.no_compute,
@@ -856,7 +949,7 @@ fn name_by_kernel(name: &str, patterns: &PatternSet) -> String {
         return row.to_string();
     }
     let from_name = collective_from_kernel_name(name);
-    if from_name == UNKNOWN_COLLECTIVE && patterns.matches(name) {
+    if from_name == UNKNOWN_COLLECTIVE && (patterns.matches(name) || library_comm(name).is_some()) {
         return kernel_family(name);
     }
     from_name

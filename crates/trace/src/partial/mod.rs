@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attribute::series::MAX_STEP_SAMPLES;
 use super::attribute::timeline::{Seg, StepTimeline, MAX_REPLAYED_STEPS};
-use super::attribute::{AttributeOptions, CommKernel, Compat, MatchKey, RankAnalysis, RankCollective};
+use super::attribute::{AttributeOptions, CommKernel, Compat, MatchKey, RankAnalysis, RankCollective, MAX_LOOKALIKES};
 use super::limits::{ReadLimits, MAX_ABS_NS, MAX_DISTINCT_COLLECTIVES, MAX_NAME_BYTES, TRUNCATION_MARK};
 use super::model::Ns;
 use super::narrow::saturating_u32;
@@ -263,6 +263,9 @@ struct WireAnalysis {
     no_compute: bool,
     unlaunched_left_out: u64,
     moe_markers: bool,
+    /// The look-alike families of a rank without communication kernels (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    comm_lookalikes: Vec<(String, Ns)>,
     collectives: Vec<WireCollective>,
     kernels: WireKernels,
     /// The kept steps for what-if replay (absent in files written before it existed: their
@@ -358,6 +361,7 @@ impl WireAnalysis {
             no_compute: a.no_compute,
             unlaunched_left_out: a.unlaunched_left_out,
             moe_markers: a.moe_markers,
+            comm_lookalikes: a.comm_lookalikes.clone(),
             collectives: a
                 .by_collective
                 .iter()
@@ -546,6 +550,16 @@ impl WireAnalysis {
         let overlapped_ns = check_ns("overlapped_ns", self.overlapped_ns)?;
         let comm_kernels = self.kernels.into_kernels(kernels_left)?;
         let timeline = into_timeline(self.timeline, comm_kernels.len(), kernels_left)?;
+        if self.comm_lookalikes.len() > MAX_LOOKALIKES {
+            return Err(format!("`comm_lookalikes` holds more than {MAX_LOOKALIKES} families"));
+        }
+        if !self.comm_lookalikes.is_empty() && !comm_kernels.is_empty() {
+            return Err("`comm_lookalikes` is only for a rank without communication kernels".to_string());
+        }
+        for (family, ns) in &self.comm_lookalikes {
+            check_text("comm_lookalikes", family, MAX_NAME_BYTES)?;
+            check_ns("comm_lookalikes", *ns)?;
+        }
         Ok(RankAnalysis {
             rank: self.rank,
             file: self.file,
@@ -568,6 +582,7 @@ impl WireAnalysis {
             timeline,
             unlaunched_left_out: self.unlaunched_left_out,
             moe_markers: self.moe_markers,
+            comm_lookalikes: self.comm_lookalikes,
         })
     }
 }
@@ -752,6 +767,7 @@ mod tests {
             timeline: Vec::new(),
             unlaunched_left_out: 3,
             moe_markers: true,
+            comm_lookalikes: Vec::new(),
         }
     }
 
