@@ -126,7 +126,7 @@ pub fn library_comm(name: &str) -> Option<&'static str> {
 
 /// Words that mark a kernel name as looking like communication, for the hint when a trace has
 /// no communication kernel commgate recognises.
-const COMM_WORDS: [&str; 14] = [
+pub const COMM_WORDS: [&str; 14] = [
     "dispatch",
     "combine",
     "alltoall",

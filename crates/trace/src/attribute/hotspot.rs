@@ -81,8 +81,9 @@ pub struct Hotspot {
     /// Matched instances with one rank alone at the shortest kernel (a tie names no last arrival).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub last_arrival_instances: u64,
-    /// The binomial test of that largest count against chance (1 in k participants), Bonferroni
-    /// over the k ranks.
+    /// The claim's test of that rank: the smaller of the binomial test of its count against chance
+    /// (1 in k participants) and the Mann–Whitney test of its arrival offsets against the other
+    /// ranks', each Bonferroni over the k ranks, doubled (Bonferroni over the two).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_arrival_p_value: Option<f64>,
     /// Per-step samples (traces only), capped in length.
