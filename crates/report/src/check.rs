@@ -452,7 +452,8 @@ fn trace_state(c: &CollectiveComparison) -> String {
 fn trace_basis(t: &TraceComparison) -> String {
     let step = t.step_ms.map_or_else(String::new, |s| format!(" of the baseline step ({} ms)", ms(s)));
     format!(
-        "{} stored trace run{} ({}); transfer is judged as a ratio, exposed time and wait as shares{step}",
+        "{} stored trace run{} ({}); transfer is judged as a ratio, exposed time and wait as shares{step}; \
+         each figure is a median over steps (the hotspot table's are means per step, so they differ when steps do)",
         t.runs,
         if t.runs == 1 { "" } else { "s" },
         t.method.as_str()
@@ -503,8 +504,8 @@ fn trace_fields<'a>() -> [Field<TraceRow<'a>>; 8] {
     [
         Column::left("collective").cell(|r, ctx| ctx.escape(&r.c.collective, NAME)),
         Column::left("quantity").cell(|r, _| r.m.quantity.as_str().to_string()),
-        Column::right("baseline ms/step").cell(|r, _| finite_ms(r.m.judged.baseline)),
-        Column::right("current ms/step").cell(|r, _| finite_ms(r.m.judged.current)),
+        Column::right("baseline median ms/step").cell(|r, _| finite_ms(r.m.judged.baseline)),
+        Column::right("current median ms/step").cell(|r, _| finite_ms(r.m.judged.current)),
         Column::right("change (95 % CI)")
             .cell(|r, _| format!("{} ({})", change(r.m.judged.ratio), interval(r.m.judged.ci))),
         Column::right("δ").cell(|r, _| pct(r.m.judged.against.delta)),
