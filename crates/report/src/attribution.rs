@@ -301,8 +301,14 @@ fn step_summary(a: &Attribution) -> Option<String> {
     let (&min, &max) = (all.first()?, all.last()?);
     let samples = a.ranks.iter().map(|r| r.step_ms.len()).max().unwrap_or(0);
     let median = commgate_stats::median(&all);
+    // Which "step" this is: the what-if's is the replayed GPU work, first kernel to last.
+    let measured = match a.source.window.as_str() {
+        "steps" => "ProfilerStep windows",
+        "hta" => "HTA's window",
+        _ => "the whole trace, first GPU activity to last",
+    };
     Some(format!(
-        "Step time over {} (all ranks): min {} ms, median {} ms, max {} ms; per-step series in the JSON report",
+        "Step time over {} ({measured}, all ranks): min {} ms, median {} ms, max {} ms; per-step series in the JSON report",
         counted(samples, "step", "steps"),
         ms(min),
         ms(median),
