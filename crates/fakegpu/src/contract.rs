@@ -20,6 +20,38 @@ pub enum Fail<S> {
     Violation(String),
 }
 
+/// A library's status codes: what success answers, and what a null out-pointer does.
+pub trait Status: Sized {
+    const SUCCESS: Self;
+    const INVALID: Self;
+}
+
+/// A failure with the library's status `code`.
+pub fn status<S>(code: S) -> Fail<S> {
+    Fail::Status(code)
+}
+
+/// Runs one entry point: success, the status it failed with, or the violation reported and the
+/// process aborted.
+pub fn answer<S: Status>(name: &str, body: impl FnOnce() -> Result<(), Fail<S>>) -> S {
+    match body() {
+        Ok(()) => S::SUCCESS,
+        Err(Fail::Status(code)) => code,
+        Err(Fail::Violation(what)) => report(name, &what),
+    }
+}
+
+/// Writes `value` through an out-pointer the caller passed (the library's invalid-value status
+/// when null).
+pub(crate) fn put<T, S: Status>(out: *mut T, value: T) -> Result<(), Fail<S>> {
+    if out.is_null() {
+        return Err(Fail::Status(S::INVALID));
+    }
+    // SAFETY: a non-null out-pointer of the entry point's type, which the caller provides.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
 /// A violation of the contract, as [`Fail::Violation`].
 pub fn violation<S>(what: impl Display) -> Fail<S> {
     Fail::Violation(what.to_string())

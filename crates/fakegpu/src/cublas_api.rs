@@ -12,21 +12,14 @@ use cudarc::cublas::sys::{
 
 use crate::blas::{Element, Gemm, Handle};
 use crate::config::get as config;
-use crate::contract::{self, violation, Fail};
+use crate::contract::{self, answer as call, status, violation, Fail};
 use crate::world::{self, world};
 
 type Outcome = Result<(), Fail<cublasStatus_t>>;
 
-fn status(code: cublasStatus_t) -> Fail<cublasStatus_t> {
-    Fail::Status(code)
-}
-
-fn call(name: &str, body: impl FnOnce() -> Outcome) -> cublasStatus_t {
-    match body() {
-        Ok(()) => cublasStatus_t::CUBLAS_STATUS_SUCCESS,
-        Err(Fail::Status(code)) => code,
-        Err(Fail::Violation(what)) => contract::report(name, &what),
-    }
+impl contract::Status for cublasStatus_t {
+    const SUCCESS: Self = cublasStatus_t::CUBLAS_STATUS_SUCCESS;
+    const INVALID: Self = cublasStatus_t::CUBLAS_STATUS_INVALID_VALUE;
 }
 
 fn handle(h: cublasHandle_t) -> Result<Handle, Fail<cublasStatus_t>> {

@@ -16,34 +16,16 @@ use cudarc::driver::sys::{
 
 use crate::config::get as config;
 use crate::config::Fault;
-use crate::contract::{self, violation, Fail};
+use crate::contract::{self, answer as call, put, status, violation, Fail};
 use crate::memory::{AllocError, Block, InUse};
 use crate::stream::{Event, Job, Stream};
 use crate::world::{self, world};
 
 type Outcome = Result<(), Fail<CUresult>>;
 
-fn status(code: CUresult) -> Fail<CUresult> {
-    Fail::Status(code)
-}
-
-/// Runs one entry point: its status, or the violation reported and the process aborted.
-fn call(name: &str, body: impl FnOnce() -> Outcome) -> CUresult {
-    match body() {
-        Ok(()) => CUresult::CUDA_SUCCESS,
-        Err(Fail::Status(code)) => code,
-        Err(Fail::Violation(what)) => contract::report(name, &what),
-    }
-}
-
-/// Writes `value` through an out-pointer the caller passed (`CUDA_ERROR_INVALID_VALUE` when null).
-fn put<T>(out: *mut T, value: T) -> Outcome {
-    if out.is_null() {
-        return Err(status(CUresult::CUDA_ERROR_INVALID_VALUE));
-    }
-    // SAFETY: a non-null out-pointer of the entry point's type, which the caller provides.
-    unsafe { out.write(value) };
-    Ok(())
+impl contract::Status for CUresult {
+    const SUCCESS: Self = CUresult::CUDA_SUCCESS;
+    const INVALID: Self = CUresult::CUDA_ERROR_INVALID_VALUE;
 }
 
 fn initialised() -> Outcome {

@@ -11,31 +11,15 @@ use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t, n
 
 use crate::config::get as config;
 use crate::config::Fault;
-use crate::contract::{self, violation, Fail};
+use crate::contract::{self, answer as call, put, status, violation, Fail};
 use crate::nccl::{group_depth, Comm, JoinError, Part, GROUP};
 use crate::world::{self, world};
 
 type Outcome = Result<(), Fail<ncclResult_t>>;
 
-fn status(code: ncclResult_t) -> Fail<ncclResult_t> {
-    Fail::Status(code)
-}
-
-fn call(name: &str, body: impl FnOnce() -> Outcome) -> ncclResult_t {
-    match body() {
-        Ok(()) => ncclResult_t::ncclSuccess,
-        Err(Fail::Status(code)) => code,
-        Err(Fail::Violation(what)) => contract::report(name, &what),
-    }
-}
-
-fn put<T>(out: *mut T, value: T) -> Outcome {
-    if out.is_null() {
-        return Err(status(ncclResult_t::ncclInvalidArgument));
-    }
-    // SAFETY: a non-null out-pointer the caller provides.
-    unsafe { out.write(value) };
-    Ok(())
+impl contract::Status for ncclResult_t {
+    const SUCCESS: Self = ncclResult_t::ncclSuccess;
+    const INVALID: Self = ncclResult_t::ncclInvalidArgument;
 }
 
 fn comm(handle: ncclComm_t, what: &str) -> Result<Arc<Comm>, Fail<ncclResult_t>> {
