@@ -5,7 +5,7 @@
 //! context.
 
 use super::cells::{counted, fixed, ms};
-use super::escape::{md_text, plain, NAME};
+use super::escape::{md_text, plain, NAME, TEXT};
 use super::table::{self, Column, Context, Field};
 use commgate_trace::attribute::whatif::{PathPart, PathRole, Scenario, ScenarioKind, WhatIf};
 
@@ -105,6 +105,25 @@ fn host_bound_note(w: &WhatIf) -> Option<String> {
     })
 }
 
+/// The note for a hidden collective that saves more than its own communication time: the work
+/// behind it stops waiting for what it waited for too (its stream's earlier work, its launch,
+/// the other ranks), so the saving is an upper bound of hiding it. The largest such first.
+fn beyond_own_note(w: &WhatIf) -> Option<String> {
+    let s = w
+        .scenarios
+        .iter()
+        .filter(|s| s.kind == ScenarioKind::Hidden)
+        .find(|s| s.collective_comm_ms.is_some_and(|own| s.saving_ms > own + 0.0005))?;
+    let (name, own) = (s.collective.as_deref()?, s.collective_comm_ms?);
+    Some(format!(
+        "{name} hidden saves {} ms per step, more than {name}'s own {} ms of communication per step: the work \
+         behind it also stops waiting for what {name} waited for (its stream's earlier work, its launch, the other \
+         ranks); read it as an upper bound of hiding {name}.",
+        ms(s.saving_ms),
+        ms(own)
+    ))
+}
+
 /// The parts of the critical path the reports show, largest first.
 const PATH_PARTS: usize = 6;
 
@@ -166,6 +185,9 @@ pub(crate) fn text(w: &WhatIf, width: crate::Width) -> String {
     let mut out = format!("\n{}\n", title(w));
     out.push_str(&table::fitted(&table::columns(&FIXES, Context::Text), &fix_rows(w, Context::Text), width));
     out.push_str(&format!("{}\n", path_line(w, Context::Text)));
+    if let Some(note) = beyond_own_note(w) {
+        out.push_str(&format!("Note: {}\n", plain(&note, TEXT)));
+    }
     if let Some(note) = host_bound_note(w) {
         out.push_str(&format!("Note: {note}\n"));
     }
@@ -182,6 +204,9 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
         out.push_str(&table::markdown(&table::columns(&FIXES, ctx), &fix_rows(w, ctx)));
     }
     out.push_str(&format!("\n{}", path_table(w)));
+    if let Some(note) = beyond_own_note(w) {
+        out.push_str(&format!("\n**Note:** {}\n", md_text(&note, TEXT)));
+    }
     if let Some(note) = host_bound_note(w) {
         out.push_str(&format!("\n**Note:** {note}\n"));
     }
@@ -189,4 +214,38 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
         out.push_str(&format!("\n{chart}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A what-if with one hidden collective saving `saving` ms against its own `own` ms.
+    fn what_if(saving: f64, own: Option<f64>) -> WhatIf {
+        let own = own.map_or_else(String::new, |o| format!(r#", "collective_comm_ms": {o}"#));
+        let json = format!(
+            r#"{{"steps": 2, "step_ms": 10.0, "scenarios": [{{"kind": "hidden", "collective": "all_gather",
+                "step_ms": 9.5, "saving_ms": {saving}, "saving_pct": 4.4, "saving_low_ms": 0.4,
+                "saving_high_ms": 0.5{own}}}],
+                "critical_path": {{"step": 0, "step_ms": 10.0, "parts": [], "path": []}}}}"#
+        );
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    /// The B200 trace's case: a hidden all_gather saving 0.443 ms per step against its own
+    /// 0.022 ms says why, in both renderings; a saving within its own time says nothing.
+    #[test]
+    fn a_hidden_collective_that_saves_more_than_its_own_time_says_why() {
+        let w = what_if(0.443, Some(0.022));
+        let note = beyond_own_note(&w).unwrap_or_default();
+        assert!(
+            note.starts_with("all_gather hidden saves 0.443 ms per step, more than all_gather's own 0.022 ms"),
+            "{note}"
+        );
+        assert!(note.contains("upper bound"), "{note}");
+        assert!(text(&w, crate::Width::Wide).contains("Note: all_gather hidden saves 0.443 ms"));
+        assert!(markdown(&w).contains("**Note:** all\\_gather hidden saves 0.443 ms"));
+        assert_eq!(beyond_own_note(&what_if(0.02, Some(0.022))), None);
+        assert_eq!(beyond_own_note(&what_if(0.443, None)), None);
+    }
 }

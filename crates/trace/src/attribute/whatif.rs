@@ -111,6 +111,11 @@ pub struct Scenario {
     /// The 10th and 90th percentiles of the per-step savings, ms.
     pub saving_low_ms: f64,
     pub saving_high_ms: f64,
+    /// The collective's own communication per step, ms (`hidden` only): a saving above it is
+    /// time the work behind the collective waited for what the collective itself waited for,
+    /// and the reports say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective_comm_ms: Option<f64>,
 }
 
 /// The critical path of the median step.
@@ -210,6 +215,10 @@ pub fn what_if(
                 .collect();
             let mut s = scenario(kind, rank, collective, busbw, &base_span, &spans);
             s.earlier_us = opts.earlier_us.filter(|_| kind == ScenarioKind::Earlier);
+            s.collective_comm_ms = collective
+                .filter(|_| kind == ScenarioKind::Hidden)
+                .and_then(|c| by_collective.get(c))
+                .map(|h| h.total_comm_ms);
             scenarios.push(s);
         };
     if let Some(late) = late_rank {
@@ -484,6 +493,7 @@ fn scenario(
         saving_pct: if base_ms > 0.0 { 100.0 * ms(saving) / base_ms } else { 0.0 },
         saving_low_ms: ms(nearest(0.1)),
         saving_high_ms: ms(nearest(0.9)),
+        collective_comm_ms: None,
     }
 }
 
