@@ -399,23 +399,23 @@ fn a_bad_variable_is_named_as_the_variable_and_a_bad_flag_as_the_flag() {
     assert_error_line(
         dir.path(),
         &["bench", "--dry-run"],
-        &[("COMMGATE_BACKEND", "gpu")],
-        &format!("COMMGATE_BACKEND=gpu: {unknown}"),
+        &[("COMMGATE_BACKEND", "tpu")],
+        &format!("COMMGATE_BACKEND=tpu: {unknown}"),
     );
     assert_error_line(
         dir.path(),
         &["check"],
-        &[("COMMGATE_BACKEND", "gpu")],
-        &format!("COMMGATE_BACKEND=gpu: {unknown}"),
+        &[("COMMGATE_BACKEND", "tpu")],
+        &format!("COMMGATE_BACKEND=tpu: {unknown}"),
     );
     assert_error_line(
         dir.path(),
-        &["bench", "--dry-run", "--backend", "gpu"],
+        &["bench", "--dry-run", "--backend", "tpu"],
         &[],
-        &format!("--backend gpu: {unknown}"),
+        &format!("--backend tpu: {unknown}"),
     );
     // The flag wins over the variable, so a bad flag is named even when the variable is fine…
-    assert_error_line(dir.path(), &["bench", "--backend=gpu"], &[("COMMGATE_BACKEND", "mock")], "--backend gpu: ");
+    assert_error_line(dir.path(), &["bench", "--backend=tpu"], &[("COMMGATE_BACKEND", "mock")], "--backend tpu: ");
     // …and a value the settings check refuses is named the same way.
     assert_error_line(
         dir.path(),

@@ -427,3 +427,15 @@ fn one_rank_is_a_smoke_run_only_when_asked_for() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("| busbw | not applicable (one rank communicates nothing) |"));
 }
+
+/// A GPU user's word for the CUDA backend is taken for it, on the flag and in the variable.
+#[test]
+fn backend_gpu_means_cuda() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = commgate(tmp.path()).args(["bench", "--backend", "gpu", "--dry-run"]).output().expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("backend            cuda (NCCL and cuBLAS on the GPUs)"), "{stdout}");
+    let out = commgate(tmp.path()).args(["bench", "--dry-run"]).env("COMMGATE_BACKEND", "gpu").output().expect("runs");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("backend            cuda"), "{out:?}");
+}

@@ -92,8 +92,10 @@ pub struct ManArgs {
 /// The backend `init`'s workflows run the benchmark on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum GateBackend {
-    /// NCCL and cuBLAS on the runner's GPUs (fails loudly without a usable GPU).
+    /// NCCL and cuBLAS on the runner's GPUs (fails loudly without a usable GPU; `gpu` is taken
+    /// for it too).
     #[default]
+    #[value(alias = "gpu")]
     Cuda,
     /// The CPU backend: real timings of the mechanism on any runner.
     Cpu,

@@ -291,10 +291,10 @@ mod tests {
 
     #[test]
     fn a_bad_flag_value_is_one_line_naming_the_flag() {
-        let Err(ArgsError::Value(line)) = parse_args(["commgate", "bench", "--backend", "gpu"], no_env) else {
+        let Err(ArgsError::Value(line)) = parse_args(["commgate", "bench", "--backend", "tpu"], no_env) else {
             panic!("not a value error")
         };
-        assert_eq!(line, "--backend gpu: unknown backend; expected one of auto, cuda, cpu, mock (did you mean cpu?)");
+        assert_eq!(line, "--backend tpu: unknown backend; expected one of auto, cuda, cpu, mock (did you mean cpu?)");
         let Err(ArgsError::Value(line)) = parse_args(["commgate", "attribute", "t.json", "--steps=0"], no_env) else {
             panic!("not a value error")
         };

@@ -24,6 +24,9 @@ use super::{Dtype, Plan};
 pub enum BackendChoice {
     /// CUDA when a driver, a GPU and NCCL are present, else the CPU backend (saying so).
     Auto,
+    /// NCCL and cuBLAS on the GPUs (`gpu` is taken for it too: a GPU user means this).
+    #[value(alias = "gpu")]
+    #[serde(alias = "gpu")]
     Cuda,
     Cpu,
     Mock,

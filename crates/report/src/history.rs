@@ -127,14 +127,10 @@ fn short_commit(commit: Option<&str>) -> String {
     commit.map_or_else(|| "-".to_string(), |c| c.chars().take(12).collect())
 }
 
-/// Driver / CUDA / NCCL, `-` for each unknown; commgate's version when none is known.
+/// Driver / CUDA / NCCL, `-` for each unknown (a CPU run knows none).
 fn short_software(e: &Entry) -> String {
     let s = &e.summary.software;
-    let parts = [&s.driver, &s.cuda, &s.nccl];
-    if parts.iter().all(|p| p.is_none()) {
-        return format!("commgate {}", s.commgate);
-    }
-    parts.iter().map(|p| p.as_deref().unwrap_or("-")).collect::<Vec<_>>().join(" / ")
+    [&s.driver, &s.cuda, &s.nccl].iter().map(|p| p.as_deref().unwrap_or("-")).collect::<Vec<_>>().join(" / ")
 }
 
 /// A store's columns, one row per run; [`show_rows`] fills them in this order (a median and a
@@ -156,7 +152,7 @@ fn show_columns() -> [Column; 16] {
         "compute med",
         "compute p95",
         "busbw GB/s",
-        "spread",
+        "overlap IQR/med",
     ])
 }
 
