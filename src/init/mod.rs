@@ -499,6 +499,8 @@ mod tests {
             let files = plan(&values, true).expect("fills");
             let toml = &files[0].text;
             assert!(toml.contains(&format!("environment_profile = \"{}\"", default_profile(backend))), "{toml}");
+            // The backend the profile is measured on is set, not left to `auto`.
+            assert!(toml.contains(&format!("\nbackend = \"{}\"\n", backend.name())), "{toml}");
             for f in files.iter().filter(|f| f.path.extension().is_some_and(|e| e == "yml")) {
                 let backends: Vec<&str> = f.text.lines().filter_map(|l| l.trim().strip_prefix("backend: ")).collect();
                 assert!(backends.iter().all(|b| b.starts_with(backend.name())), "{}: {backends:?}", f.path.display());
