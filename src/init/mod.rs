@@ -336,9 +336,11 @@ pub fn next_steps(values: &Values, fork_prs: bool) -> String {
     let (profile, backend) = (&values.profile, values.backend.name());
     format!(
         "Next steps:\n\
-         \x20 1. on the runner the gate uses, record a few runs: `commgate bench --backend {backend} -o run-1.json` (5 or more)\n\
+         \x20 1. on the runner the gate uses, record ten runs: `commgate bench --backend {backend} -o run-1.json` (each run's own \
+         verdict on overlap is information, not the gate's)\n\
          \x20 2. add each to the store: `commgate baseline update --from run-1.json` (writes baselines/{profile}/)\n\
-         \x20 3. try the gate: `commgate check --backend {backend}` (it should say accept)\n\
+         \x20 3. try the gate: `commgate check --backend {backend}` (for unchanged code: accept, or collect_more_evidence \
+         with the step that would decide it)\n\
          \x20 4. commit commgate.toml, baselines/, benchmarks/results/.gitignore and .github/workflows/, and make `commgate gate` a required check{fork}\n\
          The workflows run the {backend} backend and file its runs under {profile}: record the baselines on that backend.\n\
          See docs/init.md in the commgate repository for the whole first day.\n"
