@@ -93,9 +93,12 @@ pub(crate) fn power_line(c: &Comparison) -> String {
         n => format!(" from {n} runners"),
     };
     let current = if c.current_runs > 1 { format!(", {} current runs", c.current_runs) } else { String::new() };
+    // The one minimum detectable effect, with the metric it is of (the headline's may name another
+    // metric's, with that metric).
+    let of = c.metrics.iter().find(|m| m.primary).map(|m| format!(" on the {}", m.label())).unwrap_or_default();
     let mde = c
         .mde
-        .map_or_else(|| "cannot block on its own".to_string(), |m| format!("minimum detectable effect {}", pct(m)));
+        .map_or_else(|| "cannot block on its own".to_string(), |m| format!("minimum detectable effect {}{of}", pct(m)));
     format!("{runs}{runners}{current}, δ = {}, {mde}", pct(c.delta))
 }
 

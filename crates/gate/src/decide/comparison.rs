@@ -267,9 +267,13 @@ fn headline(
                 .iter()
                 .find(|m| m.judged.state == State::Inconclusive && m.judged.ratio > 1.0 + delta)
                 .unwrap_or(p);
-            // The MDE of the metric named, not the primary's: a P95 may see far less.
+            // The MDE of the metric named, not the primary's: a P95 may see far less. Named with
+            // its metric when it is not the primary's, which the rest of the report shows.
             let sees = match (open.mde, mde) {
-                (Some(m), Some(_)) => format!("this comparison can only block slowdowns above {}", pct(m)),
+                (Some(m), Some(_)) if open.primary => {
+                    format!("this comparison can only block slowdowns above {}", pct(m))
+                }
+                (Some(m), Some(_)) => format!("its {} can only block slowdowns above {}", open.label(), pct(m)),
                 (None, Some(_)) => format!("its {} cannot block on this evidence", open.label()),
                 _ => "this comparison cannot block on its own".to_string(),
             };
@@ -317,7 +321,11 @@ fn advice(
         Some((None, Some(k))) => format!("quiet the runner, pin clocks, or {}", current_runs(k)),
         _ => "quiet the runner or pin clocks: more runs alone would not decide at this spread".to_string(),
     };
-    Some(format!("{vary}this gate can only see slowdowns above {} (its minimum detectable effect): {todo}", pct(mde)))
+    Some(format!(
+        "{vary}this gate can only see slowdowns above {} (its minimum detectable effect, on the {}): {todo}",
+        pct(mde),
+        primary.label()
+    ))
 }
 
 /// How far the slowest baseline run may lie from the fastest before the runs are said to
