@@ -194,7 +194,8 @@ pub(crate) fn text(w: &WhatIf, width: crate::Width) -> String {
     out
 }
 
-/// The Markdown section: the fixes table, the critical path and the gantt of the median step.
+/// The Markdown section: the fixes table, the critical path and, folded, the gantt of the median
+/// step.
 pub(crate) fn markdown(w: &WhatIf) -> String {
     let ctx = Context::Markdown;
     let mut out = format!("**{}**\n\n", title(w).trim_end_matches(':'));
@@ -210,8 +211,11 @@ pub(crate) fn markdown(w: &WhatIf) -> String {
     if let Some(note) = host_bound_note(w) {
         out.push_str(&format!("\n**Note:** {note}\n"));
     }
+    // Folded: the chart is a picture to open, a hundred and more lines of source otherwise.
     if let Some(chart) = w.picture.as_ref().and_then(super::gantt::gantt) {
-        out.push_str(&format!("\n{chart}\n"));
+        out.push_str(&format!(
+            "\n<details><summary>The median step, rank by rank (gantt)</summary>\n\n{chart}\n\n</details>\n"
+        ));
     }
     out
 }
