@@ -94,22 +94,30 @@ pub fn destroyed(kind: &str, id: u64) {
 /// What a ledger says: the handles still alive (kind and id, in the order they were made) and
 /// the violations reported. For tests, which read the file after the process ended.
 pub fn read_ledger(text: &str) -> (Vec<(String, String)>, Vec<String>) {
-    let mut alive: Vec<(String, String)> = Vec::new();
+    // Every handle made, in order (`None` once destroyed), and where each live one of a kind and
+    // id sits: one pass, however long the run.
+    let mut made: Vec<Option<(String, String)>> = Vec::new();
+    let mut live: std::collections::HashMap<(String, String), Vec<usize>> = std::collections::HashMap::new();
     let mut violations = Vec::new();
     for line in text.lines() {
         let mut words = line.splitn(3, ' ');
         match (words.next(), words.next(), words.next()) {
-            (Some("+"), Some(kind), Some(id)) => alive.push((kind.to_string(), id.to_string())),
+            (Some("+"), Some(kind), Some(id)) => {
+                let key = (kind.to_string(), id.to_string());
+                live.entry(key.clone()).or_default().push(made.len());
+                made.push(Some(key));
+            }
             (Some("-"), Some(kind), Some(id)) => {
-                if let Some(at) = alive.iter().rposition(|(k, i)| k == kind && i == id) {
-                    alive.remove(at);
+                let at = live.get_mut(&(kind.to_string(), id.to_string())).and_then(Vec::pop);
+                if let Some(slot) = at.and_then(|at| made.get_mut(at)) {
+                    *slot = None;
                 }
             }
             (Some("!"), _, _) => violations.push(line[2..].to_string()),
             _ => {}
         }
     }
-    (alive, violations)
+    (made.into_iter().flatten().collect(), violations)
 }
 
 #[cfg(test)]
